@@ -1,0 +1,96 @@
+# Makefile: builds libbest and the tools, runs tests, fuzzers, benchmarks and the demo.
+#
+#   make            lib/libbest.a and bin/best-*  (-O2 -Wall -Wextra -Werror)
+#   make test       installs missing packages, builds, runs tests/run.sh
+#   make test SAN=1 the same under AddressSanitizer + UBSan (objects in build-san/)
+#   make fuzz       runs every libFuzzer target in tests/fuzz for FUZZ_SECONDS each
+#   make deps       installs missing Debian packages and the Python test oracles
+#   make bench      runs the benchmarks in bench/ (needs ../shared)
+#
+# Optional dependencies are probed and reported, never guessed: nvcc is not
+# needed yet; the CPU path is always built.
+
+CC      ?= gcc
+SAN     ?= 0
+ifeq ($(SAN),1)
+BUILD   := build-san
+BINDIR  := build-san/bin
+LIBA    := build-san/libbest.a
+SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+OPT     := -O1
+else
+BUILD   := build
+BINDIR  := bin
+LIBA    := lib/libbest.a
+SANFLAGS :=
+OPT     := -O2
+endif
+
+PKGS    := libarchive jansson libutf8proc libpcre2-8 libxxhash
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+CFLAGS  := $(OPT) -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fopenmp -MMD -MP \
+           -Ilib $(SANFLAGS) $(PKG_CFLAGS) $(EXTRA_CFLAGS)
+LDFLAGS := -fopenmp $(SANFLAGS)
+LDLIBS  := $(PKG_LIBS) -lm -lpthread
+
+LIB_SRC := $(wildcard lib/*.c)
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+TOOLS   := $(notdir $(wildcard tools/best-*))
+BINS    := $(TOOLS:%=$(BINDIR)/%)
+TEST_SRC := $(wildcard tests/test_*.c)
+TEST_BINS := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+
+.PHONY: all test deps fuzz fuzz-build bench demo clean
+all: $(LIBA) $(BINS) $(TEST_BINS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(LIBA): $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+# A tool is every .c file of its folder linked against libbest.
+.SECONDEXPANSION:
+$(BINDIR)/%: $$(patsubst %.c,$(BUILD)/%.o,$$(wildcard tools/%/*.c)) $(LIBA)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIBA) $(LDLIBS)
+
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBA)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIBA) $(LDLIBS)
+
+test: deps all
+	@BIN=$(abspath $(BINDIR)) TBIN=$(abspath $(BUILD)/tests) SAN=$(SAN) sh tests/run.sh
+
+# Debian packages the build and the tests need; nothing happens when all are present.
+APT_PKGS := build-essential pkg-config clang libarchive-dev libxxhash-dev libzstd-dev \
+            libjansson-dev libutf8proc-dev libpcre2-dev zlib1g-dev zstd python3 python3-pip
+deps:
+	@sh tests/deps.sh $(APT_PKGS)
+
+# libFuzzer targets: lib/ rebuilt with clang, ASan and coverage.
+FUZZ_SRC  := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BINS := $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/%)
+FUZZ_LIB_OBJ := $(LIB_SRC:%.c=build-fuzz/%.o)
+FUZZ_CFLAGS := -O1 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fopenmp -Ilib \
+               -fsanitize=fuzzer-no-link,address,undefined $(PKG_CFLAGS)
+FUZZ_SECONDS ?= 60
+build-fuzz/%.o: %.c
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -c $< -o $@
+build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB_OBJ)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS) -fopenmp=libgomp
+fuzz-build: $(FUZZ_BINS)
+fuzz: fuzz-build
+	@sh tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_BINS)
+
+bench: all
+	@sh bench/run.sh
+
+clean:
+	rm -rf build build-san build-fuzz bin lib/libbest.a
+
+-include $(LIB_OBJ:.o=.d) $(TEST_BINS:=.d) $(wildcard $(BUILD)/tools/*/*.d)

@@ -1,0 +1,36 @@
+// fileio.h: reading whole files and writing outputs atomically.
+//
+// Every output a tool writes goes to "DIR/.NAME.tmp.XXXXXX" next to its final
+// path and is renamed into place only by afile_commit, so a killed or failed run
+// never leaves a half-written file under the real name. Open temp files are
+// remembered and removed by an exit handler (die() exits 1). Path "-" writes to
+// stdout directly (no rename possible; documented per tool).
+#ifndef BEST_FILEIO_H
+#define BEST_FILEIO_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct {
+    FILE *fp;
+    char *path;      // final name
+    char *tmp;       // temp name, NULL when writing to stdout
+} AFile;
+
+int afile_open(AFile *f, const char *path);  // "-" = stdout
+int afile_commit(AFile *f);                  // flush, fsync, rename; closes
+void afile_abort(AFile *f);                  // close and unlink the temp file
+
+// Reads a whole file into a fresh NUL-terminated buffer. Errors name the path.
+int file_read_all(char **out, size_t *n, const char *path);
+
+// A read-only memory map of a whole file (empty files map to a non-NULL dummy).
+typedef struct { const uint8_t *data; size_t size; int mapped; } MappedFile;
+int mapped_open(MappedFile *m, const char *path);
+void mapped_close(MappedFile *m);
+
+int path_is_dir(const char *path);
+// "dir/name" in a fresh buffer.
+char *path_join(const char *dir, const char *name);
+
+#endif

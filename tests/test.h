@@ -1,0 +1,37 @@
+// test.h: the few macros C tests use. Each check prints one line that
+// tests/run.sh counts: "ok - what", "not ok - what (file:line)", "skip - what: why".
+// A test program exits 1 if any check failed, so a crash or an early exit also counts.
+#ifndef BEST_TEST_H
+#define BEST_TEST_H
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static int test_failures;
+
+static inline __attribute__((format(printf, 4, 5)))
+int test_report(int cond, const char *file, int line, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    printf(cond ? "ok - " : "not ok - ");
+    vprintf(fmt, ap);
+    va_end(ap);
+    if (!cond) { printf(" (%s:%d)", file, line); test_failures++; }
+    printf("\n");
+    fflush(stdout);
+    return cond;
+}
+#define T_OK(cond, ...) test_report(!!(cond), __FILE__, __LINE__, __VA_ARGS__)
+#define T_SKIP(...) do { printf("skip - "); printf(__VA_ARGS__); printf("\n"); } while (0)
+#define T_DONE() return test_failures ? 1 : 0
+
+// ../shared as seen from the repository root, or NULL (tests then skip and say so).
+static inline const char *test_shared(void) {
+    const char *s = getenv("SHARED");
+    if (!s) s = "../shared";
+    return access(s, R_OK) == 0 ? s : NULL;
+}
+
+#endif
