@@ -35,7 +35,14 @@ void err_prefix(const char *fmt, ...) {
     vsnprintf(pre, sizeof pre, fmt, ap);
     va_end(ap);
     memcpy(old, err_buf, sizeof old);
-    snprintf(err_buf, sizeof err_buf, "%s: %s", pre, old);
+    size_t k = strlen(pre);
+    if (k > sizeof err_buf - 3) k = sizeof err_buf - 3;
+    memcpy(err_buf, pre, k);
+    memcpy(err_buf + k, ": ", 2);
+    size_t rest = strlen(old), room = sizeof err_buf - k - 3;
+    if (rest > room) rest = room;
+    memcpy(err_buf + k + 2, old, rest);
+    err_buf[k + 2 + rest] = 0;
 }
 
 static void print_line(const char *msg, const char *where) {

@@ -1,5 +1,4 @@
 // fileio.c: atomic outputs (temp + rename, cleaned up at exit), whole-file reads, mmap.
-#define _GNU_SOURCE
 #include "fileio.h"
 
 #include <errno.h>

@@ -5,6 +5,7 @@
 #define BEST_VEC_H
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "error.h" // defines: xrealloc

@@ -1,0 +1,44 @@
+// args.h: the long-option parser every tool uses.
+//
+// A tool lists its options in one table, with the defaults already stored in the
+// destination variables, so `--help` can print every default from one place.
+// `--name value` and `--name=value` both work; `--` ends options; a lone `-` is a
+// positional argument (stdin/stdout). Usage errors print one line and exit 2;
+// `--help` prints the table and exits 0.
+#ifndef BEST_ARGS_H
+#define BEST_ARGS_H
+
+typedef enum {
+    OPT_FLAG,     // int *: set to 1
+    OPT_FLAG_OFF, // int *: set to 0 (for --no-x beside --x)
+    OPT_INT,      // int *
+    OPT_DOUBLE,   // double *
+    OPT_STRING,   // const char **
+    OPT_MULTI,    // StrList *: may repeat; each use appends
+} OptType;
+
+typedef struct { const char **v; int n; } StrList;
+
+typedef struct {
+    const char *name;  // without the leading "--"
+    OptType type;
+    void *dest;
+    const char *arg;   // what the value is, for --help ("PATH", "N")
+    const char *help;
+} Option;
+
+typedef struct {
+    const char *prog;     // "best-tokenize"
+    const char *usage;    // "--tokenizer PATH [options] [INPUT... | -]"
+    const char *about;    // one paragraph shown by --help
+    const Option *opts;   // terminated by an entry with name == NULL
+} ArgSpec;
+
+// Parses argv; returns the positional arguments in *pos (a fresh array, NULL
+// terminated) and their count. Exits 2 on a usage error, 0 after --help.
+int args_parse(char ***pos, const ArgSpec *spec, int argc, char **argv);
+// Prints "prog: usage error: MESSAGE" and "try 'prog --help'", exits 2.
+void args_usage_error(const ArgSpec *spec, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3), noreturn));
+
+#endif

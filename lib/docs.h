@@ -1,0 +1,32 @@
+// docs.h: documents out of files, archives and stdin, one at a time.
+//
+// Built on libarchive, so any compression it knows (.gz, .zst, .xz, .bz2) is
+// undone on the fly and a .tar (itself compressed or not) is walked member by
+// member; a member may itself be compressed (a .tar of .jsonl.zst). Each file or
+// member is read by its name once compression suffixes are stripped:
+//   .jsonl .json .ndjson   one JSON object per line; the document is its string
+//                          field (default "text"); blank lines are skipped
+//   .txt .text .md         the whole file is one document
+//   anything else, stdin   sniffed: first non-blank byte '{' means JSON lines
+// Memory is bounded by the largest document, not by the input. Every document
+// is checked to be valid UTF-8; errors name the file (and the line).
+#ifndef BEST_DOCS_H
+#define BEST_DOCS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { DOC_AUTO = 0, DOC_TEXT, DOC_JSONL } DocFormat;
+
+typedef struct DocReader DocReader;
+
+// path "-" reads stdin. field: the JSON string field holding the text.
+int docs_open(DocReader **r, const char *path, const char *field, DocFormat format);
+// Next document: *text (valid until the next call, not NUL-terminated) and *len.
+// Returns 1 for a document, 0 at the end, -1 on error (ERR set, naming file:line).
+int docs_next(DocReader *r, const char **text, size_t *len);
+// Bytes consumed from the input file so far (compressed), for progress.
+uint64_t docs_bytes_read(const DocReader *r);
+void docs_close(DocReader *r);
+
+#endif
