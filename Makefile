@@ -1,8 +1,10 @@
 # Makefile: builds libbest and the tools, runs tests, fuzzers, benchmarks and the demo.
 #
 #   make            lib/libbest.a and bin/best-*  (-O2 -Wall -Wextra -Werror)
-#   make test       installs missing packages, builds, runs tests/run.sh
-#   make test SAN=1 the same under AddressSanitizer + UBSan (objects in build-san/)
+#   make test       installs missing packages, builds, runs tests/run.sh twice:
+#                   plain and under AddressSanitizer + UBSan (objects in build-san/),
+#                   plus a short run of every fuzz target
+#   make test SAN=1 only the sanitizer pass
 #   make fuzz       runs every libFuzzer target in tests/fuzz for FUZZ_SECONDS each
 #   make deps       installs missing Debian packages and the Python test oracles
 #   make bench      runs the benchmarks in bench/ (needs ../shared)
@@ -62,8 +64,15 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIBA) $(LDLIBS)
 
-test: deps all
-	@BIN=$(abspath $(BINDIR)) TBIN=$(abspath $(BUILD)/tests) SAN=$(SAN) sh tests/run.sh
+# One command runs everything: the suite on the plain build, again on the ASan+UBSan
+# build, and the fuzz targets briefly (FUZZ_SECONDS_CI each). SAN=1 runs only the
+# sanitizer pass.
+FUZZ_SECONDS_CI ?= 15
+test: deps
+	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory SAN=1 all
+	@$(MAKE) --no-print-directory fuzz-build
+	@FUZZ_SECONDS=$(FUZZ_SECONDS_CI) MODES="$(if $(filter 1,$(SAN)),san,plain san)" sh tests/run.sh
 
 # Debian packages the build and the tests need; nothing happens when all are present.
 APT_PKGS := build-essential pkg-config clang libarchive-dev libxxhash-dev libzstd-dev \

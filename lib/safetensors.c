@@ -160,9 +160,9 @@ static int parse_tensor(StTensor *t, Span *span, const SafeTensors *st, const ch
         return ERR("%s: tensor '%.100s': data_offsets [%zu, %zu] end before they begin",
                    p, name, begin, end);
     if (end - begin != t->nbytes)
-        return ERR("%s: tensor '%.100s': data_offsets [%zu, %zu] hold %zu bytes but "
-                   "%s%s needs %zu", p, name, begin, end, end - begin,
-                   st_dtype_name(t->dtype), t->ndim ? " of its shape" : " scalar", t->nbytes);
+        return ERR("%s: tensor '%.100s': data_offsets [%zu, %zu] hold %zu bytes but its "
+                   "dtype %s and shape need %zu", p, name, begin, end, end - begin,
+                   st_dtype_name(t->dtype), t->nbytes);
     if (end > st->data_size)
         return ERR("%s: tensor '%.100s': data_offsets [%zu, %zu] run past the data region "
                    "(%zu bytes)", p, name, begin, end, st->data_size);
@@ -411,25 +411,24 @@ static int check_utf8_str(const char *what, const char *s) {
     return 0;
 }
 
-static StWriterEntry *writer_new_entry(StWriter *w, const char *name, StDtype dtype,
-                                       int ndim, const int64_t *shape) {
+static int writer_new_entry(StWriterEntry **out, StWriter *w, const char *name,
+                            StDtype dtype, int ndim, const int64_t *shape) {
+    const char *pre = "safetensors writer";
     if ((unsigned)dtype >= ST_NDTYPES)
-        return ERR("safetensors writer: tensor '%.100s': bad dtype %d", name, (int)dtype), NULL;
+        return ERR("%s: tensor '%.100s': bad dtype %d", pre, name, (int)dtype);
     if (strcmp(name, "__metadata__") == 0)
-        return ERR("safetensors writer: '__metadata__' is not a tensor name"), NULL;
-    if (check_utf8_str("tensor name", name) < 0) return NULL;
+        return ERR("%s: '__metadata__' is not a tensor name", pre);
+    TRY(check_utf8_str("tensor name", name));
     if (ndim < 0 || ndim > ST_MAX_DIMS)
-        return ERR("safetensors writer: tensor '%.100s': ndim %d not in [0, %d]", name, ndim,
-                   ST_MAX_DIMS), NULL;
+        return ERR("%s: tensor '%.100s': ndim %d not in [0, %d]", pre, name, ndim, ST_MAX_DIMS);
     for (int i = 0; i < w->n; i++)
         if (strcmp(w->entries[i].name, name) == 0)
-            return ERR("safetensors writer: duplicate tensor name '%.100s'", name), NULL;
+            return ERR("%s: duplicate tensor name '%.100s'", pre, name);
     StWriterEntry e = {0};
     size_t nelem;
     if (ndim) memcpy(e.shape, shape, (size_t)ndim * sizeof *shape);
     if (shape_bytes(&nelem, &e.nbytes, e.shape, ndim, st_dtype_size(dtype)) < 0)
-        return ERR("safetensors writer: tensor '%.100s': negative or overflowing shape",
-                   name), NULL;
+        return ERR("%s: tensor '%.100s': negative or overflowing shape", pre, name);
     if (w->n == w->cap) {
         w->cap = w->cap ? 2 * w->cap : 16;
         w->entries = xrealloc(w->entries, (size_t)w->cap * sizeof *w->entries);
@@ -438,21 +437,22 @@ static StWriterEntry *writer_new_entry(StWriter *w, const char *name, StDtype dt
     e.dtype = dtype;
     e.ndim = ndim;
     w->entries[w->n] = e;
-    return &w->entries[w->n++];
+    *out = &w->entries[w->n++];
+    return 0;
 }
 
 int st_writer_add(StWriter *w, const char *name, StDtype dtype, int ndim,
                   const int64_t *shape, const void *data) {
-    StWriterEntry *e = writer_new_entry(w, name, dtype, ndim, shape);
-    if (!e) return -1;
+    StWriterEntry *e;
+    TRY(writer_new_entry(&e, w, name, dtype, ndim, shape));
     e->data = data;
     return 0;
 }
 
 int st_writer_add_fn(StWriter *w, const char *name, StDtype dtype, int ndim,
                      const int64_t *shape, StFillFn fill, void *ctx) {
-    StWriterEntry *e = writer_new_entry(w, name, dtype, ndim, shape);
-    if (!e) return -1;
+    StWriterEntry *e;
+    TRY(writer_new_entry(&e, w, name, dtype, ndim, shape));
     e->fill = fill;
     e->ctx = ctx;
     return 0;
@@ -512,42 +512,39 @@ static void json_put_fmt(ByteVec *b, const char *fmt, unsigned long long v) {
 }
 
 // Writer order = the reference's prepare(): dtype rank descending, then name bytes.
-static const StWriterEntry *sort_base;
 static int entry_cmp(const void *a, const void *b) {
-    const StWriterEntry *x = &sort_base[*(const int *)a], *y = &sort_base[*(const int *)b];
+    const StWriterEntry *x = *(const StWriterEntry *const *)a, *y = *(const StWriterEntry *const *)b;
     if (x->dtype != y->dtype) return x->dtype > y->dtype ? -1 : 1;
     return strcmp(x->name, y->name); // compares as unsigned char, like Rust's str Ord
 }
-static int str_cmp(const void *a, const void *b) {
-    return strcmp(*(char *const *)a, *(char *const *)b);
+
+typedef struct { const char *key, *val; } MetaPair;
+static int meta_cmp(const void *a, const void *b) {
+    return strcmp(((const MetaPair *)a)->key, ((const MetaPair *)b)->key);
 }
 
-// Header bytes (padded) for the entries in order.
-static void writer_header(ByteVec *b, const StWriter *w, const int *order) {
+// Header bytes, padded, for the entries in file order.
+static void writer_header(ByteVec *b, const StWriter *w, const StWriterEntry **order) {
     bytevec_push(b, '{');
     if (w->n_meta) {
-        // The Python library's metadata is a Rust HashMap (random order); sorting the
-        // keys makes ours deterministic.
-        int *mo = xmalloc((size_t)w->n_meta * sizeof *mo);
-        char **keys = xmalloc((size_t)w->n_meta * sizeof *keys);
-        memcpy(keys, w->meta_keys, (size_t)w->n_meta * sizeof *keys);
-        qsort(keys, (size_t)w->n_meta, sizeof *keys, str_cmp);
+        // The Python library keeps metadata in a Rust HashMap (random order); sorted
+        // keys make ours deterministic.
+        MetaPair *m = xmalloc((size_t)w->n_meta * sizeof *m);
+        for (int i = 0; i < w->n_meta; i++) m[i] = (MetaPair){w->meta_keys[i], w->meta_vals[i]};
+        qsort(m, (size_t)w->n_meta, sizeof *m, meta_cmp);
         bytevec_append(b, "\"__metadata__\":{", 16);
         for (int i = 0; i < w->n_meta; i++) {
-            int k = 0;
-            while (w->meta_keys[k] != keys[i]) k++;
             if (i) bytevec_push(b, ',');
-            json_put_str(b, keys[i]);
+            json_put_str(b, m[i].key);
             bytevec_push(b, ':');
-            json_put_str(b, w->meta_vals[k]);
+            json_put_str(b, m[i].val);
         }
         bytevec_push(b, '}');
-        free(keys);
-        free(mo);
+        free(m);
     }
     size_t off = 0;
     for (int i = 0; i < w->n; i++) {
-        const StWriterEntry *e = &w->entries[order[i]];
+        const StWriterEntry *e = order[i];
         if (i || w->n_meta) bytevec_push(b, ',');
         json_put_str(b, e->name);
         bytevec_append(b, ":{\"dtype\":", 10);
@@ -583,9 +580,8 @@ static int write_entry(FILE *fp, const StWriterEntry *e, const char *path, uint8
 }
 
 int st_writer_write(const StWriter *w, const char *path) {
-    int *order = xmalloc((size_t)(w->n ? w->n : 1) * sizeof *order);
-    for (int i = 0; i < w->n; i++) order[i] = i;
-    sort_base = w->entries; // qsort has no context argument in C11; the writer is not reentrant here
+    const StWriterEntry **order = xmalloc((size_t)(w->n ? w->n : 1) * sizeof *order);
+    for (int i = 0; i < w->n; i++) order[i] = &w->entries[i];
     qsort(order, (size_t)w->n, sizeof *order, entry_cmp);
     ByteVec h = {0};
     writer_header(&h, w, order);
@@ -602,7 +598,7 @@ int st_writer_write(const StWriter *w, const char *path) {
     if (fwrite(len, 1, 8, f.fp) != 8 || fwrite(h.v, 1, h.n, f.fp) != h.n)
         rc = ERR("%s: write failed: %s", path, strerror(errno));
     uint8_t *chunk = NULL;
-    for (int i = 0; rc == 0 && i < w->n; i++) rc = write_entry(f.fp, &w->entries[order[i]], path, &chunk);
+    for (int i = 0; rc == 0 && i < w->n; i++) rc = write_entry(f.fp, order[i], path, &chunk);
     free(chunk);
     if (rc == 0) rc = afile_commit(&f);
     else afile_abort(&f);

@@ -1,33 +1,40 @@
 #!/bin/sh
-# run.sh: runs every test (C programs in $TBIN, shell scripts tests/t_*.sh), counts
-# their "ok"/"not ok"/"skip" lines, and ends with "N passed, N failed, N skipped".
-# A test that exits non-zero without reporting a failure counts as one failure.
-: "${BIN:=$(pwd)/bin}" "${TBIN:=$(pwd)/build/tests}"
-export BIN TBIN
+# run.sh: runs every test (C programs test_*, shell scripts tests/t_*.sh) once per
+# mode in $MODES ("plain": bin/ and build/tests; "san": the ASan+UBSan build in
+# build-san/), counts their "ok"/"not ok"/"skip" lines, and ends with
+# "N passed, N failed, N skipped". A test that exits non-zero without reporting a
+# failure counts as one failure. Shell tests see $SAN=1 in the sanitizer pass.
+: "${MODES:=plain}"
 export SHARED="${SHARED:-$(pwd)/../shared}"
 [ -d "$SHARED" ] || echo "note: $SHARED not found; tests that need real models and data will skip"
-if [ "${SAN:-0}" = 1 ]; then
-    export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:exitcode=99"
-    export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-fi
 pass=0 fail=0 skipped=0
 log=$(mktemp)
-for t in "$TBIN"/test_* tests/t_*.sh; do
-    [ -e "$t" ] || continue
-    case "$t" in *.d|*.o) continue ;; esac
-    name=$(basename "$t")
-    start=$(date +%s)
-    case "$t" in
-        *.sh) sh "$t" >"$log" 2>&1 ;;
-        *) "$t" >"$log" 2>&1 ;;
-    esac
-    rc=$?
-    p=$(grep -c '^ok - ' "$log"); f=$(grep -c '^not ok - ' "$log"); s=$(grep -c '^skip - ' "$log")
-    if [ "$rc" != 0 ] && [ "$f" = 0 ]; then f=1; echo "not ok - $name exited $rc" >>"$log"; fi
-    pass=$((pass + p)); fail=$((fail + f)); skipped=$((skipped + s))
-    echo "== $name: $p passed, $f failed, $s skipped ($(( $(date +%s) - start ))s)"
-    grep -E '^(not ok|skip) - ' "$log" | sed 's/^/   /'
-    if [ "$f" != 0 ]; then echo "   --- output tail:"; tail -n 15 "$log" | sed 's/^/   | /'; fi
+for mode in $MODES; do
+    if [ "$mode" = san ]; then
+        BIN=$(pwd)/build-san/bin TBIN=$(pwd)/build-san/tests SAN=1
+        export ASAN_OPTIONS="detect_leaks=1:exitcode=99"
+        export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:exitcode=98"
+    else
+        BIN=$(pwd)/bin TBIN=$(pwd)/build/tests SAN=0
+    fi
+    export BIN TBIN SAN
+    for t in "$TBIN"/test_* tests/t_*.sh; do
+        [ -e "$t" ] || continue
+        case "$t" in *.d|*.o) continue ;; esac
+        name="$mode/$(basename "$t")"
+        start=$(date +%s)
+        case "$t" in
+            *.sh) sh "$t" >"$log" 2>&1 ;;
+            *) "$t" >"$log" 2>&1 ;;
+        esac
+        rc=$?
+        p=$(grep -c '^ok - ' "$log"); f=$(grep -c '^not ok - ' "$log"); s=$(grep -c '^skip - ' "$log")
+        if [ "$rc" != 0 ] && [ "$f" = 0 ]; then f=1; echo "not ok - $name exited $rc" >>"$log"; fi
+        pass=$((pass + p)); fail=$((fail + f)); skipped=$((skipped + s))
+        echo "== $name: $p passed, $f failed, $s skipped ($(( $(date +%s) - start ))s)"
+        grep -E '^(not ok|skip) - ' "$log" | sed 's/^/   /'
+        if [ "$f" != 0 ]; then echo "   --- output tail:"; tail -n 25 "$log" | sed 's/^/   | /'; fi
+    done
 done
 rm -f "$log"
 echo "$pass passed, $fail failed, $skipped skipped"

@@ -3,6 +3,7 @@
 // The command line only: options, the effective configuration on stderr, then
 // lib/docs (reading), lib/docbatch (parallel encoding), lib/shard (writing).
 // Usage and formats: docs/best-tokenize.md, docs/formats.md.
+#include <jansson.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +22,7 @@
 
 typedef struct {
     const char *tokenizer, *out, *field, *format;
-    int ids, decode, threads, bos, eos, quiet, batch_docs;
+    int ids, decode, jsonl, threads, bos, eos, quiet, batch_docs;
 } Opts;
 
 #define BATCH_BYTES (16u << 20)
@@ -111,12 +112,23 @@ static int is_shard(const char *path) {
 }
 
 // Decodes one document and writes it as one line; errors name where the ids came from.
+// With jsonl each document is written as {"text": "..."}, which keeps newlines inside
+// documents unambiguous.
 static void write_text(AFile *out, const Tokenizer *tok, ByteVec *text, const int32_t *ids, size_t n,
-                       const char *name, unsigned long long line) {
+                       const char *name, unsigned long long line, int jsonl) {
     text->n = 0;
     if (tok_decode(tok, text, ids, n) < 0) {
         err_prefix("%s:%llu", name, line);
         die_err();
+    }
+    if (jsonl) {
+        json_t *obj = json_pack("{s:s%}", "text", text->v ? text->v : "", text->n);
+        char *js = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
+        if (!js) DIE("%s:%llu: decoded text is not valid UTF-8, cannot write it as JSON", name, line);
+        text->n = 0;
+        bytevec_append(text, js, strlen(js));
+        free(js);
+        json_decref(obj);
     }
     bytevec_push(text, '\n');
     if (fwrite(text->v, 1, text->n, out->fp) != text->n) DIE("%s: write failed", out->path);
@@ -148,7 +160,7 @@ static void run_decode(const Opts *o, const Tokenizer *tok, char **inputs, int n
                         : by_bos && all[i] == tok->bos_id && i > a;
                 if (!end) continue;
                 size_t d = a + (by_bos && a < i && all[a] == tok->bos_id);
-                write_text(&out, tok, &text, all + d, i - d, inputs[f], ++doc);
+                write_text(&out, tok, &text, all + d, i - d, inputs[f], ++doc, o->jsonl);
                 a = by_eos ? i + 1 : i;
             }
             free(all);
@@ -166,7 +178,7 @@ static void run_decode(const Opts *o, const Tokenizer *tok, char **inputs, int n
             if (n > 0 && buf[n - 1] == '\n') n--;
             ids.n = 0;
             TRY_OR_DIE(ids_parse_line(&ids, buf, (size_t)n, inputs[f], lineno));
-            write_text(&out, tok, &text, ids.v, ids.n, inputs[f], lineno);
+            write_text(&out, tok, &text, ids.v, ids.n, inputs[f], lineno, o->jsonl);
         }
         free(buf);
         if (in != stdin) fclose(in);
@@ -183,6 +195,7 @@ int main(int argc, char **argv) {
         {"out", OPT_STRING, &o.out, "FILE", "output: a token shard, or with --ids/--decode a text file (default stdout)"},
         {"ids", OPT_FLAG, &o.ids, NULL, "print ids as text, one document per line, instead of writing a shard"},
         {"decode", OPT_FLAG, &o.decode, NULL, "turn ids (lines of ids, or shards) back into text, one document per line"},
+        {"jsonl", OPT_FLAG, &o.jsonl, NULL, "with --decode: write each document as a JSON line {\"text\": ...}"},
         {"field", OPT_STRING, &o.field, "NAME", "JSON field that holds a document's text"},
         {"format", OPT_STRING, &o.format, "auto|text|jsonl", "how to read inputs: by file name (auto), whole file, JSON lines"},
         {"threads", OPT_INT, &o.threads, "N", "threads for encoding; 0 = all cores (output is the same for any N)"},

@@ -1,0 +1,104 @@
+#!/bin/sh
+# t_tokenize_cli.sh: best-tokenize as a user drives it: shards vs --ids, stdin and
+# compressed inputs, thread-count independence, decode round trips, and every kind
+# of bad input (clear one-line error, exit 1 or 2, no output file left behind).
+# Runs without ../shared on a tiny byte-level tokenizer the test makes itself.
+. tests/lib.sh
+T="$BIN/best-tokenize"
+python3 tests/make_tiny_tokenizer.py "$TMP/tok" || { fail "make tiny tokenizer"; finish; }
+TOK="$TMP/tok/tokenizer.json"
+
+# A corpus with long and short documents, unicode, blank lines.
+python3 - "$TMP/docs.jsonl" <<'PY'
+import json, random, sys
+random.seed(1)
+words = "the cat and the hat sat on a mat in the sun while it was raining outside ünïcödé 日本語 😀".split()
+with open(sys.argv[1], "w", encoding="utf-8") as f:
+    for i in range(3000):
+        n = random.choice([0, 1, 5, 50, 500])
+        text = " ".join(random.choice(words) for _ in range(n)) + ("\n\n" if i % 7 == 0 else "")
+        f.write(json.dumps({"text": text, "id": i}, ensure_ascii=i % 2 == 0) + "\n")
+        if i % 100 == 0: f.write("\n")
+PY
+
+check "shard with 1 thread" "$T" --tokenizer "$TOK" --threads 1 --quiet --out "$TMP/a.bin" "$TMP/docs.jsonl"
+check "shard with 4 threads" "$T" --tokenizer "$TOK" --threads 4 --batch-docs 64 --quiet --out "$TMP/b.bin" "$TMP/docs.jsonl"
+check "shards identical for 1 and 4 threads" cmp "$TMP/a.bin" "$TMP/b.bin"
+"$T" --tokenizer "$TOK" --ids --threads 1 --quiet "$TMP/docs.jsonl" >"$TMP/ids1.txt" 2>/dev/null
+"$T" --tokenizer "$TOK" --ids --threads 3 --batch-docs 7 --quiet "$TMP/docs.jsonl" >"$TMP/ids3.txt" 2>/dev/null
+check "--ids identical for 1 and 3 threads" cmp "$TMP/ids1.txt" "$TMP/ids3.txt"
+n=$(wc -l <"$TMP/ids1.txt")
+check "--ids prints one line per document (3000, got $n)" test "$n" = 3000
+check "documents end with <|endoftext|> by default (Qwen/GPT-2 convention)" \
+    sh -c "awk '{print \$NF}' '$TMP/ids1.txt' | sort -u | grep -qx 282"
+
+gzip -c "$TMP/docs.jsonl" >"$TMP/docs.jsonl.gz"
+zstd -q -c "$TMP/docs.jsonl" >"$TMP/docs.jsonl.zst"
+"$T" --tokenizer "$TOK" --ids --quiet "$TMP/docs.jsonl.gz" >"$TMP/idsgz.txt"
+check ".jsonl.gz gives the same ids" cmp "$TMP/ids1.txt" "$TMP/idsgz.txt"
+zstdcat "$TMP/docs.jsonl.zst" | "$T" --tokenizer "$TMP/tok" --ids --quiet - >"$TMP/idsstdin.txt"
+check "zstdcat | best-tokenize - (tokenizer given as a folder) gives the same ids" cmp "$TMP/ids1.txt" "$TMP/idsstdin.txt"
+(cd "$TMP" && tar cf docs.tar docs.jsonl.zst)
+"$T" --tokenizer "$TOK" --ids --quiet "$TMP/docs.tar" >"$TMP/idstar.txt"
+check ".tar of .jsonl.zst gives the same ids" cmp "$TMP/ids1.txt" "$TMP/idstar.txt"
+
+# Decoding: ids lines and shards back to the documents.
+python3 -c "
+import json,sys
+for l in open(sys.argv[1], encoding='utf-8'):
+    if l.strip(): print(json.dumps({'text': json.loads(l)['text']}, ensure_ascii=False))" "$TMP/docs.jsonl" >"$TMP/want.jsonl"
+"$T" --tokenizer "$TOK" --decode --jsonl --quiet "$TMP/a.bin" >"$TMP/back.jsonl"
+python3 -c "
+import json,sys
+a=[json.loads(l)['text'] for l in open(sys.argv[1], encoding='utf-8')]
+b=[json.loads(l)['text'] for l in open(sys.argv[2], encoding='utf-8')]
+# Decoding a shard cuts at EOS; the EOS itself is not part of the text.
+sys.exit(0 if a == b else 1)" "$TMP/want.jsonl" "$TMP/back.jsonl"
+[ $? = 0 ] && ok "decode(shard) gives back every document" || fail "decode(shard) gives back every document"
+"$T" --tokenizer "$TOK" --ids --no-eos --quiet "$TMP/docs.jsonl" >"$TMP/ids_noeos.txt"
+"$T" --tokenizer "$TOK" --decode --jsonl --quiet "$TMP/ids_noeos.txt" >"$TMP/back2.jsonl"
+check "decode(--ids) gives back every document" cmp "$TMP/want.jsonl" "$TMP/back2.jsonl"
+if have_py tokenizers; then
+    python3 - "$TOK" "$TMP/docs.jsonl" "$TMP/ids_noeos.txt" <<'PY'
+import json, sys
+from tokenizers import Tokenizer
+t = Tokenizer.from_file(sys.argv[1])
+docs = [json.loads(l)["text"] for l in open(sys.argv[2], encoding="utf-8") if l.strip()]
+ours = [[int(x) for x in l.split()] for l in open(sys.argv[3])]
+want = [e.ids for e in t.encode_batch(docs, add_special_tokens=False)]
+print("ok - tiny tokenizer ids equal HF tokenizers" if ours == want else "not ok - tiny tokenizer ids differ from HF tokenizers")
+PY
+else
+    skip "tiny tokenizer vs HF tokenizers: python3 tokenizers not installed"
+fi
+
+# Usage errors: exit 2.
+expect_error "no --tokenizer is a usage error" 2 "usage error" "$T" --ids "$TMP/docs.jsonl"
+expect_error "unknown option is a usage error" 2 "unknown option" "$T" --tokenizer "$TOK" --bogus --ids "$TMP/docs.jsonl"
+expect_error "--ids with --decode is a usage error" 2 "exclude" "$T" --tokenizer "$TOK" --ids --decode x
+expect_error "no --out and no --ids is a usage error" 2 "--out" "$T" --tokenizer "$TOK" "$TMP/docs.jsonl"
+expect_error "bad --threads value" 2 "integer" "$T" --tokenizer "$TOK" --threads x --ids "$TMP/docs.jsonl"
+check "--help exits 0" "$T" --help
+
+# Bad input: exit 1, one line naming the file, no output left behind.
+expect_error "missing tokenizer" 1 "nope.json" "$T" --tokenizer "$TMP/nope.json" --ids "$TMP/docs.jsonl"
+head -c 5000 "$TOK" >"$TMP/trunc.json"
+expect_error "truncated tokenizer.json" 1 "trunc.json" "$T" --tokenizer "$TMP/trunc.json" --ids "$TMP/docs.jsonl"
+printf '{"text": "fine"}\n{"text": broken\n' >"$TMP/bad.jsonl"
+expect_error "malformed JSON line names file:line" 1 "bad.jsonl:2: malformed JSON" \
+    "$T" --tokenizer "$TOK" --quiet --out "$TMP/bad.bin" "$TMP/bad.jsonl"
+check "no shard left after the failure" test ! -e "$TMP/bad.bin"
+check "no temp file left after the failure" sh -c "! ls -a '$TMP' | grep -q 'bad.bin.tmp'"
+printf 'ok \377 not utf8' >"$TMP/bad.txt"
+expect_error "invalid UTF-8 names the file" 1 "bad.txt: invalid UTF-8" "$T" --tokenizer "$TOK" --quiet --out "$TMP/bad2.bin" "$TMP/bad.txt"
+check "no shard left after invalid UTF-8" test ! -e "$TMP/bad2.bin"
+printf 'garbage that is not gzip' >"$TMP/bad.jsonl.gz"
+expect_error "unreadable archive" 1 "bad.jsonl.gz" "$T" --tokenizer "$TOK" --ids "$TMP/bad.jsonl.gz"
+cp "$TMP/a.bin" "$TMP/flip.bin"
+printf 'X' | dd of="$TMP/flip.bin" bs=1 seek=100 conv=notrunc 2>/dev/null
+expect_error "shard with a flipped byte" 1 "checksum" "$T" --tokenizer "$TOK" --decode "$TMP/flip.bin"
+printf 'NOTSHARD' | dd of="$TMP/flip.bin" bs=1 seek=0 conv=notrunc 2>/dev/null
+expect_error "shard with a wrong magic is read as bad ids" 1 "flip.bin:1" "$T" --tokenizer "$TOK" --decode "$TMP/flip.bin"
+printf '1 2 999999\n' >"$TMP/badids.txt"
+expect_error "out-of-vocab id in --decode" 1 "badids.txt:1" "$T" --tokenizer "$TOK" --decode "$TMP/badids.txt"
+finish
