@@ -132,11 +132,13 @@ static int parse_tensor(StTensor *t, Span *span, const SafeTensors *st, const ch
     json_t *dt = json_object_get(e, "dtype");
     json_t *shape = json_object_get(e, "shape");
     json_t *offs = json_object_get(e, "data_offsets");
-    if (!json_is_string(dt)) return ERR("%s: tensor '%.100s': missing dtype", p, name);
+    if (!json_is_string(dt))
+        return ERR("%s: tensor '%.100s': dtype missing or not a string", p, name);
     if (st_dtype_parse(&t->dtype, json_string_value(dt)) < 0)
         return ERR("%s: tensor '%.100s': unsupported dtype '%.40s'", p, name,
                    json_string_value(dt));
-    if (!json_is_array(shape)) return ERR("%s: tensor '%.100s': missing shape", p, name);
+    if (!json_is_array(shape))
+        return ERR("%s: tensor '%.100s': shape missing or not an array", p, name);
     if (json_array_size(shape) > ST_MAX_DIMS)
         return ERR("%s: tensor '%.100s': %zu dimensions, at most %d supported", p, name,
                    json_array_size(shape), ST_MAX_DIMS);
@@ -513,7 +515,8 @@ static void json_put_fmt(ByteVec *b, const char *fmt, unsigned long long v) {
 
 // Writer order = the reference's prepare(): dtype rank descending, then name bytes.
 static int entry_cmp(const void *a, const void *b) {
-    const StWriterEntry *x = *(const StWriterEntry *const *)a, *y = *(const StWriterEntry *const *)b;
+    const StWriterEntry *x = *(const StWriterEntry *const *)a;
+    const StWriterEntry *y = *(const StWriterEntry *const *)b;
     if (x->dtype != y->dtype) return x->dtype > y->dtype ? -1 : 1;
     return strcmp(x->name, y->name); // compares as unsigned char, like Rust's str Ord
 }
@@ -574,7 +577,8 @@ static int write_entry(FILE *fp, const StWriterEntry *e, const char *path, uint8
             err_prefix("%s: tensor '%.100s'", path, e->name);
             return -1;
         }
-        if (fwrite(*chunk, 1, n, fp) != n) return ERR("%s: write failed: %s", path, strerror(errno));
+        if (fwrite(*chunk, 1, n, fp) != n)
+            return ERR("%s: write failed: %s", path, strerror(errno));
     }
     return 0;
 }
@@ -598,7 +602,8 @@ int st_writer_write(const StWriter *w, const char *path) {
     if (fwrite(len, 1, 8, f.fp) != 8 || fwrite(h.v, 1, h.n, f.fp) != h.n)
         rc = ERR("%s: write failed: %s", path, strerror(errno));
     uint8_t *chunk = NULL;
-    for (int i = 0; rc == 0 && i < w->n; i++) rc = write_entry(f.fp, order[i], path, &chunk);
+    for (int i = 0; rc == 0 && i < w->n; i++)
+        rc = write_entry(f.fp, order[i], path, &chunk);
     free(chunk);
     if (rc == 0) rc = afile_commit(&f);
     else afile_abort(&f);
