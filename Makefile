@@ -56,7 +56,7 @@ $(LIBA): $(LIB_OBJ)
 
 # A tool is every .c file of its folder linked against libbest.
 .SECONDEXPANSION:
-$(BINDIR)/%: $$(patsubst %.c,$(BUILD)/%.o,$$(wildcard tools/%/*.c)) $(LIBA)
+$(BINDIR)/%: $$(patsubst %.c,$(BUILD)/%.o,$$(wildcard tools/$$*/*.c)) $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIBA) $(LDLIBS)
 
@@ -91,13 +91,24 @@ build-fuzz/%.o: %.c
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -c $< -o $@
 build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB_OBJ)
-	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS) -fopenmp=libgomp
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
 fuzz-build: $(FUZZ_BINS)
 fuzz: fuzz-build
 	@sh tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_BINS)
 
 bench: all
 	@sh bench/run.sh
+
+# The demo grows with the project (issue: pipelines). Today: a synthetic corpus and a
+# tokenizer made here, tokenized to a shard and decoded back, with nothing from
+# outside the repository.
+DEMO := out/demo
+demo: deps all
+	@mkdir -p $(DEMO)
+	python3 tests/make_tiny_tokenizer.py $(DEMO)/tokenizer
+	python3 pipelines/make_corpus.py $(DEMO)/corpus.jsonl
+	$(BINDIR)/best-tokenize --tokenizer $(DEMO)/tokenizer --out $(DEMO)/corpus.bin $(DEMO)/corpus.jsonl
+	$(BINDIR)/best-tokenize --tokenizer $(DEMO)/tokenizer --decode $(DEMO)/corpus.bin | head -n 3
 
 clean:
 	rm -rf build build-san build-fuzz bin lib/libbest.a

@@ -14,10 +14,10 @@ if [ -n "$missing" ]; then
 fi
 # Oracles for the tests only (the product never imports Python). A failure here is
 # not fatal: the tests that need an oracle then say that they skip.
-if ! python3 -c 'import sentencepiece, tokenizers, numpy' 2>/dev/null; then
-    echo "deps: installing Python test oracles (sentencepiece, tokenizers, numpy)"
-    python3 -m pip install -q sentencepiece tokenizers numpy 2>/dev/null \
-        || python3 -m pip install -q --break-system-packages sentencepiece tokenizers numpy \
+if ! python3 -c 'import sentencepiece, tokenizers, numpy, safetensors' 2>/dev/null; then
+    echo "deps: installing Python test oracles (sentencepiece, tokenizers, numpy, safetensors)"
+    python3 -m pip install -q sentencepiece tokenizers numpy safetensors 2>/dev/null \
+        || python3 -m pip install -q --break-system-packages sentencepiece tokenizers numpy safetensors \
         || echo "deps: could not install the Python oracles; tests that need them will skip"
 fi
 exit 0

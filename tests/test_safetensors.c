@@ -6,6 +6,7 @@
 // which compares us with the Python safetensors package:
 //   test_safetensors --write-fixture PATH [KEY=VALUE...]   the fixture set, with metadata
 //   test_safetensors --dump PATH                           one line per tensor / metadata entry
+//   test_safetensors --to-f16 IN OUT                       F32 tensors of IN as F16 in OUT
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -140,6 +141,36 @@ static int mode_dump(const char *path) {
     return 0;
 }
 
+// Writes every F32 tensor of in as F16, converted chunk by chunk in a fill callback
+// (the way a model saver streams bf16/f16 from f32 master weights).
+static int fill_f16(void *buf, size_t off, size_t n, void *ctx) {
+    const StTensor *t = ctx;
+    uint16_t *o = buf;
+    for (size_t i = 0; i < n / 2; i++) {
+        float f;
+        memcpy(&f, (const uint8_t *)t->data + 2 * off + 4 * i, 4);
+        o[i] = st_f32_to_f16(f);
+    }
+    return 0;
+}
+
+static int mode_to_f16(const char *in, const char *out) {
+    SafeTensors st;
+    StWriter w;
+    TRY_OR_DIE(st_open(&st, in));
+    st_writer_init(&w);
+    for (int i = 0; i < st.n_tensors; i++) {
+        const StTensor *t = &st.tensors[i];
+        if (t->dtype == ST_F32)
+            TRY_OR_DIE(st_writer_add_fn(&w, t->name, ST_F16, t->ndim, t->shape, fill_f16,
+                                        (void *)t));
+    }
+    TRY_OR_DIE(st_writer_write(&w, out));
+    st_writer_free(&w);
+    st_close(&st);
+    return 0;
+}
+
 // --- helpers for the unit tests --------------------------------------------------
 
 static char tmpdir[] = "/tmp/test_safetensors.XXXXXX";
@@ -153,12 +184,13 @@ static void write_bytes(const char *path, const void *p, size_t n) {
     fclose(f);
 }
 
-// A file made of a header (padded with spaces to 8) and ndata bytes of data.
+// A file made of a header (padded with spaces to 8; ' becomes " so that the tests
+// below stay readable) and ndata bytes of data.
 static size_t make_raw(uint8_t **out, const char *header, size_t ndata) {
     size_t hl = strlen(header), padded = (hl + 7) / 8 * 8;
     uint8_t *b = xcalloc(8 + padded + ndata, 1);
     for (int i = 0; i < 8; i++) b[i] = (uint8_t)((uint64_t)padded >> (8 * i));
-    memcpy(b + 8, header, hl);
+    for (size_t i = 0; i < hl; i++) b[8 + i] = header[i] == '\'' ? '"' : (uint8_t)header[i];
     memset(b + 8 + hl, ' ', padded - hl);
     for (size_t i = 0; i < ndata; i++) b[8 + padded + i] = (uint8_t)i;
     *out = b;
@@ -409,17 +441,17 @@ static void test_shared_model(void) {
 }
 
 static void test_corrupt(void) {
-    const char *one = "{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
+    const char *one = "{'t':{'dtype':'F32','shape':[2],'data_offsets':[0,8]}}";
     expect_good("a minimal file", one, 8, 1);
     expect_good("an empty header {}", "{}", 0, 0);
-    expect_good("__metadata__ null", "{\"__metadata__\":null}", 0, 0);
+    expect_good("__metadata__ null", "{'__metadata__':null}", 0, 0);
     expect_good("zero-size tensors sharing an offset",
-                "{\"a\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]},"
-                "\"b\":{\"dtype\":\"I8\",\"shape\":[2,0],\"data_offsets\":[0,0]},"
-                "\"c\":{\"dtype\":\"U8\",\"shape\":[],\"data_offsets\":[0,1]}}", 1, 3);
+                "{'a':{'dtype':'F32','shape':[0],'data_offsets':[0,0]},"
+                "'b':{'dtype':'I8','shape':[2,0],'data_offsets':[0,0]},"
+                "'c':{'dtype':'U8','shape':[],'data_offsets':[0,1]}}", 1, 3);
     expect_good("tensors listed out of offset order",
-                "{\"b\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[2,4]},"
-                "\"a\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[0,2]}}", 4, 2);
+                "{'b':{'dtype':'U8','shape':[2],'data_offsets':[2,4]},"
+                "'a':{'dtype':'U8','shape':[2],'data_offsets':[0,2]}}", 4, 2);
 
     // truncation at every length of a real file, in memory and a few on disk
     uint8_t *b;
@@ -462,45 +494,60 @@ static void test_corrupt(void) {
     free(b);
     free(p);
 
-    expect_bad("offsets out of range", "{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}", 8, "data region");
-    expect_bad("end before begin", "{\"t\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,0]}}", 8, "end before");
+    expect_bad("offsets out of range",
+               "{'t':{'dtype':'F32','shape':[2],'data_offsets':[8,16]}}", 8, "data region");
+    expect_bad("end before begin",
+               "{'t':{'dtype':'F32','shape':[0],'data_offsets':[8,0]}}", 8, "end before");
     expect_bad("overlapping tensors",
-               "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
-               "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 12, "overlaps");
+               "{'a':{'dtype':'F32','shape':[2],'data_offsets':[0,8]},"
+               "'b':{'dtype':'F32','shape':[2],'data_offsets':[4,12]}}", 12, "overlaps");
     expect_bad("the same bytes twice",
-               "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
-               "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "overlaps");
+               "{'a':{'dtype':'F32','shape':[2],'data_offsets':[0,8]},"
+               "'b':{'dtype':'F32','shape':[2],'data_offsets':[0,8]}}", 8, "overlaps");
     expect_bad("a gap between tensors",
-               "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
-               "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}", 12, "gap");
-    expect_bad("a gap at the start", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, "gap");
-    expect_bad("uncovered tail", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 8, "cover");
-    expect_bad("bad dtype", "{\"t\":{\"dtype\":\"F33\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "dtype");
-    expect_bad("sub-byte dtype F4", "{\"t\":{\"dtype\":\"F4\",\"shape\":[2],\"data_offsets\":[0,1]}}", 1, "dtype");
-    expect_bad("dtype not a string", "{\"t\":{\"dtype\":4,\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "dtype");
-    expect_bad("negative shape", "{\"t\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", 8, "shape");
-    expect_bad("fractional shape", "{\"t\":{\"dtype\":\"F32\",\"shape\":[2.0],\"data_offsets\":[0,8]}}", 8, "shape");
-    expect_bad("missing shape", "{\"t\":{\"dtype\":\"F32\",\"data_offsets\":[0,8]}}", 8, "shape");
-    expect_bad("shape/offset mismatch", "{\"t\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8, "need 12");
-    expect_bad("shape overflow", "{\"t\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,8]}}", 8, "overflow");
-    expect_bad("9 dimensions", "{\"t\":{\"dtype\":\"U8\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,1]}}", 1, "dimensions");
-    expect_bad("3 offsets", "{\"t\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1,1]}}", 1, "data_offsets");
-    expect_bad("negative offset", "{\"t\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[-1,-1]}}", 0, "data_offsets");
-    expect_bad("entry not an object", "{\"t\":[1,2]}", 0, "not an object");
+               "{'a':{'dtype':'F32','shape':[1],'data_offsets':[0,4]},"
+               "'b':{'dtype':'F32','shape':[1],'data_offsets':[8,12]}}", 12, "gap");
+    expect_bad("a gap at the start",
+               "{'a':{'dtype':'F32','shape':[1],'data_offsets':[4,8]}}", 8, "gap");
+    expect_bad("uncovered tail",
+               "{'a':{'dtype':'F32','shape':[1],'data_offsets':[0,4]}}", 8, "cover");
+    expect_bad("bad dtype", "{'t':{'dtype':'F33','shape':[2],'data_offsets':[0,8]}}", 8, "dtype");
+    expect_bad("sub-byte dtype F4",
+               "{'t':{'dtype':'F4','shape':[2],'data_offsets':[0,1]}}", 1, "dtype");
+    expect_bad("dtype not a string",
+               "{'t':{'dtype':4,'shape':[2],'data_offsets':[0,8]}}", 8, "dtype");
+    expect_bad("negative shape",
+               "{'t':{'dtype':'F32','shape':[-2],'data_offsets':[0,8]}}", 8, "shape");
+    expect_bad("fractional shape",
+               "{'t':{'dtype':'F32','shape':[2.0],'data_offsets':[0,8]}}", 8, "shape");
+    expect_bad("missing shape", "{'t':{'dtype':'F32','data_offsets':[0,8]}}", 8, "shape");
+    expect_bad("shape/offset mismatch",
+               "{'t':{'dtype':'F32','shape':[3],'data_offsets':[0,8]}}", 8, "need 12");
+    expect_bad("shape overflow",
+               "{'t':{'dtype':'F32','shape':[4294967296,4294967296],'data_offsets':[0,8]}}", 8, "overflow");
+    expect_bad("9 dimensions",
+               "{'t':{'dtype':'U8','shape':[1,1,1,1,1,1,1,1,1],'data_offsets':[0,1]}}", 1, "dimensions");
+    expect_bad("3 offsets",
+               "{'t':{'dtype':'U8','shape':[1],'data_offsets':[0,1,1]}}", 1, "data_offsets");
+    expect_bad("negative offset",
+               "{'t':{'dtype':'U8','shape':[0],'data_offsets':[-1,-1]}}", 0, "data_offsets");
+    expect_bad("entry not an object", "{'t':[1,2]}", 0, "not an object");
     expect_bad("duplicate keys",
-               "{\"t\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
-               "\"t\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}", 2, "duplicate");
-    expect_bad("duplicate metadata keys", "{\"__metadata__\":{\"a\":\"1\",\"a\":\"2\"}}", 0, "duplicate");
-    expect_bad("metadata value not a string", "{\"__metadata__\":{\"a\":1}}", 0, "not a string");
-    expect_bad("metadata not an object", "{\"__metadata__\":[\"a\"]}", 0, "__metadata__");
-    expect_bad("non-UTF-8 header", "{\"t\xff\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1, "UTF-8");
-    expect_bad("overlong UTF-8", "{\"\xc0\xaf\":{}}", 0, "UTF-8");
-    expect_bad("UTF-8 surrogate", "{\"\xed\xa0\x80\":{}}", 0, "UTF-8");
-    expect_bad("header not JSON", "{\"t\":", 0, "JSON");
+               "{'t':{'dtype':'U8','shape':[1],'data_offsets':[0,1]},"
+               "'t':{'dtype':'U8','shape':[1],'data_offsets':[1,2]}}", 2, "duplicate");
+    expect_bad("duplicate metadata keys", "{'__metadata__':{'a':'1','a':'2'}}", 0, "duplicate");
+    expect_bad("metadata value not a string", "{'__metadata__':{'a':1}}", 0, "not a string");
+    expect_bad("metadata not an object", "{'__metadata__':['a']}", 0, "__metadata__");
+    expect_bad("non-UTF-8 header",
+               "{'t\xff':{'dtype':'U8','shape':[1],'data_offsets':[0,1]}}", 1, "UTF-8");
+    expect_bad("overlong UTF-8", "{'\xc0\xaf':{}}", 0, "UTF-8");
+    expect_bad("UTF-8 surrogate", "{'\xed\xa0\x80':{}}", 0, "UTF-8");
+    expect_bad("header not JSON", "{'t':", 0, "JSON");
     expect_bad("header a JSON array", "[1]", 0, "{");
     expect_bad("header not starting with {", " {}", 0, "{");
     expect_bad("garbage after the JSON", "{}x", 0, "JSON");
-    expect_bad("NUL in a name", "{\"a\\u0000b\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[0,0]}}", 0, "JSON");
+    expect_bad("NUL in a name",
+               "{'a\\u0000b':{'dtype':'U8','shape':[0],'data_offsets':[0,0]}}", 0, "JSON");
     uint8_t zero[8] = {0};
     expect_bad_mem("header length 0", zero, 8, "{");
 }
@@ -508,8 +555,10 @@ static void test_corrupt(void) {
 int main(int argc, char **argv) {
     if (argc >= 3 && strcmp(argv[1], "--write-fixture") == 0) return mode_write_fixture(argc, argv);
     if (argc == 3 && strcmp(argv[1], "--dump") == 0) return mode_dump(argv[2]);
+    if (argc == 4 && strcmp(argv[1], "--to-f16") == 0) return mode_to_f16(argv[2], argv[3]);
     if (argc != 1) {
-        fprintf(stderr, "usage: %s [--write-fixture PATH [KEY=VALUE...] | --dump PATH]\n", argv[0]);
+        fprintf(stderr, "usage: %s [--write-fixture PATH [KEY=VALUE...] | --dump PATH | "
+                "--to-f16 IN OUT]\n", argv[0]);
         return 2;
     }
     CHECK(mkdtemp(tmpdir), "mkdtemp");
