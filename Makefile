@@ -56,7 +56,8 @@ $(LIBA): $(LIB_OBJ)
 
 # A tool is every .c file of its folder linked against libbest.
 .SECONDEXPANSION:
-$(BINDIR)/%: $$(patsubst %.c,$(BUILD)/%.o,$$(wildcard tools/$$*/*.c)) $(LIBA)
+# (No '%' inside the functions: make would put the stem there before expanding.)
+$(BINDIR)/%: $$(addprefix $(BUILD)/,$$(subst .c,.o,$$(wildcard tools/$$*/*.c))) $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIBA) $(LDLIBS)
 

@@ -29,8 +29,9 @@ check "shards identical for 1 and 4 threads" cmp "$TMP/a.bin" "$TMP/b.bin"
 check "--ids identical for 1 and 3 threads" cmp "$TMP/ids1.txt" "$TMP/ids3.txt"
 n=$(wc -l <"$TMP/ids1.txt")
 check "--ids prints one line per document (3000, got $n)" test "$n" = 3000
-check "documents end with <|endoftext|> by default (Qwen/GPT-2 convention)" \
-    sh -c "awk '{print \$NF}' '$TMP/ids1.txt' | sort -u | grep -qx 282"
+EOT=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['added_tokens'][0]['id'])" "$TOK")
+check "documents end with <|endoftext|> ($EOT) by default (Qwen/GPT-2 convention)" \
+    sh -c "test \"\$(awk '{print \$NF}' '$TMP/ids1.txt' | sort -u)\" = $EOT"
 
 gzip -c "$TMP/docs.jsonl" >"$TMP/docs.jsonl.gz"
 zstd -q -c "$TMP/docs.jsonl" >"$TMP/docs.jsonl.zst"
@@ -47,17 +48,19 @@ python3 -c "
 import json,sys
 for l in open(sys.argv[1], encoding='utf-8'):
     if l.strip(): print(json.dumps({'text': json.loads(l)['text']}, ensure_ascii=False))" "$TMP/docs.jsonl" >"$TMP/want.jsonl"
-"$T" --tokenizer "$TOK" --decode --jsonl --quiet "$TMP/a.bin" >"$TMP/back.jsonl"
-python3 -c "
+same_texts() { # same documents in two JSON-lines files (compared as strings, not bytes)
+    python3 -c "
 import json,sys
 a=[json.loads(l)['text'] for l in open(sys.argv[1], encoding='utf-8')]
 b=[json.loads(l)['text'] for l in open(sys.argv[2], encoding='utf-8')]
+sys.exit(0 if a == b else 1)" "$1" "$2"
+}
 # Decoding a shard cuts at EOS; the EOS itself is not part of the text.
-sys.exit(0 if a == b else 1)" "$TMP/want.jsonl" "$TMP/back.jsonl"
-[ $? = 0 ] && ok "decode(shard) gives back every document" || fail "decode(shard) gives back every document"
+"$T" --tokenizer "$TOK" --decode --jsonl --quiet "$TMP/a.bin" >"$TMP/back.jsonl"
+check "decode(shard) gives back every document" same_texts "$TMP/want.jsonl" "$TMP/back.jsonl"
 "$T" --tokenizer "$TOK" --ids --no-eos --quiet "$TMP/docs.jsonl" >"$TMP/ids_noeos.txt"
 "$T" --tokenizer "$TOK" --decode --jsonl --quiet "$TMP/ids_noeos.txt" >"$TMP/back2.jsonl"
-check "decode(--ids) gives back every document" cmp "$TMP/want.jsonl" "$TMP/back2.jsonl"
+check "decode(--ids) gives back every document" same_texts "$TMP/want.jsonl" "$TMP/back2.jsonl"
 if have_py tokenizers; then
     python3 - "$TOK" "$TMP/docs.jsonl" "$TMP/ids_noeos.txt" <<'PY'
 import json, sys
@@ -82,7 +85,7 @@ check "--help exits 0" "$T" --help
 
 # Bad input: exit 1, one line naming the file, no output left behind.
 expect_error "missing tokenizer" 1 "nope.json" "$T" --tokenizer "$TMP/nope.json" --ids "$TMP/docs.jsonl"
-head -c 5000 "$TOK" >"$TMP/trunc.json"
+head -c 2000 "$TOK" >"$TMP/trunc.json"
 expect_error "truncated tokenizer.json" 1 "trunc.json" "$T" --tokenizer "$TMP/trunc.json" --ids "$TMP/docs.jsonl"
 printf '{"text": "fine"}\n{"text": broken\n' >"$TMP/bad.jsonl"
 expect_error "malformed JSON line names file:line" 1 "bad.jsonl:2: malformed JSON" \
@@ -92,8 +95,8 @@ check "no temp file left after the failure" sh -c "! ls -a '$TMP' | grep -q 'bad
 printf 'ok \377 not utf8' >"$TMP/bad.txt"
 expect_error "invalid UTF-8 names the file" 1 "bad.txt: invalid UTF-8" "$T" --tokenizer "$TOK" --quiet --out "$TMP/bad2.bin" "$TMP/bad.txt"
 check "no shard left after invalid UTF-8" test ! -e "$TMP/bad2.bin"
-printf 'garbage that is not gzip' >"$TMP/bad.jsonl.gz"
-expect_error "unreadable archive" 1 "bad.jsonl.gz" "$T" --tokenizer "$TOK" --ids "$TMP/bad.jsonl.gz"
+head -c 3000 "$TMP/docs.jsonl.gz" >"$TMP/bad.jsonl.gz"
+expect_error "truncated gzip" 1 "bad.jsonl.gz" "$T" --tokenizer "$TOK" --ids "$TMP/bad.jsonl.gz"
 cp "$TMP/a.bin" "$TMP/flip.bin"
 printf 'X' | dd of="$TMP/flip.bin" bs=1 seek=100 conv=notrunc 2>/dev/null
 expect_error "shard with a flipped byte" 1 "checksum" "$T" --tokenizer "$TOK" --decode "$TMP/flip.bin"

@@ -1,0 +1,4 @@
+#!/bin/sh
+# run.sh: every benchmark, in turn. Each prints its own table of ratios.
+set -e
+python3 bench/tokenize.py bin "${SHARED:-../shared}" "${REPEAT:-10}"
