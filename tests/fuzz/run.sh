@@ -9,6 +9,11 @@ for f in "$@"; do
     name=$(basename "$f" | sed 's/^fuzz_//')
     work=$(mktemp -d)
     [ -d "tests/fuzz/corpus/$name" ] && cp -r "tests/fuzz/corpus/$name/." "$work/"
+    # Real files are never copied into the repository; seed from ../shared when it is there.
+    shared=${SHARED:-../shared}
+    if [ "$name" = spm_model ] && [ -f "$shared/models/stories260K/tokenizer.model" ]; then
+        cp "$shared/models/stories260K/tokenizer.model" "$work/stories260K.model"
+    fi
     if [ "$secs" = 0 ]; then args="-runs=0"; else args="-max_total_time=$secs"; fi
     if "$f" $args -timeout=10 -rss_limit_mb=2048 "$work" >"$work.log" 2>&1; then
         echo "ok - fuzz $name ($secs s): $(grep -o 'stat::number_of_executed_units: [0-9]*' "$work.log" | tail -1; tail -1 "$work.log" | cut -c1-80)"
