@@ -34,7 +34,7 @@ PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CFLAGS  := $(OPT) -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fopenmp -MMD -MP \
            -Ilib $(SANFLAGS) $(PKG_CFLAGS) $(EXTRA_CFLAGS)
 LDFLAGS := -fopenmp $(SANFLAGS)
-LDLIBS  := $(PKG_LIBS) -lm -lpthread
+LDLIBS  := $(PKG_LIBS) -lopenblas -lm -lpthread
 
 LIB_SRC := $(wildcard lib/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
@@ -77,7 +77,7 @@ test: deps
 
 # Debian packages the build and the tests need; nothing happens when all are present.
 APT_PKGS := build-essential pkg-config clang libarchive-dev libxxhash-dev libzstd-dev \
-            libjansson-dev libutf8proc-dev libpcre2-dev zlib1g-dev zstd python3 python3-pip
+            libjansson-dev libutf8proc-dev libpcre2-dev libopenblas-dev zlib1g-dev zstd python3 python3-pip
 deps:
 	@sh tests/deps.sh $(APT_PKGS)
 
