@@ -31,6 +31,7 @@ static inline void bytevec_reserve(ByteVec *b, size_t extra) {
     b->cap = cap;
 }
 static inline void bytevec_append(ByteVec *b, const void *p, size_t n) {
+    if (n == 0) return;  // memcpy(NULL, p, 0) is undefined behaviour
     bytevec_reserve(b, n);
     memcpy(b->v + b->n, p, n);
     b->n += n;
