@@ -10,6 +10,9 @@
 
 #include "error.h" // defines: xmalloc, err_set_prog
 
+// The positional array being built, freed by the exits of --help and usage errors.
+static char **args_positional;
+
 void args_usage_error(const ArgSpec *spec, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -17,6 +20,7 @@ void args_usage_error(const ArgSpec *spec, const char *fmt, ...) {
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fprintf(stderr, " (try '%s --help')\n", spec->prog);
+    free(args_positional);
     exit(2);
 }
 
@@ -73,7 +77,7 @@ static void set_value(const ArgSpec *spec, const Option *o, const char *val) {
 
 int args_parse(char ***pos, const ArgSpec *spec, int argc, char **argv) {
     err_set_prog(spec->prog);
-    char **out = xmalloc((size_t)(argc + 1) * sizeof *out);
+    char **out = args_positional = xmalloc((size_t)(argc + 1) * sizeof *out);
     int npos = 0, options_done = 0;
     for (int i = 1; i < argc; i++) {
         char *a = argv[i];
@@ -84,7 +88,7 @@ int args_parse(char ***pos, const ArgSpec *spec, int argc, char **argv) {
             continue;
         }
         if (a[2] == 0) { options_done = 1; continue; }
-        if (strcmp(a, "--help") == 0) { print_help(spec); exit(0); }
+        if (strcmp(a, "--help") == 0) { print_help(spec); free(out); exit(0); }
         const char *name = a + 2, *eq = strchr(name, '=');
         size_t len = eq ? (size_t)(eq - name) : strlen(name);
         const Option *o = spec->opts;
@@ -105,5 +109,6 @@ int args_parse(char ***pos, const ArgSpec *spec, int argc, char **argv) {
     }
     out[npos] = NULL;
     *pos = out;
+    args_positional = NULL; // the caller owns it now
     return npos;
 }
