@@ -1,0 +1,221 @@
+// best-eval: perplexity of a model on token shards or text, and text generation.
+//
+// The command line only: options, the effective configuration on stderr, then
+// lib/model (loading), lib/tokenizer + lib/docs (text input), lib/eval (windows,
+// sampling). Usage: docs/best-eval.md.
+#include <jansson.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"      // defines: ArgSpec, args_parse
+#include "docs.h"      // defines: docs_open, docs_next
+#include "error.h"     // defines: TRY_OR_DIE, DIE
+#include "eval.h"      // defines: eval_perplexity, eval_generate
+#include "fileio.h"    // defines: path_is_dir
+#include "progress.h"  // defines: Progress, now_seconds
+#include "shard.h"     // defines: Shard
+#include "tokenizer.h" // defines: Tokenizer
+
+typedef struct {
+    const char *model, *data, *tokenizer, *generate, *tasks, *task_dir, *join;
+    int seq, max_tokens, batch, json, quiet, threads, max_new_tokens, seed;
+    double temperature, top_p;
+} Opts;
+
+static int is_shard(const char *path) {
+    if (strcmp(path, "-") == 0) return 0;
+    FILE *f = fopen(path, "rb");
+    char magic[8] = {0};
+    int yes = f && fread(magic, 1, 8, f) == 8 && memcmp(magic, SHARD_MAGIC, 8) == 0;
+    if (f) fclose(f);
+    return yes;
+}
+
+// The evaluation tokens: a shard as it is, or text tokenized once. Documents of a
+// text input are joined with o->join (" ", as SparseGPT/Wanda join C4 documents)
+// and get one BOS at the start for LLaMA, none for Qwen.
+static void load_tokens(IdVec *ids, const Opts *o, const Model *m) {
+    if (is_shard(o->data)) {
+        Shard s;
+        TRY_OR_DIE(shard_open(&s, o->data));
+        if (s.h.vocab_size > m->V)
+            DIE("%s: shard vocab %u is larger than the model's %zu (another tokenizer?)", o->data,
+                s.h.vocab_size, m->V);
+        size_t n = s.h.ntokens;
+        if (o->max_tokens > 0 && (size_t)o->max_tokens < n) n = (size_t)o->max_tokens;
+        idvec_reserve(ids, n);
+        shard_read(&s, ids->v, 0, n);
+        ids->n = n;
+        shard_close(&s);
+        return;
+    }
+    Tokenizer tok;
+    const char *tpath = o->tokenizer ? o->tokenizer : o->model;
+    TRY_OR_DIE(tokenizer_load(&tok, tpath));
+    if (tok.vocab_size > (int32_t)m->V)
+        DIE("%s: tokenizer vocab %d is larger than the model's %zu", tpath, tok.vocab_size, m->V);
+    DocReader *dr;
+    TRY_OR_DIE(docs_open(&dr, o->data, "text", DOC_AUTO));
+    ByteVec text = {0};
+    const char *d;
+    size_t len;
+    int rc, ndocs = 0;
+    // With --max-tokens only a prefix is needed: stop reading once the text is
+    // surely long enough (no tokenizer here makes a token of more than 64 bytes
+    // on average), so that a large C4 validation file is not read whole.
+    size_t enough = o->max_tokens > 0 ? (size_t)o->max_tokens * 64 : (size_t)-1;
+    while (text.n < enough && (rc = docs_next(dr, &d, &len)) == 1) {
+        if (ndocs++) bytevec_append(&text, o->join, strlen(o->join));
+        bytevec_append(&text, d, len);
+    }
+    TRY_OR_DIE(rc < 0 ? -1 : 0);
+    docs_close(dr);
+    if (tok.add_bos) idvec_push(ids, tok.bos_id);
+    TokEncoder enc;
+    tok_encoder_init(&enc, &tok);
+    TRY_OR_DIE(tok_encode(&enc, ids, text.v ? text.v : "", text.n));
+    tok_encoder_free(&enc);
+    if (o->max_tokens > 0 && ids->n > (size_t)o->max_tokens) ids->n = (size_t)o->max_tokens;
+    bytevec_free(&text);
+    tokenizer_free(&tok);
+}
+
+static void run_ppl(const Opts *o, const Model *m) {
+    double t0 = now_seconds();
+    IdVec ids = {0};
+    load_tokens(&ids, o, m);
+    int seq = o->seq;
+    if (seq > m->cfg.max_position_embeddings) seq = m->cfg.max_position_embeddings;
+    if ((size_t)seq > ids.n) seq = (int)ids.n;
+    Progress pr;
+    progress_init(&pr, "eval", seq > 0 ? ids.n / (size_t)seq : 0, " windows", o->quiet);
+    PplResult r;
+    TRY_OR_DIE(eval_perplexity(&r, m, ids.v, ids.n, seq, o->batch, &pr));
+    progress_finish(&pr);
+    double secs = now_seconds() - t0;
+    if (o->json) {
+        json_t *j = json_pack("{s:f, s:f, s:I, s:i, s:i, s:s, s:s, s:f}", "ppl", r.ppl, "nll", r.nll,
+                              "tokens", (json_int_t)r.tokens, "windows", r.windows, "seq", r.seq,
+                              "model", o->model, "data", o->data, "seconds", secs);
+        char *s = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(10));
+        printf("%s\n", s);
+        free(s);
+        json_decref(j);
+    } else {
+        printf("perplexity %.4f  (nll %.6f per token, %llu tokens in %d windows of %d, %.1fs)\n", r.ppl,
+               r.nll / (double)r.tokens, (unsigned long long)r.tokens, r.windows, r.seq, secs);
+    }
+    idvec_free(&ids);
+}
+
+typedef struct { const Tokenizer *tok; ByteVec text; size_t printed; int quiet_stream; } Stream;
+
+// Prints the newly completed part of the decoded continuation (decoding the whole
+// continuation each time keeps SentencePiece's spaces and byte pieces right).
+static void stream_token(const IdVec *so_far, void *ctx) {
+    Stream *s = ctx;
+    s->text.n = 0;
+    TRY_OR_DIE(tok_decode(s->tok, &s->text, so_far->v, so_far->n));
+    if (s->quiet_stream) return;
+    if (s->text.n > s->printed) fwrite(s->text.v + s->printed, 1, s->text.n - s->printed, stdout);
+    s->printed = s->text.n;
+    fflush(stdout);
+}
+
+static void run_generate(const Opts *o, const Model *m) {
+    Tokenizer tok;
+    const char *tpath = o->tokenizer ? o->tokenizer : o->model;
+    TRY_OR_DIE(tokenizer_load(&tok, tpath));
+    IdVec prompt = {0}, out = {0};
+    if (tok.add_bos) idvec_push(&prompt, tok.bos_id);
+    TokEncoder enc;
+    tok_encoder_init(&enc, &tok);
+    TRY_OR_DIE(tok_encode(&enc, &prompt, o->generate, strlen(o->generate)));
+    tok_encoder_free(&enc);
+    if (prompt.n == 0) DIE("--generate: an empty prompt needs a tokenizer with a BOS token");
+    int32_t stop[10];
+    int n_stop = 0;
+    for (int i = 0; i < m->cfg.n_eos && n_stop < 8; i++) stop[n_stop++] = m->cfg.eos_token_ids[i];
+    if (tok.eos_id >= 0) stop[n_stop++] = tok.eos_id;
+    GenOptions g = {(float)o->temperature, (float)o->top_p, (uint64_t)o->seed, o->max_new_tokens, stop, n_stop};
+    Stream s = {&tok, {0}, 0, o->json};
+    if (!o->json) { fputs(o->generate, stdout); fflush(stdout); }
+    double t0 = now_seconds();
+    TRY_OR_DIE(eval_generate(&out, m, prompt.v, prompt.n, &g, stream_token, &s));
+    double secs = now_seconds() - t0;
+    if (o->json) {
+        json_t *ids = json_array();
+        for (size_t i = 0; i < out.n; i++) json_array_append_new(ids, json_integer(out.v[i]));
+        json_t *j = json_pack("{s:s, s:s%, s:o, s:i, s:f, s:f, s:f}", "prompt", o->generate, "text",
+                              s.text.v ? s.text.v : "", s.text.n, "ids", ids, "new_tokens", (int)out.n,
+                              "seconds", secs, "tokens_per_second", out.n / (secs > 0 ? secs : 1e-9),
+                              "temperature", o->temperature);
+        char *str = json_dumps(j, JSON_COMPACT);
+        printf("%s\n", str);
+        free(str);
+        json_decref(j);
+    } else {
+        printf("\n");
+        if (!o->quiet)
+            fprintf(stderr, "best-eval: %zu tokens in %.2fs (%.1f tokens/s)\n", out.n, secs, out.n / (secs > 0 ? secs : 1e-9));
+    }
+    bytevec_free(&s.text);
+    idvec_free(&prompt);
+    idvec_free(&out);
+    tokenizer_free(&tok);
+}
+
+int main(int argc, char **argv) {
+    Opts o = {.seq = 2048, .batch = 1, .join = " ", .max_new_tokens = 128, .temperature = 0, .top_p = 1.0,
+              .seed = 1};
+    const Option opts[] = {
+        {"model", OPT_STRING, &o.model, "DIR", "Hugging Face model folder (required)"},
+        {"data", OPT_STRING, &o.data, "FILE", "perplexity on a token shard, or on text (.txt, .jsonl, .gz, .zst; - for stdin)"},
+        {"tokenizer", OPT_STRING, &o.tokenizer, "PATH", "tokenizer for text input and generation (default: the model folder)"},
+        {"seq", OPT_INT, &o.seq, "N", "window length in tokens (capped by the model's context)"},
+        {"max-tokens", OPT_INT, &o.max_tokens, "N", "use only the first N tokens (C4 protocol: 256 x seq); 0 = all"},
+        {"batch", OPT_INT, &o.batch, "N", "windows per forward pass"},
+        {"join", OPT_STRING, &o.join, "STR", "separator between documents of a text input before tokenizing"},
+        {"generate", OPT_STRING, &o.generate, "TEXT", "generate a continuation of TEXT"},
+        {"temperature", OPT_DOUBLE, &o.temperature, "T", "sampling temperature; 0 = greedy"},
+        {"top-p", OPT_DOUBLE, &o.top_p, "P", "nucleus sampling mass"},
+        {"seed", OPT_INT, &o.seed, "S", "sampling seed"},
+        {"max-new-tokens", OPT_INT, &o.max_new_tokens, "N", "tokens to generate at most (EOS stops earlier)"},
+        {"tasks", OPT_STRING, &o.tasks, "LIST", "zero-shot tasks (not in this version)"},
+        {"task-dir", OPT_STRING, &o.task_dir, "DIR", "folder of task .jsonl files (not in this version)"},
+        {"threads", OPT_INT, &o.threads, "N", "threads; 0 = all cores"},
+        {"json", OPT_FLAG, &o.json, NULL, "print one JSON object on stdout"},
+        {"quiet", OPT_FLAG, &o.quiet, NULL, "no progress on stderr"},
+        {0},
+    };
+    const ArgSpec spec = {
+        "best-eval", "--model DIR (--data SHARD|TEXT [--tokenizer PATH] [--seq N] [--max-tokens N] | --generate TEXT [...]) [--json]",
+        "Perplexity with the protocol of the pruning literature (non-overlapping windows of --seq\n"
+        "tokens, ppl = exp(total nll / predicted tokens)), or text generation with a KV cache.",
+        opts,
+    };
+    char **pos;
+    int npos = args_parse(&pos, &spec, argc, argv);
+    free(pos);
+    if (npos) args_usage_error(&spec, "unexpected argument (inputs go after --data)");
+    if (!o.model) args_usage_error(&spec, "--model is required");
+    if (o.tasks || o.task_dir) args_usage_error(&spec, "zero-shot --tasks are not in this version yet");
+    if (!!o.data + !!o.generate != 1) args_usage_error(&spec, "give exactly one of --data and --generate");
+    if (o.seq < 2 || o.batch < 1 || o.max_tokens < 0 || o.max_new_tokens < 1 || o.threads < 0)
+        args_usage_error(&spec, "--seq must be >= 2, --batch and --max-new-tokens >= 1, --max-tokens >= 0");
+    if (o.temperature < 0 || o.top_p <= 0 || o.top_p > 1)
+        args_usage_error(&spec, "--temperature must be >= 0 and --top-p in (0, 1]");
+    if (o.threads > 0) omp_set_num_threads(o.threads);
+
+    Model m;
+    TRY_OR_DIE(model_load(&m, o.model));
+    if (!o.quiet)
+        fprintf(stderr, "best-eval: %s (%s, %zu layers, dim %zu, %.1fM parameters), %d threads\n", o.model,
+                config_arch_name(m.cfg.arch), m.L, m.C, (double)m.n_params / 1e6, omp_get_max_threads());
+    if (o.data) run_ppl(&o, &m);
+    else run_generate(&o, &m);
+    model_free(&m);
+    return 0;
+}
