@@ -42,9 +42,11 @@ TOOLS   := $(notdir $(wildcard tools/best-*))
 BINS    := $(TOOLS:%=$(BINDIR)/%)
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BINS := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+BENCH_SRC := $(wildcard bench/bench_*.c)
+BENCH_BINS := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
 .PHONY: all test deps fuzz fuzz-build bench demo clean
-all: $(LIBA) $(BINS) $(TEST_BINS)
+all: $(LIBA) $(BINS) $(TEST_BINS) $(BENCH_BINS)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -62,6 +64,10 @@ $(BINDIR)/%: $$(addprefix $(BUILD)/,$$(subst .c,.o,$$(wildcard tools/$$*/*.c))) 
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIBA) $(LDLIBS)
 
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBA)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIBA) $(LDLIBS)
+
+$(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIBA) $(LDLIBS)
 
@@ -114,4 +120,4 @@ demo: deps all
 clean:
 	rm -rf build build-san build-fuzz bin lib/libbest.a
 
--include $(LIB_OBJ:.o=.d) $(TEST_BINS:=.d) $(wildcard $(BUILD)/tools/*/*.d)
+-include $(LIB_OBJ:.o=.d) $(TEST_BINS:=.d) $(BENCH_BINS:=.d) $(wildcard $(BUILD)/tools/*/*.d)

@@ -1,0 +1,52 @@
+// adamw.h: the optimizer of the CPU path: AdamW exactly as torch.optim.AdamW
+// (single-tensor implementation of torch 1.13-2.x: bias correction, decoupled weight
+// decay, fp32 moments), global gradient-norm clipping as
+// torch.nn.utils.clip_grad_norm_, and masks.
+//
+// Everything works on flat arrays laid out like the parameter block (model.h), so a
+// rank that owns a slice of the block (ZeRO stage 1) passes pointers into that slice
+// and the same offsets into the mask. A mask is uint8, one per parameter, 1 = keep.
+//
+// Not here: which weights a mask keeps (the mask tool), learning-rate schedules.
+#ifndef BEST_ADAMW_H
+#define BEST_ADAMW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    double lr, beta1, beta2, eps, weight_decay; // torch's defaults: 1e-3, 0.9, 0.999, 1e-8, 1e-2
+} AdamWHyper;
+
+typedef struct {
+    float *m;     // (n) exp_avg
+    float *v;     // (n) exp_avg_sq
+    size_t n;
+    int t;        // steps taken so far
+} AdamW;
+
+void adamw_init(AdamW *o, size_t n);  // moments zero, t = 0
+void adamw_free(AdamW *o);
+
+// One AdamW step, number t (1-based), over w, m, v, g (n). With a mask, positions with
+// mask 0 see a zero gradient (their moments decay as torch's would) and their weight is
+// set to 0 after the update.
+void adamw_update(float *w, float *m, float *v, const float *g, const uint8_t *mask,
+                  const AdamWHyper *h, int t, size_t n);
+// adamw_update over the whole block with o's moments; increments o->t first.
+void adamw_step(AdamW *o, float *w, const float *g, const uint8_t *mask, const AdamWHyper *h);
+
+// Sum of squares of g (n) in double, in a fixed order (the same for any thread count).
+// Ranks add theirs before the square root.
+double grad_sumsq(const float *g, size_t n);
+// clip_grad_norm_'s factor: min(1, max_norm / (norm + 1e-6)).
+float grad_clip_coef(double norm, double max_norm);
+// g (n) *= s.
+void grad_scale(float *g, float s, size_t n);
+// The single-process clip_grad_norm_: returns the norm before clipping.
+double grad_clip(float *g, double max_norm, size_t n);
+
+// x[i] = 0 where mask[i] == 0 (gradients before clipping, weights after loading).
+void mask_apply(float *x, const uint8_t *mask, size_t n);
+
+#endif

@@ -1,0 +1,116 @@
+// layers.h: the layer kernels of a LLaMA / Qwen3 decoder on the CPU, each a forward
+// and a backward, fp32 throughout.
+//
+// Every kernel works on flat row-major arrays whose shapes are given in the comment
+// next to it; N = B*T rows of tokens. Matrix products go to BLAS (OpenBLAS), each cut
+// into slices of its output across OpenMP threads with OpenBLAS itself kept to one
+// thread (layers.c says why); the other kernels are OpenMP loops. Backward kernels ADD
+// into parameter gradients (so micro-batches accumulate) and overwrite or add into
+// activation gradients as each one says. Reductions over rows (weight and bias
+// gradients, the loss) run in a fixed order, so results do not depend on the number
+// of threads except inside BLAS.
+//
+// Not here: which kernel runs when, buffers and the parameter layout (model.h),
+// the optimizer (adamw.h).
+#ifndef BEST_LAYERS_H
+#define BEST_LAYERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+// Threads the OpenMP kernels will use (for sizing per-thread scratch).
+int layers_threads(void);
+// Sets OpenBLAS to one thread (for the whole process: other BLAS callers should slice
+// their work the same way). Idempotent; the matmul kernels call it themselves.
+void layers_init(void);
+// One line naming the BLAS and the threading in effect, for logs.
+const char *layers_blas_info(void);
+
+// --- linear: y = x @ w^T + b ------------------------------------------------------
+
+// y (N, OC) = x (N, IC) @ w^T + b; w (OC, IC) as torch.nn.Linear stores it; b (OC) or
+// NULL. acc = 1 adds into y instead of overwriting (residual connections).
+void matmul_forward(float *y, const float *x, const float *w, const float *b,
+                    size_t N, size_t IC, size_t OC, int acc);
+// dx (N, IC) = or += dy (N, OC) @ w (dx_acc chooses; dx may be NULL);
+// dw (OC, IC) += dy^T @ x; db (OC) += sum of dy's rows (db may be NULL).
+void matmul_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
+                     const float *w, size_t N, size_t IC, size_t OC, int dx_acc);
+
+// --- RMSNorm: y = w * x / sqrt(mean(x^2) + eps) -----------------------------------
+
+// y (N, C), rstd (N) = 1/sqrt(mean(x^2)+eps) kept for the backward; x (N, C); w (C).
+void rmsnorm_forward(float *y, float *rstd, const float *x, const float *w,
+                     size_t N, size_t C, float eps);
+// dx (N, C) = or += (dx_acc) the input gradient; dx may equal dy when dx_acc = 0;
+// dw (C) += sum over rows of dy * x * rstd.
+void rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x,
+                      const float *rstd, const float *w, size_t N, size_t C, int dx_acc);
+
+// --- RoPE, Hugging Face rotate_half layout ------------------------------------------
+// Dimension i of a head pairs with i + HD/2 (not 2i with 2i+1 as in Meta's layout):
+//   out_i = x_i cos - x_{i+HD/2} sin,   out_{i+HD/2} = x_{i+HD/2} cos + x_i sin.
+
+// cos, sin (T, HD/2): angles (pos0 + t) * theta^(-2i/HD), computed in float like
+// transformers' LlamaRotaryEmbedding and llama2.c.
+void rope_table(float *cos, float *sin, size_t pos0, size_t T, size_t HD, double theta);
+// x (B, T, H, HD) rotated in place; row t uses cos/sin row t.
+void rope_forward(float *x, const float *cos, const float *sin,
+                  size_t B, size_t T, size_t H, size_t HD);
+// dx (B, T, H, HD) in place: the inverse rotation (the Jacobian's transpose).
+void rope_backward(float *dx, const float *cos, const float *sin,
+                   size_t B, size_t T, size_t H, size_t HD);
+
+// --- causal grouped-query attention -----------------------------------------------
+// Query head h reads key/value head h / (NH/KV), as transformers' repeat_kv. Query
+// row t sits at position pos0 + t and sees keys 0 .. pos0 + t; softmax scale
+// 1/sqrt(HD). The probabilities are not kept: the backward recomputes them from the
+// per-row log-sum-exp, so memory stays O(T) per head instead of O(T^2). Work goes by
+// blocks of ATT_BLOCK query rows, each block's scores being one BLAS product.
+#define ATT_BLOCK 64
+
+// Floats of scratch one thread needs for Tk keys; callers allocate nscratch times that.
+size_t attention_scratch(size_t Tk);
+
+// out (B, Tq, NH, HD); lse (B, NH, Tq) or NULL; q (B, Tq, NH, HD); k, v (B, Tk, KV, HD);
+// scratch (nscratch, attention_scratch(Tk)): at most nscratch threads take part.
+void attention_forward(float *out, float *lse, const float *q, const float *k,
+                       const float *v, float *scratch, size_t B, size_t Tq, size_t Tk,
+                       size_t pos0, size_t NH, size_t KV, size_t HD, int nscratch);
+// For training shapes (Tq = Tk = T, pos0 = 0). dq (B, T, NH, HD), dk, dv (B, T, KV, HD)
+// are overwritten; dkh, dvh (B, NH, T, HD) are scratch (per query head, then summed
+// over each group in a fixed order); dout, out (B, T, NH, HD); scratch as above.
+void attention_backward(float *dq, float *dk, float *dv, float *dkh, float *dvh,
+                        const float *dout, const float *q, const float *k, const float *v,
+                        const float *out, const float *lse, float *scratch,
+                        size_t B, size_t T, size_t NH, size_t KV, size_t HD, int nscratch);
+
+// --- SwiGLU: h = silu(gate) * up ----------------------------------------------------
+
+// h, gate, up (n) elementwise.
+void swiglu_forward(float *h, const float *gate, const float *up, size_t n);
+// dgate, dup (n) overwritten; dh, gate, up (n).
+void swiglu_backward(float *dgate, float *dup, const float *dh, const float *gate,
+                     const float *up, size_t n);
+
+// --- embedding ------------------------------------------------------------------------
+
+// x (N, C) = rows tokens (N) of embed (V, C); ids must already be in [0, V).
+void embedding_forward(float *x, const int32_t *tokens, const float *embed, size_t N, size_t C);
+// dembed (V, C) += dx rows at tokens (a token seen twice gets both rows, in order).
+void embedding_backward(float *dembed, const float *dx, const int32_t *tokens,
+                        size_t N, size_t C);
+
+// --- cross-entropy, as torch.nn.functional.cross_entropy(ignore_index=-1) -----------
+
+// nll (N) = logsumexp(logits row) - logits[target] (0 where target < 0); lse (N) kept for
+// the backward (may be NULL); logits (N, V); targets (N). Returns the sum of nll over
+// rows with a target, in double, summed in row order.
+double crossentropy_forward(float *nll, float *lse, const float *logits,
+                            const int32_t *targets, size_t N, size_t V);
+// dlogits (N, V) = scale * (softmax(logits) - onehot(target)); rows without a target
+// get 0. dlogits may equal logits (in place); lse from the forward.
+void crossentropy_backward(float *dlogits, const float *logits, const float *lse,
+                           const int32_t *targets, float scale, size_t N, size_t V);
+
+#endif
