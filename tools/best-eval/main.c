@@ -61,7 +61,7 @@ static void load_tokens(IdVec *ids, const Opts *o, const Model *m) {
     ByteVec text = {0};
     const char *d;
     size_t len;
-    int rc, ndocs = 0;
+    int rc = 0, ndocs = 0;
     // With --max-tokens only a prefix is needed: stop reading once the text is
     // surely long enough (no tokenizer here makes a token of more than 64 bytes
     // on average), so that a large C4 validation file is not read whole.

@@ -1,0 +1,65 @@
+#!/bin/sh
+# t_eval.sh: best-eval end to end. Perplexity equals the PyTorch reference of
+# tests/eval_ref.py (fixtures/eval/expected.json) within 1e-4 relative, on the tiny
+# Qwen3 fixture (always) and on stories260K's validation stories (with ../shared);
+# greedy generation reproduces llama2.c's expected output; bad input fails cleanly.
+. tests/lib.sh
+E="$BIN/best-eval"
+EXP=tests/fixtures/eval/expected.json
+
+# compare NAME JSON_OUTPUT: ppl within 1e-4 relative, same token and window counts
+compare() {
+    python3 - "$EXP" "$1" "$2" <<'PY'
+import json, sys
+want = json.load(open(sys.argv[1]))[sys.argv[2]]
+try:
+    got = json.loads(sys.argv[3])
+except ValueError:
+    print(f"not ok - {sys.argv[2]}: best-eval --json printed no JSON: {sys.argv[3][:200]!r}"); sys.exit(0)
+rel = abs(got["ppl"] - want["ppl"]) / want["ppl"]
+same = got["tokens"] == want["tokens"] and got["windows"] == want["windows"] and got["seq"] == want["seq"]
+print(("ok - " if rel <= 1e-4 and same else "not ok - ") +
+      f"{sys.argv[2]} perplexity {got['ppl']:.6f} vs PyTorch {want['ppl']:.6f} (rel {rel:.1e}), "
+      f"{got['tokens']} tokens in {got['windows']} windows")
+PY
+}
+
+out=$("$E" --model tests/fixtures/model/qwen3 --data tests/fixtures/eval/qwen3_tokens.bin --seq 64 --json --quiet)
+compare qwen3 "$out"
+
+if have_shared; then
+    S="$SHARED/models/stories260K"
+    out=$("$E" --model "$S" --data "$SHARED/data/stories260K/valid.jsonl" --seq 256 --max-tokens 16384 --json --quiet)
+    compare stories260K "$out"
+    "$E" --model "$S" --generate "" --max-new-tokens 200 --quiet >"$TMP/gen.txt"
+    { cat "$S/expected_greedy_200.txt"; printf '\n'; } >"$TMP/want.txt"
+    check "greedy generation from BOS reproduces expected_greedy_200.txt" cmp "$TMP/gen.txt" "$TMP/want.txt"
+    "$E" --model "$S" --generate "Once upon a time" --temperature 0.8 --top-p 0.9 --seed 3 --max-new-tokens 40 --json --quiet >"$TMP/s1.json"
+    "$E" --model "$S" --generate "Once upon a time" --temperature 0.8 --top-p 0.9 --seed 3 --max-new-tokens 40 --json --quiet >"$TMP/s2.json"
+    check "sampling with a seed is reproducible" python3 -c "
+import json,sys; a,b=(json.load(open(f)) for f in sys.argv[1:]); assert a['ids'] == b['ids'] and a['text'] == b['text']" "$TMP/s1.json" "$TMP/s2.json"
+    check "--generate --json has text and ids" python3 -c "
+import json,sys; j=json.load(open(sys.argv[1])); assert j['text'] and len(j['ids']) == j['new_tokens'] <= 40" "$TMP/s1.json"
+else
+    skip "stories260K perplexity and generation: $SHARED not found"
+fi
+
+# Usage errors (2) and bad input (1, one line naming the file).
+expect_error "no --model" 2 "usage error" "$E" --data x.bin
+expect_error "neither --data nor --generate" 2 "exactly one" "$E" --model tests/fixtures/model/qwen3
+expect_error "--tasks not in this version" 2 "tasks" "$E" --model tests/fixtures/model/qwen3 --tasks arc_easy
+expect_error "missing model folder" 1 "nowhere" "$E" --model "$TMP/nowhere" --data tests/fixtures/eval/qwen3_tokens.bin
+mkdir -p "$TMP/trunc"
+cp tests/fixtures/model/qwen3/config.json "$TMP/trunc/"
+head -c 3000 tests/fixtures/model/qwen3/model.safetensors >"$TMP/trunc/model.safetensors"
+expect_error "truncated safetensors" 1 "model.safetensors" "$E" --model "$TMP/trunc" --data tests/fixtures/eval/qwen3_tokens.bin
+cp tests/fixtures/eval/qwen3_tokens.bin "$TMP/flip.bin"
+printf 'X' | dd of="$TMP/flip.bin" bs=1 seek=200 conv=notrunc 2>/dev/null
+expect_error "corrupt shard" 1 "checksum" "$E" --model tests/fixtures/model/qwen3 --data "$TMP/flip.bin"
+if have_shared; then
+    echo "Once upon a time there was a cat." >"$TMP/story.txt"
+    "$BIN/best-tokenize" --tokenizer "$SHARED/models/stories260K" --quiet --out "$TMP/story.bin" "$TMP/story.txt"
+    expect_error "shard from a larger vocabulary (512 > 97)" 1 "vocab 512" "$E" --model tests/fixtures/model/qwen3 \
+        --data "$TMP/story.bin"
+fi
+finish
