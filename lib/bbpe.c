@@ -68,6 +68,7 @@
 
 #include "error.h"  // defines: ERR, TRY, xmalloc, xcalloc, xrealloc
 #include "fileio.h" // defines: file_read_all
+#include "utf8.h"   // defines: utf8_valid
 
 // ---------------------------------------------------------------------------
 // Unicode classes as Oniguruma sees them
@@ -376,7 +377,7 @@ static int nfc_is_unsafe(uint32_t c) {
     return 0;
 }
 
-// Decodes one code point of valid UTF-8 (checked by utf8_check beforehand).
+// Decodes one code point of valid UTF-8 (checked by utf8_valid beforehand).
 static inline uint32_t utf8_decode(const uint8_t *s, size_t *len) {
     uint8_t c = s[0];
     if (c < 0x80) { *len = 1; return c; }
@@ -391,35 +392,6 @@ static inline uint32_t utf8_decode(const uint8_t *s, size_t *len) {
 }
 
 static inline size_t utf8_len(uint8_t c) { return c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4; }
-
-// Offset of the first byte that is not valid UTF-8 (overlongs, surrogates and
-// code points past U+10FFFF are invalid, as for Rust's str), or n.
-static size_t utf8_check(const uint8_t *s, size_t n) {
-    size_t i = 0;
-    while (i < n) {
-        if (i + 8 <= n) {  // ASCII runs 8 bytes at a time
-            uint64_t w;
-            memcpy(&w, s + i, 8);
-            if (!(w & 0x8080808080808080ull)) { i += 8; continue; }
-        }
-        uint8_t c = s[i];
-        if (c < 0x80) { i++; continue; }
-        size_t len;
-        uint32_t cp, min;
-        if (c >= 0xC2 && c <= 0xDF) { len = 2; cp = c & 0x1F; min = 0x80; }
-        else if (c >= 0xE0 && c <= 0xEF) { len = 3; cp = c & 0x0F; min = 0x800; }
-        else if (c >= 0xF0 && c <= 0xF4) { len = 4; cp = c & 0x07; min = 0x10000; }
-        else return i;
-        if (len > n - i) return i;
-        for (size_t k = 1; k < len; k++) {
-            if ((s[i + k] & 0xC0) != 0x80) return i;
-            cp = (cp << 6) | (s[i + k] & 0x3F);
-        }
-        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
-        i += len;
-    }
-    return n;
-}
 
 // Text whose code points are all below U+0300 is already NFC (U+0300 is the
 // first code point whose NFC_Quick_Check is not Yes). In UTF-8 that is: no byte
@@ -1719,8 +1691,8 @@ static int encode_segment(BbpeEncoder *e, IdVec *out, const uint8_t *s, size_t n
 
 int bbpe_encode(BbpeEncoder *e, IdVec *out, const char *text, size_t len) {
     const uint8_t *s = (const uint8_t *)text;
-    size_t bad = utf8_check(s, len);
-    if (bad != len) return ERR("bbpe: input is not valid UTF-8 (byte %zu of %zu)", bad, len);
+    size_t bad;
+    if (!utf8_valid(text, len, &bad)) return ERR("bbpe: input is not valid UTF-8 (byte %zu of %zu)", bad, len);
     int maybe_nfc = e->b->nfc && maybe_not_nfc(s, len);
     if (e->b->raw_set.n) return encode_added(e, out, &e->b->raw_set, s, len, maybe_nfc);
     return encode_segment(e, out, s, len, maybe_nfc);
