@@ -75,6 +75,28 @@ else
     skip "tiny tokenizer vs HF tokenizers: python3 tokenizers not installed"
 fi
 
+# Streaming: peak memory must not grow with the input. 4 MB and 32 MB of JSON lines
+# are piped in (never a file), and the peak RSS of the two runs is compared.
+rss_for() { # MB of input -> peak RSS of best-tokenize in KB
+    python3 - "$T" "$TOK" "$1" "$TMP/stream.bin" <<'PY'
+import json, resource, subprocess, sys
+tool, tok, mb, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+p = subprocess.Popen([tool, "--tokenizer", tok, "--quiet", "--threads", "2", "--out", out, "-"], stdin=subprocess.PIPE)
+line = (json.dumps({"text": "the cat and the hat sat on a mat " * 30}) + "\n").encode()
+for _ in range(mb * 1000000 // len(line)):
+    p.stdin.write(line)
+p.stdin.close()
+p.wait()
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss if p.returncode == 0 else -1)
+PY
+}
+small=$(rss_for 4); large=$(rss_for 32)
+if [ "$small" -gt 0 ] && [ "$large" -gt 0 ] && [ "$large" -lt $((small + 16384)) ]; then
+    ok "memory does not grow with the input (peak RSS ${small} KB for 4 MB, ${large} KB for 32 MB)"
+else
+    fail "memory does not grow with the input (peak RSS ${small} KB for 4 MB, ${large} KB for 32 MB)"
+fi
+
 # Usage errors: exit 2.
 expect_error "no --tokenizer is a usage error" 2 "usage error" "$T" --ids "$TMP/docs.jsonl"
 expect_error "unknown option is a usage error" 2 "unknown option" "$T" --tokenizer "$TOK" --bogus --ids "$TMP/docs.jsonl"
