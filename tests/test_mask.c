@@ -1,0 +1,170 @@
+// test_mask.c: model masks (mask.h) on a small hand-made parameter table: the global
+// and per-tensor (layer) selections keep exactly k, match a full sort, never touch
+// non-prunable tensors, never resurrect what an old mask pruned; mask files round-trip
+// as BOOL and bit-packed, and bad files fail with the file and tensor named.
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../lib/error.h"
+#include "../lib/mask.h"
+#include "../lib/select.h"
+#include "test.h"
+
+// embed (10, 4) | q of layer 0 (6, 5) | norm (4) | q of layer 1 (6, 5) | down of layer 0 (3, 7)
+static ParamInfo INFO[5] = {
+    {"model.embed_tokens.weight", 0, 40, 2, {10, 4}, 0},
+    {"model.layers.0.self_attn.q_proj.weight", 40, 30, 2, {6, 5}, 1},
+    {"model.norm.weight", 70, 4, 1, {4, 0}, 0},
+    {"model.layers.1.self_attn.q_proj.weight", 74, 30, 2, {6, 5}, 1},
+    {"model.layers.0.mlp.down_proj.weight", 104, 21, 2, {3, 7}, 1},
+};
+#define NP 125
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static float next_w(void) {
+    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+    return (float)((int)(rng % 9) - 4) * 0.5f;  // few distinct values: many ties and zeros
+}
+
+// first k by (|score| desc, index asc) over the prunable positions listed
+static void reference(uint8_t *mask, const float *score, const int *pos, int n, uint64_t k) {
+    int *ix = xmalloc((size_t)n * sizeof *ix);
+    memcpy(ix, pos, (size_t)n * sizeof *ix);
+    for (int i = 1; i < n; i++)  // insertion sort: stable, so ties stay in index order
+        for (int j = i; j > 0 && score[ix[j]] > score[ix[j - 1]]; j--) { int t = ix[j]; ix[j] = ix[j - 1]; ix[j - 1] = t; }
+    for (int i = 0; i < n; i++) mask[ix[i]] = (uint64_t)i < k;
+    free(ix);
+}
+
+static int prunable_pos(int *pos, int only) {
+    int n = 0;
+    for (int t = 0; t < 5; t++)
+        if (INFO[t].prunable && (only < 0 || only == t))
+            for (size_t j = 0; j < INFO[t].numel; j++) pos[n++] = (int)(INFO[t].offset + j);
+    return n;
+}
+
+static void test_compute(void) {
+    float w[NP], v[NP], m[NP], score[NP];
+    for (int i = 0; i < NP; i++) w[i] = next_w(), v[i] = fabsf(next_w()), m[i] = next_w();
+    uint8_t mask[NP], want[NP];
+    int pos[NP];
+    Moments mo;
+    moments_from_block(&mo, m, v);
+    // global, second order
+    MaskSpec sp = {SAL_SECOND, GROUP_GLOBAL, 0.6};
+    for (int i = 0; i < NP; i++) score[i] = w[i] == 0 ? 0 : 0.5f * v[i] * w[i] * w[i];
+    int n = prunable_pos(pos, -1);
+    uint64_t k = select_keep_count(0.6, (uint64_t)n);
+    memset(want, 1, NP);
+    reference(want, score, pos, n, k);
+    int ok = mask_compute(mask, &sp, INFO, 5, w, NP, &mo, NULL) == 0;
+    T_OK(ok && memcmp(mask, want, NP) == 0 && mask_count(mask, NP) == k + 44,
+         "global second order == sort over all prunable weights, %llu kept, others untouched", (unsigned long long)k);
+    // layer group, magnitude: each tensor its own k
+    sp = (MaskSpec){SAL_MAGNITUDE, GROUP_LAYER, 0.7};
+    for (int i = 0; i < NP; i++) score[i] = fabsf(w[i]);
+    memset(want, 1, NP);
+    for (int t = 0; t < 5; t++) {
+        if (!INFO[t].prunable) continue;
+        n = prunable_pos(pos, t);
+        reference(want, score, pos, n, select_keep_count(0.7, (uint64_t)n));
+    }
+    ok = mask_compute(mask, &sp, INFO, 5, w, NP, NULL, NULL) == 0;
+    T_OK(ok && memcmp(mask, want, NP) == 0 && mask_count(mask + 40, 30) == 9 && mask_count(mask + 104, 21) == 6,
+         "group layer: every tensor keeps round(0.3 n) (9 of 30, 6 of 21), == per-tensor sort");
+    // --from-mask: pruned weights keep their (nonzero) values here, so only the
+    // exclusion stops them from coming back
+    uint8_t old[NP], nw[NP];
+    sp = (MaskSpec){SAL_FIRST, GROUP_GLOBAL, 0.5};
+    ok = mask_compute(old, &sp, INFO, 5, w, NP, &mo, NULL) == 0;
+    for (int i = 0; i < NP; i++) m[i] = old[i] ? 0.01f : 100.0f;  // make the pruned ones look great
+    sp.sparsity = 0.75;
+    ok = ok && mask_compute(nw, &sp, INFO, 5, w, NP, &mo, old) == 0;
+    int resurrected = 0;
+    for (int i = 0; i < NP; i++) resurrected += nw[i] && !old[i];
+    uint64_t kept = mask_count(nw + 40, 30) + mask_count(nw + 74, 30) + mask_count(nw + 104, 21);
+    T_OK(ok && resurrected == 0 && kept == select_keep_count(0.75, 81),
+         "--from-mask: nothing the old mask pruned comes back (%d resurrected)", resurrected);
+    sp.sparsity = 0.2;
+    T_OK(mask_compute(nw, &sp, INFO, 5, w, NP, &mo, old) < 0 && strstr(err_msg(), "only shrinks"),
+         "global: a lower sparsity than the old mask's is an error: %s", err_msg());
+    sp.group = GROUP_LAYER;
+    ok = mask_compute(nw, &sp, INFO, 5, w, NP, &mo, old) == 0;
+    resurrected = 0;
+    for (int i = 0; i < NP; i++) resurrected += nw[i] && !old[i];
+    T_OK(ok && resurrected == 0, "group layer: clamps to the old mask per tensor, nothing resurrected");
+    sp = (MaskSpec){SAL_SECOND, GROUP_GLOBAL, 0.5};
+    T_OK(mask_compute(nw, &sp, INFO, 5, w, NP, NULL, NULL) < 0 && strstr(err_msg(), "needs Adam moments"),
+         "second order without moments is an error");
+    sp.sparsity = 1.0;
+    T_OK(mask_compute(nw, &sp, INFO, 5, w, NP, &mo, NULL) < 0, "sparsity 1 is an error");
+}
+
+static void test_files(void) {
+    uint8_t mask[NP], back[NP];
+    for (int i = 0; i < NP; i++) mask[i] = (next_w() > 0) || !INFO[0].prunable;
+    for (int t = 0; t < 5; t++)
+        if (!INFO[t].prunable) memset(mask + INFO[t].offset, 1, INFO[t].numel);
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/test_mask_%d.safetensors", (int)getpid());
+    for (int packed = 0; packed < 2; packed++) {
+        MaskMeta meta = {0.5, "magnitude", "global", 12, packed};
+        memset(back, 7, NP);
+        int ok = mask_save(path, mask, &meta, INFO, 5) == 0 && mask_load(back, path, INFO, 5, NP) == 0;
+        T_OK(ok && memcmp(mask, back, NP) == 0, "mask file round trip (%s)", packed ? "bit-packed U8" : "BOOL");
+        SafeTensors st;
+        ok = st_open(&st, path) == 0;
+        const char *pk = ok ? st_meta(&st, "packing") : NULL;
+        const StTensor *t = ok ? st_find(&st, "model.layers.0.mlp.down_proj.weight") : NULL;
+        T_OK(pk && strcmp(pk, packed ? "bits" : "bytes") == 0 && t && t->nbytes == (packed ? 3u : 21u) &&
+                 strcmp(st_meta(&st, "step"), "12") == 0 && !st_find(&st, "model.norm.weight"),
+             "metadata, sizes, and only prunable tensors in the file");
+        if (ok) st_close(&st);
+    }
+    // the same file read against a table with another shape
+    ParamInfo other[5];
+    memcpy(other, INFO, sizeof other);
+    other[4].shape[0] = 7, other[4].shape[1] = 3;
+    MaskMeta meta = {0.5, NULL, NULL, -1, 0};
+    T_OK(mask_save(path, mask, &meta, INFO, 5) == 0 && mask_load(back, path, other, 5, NP) < 0 &&
+             strstr(err_msg(), path) && strstr(err_msg(), "down_proj.weight is BOOL [3,7], want BOOL [7,3]"),
+         "wrong shape: %s", err_msg());
+    other[4] = INFO[4];
+    snprintf(other[3].name, sizeof other[3].name, "model.layers.1.self_attn.k_proj.weight");
+    T_OK(mask_load(back, path, other, 5, NP) < 0 && strstr(err_msg(), "no tensor model.layers.1.self_attn.k_proj"),
+         "missing tensor: %s", err_msg());
+    other[3] = INFO[3];
+    other[1].prunable = 0;
+    T_OK(mask_load(back, path, other, 5, NP) < 0 && strstr(err_msg(), "q_proj.weight is not prunable"),
+         "tensor of a non-prunable parameter: %s", err_msg());
+    // a value that is not 0/1, written through the plain writer
+    uint8_t bad[30];
+    memset(bad, 1, sizeof bad);
+    bad[29] = 2;
+    StWriter w;
+    st_writer_init(&w);
+    for (int t = 0; t < 5; t++)
+        if (INFO[t].prunable) st_writer_add(&w, INFO[t].name, ST_BOOL, 2, INFO[t].shape, t == 1 ? bad : mask + INFO[t].offset);
+    st_writer_write(&w, path);
+    st_writer_free(&w);
+    T_OK(mask_load(back, path, INFO, 5, NP) < 0 && strstr(err_msg(), "element 29 is 2"), "non 0/1 value: %s", err_msg());
+    unlink(path);
+}
+
+static void test_module_of(void) {
+    int l = -1;
+    T_OK(mask_module_of(&l, "model.layers.31.mlp.gate_proj.weight") == 4 && l == 31 &&
+             mask_module_of(&l, "model.layers.3.self_attn.q_proj.bias") < 0 && mask_module_of(&l, "lm_head.weight") < 0,
+         "module and layer from HF names");
+}
+
+int main(void) {
+    test_compute();
+    test_files();
+    test_module_of();
+    T_DONE();
+}

@@ -1,0 +1,132 @@
+// best-mask: a pruning mask from weights (and Adam moments), its report and picture,
+// and the masked model.
+//
+// The command line only: options, the effective configuration on stderr, then
+// lib/model (loading, saving), lib/mask (moments, scores through lib/saliency, the
+// global threshold through lib/select, mask files, report, heatmap) and adamw.h's
+// mask_apply. Every output is checked for before anything is written, and every
+// file goes through temp + rename. Usage: docs/best-mask.md.
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "adamw.h"    // defines: mask_apply
+#include "args.h"     // defines: ArgSpec, args_parse
+#include "error.h"    // defines: TRY_OR_DIE, DIE
+#include "mask.h"     // defines: mask_compute, mask_save, Moments
+#include "model.h"    // defines: Model, model_load, model_save
+#include "progress.h" // defines: now_seconds
+
+typedef struct {
+    const char *model, *moments, *saliency, *group, *method, *calib, *out, *out_model, *report, *plot, *from_mask;
+    double sparsity;
+    int apply, pack_bits, nsamples, seq, step, threads, quiet;
+} Opts;
+
+int main(int argc, char **argv) {
+    Opts o = {.saliency = "second", .group = "global", .sparsity = NAN, .nsamples = 128, .seq = 2048, .step = -1};
+    const Option opts[] = {
+        {"model", OPT_STRING, &o.model, "DIR", "Hugging Face model folder (required)"},
+        {"sparsity", OPT_DOUBLE, &o.sparsity, "S", "fraction of prunable weights set to 0, in [0, 1) (required)"},
+        {"moments", OPT_STRING, &o.moments, "FILE", "Adam moments (NAME.exp_avg, NAME.exp_avg_sq) for first/second order"},
+        {"saliency", OPT_STRING, &o.saliency, "NAME", "second (0.5 v w^2), first (|m w|) or magnitude (|w|)"},
+        {"group", OPT_STRING, &o.group, "NAME", "global (one threshold for the model) or layer (per tensor)"},
+        {"method", OPT_STRING, &o.method, "NAME", "one-shot method: magnitude (= --saliency magnitude); wanda, sparsegpt: not yet"},
+        {"calib", OPT_STRING, &o.calib, "SHARD", "calibration tokens of the one-shot methods (not yet used)"},
+        {"nsamples", OPT_INT, &o.nsamples, "N", "calibration windows (not yet used)"},
+        {"seq", OPT_INT, &o.seq, "N", "calibration window length (not yet used)"},
+        {"from-mask", OPT_STRING, &o.from_mask, "FILE", "an earlier mask: the new one only shrinks it"},
+        {"out", OPT_STRING, &o.out, "MASK", "write the mask (safetensors, one BOOL tensor per prunable weight)"},
+        {"pack-bits", OPT_FLAG, &o.pack_bits, NULL, "write the mask bit-packed (U8, 8 weights a byte)"},
+        {"apply", OPT_FLAG, &o.apply, NULL, "write the masked model to --out-model"},
+        {"out-model", OPT_STRING, &o.out_model, "DIR", "folder for --apply (weights in the input's dtype)"},
+        {"report", OPT_STRING, &o.report, "FILE", "sparsity per tensor, layer, module type and in total (JSON)"},
+        {"plot", OPT_STRING, &o.plot, "FILE", "heatmap of sparsity, layers x module types (SVG)"},
+        {"step", OPT_INT, &o.step, "N", "training step recorded in the mask (default: the moments' step)"},
+        {"threads", OPT_INT, &o.threads, "N", "threads; 0 = all cores"},
+        {"quiet", OPT_FLAG, &o.quiet, NULL, "nothing on stderr but errors"},
+        {0},
+    };
+    const ArgSpec spec = {
+        "best-mask", "--model DIR --sparsity S [--moments FILE] [--saliency second|first|magnitude] [--group global|layer] "
+                     "[--out MASK] [--apply --out-model DIR] [--report FILE.json] [--plot FILE.svg] [--from-mask FILE]",
+        "Keeps exactly round((1 - S) * n) of the n prunable weights (the seven Linear weights of\n"
+        "every block), those of highest saliency, ranked over the whole model (--group global)\n"
+        "or within each tensor (--group layer). Ties at the threshold go to the lowest index.",
+        opts,
+    };
+    char **pos;
+    int npos = args_parse(&pos, &spec, argc, argv);
+    free(pos);
+    if (npos) args_usage_error(&spec, "unexpected argument");
+    if (!o.model) args_usage_error(&spec, "--model is required");
+    if (isnan(o.sparsity)) args_usage_error(&spec, "--sparsity is required");
+    if (!(o.sparsity >= 0 && o.sparsity < 1)) args_usage_error(&spec, "--sparsity %g is outside [0, 1)", o.sparsity);
+    MaskSpec ms = {SAL_SECOND, GROUP_GLOBAL, o.sparsity};
+    if (o.method) {
+        if (strcmp(o.method, "wanda") == 0 || strcmp(o.method, "sparsegpt") == 0)
+            args_usage_error(&spec, "--method %s is not in this version (magnitude is)", o.method);
+        if (strcmp(o.method, "magnitude") != 0) args_usage_error(&spec, "unknown --method %s", o.method);
+        o.saliency = "magnitude";
+    }
+    if (saliency_parse(&ms.saliency, o.saliency) < 0)
+        args_usage_error(&spec, "unknown --saliency %s (second, first, magnitude)", o.saliency);
+    if (mask_group_parse(&ms.group, o.group) < 0) args_usage_error(&spec, "unknown --group %s (global, layer)", o.group);
+    if (saliency_needs_moments(ms.saliency) && !o.moments)
+        args_usage_error(&spec, "--saliency %s needs --moments FILE (or use --saliency magnitude)", o.saliency);
+    if (o.apply != !!o.out_model) args_usage_error(&spec, "--apply and --out-model go together");
+    if (!o.out && !o.apply && !o.report && !o.plot)
+        args_usage_error(&spec, "nothing to write: give --out, --apply --out-model, --report or --plot");
+    if (o.threads < 0) args_usage_error(&spec, "--threads must be >= 0");
+    if (o.threads > 0) omp_set_num_threads(o.threads);
+
+    double t0 = now_seconds();
+    Model m;
+    TRY_OR_DIE(model_load(&m, o.model));
+    Moments mo, *mop = NULL;
+    if (o.moments && saliency_needs_moments(ms.saliency)) {
+        TRY_OR_DIE(moments_open(&mo, o.moments, m.info, m.n_info));
+        mop = &mo;
+        const char *st = moments_step(&mo);
+        if (o.step < 0 && st) o.step = atoi(st);
+    }
+    uint8_t *old = NULL;
+    if (o.from_mask) {
+        old = xmalloc(m.n_params);
+        TRY_OR_DIE(mask_load(old, o.from_mask, m.info, m.n_info, m.n_params));
+    }
+    if (!o.quiet)
+        fprintf(stderr,
+                "best-mask: %s (%zu layers, %.2fM prunable of %.2fM parameters)\n"
+                "best-mask: sparsity %g, saliency %s, group %s%s%s, %d threads\n",
+                o.model, m.L, (double)m.n_prunable / 1e6, (double)m.n_params / 1e6, o.sparsity,
+                saliency_name(ms.saliency), mask_group_name(ms.group), o.from_mask ? ", shrinking " : "",
+                o.from_mask ? o.from_mask : "", omp_get_max_threads());
+
+    uint8_t *mask = xmalloc(m.n_params);
+    TRY_OR_DIE(mask_compute(mask, &ms, m.info, m.n_info, m.params, m.n_params, mop, old));
+    MaskMeta meta = {o.sparsity, saliency_name(ms.saliency), mask_group_name(ms.group), o.step, o.pack_bits};
+    if (o.out) TRY_OR_DIE(mask_save(o.out, mask, &meta, m.info, m.n_info));
+    if (o.report) TRY_OR_DIE(mask_report_json(o.report, mask, &meta, m.info, m.n_info));
+    if (o.plot) {
+        char title[160];
+        snprintf(title, sizeof title, "%s saliency, %s, sparsity %g", saliency_name(ms.saliency),
+                 mask_group_name(ms.group), o.sparsity);
+        TRY_OR_DIE(mask_plot_svg(o.plot, mask, m.info, m.n_info, title));
+    }
+    if (o.apply) {
+        mask_apply(m.params, mask, m.n_params);
+        TRY_OR_DIE(model_save(&m, o.out_model, -1));
+    }
+    if (!o.quiet) {
+        mask_print_table(stderr, mask, m.info, m.n_info);
+        fprintf(stderr, "best-mask: done in %.2fs\n", now_seconds() - t0);
+    }
+    free(mask);
+    free(old);
+    if (mop) moments_close(mop);
+    model_free(&m);
+    return 0;
+}
