@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tokenize.py: best-tokenize throughput against sentencepiece and HF tokenizers.
+"""tokenize_speed.py: best-tokenize throughput against sentencepiece and HF tokenizers.
 
 Same text for everybody: the C4 sample of ../shared plus WikiText-2's test split cut
 into paragraphs, all distinct text (repeating text would flatter our word caches),
@@ -9,7 +9,7 @@ loading excluded. best-tokenize is timed as a whole process (load, read the
 empty input (its loading time). Ids are checked identical before any number is
 printed. Ratios = our tokens/s over the faster peer's tokens/s, in this run.
 
-usage: python3 bench/tokenize.py [BIN] [SHARED] [REPEAT]
+usage: python3 bench/tokenize_speed.py [BIN] [SHARED] [REPEAT]
 """
 import json, os, subprocess, sys, tempfile, time
 
@@ -68,7 +68,7 @@ def main():
     c4 = os.path.join(SHARED, "data/c4/c4-train.00000-of-01024.first1000.jsonl")
     wiki = os.path.join(SHARED, "data/wikitext2/wiki.test.joined.txt")
     if not os.path.exists(c4):
-        print(f"bench/tokenize.py: {c4} not found; this benchmark needs ../shared")
+        print(f"bench/tokenize_speed.py: {c4} not found; this benchmark needs ../shared")
         sys.exit(1)
     with tempfile.TemporaryDirectory() as tmp:
         data = os.path.join(tmp, "c4wiki.jsonl")
