@@ -1,4 +1,12 @@
 #!/bin/sh
-# run.sh: every benchmark, in turn. Each prints its own table of ratios.
+# run.sh: every benchmark, in turn. Each prints its own table of ratios against a
+# peer measured in the same run; docs/benchmarks.md records results.
 set -e
-python3 bench/tokenize_speed.py bin "${SHARED:-../shared}" "${REPEAT:-10}"
+SHARED="${SHARED:-../shared}"
+python3 bench/tokenize_speed.py bin "$SHARED" "${REPEAT:-1}"
+python3 bench/select.py build "${SELECT_LOG2N:-28}"
+if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+    /usr/bin/python3 bench/model.py
+else
+    echo "bench/model.py: skipped (needs torch for /usr/bin/python3: apt-get install python3-torch)"
+fi
