@@ -32,7 +32,9 @@ static void print_help(const ArgSpec *spec) {
         printf("  %-24s %s", left, o->help);
         switch (o->type) {
         case OPT_INT: printf(" (default %d)", *(int *)o->dest); break;
-        case OPT_DOUBLE: printf(" (default %g)", *(double *)o->dest); break;
+        case OPT_DOUBLE: // NaN marks "no default" (a required value)
+            if (*(double *)o->dest == *(double *)o->dest) printf(" (default %g)", *(double *)o->dest);
+            break;
         case OPT_STRING:
             if (*(const char **)o->dest) printf(" (default %s)", *(const char **)o->dest);
             break;
