@@ -4,7 +4,7 @@
 set -e
 SHARED="${SHARED:-../shared}"
 python3 bench/tokenize_speed.py bin "$SHARED" "${REPEAT:-1}"
-python3 bench/select.py build "${SELECT_LOG2N:-28}"
+python3 bench/select_speed.py build "${SELECT_LOG2N:-28}"
 if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import torch' 2>/dev/null; then
     /usr/bin/python3 bench/model.py
 else

@@ -2,7 +2,7 @@
 # pattern, OpenMP histograms) against numpy's np.partition on the same scores: the
 # k-th largest of N random float32 scores, threshold identical, time ratio printed.
 #
-#   python3 bench/select.py [BUILD_DIR] [LOG2_N] [SPARSITY]    defaults: build 28 0.9
+#   python3 bench/select_speed.py [BUILD_DIR] [LOG2_N] [SPARSITY]    defaults: build 28 0.9
 #
 # Both sides get the scores already in memory; np.partition is timed in place on a
 # copy made beforehand (the copy is not timed). Best of 3 for each.
