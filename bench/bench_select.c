@@ -2,7 +2,7 @@
 //
 //   bench_select FILE K [REPEAT]
 //
-// FILE holds n little-endian float32 scores >= 0 (bench/select.py writes it). The
+// FILE holds n little-endian float32 scores >= 0 (bench/select_speed.py writes it). The
 // scores are read into memory first; the timed part is what a rank does to find the
 // threshold: two counting passes (OpenMP, per-thread histograms) and two bucket
 // choices. Prints one JSON line: threshold bit pattern, best seconds, threads.
