@@ -1,0 +1,117 @@
+// best-train: continues training a Hugging Face model on token shards, optionally
+// sparsifying it progressively (BEST) or retraining under a fixed mask.
+//
+// The command line only: options with their defaults in one place, the effective
+// configuration on stderr, then lib/train (the loop, state, metrics), which uses
+// lib/model, lib/adamw, lib/mask, lib/schedule and lib/loader. Usage: docs/best-train.md.
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"  // defines: ArgSpec, args_parse
+#include "error.h" // defines: TRY_OR_DIE, err_set_prog
+#include "train.h" // defines: Trainer, TrainConfig, train_open, train_run
+
+int main(int argc, char **argv) {
+    const char *init = NULL, *schedule = "cubic", *saliency = "second", *group = "global";
+    StrList data = {0};
+    int threads = 0, seed = 0;
+    TrainConfig c = {
+        .steps = 4000, .batch = 64, .micro_batch = 0, .seq = 2048,
+        .lr = 1e-4, .warmup = 0.1, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0, .clip = 1.0,
+        .sparsity = 0, .prune_start = 0, .prune_end = 0.5, .prune_updates = 50,
+    };
+    const Option opts[] = {
+        {"model", OPT_STRING, &c.model_dir, "DIR", "Hugging Face model folder to start from"},
+        {"init", OPT_STRING, &init, "random", "start from a random init instead (needs --config)"},
+        {"config", OPT_STRING, &c.init_config, "FILE", "config.json of the random init"},
+        {"data", OPT_MULTI, &data, "SHARD", "token shards (repeat, or list several after --data)"},
+        {"out", OPT_STRING, &c.out, "DIR", "writes DIR/model, DIR/state, DIR/log.jsonl (required; default --resume DIR)"},
+        {"resume", OPT_STRING, &c.resume, "DIR", "continue the run whose --out was DIR (its hyperparameters win)"},
+        {"steps", OPT_INT, &c.steps, "N", "optimizer steps"},
+        {"batch", OPT_INT, &c.batch, "N", "sequences per step"},
+        {"micro-batch", OPT_INT, &c.micro_batch, "N", "sequences per forward (divides --batch; 0 = --batch)"},
+        {"seq", OPT_INT, &c.seq, "N", "tokens per sequence"},
+        {"lr", OPT_DOUBLE, &c.lr, "X", "peak learning rate"},
+        {"warmup", OPT_DOUBLE, &c.warmup, "F", "linear warmup over this fraction of the steps, then linear decay to 0"},
+        {"weight-decay", OPT_DOUBLE, &c.weight_decay, "X", "AdamW's decoupled weight decay"},
+        {"clip", OPT_DOUBLE, &c.clip, "X", "gradient-norm clip (0 = none)"},
+        {"seed", OPT_INT, &seed, "N", "data order (and random init)"},
+        {"sparsity", OPT_DOUBLE, &c.sparsity, "S", "final sparsity of the prunable weights, in [0, 1)"},
+        {"schedule", OPT_STRING, &schedule, "NAME", "cubic, linear or oneshot"},
+        {"prune-start", OPT_DOUBLE, &c.prune_start, "F", "first prune update at this fraction of the steps"},
+        {"prune-end", OPT_DOUBLE, &c.prune_end, "F", "last prune update (then the mask is frozen)"},
+        {"prune-updates", OPT_INT, &c.prune_updates, "N", "mask updates, evenly spaced"},
+        {"saliency", OPT_STRING, &saliency, "NAME", "second (0.5 v w^2), first (|m w|) or magnitude (|w|)"},
+        {"group", OPT_STRING, &group, "NAME", "global (one threshold) or layer (per tensor)"},
+        {"mask", OPT_STRING, &c.mask_file, "FILE", "retrain under this fixed mask (a best-mask file); no schedule"},
+        {"save-every", OPT_INT, &c.save_every, "N", "save the state every N steps (and always at the end)"},
+        {"moments-every", OPT_INT, &c.moments_every, "N", "write DIR/moments/step-N.safetensors every N steps"},
+        {"save-masks", OPT_FLAG, &c.save_masks, NULL, "write DIR/masks/step-N.safetensors at every prune update"},
+        {"stop-at", OPT_INT, &c.stop_at, "N", "stop (and save) after step N, as if interrupted"},
+        {"log", OPT_STRING, &c.log, "FILE", "metrics, one JSON line per step (default DIR/log.jsonl)"},
+        {"threads", OPT_INT, &threads, "N", "threads; 0 = all cores"},
+        {"quiet", OPT_FLAG, &c.quiet, NULL, "nothing on stderr but errors"},
+        {0},
+    };
+    const ArgSpec spec = {
+        "best-train", "(--model DIR | --init random --config FILE) --data SHARD... --out DIR [options] | --resume DIR",
+        "AdamW on a model, with progressive sparsification: the mask is recomputed every few\n"
+        "steps from the weights and Adam's second moment, keeping exactly the scheduled number\n"
+        "of prunable weights; pruned weights never return. A resumed run is bitwise the run\n"
+        "that never stopped (on the CPU, with the same thread count).",
+        opts,
+    };
+    char **pos;
+    int npos = args_parse(&pos, &spec, argc, argv);
+    // shards may also follow --data as positional arguments: --data a.bin b.bin
+    const char **shards = xcalloc((size_t)(data.n + npos + 1), sizeof *shards);
+    for (int i = 0; i < data.n; i++) shards[c.n_data++] = data.v[i];
+    for (int i = 0; i < npos; i++) shards[c.n_data++] = pos[i];
+    c.data = shards;
+    c.seed = (uint64_t)(int64_t)seed;
+    if (!c.resume) {
+        if (!!c.model_dir == !!init) args_usage_error(&spec, "give exactly one of --model DIR and --init random");
+        if (init && strcmp(init, "random") != 0) args_usage_error(&spec, "--init %s: only 'random' is known", init);
+        if (init && !c.init_config) args_usage_error(&spec, "--init random needs --config FILE");
+        if (!init && c.init_config) args_usage_error(&spec, "--config goes with --init random");
+        if (!c.n_data) args_usage_error(&spec, "--data SHARD is required");
+        if (!c.out) args_usage_error(&spec, "--out DIR is required");
+    } else {
+        if (c.model_dir || init) args_usage_error(&spec, "--resume takes the model from its state: no --model/--init");
+        if (!c.out) c.out = c.resume;
+    }
+    if (c.micro_batch == 0) c.micro_batch = c.batch;
+    if (c.steps < 1 || c.batch < 1 || c.seq < 1 || c.prune_updates < 1 || c.save_every < 0 || c.moments_every < 0 ||
+        c.stop_at < 0 || threads < 0)
+        args_usage_error(&spec, "--steps, --batch, --seq, --prune-updates must be >= 1; counts >= 0");
+    if (c.micro_batch < 1 || c.batch % c.micro_batch)
+        args_usage_error(&spec, "--batch %d is not a multiple of --micro-batch %d", c.batch, c.micro_batch);
+    if (!(c.sparsity >= 0 && c.sparsity < 1)) args_usage_error(&spec, "--sparsity %g is outside [0, 1)", c.sparsity);
+    if (!(c.warmup >= 0 && c.warmup <= 1)) args_usage_error(&spec, "--warmup %g is outside [0, 1]", c.warmup);
+    if (!(c.prune_start >= 0 && c.prune_start <= c.prune_end && c.prune_end <= 1))
+        args_usage_error(&spec, "need 0 <= --prune-start <= --prune-end <= 1");
+    if (!(c.lr >= 0) || !(c.clip >= 0) || !(c.weight_decay >= 0)) args_usage_error(&spec, "--lr, --clip, --weight-decay must be >= 0");
+    if (schedule_parse(&c.schedule, schedule) < 0) args_usage_error(&spec, "unknown --schedule %s (cubic, linear, oneshot)", schedule);
+    if (saliency_parse(&c.saliency, saliency) < 0) args_usage_error(&spec, "unknown --saliency %s (second, first, magnitude)", saliency);
+    if (mask_group_parse(&c.group, group) < 0) args_usage_error(&spec, "unknown --group %s (global, layer)", group);
+    if (c.mask_file && c.sparsity > 0) args_usage_error(&spec, "--mask (a fixed mask) and --sparsity (a schedule) exclude each other");
+    if (threads > 0) omp_set_num_threads(threads);
+
+    err_set_prog("best-train");
+    Trainer tr;
+    TRY_OR_DIE(train_open(&tr, &c));
+    if (!c.quiet) {
+        train_print_config(stderr, &tr);
+        fprintf(stderr, "best-train: %d threads\n", omp_get_max_threads());
+    }
+    TRY_OR_DIE(train_run(&tr));
+    if (!c.quiet) fprintf(stderr, "best-train: step %d, saved %s/model and %s/state\n", tr.step, c.out, c.out);
+    train_close(&tr);
+    free(shards);
+    free(pos);
+    free(data.v);
+    return 0;
+}
