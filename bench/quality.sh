@@ -35,7 +35,7 @@ for s in $SPARSITIES; do
         --out "$d/mag.mask" --apply --out-model "$d/mag/model"
     [ -d "$d/magplus/model" ] || bin/best-train --model "$M" --out "$d/magplus" $TRAIN --mask "$d/mag.mask"
     [ -d "$d/second/model" ] || bin/best-train --model "$M" --out "$d/second" $TRAIN --sparsity "$s" \
-        --schedule oneshot --prune-updates 1
+        --schedule oneshot --prune-updates 1 --prune-start 0 --prune-end 0
     [ -d "$d/best/model" ] || bin/best-train --model "$M" --out "$d/best" $TRAIN --sparsity "$s"
     row="| $s | $(ppl "$d/mag/model") | $(ppl "$d/magplus/model") | $(ppl "$d/second/model") | $(ppl "$d/best/model") |"
     echo "$row" | tee -a "$OUT/table.md"
