@@ -55,7 +55,7 @@ ROOT = os.path.dirname(HERE)
 SEED = 1234
 MASK64 = (1 << 64) - 1
 
-# name: (model folder or config, B, T, warmup, iters, target ratio)
+# name: B x T, untimed and timed iterations per run, the target ratio
 MODELS = {
     "stories260K": dict(B=8, T=256, warmup=3, iters=15, target=1.5),
     "llama-30m": dict(B=4, T=256, warmup=1, iters=3, target=1.0),
@@ -331,7 +331,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bench", "bench_model"))
     ap.add_argument("--shared", default=os.path.join(ROOT, "..", "shared"))
-    ap.add_argument("--reps", type=int, default=3, help="runs per side and setting (best is shown)")
+    ap.add_argument("--reps", type=int, default=3,
+                    help="runs per side, the best counts (PyTorch's go through its settings)")
     ap.add_argument("--threads", default=f"1,{os.cpu_count()}", help="comma-separated thread counts")
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--modes", default="eval,train")
@@ -374,8 +375,8 @@ def main():
                     for r in range(args.reps):
                         a.append(ours(args, folder, mode, p, threads))
                         b.append(peer_torch(folder, mode, p, threads, torch_setting(r, threads)))
-                    ra = max(a, key=lambda r: r["tok_s_median"])
-                    rb = max(b, key=lambda r: r["tok_s_median"])
+                    ra = max(a, key=lambda x: x["tok_s_median"])
+                    rb = max(b, key=lambda x: x["tok_s_median"])
                     la, lb = a[0]["first_loss"], b[0]["first_loss"]
                     if not math.isclose(la, lb, rel_tol=1e-4):
                         raise SystemExit(f"{name} {mode}: first loss {la} (ours) != {lb} (torch): "
@@ -385,8 +386,8 @@ def main():
                                threads=threads, ours=ra["tok_s_median"], torch=rb["tok_s_median"],
                                ratio=ratio, target=p["target"], loss=la, loss_torch=lb,
                                torch_setting=rb["setting"],
-                               ours_runs=[round(r["tok_s_median"]) for r in a],
-                               torch_runs=[round(r["tok_s_median"]) for r in b])
+                               ours_runs=[round(x["tok_s_median"]) for x in a],
+                               torch_runs=[round(x["tok_s_median"]) for x in b])
                     rows.append(row)
                     print(json.dumps(row), file=sys.stderr, flush=True)
     finally:
