@@ -53,6 +53,24 @@ int path_is_dir(const char *path) {
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+int path_mkdir_p(const char *dir) {
+    char *p = xstrdup(dir);
+    for (char *s = p + 1; ; s++) {
+        if (*s != '/' && *s) continue;
+        char saved = *s;
+        *s = 0;
+        if (mkdir(p, 0777) < 0 && errno != EEXIST) {
+            int e = errno;
+            free(p);
+            return ERR("%s: cannot create folder: %s", dir, strerror(e));
+        }
+        *s = saved;
+        if (!saved) break;
+    }
+    free(p);
+    return path_is_dir(dir) ? 0 : ERR("%s: exists and is not a folder", dir);
+}
+
 int afile_open(AFile *f, const char *path) {
     memset(f, 0, sizeof *f);
     if (strcmp(path, "-") == 0) {

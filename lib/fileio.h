@@ -30,6 +30,8 @@ int mapped_open(MappedFile *m, const char *path);
 void mapped_close(MappedFile *m);
 
 int path_is_dir(const char *path);
+// Creates dir and its missing parents (like mkdir -p); an existing folder is fine.
+int path_mkdir_p(const char *dir);
 // "dir/name" in a fresh buffer.
 char *path_join(const char *dir, const char *name);
 

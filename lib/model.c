@@ -346,24 +346,6 @@ static int fill_half(void *buf, size_t off, size_t n, void *ctx) {
     return 0;
 }
 
-static int mkdir_p(const char *dir) {
-    char *p = xstrdup(dir);
-    for (char *s = p + 1; ; s++) {
-        if (*s != '/' && *s) continue;
-        char saved = *s;
-        *s = 0;
-        if (mkdir(p, 0777) < 0 && errno != EEXIST) {
-            int e = errno;
-            free(p);
-            return ERR("%s: cannot create folder: %s", dir, strerror(e));
-        }
-        *s = saved;
-        if (!saved) break;
-    }
-    free(p);
-    return path_is_dir(dir) ? 0 : ERR("%s: exists and is not a folder", dir);
-}
-
 static int write_bytes(const char *path, const char *data, size_t n) {
     AFile f;
     TRY(afile_open(&f, path));
@@ -447,7 +429,7 @@ int model_save(const Model *m, const char *dir, int dtype) {
     StDtype dt = dtype < 0 ? m->dtype : (StDtype)dtype;
     if (dt != ST_F32 && dt != ST_BF16 && dt != ST_F16)
         return ERR("%s: cannot save weights as %s (F32, BF16 or F16)", dir, st_dtype_name(dt));
-    TRY(mkdir_p(dir));
+    TRY(path_mkdir_p(dir));
     StWriter w;
     st_writer_init(&w);
     SaveCtx *ctx = xcalloc((size_t)m->n_info, sizeof *ctx);

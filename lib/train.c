@@ -22,24 +22,6 @@
 
 // --- small helpers ------------------------------------------------------------------
 
-static int mkdir_p(const char *dir) {
-    char *p = xstrdup(dir);
-    for (char *s = p + 1;; s++) {
-        if (*s != '/' && *s) continue;
-        char saved = *s;
-        *s = 0;
-        if (mkdir(p, 0777) < 0 && errno != EEXIST) {
-            int e = errno;
-            free(p);
-            return ERR("%s: cannot create folder: %s", dir, strerror(e));
-        }
-        *s = saved;
-        if (!saved) break;
-    }
-    free(p);
-    return path_is_dir(dir) ? 0 : ERR("%s: exists and is not a folder", dir);
-}
-
 static char *path_fmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static char *path_fmt(const char *fmt, ...) {
     va_list ap;
@@ -285,7 +267,7 @@ int train_save(const Trainer *tr) {
     const Model *m = &tr->m;
     char *mdir = path_join(tr->cfg.out, "model"), *sdir = path_join(tr->cfg.out, "state");
     int rc = model_save(m, mdir, -1);
-    if (rc == 0) rc = mkdir_p(sdir);
+    if (rc == 0) rc = path_mkdir_p(sdir);
     StWriter w;
     st_writer_init(&w);
     char name[128];
@@ -312,7 +294,7 @@ int train_save(const Trainer *tr) {
 int train_save_moments(const Trainer *tr) {
     const Model *m = &tr->m;
     char *dir = path_join(tr->cfg.out, "moments");
-    int rc = mkdir_p(dir);
+    int rc = path_mkdir_p(dir);
     StWriter w;
     st_writer_init(&w);
     char name[128];
@@ -454,7 +436,7 @@ int train_open(Trainer *tr, const TrainConfig *cfg) {
     tr->targets = xmalloc(n * sizeof *tr->targets);
     // Everything checked: from here on we write.
     char *logp = c->log ? xstrdup(c->log) : path_join(c->out, "log.jsonl");
-    int rc = mkdir_p(c->out);
+    int rc = path_mkdir_p(c->out);
     if (rc == 0 && c->resume) {
         remove_stale_temps(c->out);
         rc = log_truncate(logp, tr->step);
@@ -507,7 +489,7 @@ static int mask_update(Trainer *tr, double S) {
     char *path = path_fmt("%s/masks/step-%d.safetensors", tr->cfg.out, tr->step);
     char *dir = path_join(tr->cfg.out, "masks");
     MaskMeta meta = {S, saliency_name(tr->cfg.saliency), mask_group_name(tr->cfg.group), tr->step, 1};
-    int rc = mkdir_p(dir);
+    int rc = path_mkdir_p(dir);
     if (rc == 0) rc = mask_save(path, tr->mask, &meta, m->info, m->n_info);
     free(dir);
     free(path);
