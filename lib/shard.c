@@ -1,6 +1,7 @@
 // shard.c: writing (streaming, temp + rename) and reading (mmap, verified) token shards.
 #include "shard.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -115,6 +116,15 @@ void shard_writer_abort(ShardWriter *w) {
     if (w->xx) XXH64_freeState(w->xx);
     free(w->buf);
     memset(w, 0, sizeof *w);
+}
+
+int shard_sniff(const char *path) {
+    if (strcmp(path, "-") == 0) return 0;
+    FILE *f = fopen(path, "rb");
+    char magic[8] = {0};
+    int yes = f && fread(magic, 1, 8, f) == 8 && memcmp(magic, SHARD_MAGIC, 8) == 0;
+    if (f) fclose(f);
+    return yes;
 }
 
 int shard_open(Shard *s, const char *path) {

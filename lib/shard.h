@@ -61,6 +61,9 @@ int shard_open(Shard *s, const char *path);
 // Reads tokens [start, start+n) as int32 into dst; the range must be inside the shard.
 void shard_read(const Shard *s, int32_t *dst, uint64_t start, size_t n);
 void shard_close(Shard *s);
+// 1 when path is a file that starts with the shard magic ("-" and unreadable: 0),
+// so tools can accept a shard or text at the same place.
+int shard_sniff(const char *path);
 // Parses and checks a 64-byte header; `name` is used in messages.
 int shard_header_parse(ShardHeader *h, const uint8_t *p, size_t n, const char *name);
 

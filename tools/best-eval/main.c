@@ -24,20 +24,11 @@ typedef struct {
     double temperature, top_p;
 } Opts;
 
-static int is_shard(const char *path) {
-    if (strcmp(path, "-") == 0) return 0;
-    FILE *f = fopen(path, "rb");
-    char magic[8] = {0};
-    int yes = f && fread(magic, 1, 8, f) == 8 && memcmp(magic, SHARD_MAGIC, 8) == 0;
-    if (f) fclose(f);
-    return yes;
-}
-
 // The evaluation tokens: a shard as it is, or text tokenized once. Documents of a
 // text input are joined with o->join (" ", as SparseGPT/Wanda join C4 documents)
 // and get one BOS at the start for LLaMA, none for Qwen.
 static void load_tokens(IdVec *ids, const Opts *o, const Model *m) {
-    if (is_shard(o->data)) {
+    if (shard_sniff(o->data)) {
         Shard s;
         TRY_OR_DIE(shard_open(&s, o->data));
         if (s.h.vocab_size > m->V)

@@ -103,14 +103,6 @@ static void run_encode(const Opts *o, const Tokenizer *tok, char **inputs, int n
     bytevec_free(&line);
 }
 
-static int is_shard(const char *path) {
-    FILE *f = strcmp(path, "-") == 0 ? NULL : fopen(path, "rb");
-    char magic[8] = {0};
-    int yes = f && fread(magic, 1, 8, f) == 8 && memcmp(magic, SHARD_MAGIC, 8) == 0;
-    if (f) fclose(f);
-    return yes;
-}
-
 // Decodes one document and writes it as one line; errors name where the ids came from.
 // With jsonl each document is written as {"text": "..."}, which keeps newlines inside
 // documents unambiguous.
@@ -141,7 +133,7 @@ static void run_decode(const Opts *o, const Tokenizer *tok, char **inputs, int n
     IdVec ids = {0};
     ByteVec text = {0};
     for (int f = 0; f < ninputs; f++) {
-        if (is_shard(inputs[f])) {
+        if (shard_sniff(inputs[f])) {
             Shard s;
             TRY_OR_DIE(shard_open(&s, inputs[f]));
             if (s.h.tokenizer_hash != tok->hash)
