@@ -379,6 +379,33 @@ static int config_check(const TrainConfig *c, const Model *m) {
     return 0;
 }
 
+// --resume DIR --mask FILE: the schedule runs outside (best-mask on this run's moment
+// dump), so FILE replaces the state's mask from the next step on, exactly as an
+// in-process update would (train_step, mask_update). It may only shrink the mask.
+static int resume_with_mask(Trainer *tr, const char *path) {
+    TrainConfig *c = &tr->cfg;
+    Model *m = &tr->m;
+    if (c->sparsity > 0)
+        return ERR("%s: --mask on --resume needs a run without a schedule (this one has --sparsity %g)", c->resume,
+                   c->sparsity);
+    uint8_t *fresh = xmalloc(m->n_params);
+    if (mask_load(fresh, path, m->info, m->n_info, m->n_params) < 0) {
+        free(fresh);
+        return -1;
+    }
+    for (size_t i = 0; i < m->n_params; i++)
+        if (fresh[i] && !tr->mask[i]) {
+            free(fresh);
+            return ERR("%s: keeps a weight the run has pruned already (pruned weights never return)", path);
+        }
+    free(tr->mask);
+    tr->mask = fresh;
+    tr->masked = 1;
+    mask_apply(m->params, tr->mask, m->n_params);
+    c->mask_file = own(tr, path);
+    return 0;
+}
+
 int train_open(Trainer *tr, const TrainConfig *cfg) {
     memset(tr, 0, sizeof *tr);
     tr->cfg = *cfg;
@@ -423,6 +450,7 @@ int train_open(Trainer *tr, const TrainConfig *cfg) {
         if (state_load(tr, &st) < 0) goto fail;
         st_close(&st);
         have_st = 0;
+        if (cfg->mask_file && resume_with_mask(tr, cfg->mask_file) < 0) goto fail;
     } else if (c->mask_file) {
         if (mask_load(tr->mask, c->mask_file, m->info, m->n_info, m->n_params) < 0) goto fail;
         mask_apply(m->params, tr->mask, m->n_params);
@@ -552,7 +580,8 @@ int train_run(Trainer *tr) {
         log_stats(tr->log, &s);
         snprintf(tr->prog.extra, sizeof tr->prog.extra, "loss %.4f, sparsity %.3f", s.loss, s.sparsity);
         progress_update(&tr->prog, (uint64_t)tr->step);
-        if (c->moments_every > 0 && tr->step % c->moments_every == 0) TRY(train_save_moments(tr));
+        if (c->moments_every > 0 && (tr->step % c->moments_every == 0 || tr->step == last))
+            TRY(train_save_moments(tr));
         if (tr->step == last || (c->save_every > 0 && tr->step % c->save_every == 0)) TRY(train_save(tr));
     }
     progress_finish(&tr->prog);

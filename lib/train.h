@@ -47,7 +47,9 @@ typedef struct {
     int n_data;
     const char *out;           // OUT
     const char *log;           // NULL: OUT/log.jsonl
-    const char *mask_file;     // fixed mask (no schedule), or NULL
+    const char *mask_file;     // fixed mask (no schedule), or NULL; with resume: the mask
+                               // that replaces the state's from the next step (it may
+                               // only shrink it; the run must have no schedule)
     const char *resume;        // an earlier OUT, or NULL
     // optimization (taken from the state on resume)
     int steps, batch, micro_batch, seq;

@@ -108,7 +108,17 @@ def falls(log, n):
     report(b < 0.7 * a, f"loss falls: first {n} steps {a:.3f}, last {n} {b:.3f}")
 
 
-{"masks": masks, "meta": meta, "falls": falls}[sys.argv[1]](*sys.argv[2:])
+def same_mask(a, b, model):
+    w = load_file(model)
+    shapes = {n: w[n].shape for n in w}
+    ma, mb = read_mask(a, shapes), read_mask(b, shapes)
+    ok = set(ma) == set(mb) and all((ma[n] == mb[n]).all() for n in ma)
+    kept = sum(int(m.sum()) for m in ma.values())
+    print(f"# {a} vs {b}: {'equal' if ok else 'DIFFERENT'} ({kept} kept)")
+    sys.exit(0 if ok else 1)
+
+
+{"masks": masks, "meta": meta, "falls": falls, "same_mask": same_mask}[sys.argv[1]](*sys.argv[2:])
 PY
 PY="python3 $TMP/check.py"
 
@@ -153,6 +163,38 @@ check "resume: state (weights, moments, mask, cursor) bitwise equal" \
     cmp "$TMP/straight/state/state.safetensors" "$TMP/halves/state/state.safetensors"
 check "resume: the log has steps 1..12 once" python3 -c "
 import json; s = [json.loads(l)['step'] for l in open('$TMP/halves/log.jsonl')]; assert s == list(range(1, 13)), s"
+
+# 4b. Composability: the schedule as separate processes (best-train for one interval,
+# best-mask on its moment dump, best-train --resume --mask, repeated) gives the same
+# masks and the same final bytes as the in-process schedule. Update steps and S(s_j)
+# come from the in-process run's mask metadata.
+CARGS="--data $TMP/rand.bin --steps 12 --lr 1e-3 --prune-updates 3 --prune-end 0.75"
+$RUN $CARGS --sparsity 0.8 --out "$TMP/inproc" --save-masks
+updates=$(python3 -c "
+import glob, re; from safetensors import safe_open
+for s in sorted(int(re.search(r'step-(\d+)', p).group(1)) for p in glob.glob('$TMP/inproc/masks/step-*.safetensors')):
+    print('%d:%s' % (s, safe_open('$TMP/inproc/masks/step-%d.safetensors' % s, 'np').metadata()['sparsity']))")
+check "in-process run made 3 mask updates ($(echo $updates))" test "$(echo "$updates" | wc -l)" = 3
+prev="" first=1 cok=1
+for u in $updates; do
+    st=${u%%:*} sp=${u#*:}
+    if [ $first = 1 ]; then
+        $RUN $CARGS --sparsity 0 --out "$TMP/outproc" --stop-at "$st" --moments-every 1000 || cok=0
+        first=0
+    else
+        "$TR" --resume "$TMP/outproc" --mask "$prev" --stop-at "$st" --moments-every 1000 --threads 2 --quiet || cok=0
+    fi
+    "$BIN/best-mask" --model "$TMP/outproc/model" --moments "$TMP/outproc/moments/step-$st.safetensors" \
+        --sparsity "$sp" ${prev:+--from-mask "$prev"} --out "$TMP/outproc/m$st.mask" --quiet || cok=0
+    $PY same_mask "$TMP/inproc/masks/step-$st.safetensors" "$TMP/outproc/m$st.mask" "$D/model.safetensors" || cok=0
+    prev="$TMP/outproc/m$st.mask"
+done
+"$TR" --resume "$TMP/outproc" --mask "$prev" --threads 2 --quiet || cok=0
+check "separate processes: each of the 3 masks equals the in-process one" test $cok = 1
+check "separate processes: final model.safetensors bitwise equal to the in-process run" \
+    cmp "$TMP/inproc/model/model.safetensors" "$TMP/outproc/model/model.safetensors"
+expect_error "--resume --mask that brings a pruned weight back" 1 "pruned already" \
+    "$TR" --resume "$TMP/outproc" --mask "$TMP/outproc/m$(echo "$updates" | head -n 1 | cut -d: -f1).mask" --quiet
 
 # 5. kill -9 at some moment, then --resume: the same final bytes.
 KARGS="--data $TMP/rand.bin --steps 40 --lr 1e-3 --sparsity 0.7 --prune-updates 5 --save-every 1"
