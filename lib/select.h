@@ -2,12 +2,24 @@
 // and without holding the scores.
 //
 // Scores are floats >= +0 (saliency.h), so their uint32 bit patterns order like the
-// floats, and the k-th largest is found digit by digit on the bit pattern: round 0
-// counts the high 16 bits of every score into 65536 buckets and picks the bucket
-// where the k-th largest falls; round 1 counts the low 16 bits of the scores inside
-// that bucket. Two passes over the scores, 512 KiB of counts, exact. The caller
-// streams the scores in chunks of any size (a tensor at a time, or 64K weights at a
-// time, recomputing them each round), so scores never exist all at once.
+// floats, and the k-th largest is found on the bit pattern, 16 bits at a time: the
+// high 16 bits pick one of 65536 buckets, the low 16 bits the score inside it.
+//
+// Rounds (each "pass" is one stream over all the scores, chunk by chunk):
+//   sample  a pass that reads only 16 of every 1024 scores of each chunk (one cache line
+//           in 64) and counts their high 16 bits; from it a bracket of buckets where
+//           the k-th largest should fall (the sample's rank estimate +- 4 sigma).
+//   main    a pass over everything: counts the scores above the bracket, counts the
+//           bracket's buckets, and keeps the few scores inside the bracket in memory
+//           (capped at 1/32 of the scores; the bracket is typically under 1%).
+//   low     no pass: the kept scores of the chosen bucket, counted by their low 16 bits,
+//           give the threshold.
+// So about one pass in all, instead of two for a plain two-round radix select. When
+// the sample misled (the k-th largest lies outside the bracket) or too many scores
+// fell inside it, the exact fallback runs: a full count of the high 16 bits, then of
+// the low 16 bits inside the chosen bucket (one or two more passes); never a wrong
+// answer. The caller streams the scores in chunks of any size (a tensor at a time, or
+// 64K weights at a time, recomputing them each pass), so scores never exist all at once.
 //
 // Candidates: a score with the sign bit set (say -1.0f) is not a candidate; it is
 // never counted and never kept. Callers mark weights excluded in advance that way
@@ -23,8 +35,9 @@
 //
 //     Select s;  select_init(&s, k);                     // same k on every rank
 //     while (!s.done) {
-//         for each chunk of my shard: select_count(&s, scores, n);
-//         allreduce_sum(s.hist, SELECT_BUCKETS);          // uint64 counts
+//         if (select_needs_data(&s))
+//             for each chunk of my shard: select_count(&s, scores, n);
+//         allreduce_sum(s.hist, SELECT_HIST_LEN);         // uint64 counts
 //         TRY(select_advance(&s));                        // same decision everywhere
 //     }
 //     uint64_t ties = 0;                                   // ties before my shard:
@@ -32,8 +45,10 @@
 //     ties = exclusive_prefix_sum_over_ranks(ties);        // MPI_Exscan; 0 on rank 0
 //     for each chunk, in order: select_mark(mask, &s, scores, n, &ties);
 //
-// Shards must be contiguous in global order (rank r holds the slice before rank r+1's)
-// for the tie rule to be "lowest global index first"; any slicing gives exactly k.
+// Each rank keeps its own bracket scores; the decisions (bracket, fallback, bucket,
+// threshold) depend only on the summed counts, so they agree on every rank. Shards
+// must be contiguous in global order (rank r holds the slice before rank r+1's) for
+// the tie rule to be "lowest global index first"; any slicing gives exactly k.
 //
 // Not here: the scores (saliency.h), what a model's mask is made of (mask.h).
 #ifndef BEST_SELECT_H
@@ -44,25 +59,38 @@
 
 #define SELECT_BITS 16
 #define SELECT_BUCKETS (1u << SELECT_BITS)
-#define SELECT_ROUNDS 2
+// hist holds the buckets then a few counters of the round (all summed over ranks)
+#define SELECT_HIST_LEN (SELECT_BUCKETS + 4)
+
+typedef enum { SELECT_SAMPLE, SELECT_MAIN, SELECT_LOW, SELECT_FULL_HIGH, SELECT_FULL_LOW } SelectRound;
 
 typedef struct {
     uint64_t k;           // survivors wanted
-    uint64_t *hist;       // (SELECT_BUCKETS) this round's counts, summed over ranks by the caller
-    int round;            // the round being counted: 0 or 1
+    uint64_t *hist;       // (SELECT_HIST_LEN) this round's counts, summed over ranks by the caller
+    SelectRound round;    // the round being counted
     int done;             // 1 once the threshold is known (at init when k == 0)
-    uint32_t prefix;      // high 16 bits chosen by round 0
-    uint64_t n;           // candidates in all (known after round 0)
+    uint32_t lo, hi;      // the bracket of buckets (main round)
+    uint32_t prefix;      // the high 16 bits of the threshold, once chosen
+    uint64_t n_scores;    // scores streamed per pass, candidates or not (from the sample pass)
     uint64_t above;       // candidates known to be above the bucket being refined
     uint32_t threshold;   // bit pattern of the k-th largest score (UINT32_MAX when k == 0)
     uint64_t n_above;     // candidates > threshold
     uint64_t ties_keep;   // candidates == threshold that survive: k - n_above
+    // this rank's scores inside the bracket, one growing array per thread
+    uint32_t **kept;      // (n_kept_arrays)
+    size_t *kept_n, *kept_cap;
+    int n_kept_arrays;
+    size_t kept_max;      // per array, then the round overflows into the fallback
+    int overflow;         // this rank's arrays ran full
 } Select;
 
 void select_init(Select *s, uint64_t k);
 void select_free(Select *s);
+// Whether this round reads the scores (the low round counts what the main round kept).
+static inline int select_needs_data(const Select *s) { return !s->done && s->round != SELECT_LOW; }
 // Adds the scores (n) of one chunk into s->hist. Large chunks are counted with
-// OpenMP, one private histogram per thread, summed at the end.
+// OpenMP, one private histogram per thread, summed at the end. Does nothing in a
+// round that needs no data.
 void select_count(Select *s, const float *scores, size_t n);
 // Chooses this round's bucket from s->hist (after the caller's all-reduce) and clears
 // it for the next round. Returns 0, or -1 after ERR when k exceeds the candidates.
