@@ -171,7 +171,7 @@ static int select_tensors(uint8_t *mask, Scorer *sc, const int *idx, int n_idx, 
     select_init(&s, k);
     int rc = 0;
     while (!s.done && rc == 0) {
-        for (int t = 0; t < n_idx && rc == 0; t++) {
+        for (int t = 0; t < n_idx && rc == 0 && select_needs_data(&s); t++) {
             size_t numel = sc->info[idx[t]].numel;
             for (size_t off = 0; off < numel && rc == 0; off += CHUNK) {
                 size_t n = numel - off < CHUNK ? numel - off : CHUNK;

@@ -550,11 +550,15 @@ int train_step(Trainer *tr, StepStats *stats) {
     AdamWHyper h = {lr_at(c->lr, c->warmup, c->steps, t), c->beta1, c->beta2, c->eps, c->weight_decay};
     adamw_step(&tr->opt, m->params, m->grads, tr->masked ? tr->mask : NULL, &h);
     tr->step = t;
-    if (schedule_update_at(&tr->sched, t)) TRY(mask_update(tr, schedule_sparsity(&tr->sched, t)));
+    double tm = now_seconds(), mask_seconds = 0;
+    if (schedule_update_at(&tr->sched, t)) {
+        TRY(mask_update(tr, schedule_sparsity(&tr->sched, t)));
+        mask_seconds = now_seconds() - tm;
+    }
     if (stats) {
-        double dt = now_seconds() - t0;
+        double dt = tm - t0;  // tokens/s of the training step alone
         *stats = (StepStats){t, loss, h.lr, tr->masked && tr->sched.final == 0 ? NAN : schedule_mask_target(&tr->sched, t),
-                             count_sparsity(m), norm, dt > 0 ? (double)c->batch * c->seq / dt : 0};
+                             count_sparsity(m), norm, dt > 0 ? (double)c->batch * c->seq / dt : 0, mask_seconds};
     }
     return 0;
 }
@@ -564,8 +568,10 @@ static void log_stats(FILE *f, const StepStats *s) {
     fprintf(f, "{\"step\":%d,\"loss\":%.9g,\"lr\":%.9g,\"sparsity_target\":", s->step, s->loss, s->lr);
     if (isnan(s->target)) fprintf(f, "null");
     else fprintf(f, "%.9g", s->target);
-    fprintf(f, ",\"sparsity\":%.9g,\"grad_norm\":%.9g,\"tokens_per_s\":%.1f}\n", s->sparsity, s->grad_norm,
+    fprintf(f, ",\"sparsity\":%.9g,\"grad_norm\":%.9g,\"tokens_per_s\":%.1f", s->sparsity, s->grad_norm,
             s->tokens_per_s);
+    if (s->mask_seconds > 0) fprintf(f, ",\"mask_update_s\":%.6f", s->mask_seconds);
+    fprintf(f, "}\n");
     fflush(f);
 }
 

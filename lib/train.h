@@ -71,6 +71,7 @@ typedef struct {
 typedef struct {
     int step;
     double loss, lr, target, sparsity, grad_norm, tokens_per_s;
+    double mask_seconds;     // time of this step's mask update (scoring, select, apply), or 0
 } StepStats;
 
 typedef struct {
