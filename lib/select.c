@@ -76,42 +76,49 @@ static size_t sampled_in(size_t n) {
     return n / SAMPLE_PERIOD * SAMPLE_RUN + (n % SAMPLE_PERIOD < SAMPLE_RUN ? n % SAMPLE_PERIOD : SAMPLE_RUN);
 }
 
+// A score inside the bracket: counted in h (bucket b - lo) and kept in array a unless
+// the array is full (then the round overflows into the exact fallback).
+static void keep_score(uint32_t *h, Select *s, int a, size_t cap_max, uint32_t x) {
+    h[(x >> SELECT_BITS) - s->lo]++;
+    if (s->kept_n[a] == s->kept_cap[a]) {
+        if (s->kept_cap[a] >= cap_max) {
+#pragma omp atomic write
+            s->overflow = 1;
+            return;
+        }
+        size_t cap = s->kept_cap[a] ? 2 * s->kept_cap[a] : 4096;
+        s->kept_cap[a] = cap < cap_max ? cap : cap_max;
+        s->kept[a] = xrealloc(s->kept[a], s->kept_cap[a] * sizeof **s->kept);
+    }
+    s->kept[a][s->kept_n[a]++] = x;
+}
+
 // The main round over one thread's part: candidates above the bracket are counted,
-// those inside it counted per bucket (h[b - lo]) and kept in array a.
+// those inside it go to keep_score.
 static uint64_t count_main(uint32_t *h, Select *s, int a, size_t cap_max, const Bits *u, size_t n) {
     // one unsigned compare each: x is in the bracket when x - lo <= width, above it
     // when x - (hi + 1) < 0x80000000 - (hi + 1) (a candidate has the sign bit clear)
     const uint32_t lo = s->lo << SELECT_BITS, hi = (s->hi << SELECT_BITS) | 0xFFFFu;
     const uint32_t width = hi - lo, up0 = hi + 1, up_n = 0x80000000u - up0;
     uint64_t above = 0;
-    for (size_t i0 = 0; i0 < n; i0 += 32) {
-        size_t i1 = n - i0 < 32 ? n : i0 + 32;
-        // a block without a score in the bracket (most of them) is one vectorised loop
+    size_t i0 = 0;
+    for (; i0 + 32 <= n; i0 += 32) {
+        // blocks of a constant 32 (the compiler vectorises them); a block with a score
+        // in the bracket (a few percent of them) is walked again one by one
+        const Bits *b = u + i0;
         uint32_t up = 0, in = 0;
-#pragma omp simd reduction(+ : up) reduction(| : in)
-        for (size_t i = i0; i < i1; i++) {
-            up += u[i] - up0 < up_n;
-            in |= u[i] - lo <= width;
+        for (int j = 0; j < 32; j++) {
+            up += b[j] - up0 < up_n;
+            in |= b[j] - lo <= width;
         }
         above += up;
-        if (!in) continue;
-        for (size_t i = i0; i < i1; i++) {
-        uint32_t x = u[i];
-        if (x - lo <= width) {
-            h[(x >> SELECT_BITS) - s->lo]++;
-            if (s->kept_n[a] == s->kept_cap[a]) {
-                if (s->kept_cap[a] >= cap_max) {
-#pragma omp atomic write
-                    s->overflow = 1;
-                    continue;
-                }
-                size_t cap = s->kept_cap[a] ? 2 * s->kept_cap[a] : 4096;
-                s->kept_cap[a] = cap < cap_max ? cap : cap_max;
-                s->kept[a] = xrealloc(s->kept[a], s->kept_cap[a] * sizeof **s->kept);
-            }
-            s->kept[a][s->kept_n[a]++] = x;
-        }
-        }
+        if (in)
+            for (int j = 0; j < 32; j++)
+                if (b[j] - lo <= width) keep_score(h, s, a, cap_max, b[j]);
+    }
+    for (size_t i = i0; i < n; i++) {
+        above += u[i] - up0 < up_n;
+        if (u[i] - lo <= width) keep_score(h, s, a, cap_max, u[i]);
     }
     return above;
 }
