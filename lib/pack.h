@@ -5,7 +5,8 @@
 // Members, in this order (docs/formats.md, "Packed checkpoints", byte by byte):
 //   manifest.json        format "best-pack", version 1, quant, and per member its
 //                        size and xxh64, per tensor its name, shape, original dtype,
-//                        encoding, value type and nonzero count
+//                        encoding, value type and nonzero count; it ends with its own
+//                        xxh64 (,"xxh64":"<hex>"} over every byte before that tail)
 //   config.json          and the tokenizer files of the source folder, verbatim
 //   NAME                 dense tensor: values, row-major, in the value type
 //   NAME.nnz             sparse tensor: (rows+1) u32, prefix count of stored elements
@@ -68,12 +69,13 @@ typedef struct {
     const void *values;        // (nnz) in val (I4: (nnz+1)/2 bytes)
     size_t values_bytes;
     const float *scales;       // (rows) I8/I4 only, else NULL
+    int prunable;              // one of the seven Linear weights of a block (manifest)
 } PackTensor;
 
 typedef struct {
     char name[100];            // tar member name
     size_t offset, size;       // of the data inside the file
-    uint64_t xxh64;            // from the manifest (0 for manifest.json itself)
+    uint64_t xxh64;            // from the manifest (manifest.json: of itself but its tail)
 } PackMember;
 
 typedef struct {
@@ -86,26 +88,34 @@ typedef struct {
     int n;
     const char *config_json;   // into the map, config_len bytes (not NUL-terminated)
     size_t config_len;
+    char *path;                // for messages
 } Pack;
 
-// Writes m (its weights as loaded, dtype m->dtype) to path (temp + rename). quant
-// NONE keeps the model's dtype, BF16 turns F32/F16 values into bf16, INT8/INT4
-// quantize the stored elements of prunable tensors per row (round to nearest,
-// scale = max|w| / 127 or / 7). Config and tokenizer files come from m->src_dir.
+// Writes m (its weights as loaded, dtype m->dtype) to path (temp + rename; "-" is
+// stdout). quant NONE keeps the model's dtype, BF16 turns the prunable tensors'
+// F32/F16 values into bf16, INT8/INT4 quantize the stored elements of prunable
+// tensors per row (round to nearest, scale = max|w| / 127 or / 7). config.json is
+// m->config_json; the tokenizer files come from m->src_dir (when set).
 int pack_write(const char *path, const Model *m, PackQuant quant);
 // Opens, parses and validates (not the hashes); errors name the file and the member.
 int pack_open(Pack *p, const char *path);
+// The same over a buffer (8-byte aligned) that must outlive p; name is for messages.
+int pack_open_mem(Pack *p, const void *buf, size_t size, const char *name);
 void pack_close(Pack *p);
 // Hashes every member against the manifest; the first mismatch is an ERR.
 int pack_verify(const Pack *p);
 const PackTensor *pack_find(const Pack *p, const char *name);
 const PackMember *pack_member(const Pack *p, const char *name);
+// Bytes t takes in the pack: all its members' data, without tar headers and padding.
+size_t pack_tensor_bytes(const PackTensor *t);
 // Rows [r0, r1) of t as dense fp32 (r1-r0, cols), dequantized, zeros where not stored.
 void pack_decode_rows(float *out, const PackTensor *t, size_t r0, size_t r1);
 // A Hugging Face folder with the tensors of the pack (dtype restored; with quant NONE
 // bit-identical to the packed model), config.json and the tokenizer files. Only plain
-// file names from the allow-list (config.json, generation_config.json, tokenizer*,
-// special_tokens_map.json, vocab.json, merges.txt) are ever written, inside dir.
+// file names from the allow-list (config.json, generation_config.json, tokenizer.model,
+// tokenizer.json, tokenizer_config.json, special_tokens_map.json, added_tokens.json,
+// vocab.json, merges.txt) are ever written, inside dir; pack_open already refuses a
+// pack holding any other member name.
 int pack_unpack(const char *dir, const Pack *p);
 
 #endif

@@ -1,0 +1,57 @@
+// fuzz_pack.c: libFuzzer target for the packed checkpoint reader (pack_open_mem).
+// Whatever the bytes, pack_open_mem either fails with a message or yields tensors
+// that pack_decode_rows can decode in full without reading or writing out of bounds
+// (the kernels trust a PackTensor the same way); pack_verify must then run cleanly.
+// Random bytes rarely keep a tar header's checksum right, so when the first input
+// byte is odd the target first repairs the checksum of every header it can walk to:
+// the fuzzer then reaches the manifest and the index streams behind them.
+// Seeds (tests/fuzz/corpus/pack): one byte (1 = repair) + a small pack: bf16 with
+// bitmap and delta tensors, int8, int4.
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../lib/error.h"
+#include "../../lib/pack.h"
+
+static void repair_headers(uint8_t *b, size_t n) {
+    for (size_t off = 0; off + 512 <= n;) {
+        uint8_t *h = b + off;
+        unsigned sum = 0;
+        for (int i = 0; i < 512; i++) sum += i >= 148 && i < 156 ? ' ' : h[i];
+        if (sum == 8 * ' ') break; // an all-zero block: the end
+        for (int i = 5; i >= 0; i--, sum >>= 3) h[148 + i] = (uint8_t)('0' + (sum & 7));
+        h[154] = 0;
+        h[155] = ' ';
+        size_t size = 0;
+        for (int i = 124; i < 136 && h[i] >= '0' && h[i] <= '7'; i++) size = size * 8 + (size_t)(h[i] - '0');
+        if (size > n) break;
+        off += 512 + (size + 511) / 512 * 512;
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 1) return 0;
+    int repair = data[0] & 1;
+    data++, size--;
+    uint8_t *buf = malloc(size ? size : 1);
+    memcpy(buf, data, size);
+    if (repair) repair_headers(buf, size);
+    Pack p;
+    if (pack_open_mem(&p, buf, size, "fuzz.pack") == 0) {
+        for (int i = 0; i < p.n; i++) {
+            const PackTensor *t = &p.t[i];
+            if (t->rows * t->cols > ((size_t)1 << 22)) continue; // decoding is bounded by the caller's buffer
+            float *out = malloc(t->rows * t->cols * sizeof *out);
+            pack_decode_rows(out, t, 0, t->rows);
+            free(out);
+            if (pack_tensor_bytes(t) > size) abort();
+        }
+        (void)pack_verify(&p);
+        pack_close(&p);
+    } else if (!err_msg()[0]) {
+        abort(); // a failure must say why
+    }
+    free(buf);
+    return 0;
+}

@@ -1,0 +1,253 @@
+#!/bin/sh
+# t_pack.sh: best-pack end to end on the tiny LLaMA fixture (and stories260K with
+# ../shared), pruned by best-mask, in F32 and in BF16 (converted here). Python
+# (safetensors, numpy, tarfile) is the independent check: the unpacked tensors are
+# byte-identical to the pruned model's, the tar's members all start at multiples of
+# 512 and match the manifest, int8/int4 stay within half a step of the per-row scale;
+# --info and --verify; usage errors exit 2; truncated, corrupted, unknown-version and
+# hostile packs exit 1 with one error line and write nothing.
+. tests/lib.sh
+P="$BIN/best-pack"
+MASK="$BIN/best-mask"
+if ! have_py numpy || ! have_py safetensors; then skip "best-pack: python3 numpy/safetensors missing"; finish; fi
+cat >"$TMP/pack_ref.py" <<'PY'
+# The Python side of t_pack.sh (written to $TMP/pack_ref.py).
+#
+#   pack_ref.py bf16 SRC DST              DST = SRC with every tensor rounded to BF16
+#   pack_ref.py same A B                  the two folders' tensors are byte-identical
+#   pack_ref.py quant ORIG UNPACKED BITS  prunable within scale/2, the rest identical
+#   pack_ref.py bf16q ORIG UNPACKED       prunable rounded to bf16, the rest identical
+#   pack_ref.py tar PACK                  512 alignment, members == manifest, 1024 zeros at the end
+#   pack_ref.py info JSON S               --info --json agrees with the sparsity S
+#   pack_ref.py edit PACK OUT WHAT        a hostile copy: version2 | rename:OLD:NEW | pastend
+# Prints one "ok - ..." or "not ok - ..." line per check.
+import io, json, struct, sys, tarfile
+import numpy as np
+from safetensors.numpy import load_file
+
+MODS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def report(ok, what):
+    print(("ok - " if ok else "not ok - ") + what)
+
+
+def raw(path):
+    """name -> (dtype, shape, bytes), read without numpy so BF16 works too."""
+    b = open(path, "rb").read()
+    n = struct.unpack_from("<Q", b)[0]
+    h = json.loads(b[8:8 + n])
+    h.pop("__metadata__", None)
+    return {k: (v["dtype"], v["shape"], b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
+            for k, v in h.items()}
+
+
+def bf16_bits(x):
+    u = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)  # nearest even (no NaN here)
+
+
+def bf16(src, dst):
+    import os, shutil
+    os.makedirs(dst, exist_ok=True)
+    for f in os.listdir(src):
+        if f != "model.safetensors" and os.path.isfile(f"{src}/{f}"):
+            shutil.copy(f"{src}/{f}", dst)
+    w = load_file(f"{src}/model.safetensors")
+    head, off, blobs = {"__metadata__": {"format": "pt"}}, 0, []
+    for k in sorted(w):
+        d = bf16_bits(w[k]).tobytes()
+        head[k] = {"dtype": "BF16", "shape": list(w[k].shape), "data_offsets": [off, off + len(d)]}
+        off += len(d)
+        blobs.append(d)
+    h = json.dumps(head, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    open(f"{dst}/model.safetensors", "wb").write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def same(a, b):
+    x, y = raw(f"{a}/model.safetensors"), raw(f"{b}/model.safetensors")
+    bad = [k for k in x if k not in y or x[k] != y[k]] + [k for k in y if k not in x]
+    report(not bad, f"{b}: {len(y)} tensors byte-identical to {a}" + (f" (differ: {bad[:3]})" if bad else ""))
+
+
+def prunable(k):
+    return k.endswith("_proj.weight") and any(m in k for m in MODS)
+
+
+def quant(orig, unpacked, bits):
+    o, u = load_file(f"{orig}/model.safetensors"), load_file(f"{unpacked}/model.safetensors")
+    qmax = 127 if bits == "8" else 7
+    ok, worst = set(o) == set(u), 0.0
+    for k in o:
+        if not prunable(k):
+            ok = ok and o[k].tobytes() == u[k].tobytes()
+            continue
+        a, b = o[k].astype(np.float64), u[k].astype(np.float64)
+        scale = np.abs(a).max(axis=1, keepdims=True) / qmax
+        err = np.abs(a - b)
+        ok = ok and (err <= scale / 2 * (1 + 1e-5) + 1e-30).all() and (b[a == 0] == 0).all()
+        worst = max(worst, float((err / np.where(scale > 0, scale, 1)).max()))
+    report(ok, f"int{bits}: every weight within scale/2 (worst {worst:.4f}), zeros kept, other tensors identical")
+
+
+def bf16q(orig, unpacked):
+    o, u = load_file(f"{orig}/model.safetensors"), load_file(f"{unpacked}/model.safetensors")
+    ok = set(o) == set(u)
+    for k in o:
+        want = (bf16_bits(o[k]).astype(np.uint32) << 16).view(np.float32) if prunable(k) else o[k]
+        ok = ok and want.tobytes() == u[k].tobytes()
+    report(ok, "--quant bf16: prunable weights rounded to bf16, other tensors identical")
+
+
+def tar(path):
+    b = open(path, "rb").read()
+    t = tarfile.open(path)
+    ms = t.getmembers()
+    man = json.loads(t.extractfile("manifest.json").read())
+    names = [m["name"] for m in man["members"]]
+    sizes = {m.name: m.size for m in ms}
+    ok = all(m.offset_data % 512 == 0 for m in ms) and len(b) % 512 == 0
+    report(ok, f"{path}: all {len(ms)} members start at a multiple of 512")
+    report(ms[0].name == "manifest.json" and names == [m.name for m in ms[1:]] and
+           all(sizes[m["name"]] == m["size"] for m in man["members"]),
+           "manifest.json comes first and lists every other member with its size, in order")
+    end = ms[-1].offset_data + (ms[-1].size + 511) // 512 * 512
+    report(len(b) == end + 1024 and b[end:] == bytes(1024), "the file ends with exactly two zero blocks")
+    report(man["format"] == "best-pack" and man["version"] == 1, "format best-pack, version 1")
+
+
+def info(path, S):
+    r = json.load(open(path))
+    p = r["prunable"]
+    ok = abs(p["sparsity"] - float(S)) < 2e-3 and p["bytes"] == sum(t["bytes"] for t in r["tensors"] if t["prunable"])
+    ok = ok and all(t["encoding"] == "dense" for t in r["tensors"] if not t["prunable"])
+    report(ok, f"--info --json: prunable sparsity {p['sparsity']:.4f} (want {S}), "
+               f"{p['bits_per_nonzero']:.2f} bits per nonzero, {p['ratio_to_dense_bf16']:.4f} of dense bf16")
+
+
+def members(path):
+    """(name, data) in order, and the byte length of everything up to the end blocks."""
+    t = tarfile.open(path)
+    return [(m.name, t.extractfile(m).read()) for m in t.getmembers()]
+
+
+def write_tar(out, ms):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as t:
+        for name, data in ms:
+            ti = tarfile.TarInfo(name)
+            ti.size, ti.mode, ti.mtime = len(data), 0o644, 0
+            t.addfile(ti, io.BytesIO(data))
+    b = buf.getvalue()
+    end = 0
+    while b[end:end + 512] != bytes(512):  # keep exactly the two end blocks, like libarchive
+        size = int(b[end + 124:end + 135].decode().strip("\0 ") or "0", 8)
+        end += 512 + (size + 511) // 512 * 512
+    open(out, "wb").write(b[:end + 1024])
+
+
+def edit(path, out, what):
+    ms = members(path)
+    if what == "version2":
+        ms[0] = (ms[0][0], ms[0][1].replace(b'"version":1,', b'"version":2,'))
+    elif what.startswith("rename:"):
+        _, old, new = what.split(":")
+        ms = [(new if n == old else n, d) for n, d in ms]
+        ms[0] = (ms[0][0], ms[0][1].replace(f'"name":"{old}"'.encode(), f'"name":"{new}"'.encode()))
+    elif what == "pastend":
+        man = json.loads(ms[0][1])
+        t = next(t for t in man["tensors"] if t["encoding"] == "delta" and t["nnz"] > 0)
+        ms = [(n, bytes([254]) * len(d) if n == t["name"] + ".index" else d) for n, d in ms]
+    write_tar(out, ms)
+
+
+cmd, args = sys.argv[1], sys.argv[2:]
+{"bf16": bf16, "same": same, "quant": quant, "bf16q": bf16q, "tar": tar, "info": info, "edit": edit}[cmd](*args)
+PY
+REF="python3 $TMP/pack_ref.py"
+
+models="tests/fixtures/model/llama"
+have_shared && [ -d "$SHARED/models/stories260K" ] && models="$models $SHARED/models/stories260K"
+for D in $models; do
+    n=$(basename "$D")
+    mkdir -p "$TMP/$n.p90"
+    "$MASK" --model "$D" --sparsity 0.9 --saliency magnitude --apply --out-model "$TMP/$n.p90" \
+        --out "$TMP/$n.p90/mask" --quiet
+    $REF bf16 "$TMP/$n.p90" "$TMP/$n.p90bf"
+    for V in p90 p90bf; do
+        M="$TMP/$n.$V"
+        check "$n.$V: pack" "$P" --model "$M" --out "$M.pack" --quiet
+        $REF tar "$M.pack"
+        check "$n.$V: --verify" "$P" --verify "$M.pack"
+        "$P" --info "$M.pack" --json >"$M.json" && $REF info "$M.json" 0.9
+        check "$n.$V: unpack" "$P" --unpack "$M.pack" --out "$M.un" --quiet
+        $REF same "$M" "$M.un"
+        for f in config.json tokenizer.model tokenizer_config.json; do
+            [ -f "$M/$f" ] && check "$n.$V: $f restored byte for byte" cmp "$M/$f" "$M.un/$f"
+        done
+        check "$n.$V: the mask file is not packed" test ! -e "$M.un/mask"
+    done
+    "$P" --info "$TMP/$n.p90bf.pack" >"$TMP/$n.info"
+    check "$n: --info prints a line per tensor and the totals" sh -c \
+        "grep -q 'q_proj.weight .* BF16 ' '$TMP/$n.info' && grep -q '^prunable: .*bits per nonzero' '$TMP/$n.info'"
+    for b in 8 4; do
+        "$P" --model "$TMP/$n.p90" --out "$TMP/$n.q$b.pack" --quant int$b --quiet &&
+            "$P" --unpack "$TMP/$n.q$b.pack" --out "$TMP/$n.q$b" --quiet
+        $REF quant "$TMP/$n.p90" "$TMP/$n.q$b" $b
+    done
+    "$P" --model "$TMP/$n.p90" --out "$TMP/$n.qbf.pack" --quant bf16 --quiet &&
+        "$P" --unpack "$TMP/$n.qbf.pack" --out "$TMP/$n.qbf" --quiet
+    $REF bf16q "$TMP/$n.p90" "$TMP/$n.qbf"
+done
+
+D=tests/fixtures/model/llama
+X="$TMP/llama.p90bf.pack"
+# 99%: delta coding, for the stream tests below
+mkdir -p "$TMP/p99"
+"$MASK" --model $D --sparsity 0.99 --saliency magnitude --apply --out-model "$TMP/p99" --quiet
+"$P" --model "$TMP/p99" --out "$TMP/p99.pack" --quiet
+check "99%: delta-coded tensors" sh -c "'$P' --info '$TMP/p99.pack' | grep -q ' delta '"
+check "packing is deterministic" sh -c "'$P' --model '$TMP/llama.p90bf' --out '$TMP/again.pack' --quiet && cmp '$X' '$TMP/again.pack'"
+
+# Usage errors: exit 2.
+expect_error "no mode" 2 "exactly one of" "$P"
+expect_error "two modes" 2 "exactly one of" "$P" --info "$X" --verify "$X"
+expect_error "--model without --out" 2 "needs --out" "$P" --model $D
+expect_error "--unpack without --out" 2 "needs --out" "$P" --unpack "$X"
+expect_error "unknown --quant" 2 "unknown --quant int3" "$P" --model $D --out "$TMP/never.pack" --quant int3
+expect_error "--json without --info" 2 "--json goes with --info" "$P" --verify "$X" --json
+expect_error "--quant when unpacking" 2 "--quant goes with --model" "$P" --unpack "$X" --out "$TMP/never" --quant int8
+
+# Runtime errors: exit 1, one line, nothing written.
+expect_error "missing pack" 1 "cannot open" "$P" --info "$TMP/nowhere.pack"
+expect_error "not a model folder" 1 "nowhere" "$P" --model "$TMP/nowhere" --out "$TMP/never.pack"
+size=$(wc -c <"$X")
+for cut in 100 1000 $((size / 2)) $((size - 1024)) $((size - 1)); do
+    head -c $cut "$X" >"$TMP/cut.pack"
+    expect_error "pack truncated to $cut of $size bytes" 1 "truncated\|past the end" "$P" --info "$TMP/cut.pack"
+done
+cp "$X" "$TMP/flip.pack"
+# a byte in the middle of the last member's data (a tensor's values): only the checksum sees it
+off=$(python3 -c "
+import tarfile; m = tarfile.open('$X').getmembers()[-1]; print(m.offset_data + m.size // 2)")
+python3 -c "
+b = bytearray(open('$TMP/flip.pack', 'rb').read()); b[$off] ^= 0x10; open('$TMP/flip.pack', 'wb').write(b)"
+check "a flipped byte in tensor data still opens (--info)" "$P" --info "$TMP/flip.pack"
+expect_error "--verify catches a flipped byte" 1 "checksum mismatch" "$P" --verify "$TMP/flip.pack"
+expect_error "--unpack refuses a flipped byte" 1 "checksum mismatch" "$P" --unpack "$TMP/flip.pack" --out "$TMP/flip.un"
+check "nothing unpacked from the corrupted pack" test ! -e "$TMP/flip.un"
+$REF edit "$X" "$TMP/v2.pack" version2
+expect_error "unknown format version" 1 "unknown format version 2" "$P" --info "$TMP/v2.pack"
+$REF edit "$TMP/p99.pack" "$TMP/past.pack" pastend
+expect_error "an index stream that runs past its end" 1 "runs past its end" "$P" --info "$TMP/past.pack"
+mkdir -p "$TMP/jail/out"
+for bad in ../x ../../escape a/b /tmp/abs; do
+    $REF edit "$X" "$TMP/evil.pack" "rename:config.json:$bad"
+    expect_error "a member named $bad" 1 "not a plain file name" "$P" --unpack "$TMP/evil.pack" --out "$TMP/jail/out"
+done
+check "nothing written outside (or inside) the output folder" sh -c \
+    "[ -z \"\$(ls -A '$TMP/jail/out')\" ] && [ ! -e '$TMP/jail/x' ] && [ ! -e '$TMP/escape' ] && [ ! -e /tmp/abs ]"
+check "no output file after the failures" test ! -e "$TMP/never.pack"
+check "no temp files left in $TMP" sh -c "! find '$TMP' -name '.*.tmp.*' | grep -q ."
+finish

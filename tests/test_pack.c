@@ -1,0 +1,558 @@
+// test_pack.c: packed checkpoints (lib/pack.h) on synthetic models.
+//
+//   * round trip, bit exact, in F32, BF16 and F16, through every encoding: empty and
+//     full rows, gaps of 254, 255, 256 and more, cols not a multiple of 8, 1-D tensors,
+//     an all-zero tensor, -0.0 kept; row-range decoding equals whole-tensor decoding
+//   * int8 / int4: every stored weight within scale/2 of the original, scale = max/127
+//     or max/7 per row, zeros stay zero, other tensors bit exact; --quant bf16 rounds
+//   * encoding choice: bitmap at 70%, delta at 99%; at 95% a bf16 model's prunable
+//     weights take at most 1/6 of their dense bf16 bytes (printed at 70/90/95/99%)
+//   * every member's data at a multiple of 512; pack_unpack gives back the folder
+//     (weights bit identical, config verbatim, tokenizer files, nothing else)
+//   * bad input: every truncation, every single flipped byte (caught by pack_open or
+//     pack_verify), an unknown version, index streams that run past their end,
+//     member names with ".." or "/", members the manifest does not list
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "error.h"  // defines: err_msg
+#include "fileio.h" // defines: file_read_all, path_join
+#include "model.h"  // defines: Model, model_create, model_load
+#include "pack.h"   // defines: the API under test
+#include "test.h"   // defines: T_OK, T_DONE
+
+static char TMP[64];
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static uint64_t rng(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+static double unif(void) { return (double)(rng() >> 11) / 9007199254740992.0; }
+
+static void write_text(const char *dir, const char *name, const char *text) {
+    char *path = path_join(dir, name);
+    FILE *f = fopen(path, "wb");
+    CHECK(f, "cannot write %s", path);
+    fputs(text, f);
+    fclose(f);
+    free(path);
+}
+
+// A random value exactly representable in dt, never zero bits.
+static float value_in(StDtype dt) {
+    float x = (float)(unif() * 4 - 2);
+    if (x == 0) x = 0.5f;
+    if (dt == ST_BF16) x = st_bf16_to_f32(st_f32_to_bf16(x));
+    if (dt == ST_F16) x = st_f16_to_f32(st_f32_to_f16(x));
+    return x;
+}
+
+static int is_zero_bits(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return u == 0;
+}
+
+// hidden 13 (not a multiple of 8), intermediate 300 (gaps past 255 in down_proj rows).
+static const char *TINY =
+    "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", \"hidden_size\": 13,\n"
+    " \"intermediate_size\": 300, \"num_hidden_layers\": 1, \"num_attention_heads\": 2,\n"
+    " \"num_key_value_heads\": 1, \"head_dim\": 4, \"vocab_size\": 11, \"tie_word_embeddings\": false,\n"
+    " \"torch_dtype\": \"float32\"}\n";
+
+static float *param(Model *m, const char *name, size_t *rows, size_t *cols) {
+    const ParamInfo *p = model_param(m, name);
+    CHECK(p, "no %s", name);
+    *rows = p->ndim == 2 ? (size_t)p->shape[0] : 1;
+    *cols = p->ndim == 2 ? (size_t)p->shape[1] : (size_t)p->shape[0];
+    return m->params + p->offset;
+}
+
+// Fills a tiny model with the patterns the encodings must get right.
+static void tiny_fill(Model *m, StDtype dt) {
+    for (int i = 0; i < m->n_info; i++) { // dense everywhere first, then the patterns
+        const ParamInfo *p = &m->info[i];
+        for (size_t j = 0; j < p->numel; j++) m->params[p->offset + j] = value_in(dt);
+    }
+    size_t R, C;
+    float *w = param(m, "model.layers.0.mlp.down_proj.weight", &R, &C); // (13, 300): delta
+    memset(w, 0, R * C * sizeof *w);
+    static const int cols[][3] = {
+        {-1, -1, -1}, {254, -1, -1}, {255, -1, -1}, {0, 256, -1}, {0, 255, -1}, {299, -1, -1},
+        {0, 1, 2}, {0, 299, -1}, {299, -1, -1}, {100, 200, -1}, {3, 258, -1}, {0, 1, 299}, {42, -1, -1},
+    };
+    for (size_t r = 0; r < R; r++)
+        for (int k = 0; k < 3; k++)
+            if (cols[r][k] >= 0) w[r * C + (size_t)cols[r][k]] = value_in(dt);
+    w[6 * C + 1] = -0.0f;
+    w[8 * C + 299] = -0.0f; // a row whose only stored element is -0.0
+    w = param(m, "model.layers.0.mlp.gate_proj.weight", &R, &C); // (300, 13): bitmap
+    for (size_t j = 0; j < R * C; j++)
+        if (unif() < 0.7) w[j] = 0;
+    memset(w, 0, C * sizeof *w);                      // row 0 empty
+    for (size_t c = 0; c < C; c++) w[C + c] = value_in(dt); // row 1 full
+    w[2 * C + 12] = -0.0f;                            // the last column of a row
+    w = param(m, "model.layers.0.mlp.up_proj.weight", &R, &C);
+    for (size_t j = 0; j < R * C; j++)
+        if (unif() < 0.75) w[j] = 0;
+    w = param(m, "model.layers.0.self_attn.k_proj.weight", &R, &C); // all zero
+    memset(w, 0, R * C * sizeof *w);
+    w = param(m, "model.layers.0.self_attn.o_proj.weight", &R, &C); // (13, 8): cols = 8
+    for (size_t j = 0; j < R * C; j++)
+        if (unif() < 0.8) w[j] = 0;
+}
+
+// A tiny model in dir (config.json, a tokenizer file and a file that must not travel).
+static void tiny_model(Model *m, const char *dir, StDtype dt) {
+    mkdir(dir, 0777);
+    write_text(dir, "config.json", TINY);
+    write_text(dir, "tokenizer.json", "{\"model\": {\"type\": \"BPE\"}}\n");
+    write_text(dir, "notes.txt", "not a model file\n");
+    CHECK(model_create(m, dir) == 0, "model_create: %s", err_msg());
+    m->src_dir = xstrdup(dir);
+    m->dtype = dt;
+    tiny_fill(m, dt);
+}
+
+static float *decode_all(const PackTensor *t) {
+    float *out = xmalloc(t->rows * t->cols * sizeof *out + 1);
+    pack_decode_rows(out, t, 0, t->rows);
+    return out;
+}
+
+static char *tmp_path(const char *name) { return path_join(TMP, name); }
+
+// --- round trips ------------------------------------------------------------------------
+
+static void test_roundtrip(StDtype dt) {
+    char dirname[32], packname[32];
+    snprintf(dirname, sizeof dirname, "tiny_%s", st_dtype_name(dt));
+    snprintf(packname, sizeof packname, "tiny_%s.pack", st_dtype_name(dt));
+    char *dir = tmp_path(dirname), *path = tmp_path(packname);
+    Model m;
+    tiny_model(&m, dir, dt);
+    T_OK(pack_write(path, &m, QUANT_NONE) == 0, "%s: pack_write %s", st_dtype_name(dt), err_msg());
+    Pack p;
+    int ok = pack_open(&p, path) == 0;
+    T_OK(ok, "%s: pack_open: %s", st_dtype_name(dt), err_msg());
+    if (!ok) { model_free(&m); free(dir); free(path); return; }
+    T_OK(pack_verify(&p) == 0, "%s: pack_verify", st_dtype_name(dt));
+    int exact = 1, rows_ok = 1, encs[3] = {0};
+    for (int i = 0; i < m.n_info; i++) {
+        const ParamInfo *pi = &m.info[i];
+        const PackTensor *t = pack_find(&p, pi->name);
+        if (!t) { exact = 0; continue; }
+        encs[t->enc]++;
+        float *d = decode_all(t);
+        exact &= memcmp(d, m.params + pi->offset, pi->numel * sizeof *d) == 0 && t->dtype == dt;
+        float *row = xmalloc(t->cols * sizeof *row);
+        for (size_t r = 0; r < t->rows; r++) {
+            pack_decode_rows(row, t, r, r + 1);
+            rows_ok &= memcmp(row, d + r * t->cols, t->cols * sizeof *row) == 0;
+        }
+        free(row);
+        free(d);
+    }
+    T_OK(exact, "%s: every tensor decodes bit exact (-0.0 kept, empty/full rows, gaps 254/255/256/299)",
+         st_dtype_name(dt));
+    T_OK(rows_ok, "%s: decoding row by row equals decoding the whole tensor", st_dtype_name(dt));
+    const PackTensor *down = pack_find(&p, "model.layers.0.mlp.down_proj.weight");
+    const PackTensor *gate = pack_find(&p, "model.layers.0.mlp.gate_proj.weight");
+    const PackTensor *norm = pack_find(&p, "model.norm.weight");
+    const PackTensor *k = pack_find(&p, "model.layers.0.self_attn.k_proj.weight");
+    T_OK(down && down->enc == PACK_DELTA && gate && gate->enc == PACK_BITMAP && norm && norm->enc == PACK_DENSE &&
+             norm->ndim == 1 && k && k->nnz == 0,
+         "%s: all three encodings used (%d dense, %d bitmap, %d delta), 1-D norm dense, empty k_proj", st_dtype_name(dt),
+         encs[0], encs[1], encs[2]);
+    int aligned = p.map.size % 512 == 0;
+    for (int i = 0; i < p.n_members; i++) aligned &= p.members[i].offset % 512 == 0;
+    T_OK(aligned, "%s: every member's data starts at a multiple of 512 (%d members)", st_dtype_name(dt), p.n_members);
+    T_OK(pack_member(&p, "tokenizer.json") && !pack_member(&p, "notes.txt"),
+         "%s: tokenizer.json packed, notes.txt not", st_dtype_name(dt));
+
+    // unpack: a folder that loads back to the same weights
+    char *out = tmp_path(dt == ST_BF16 ? "unpacked_bf16" : dt == ST_F16 ? "unpacked_f16" : "unpacked_f32");
+    T_OK(pack_unpack(out, &p) == 0, "%s: pack_unpack: %s", st_dtype_name(dt), err_msg());
+    Model u;
+    if (model_load(&u, out) == 0) {
+        T_OK(u.dtype == dt && u.n_params == m.n_params &&
+                 memcmp(u.params, m.params, m.n_params * sizeof *m.params) == 0,
+             "%s: unpacked model loads with the same weights, bit for bit", st_dtype_name(dt));
+        T_OK(u.config_len == strlen(TINY) && memcmp(u.config_json, TINY, u.config_len) == 0,
+             "%s: config.json verbatim", st_dtype_name(dt));
+        model_free(&u);
+    } else {
+        T_OK(0, "%s: model_load of the unpacked folder: %s", st_dtype_name(dt), err_msg());
+    }
+    char *tok = path_join(out, "tokenizer.json"), *notes = path_join(out, "notes.txt");
+    T_OK(access(tok, R_OK) == 0 && access(notes, F_OK) != 0, "%s: unpack wrote tokenizer.json, not notes.txt",
+         st_dtype_name(dt));
+    free(tok);
+    free(notes);
+    free(out);
+    pack_close(&p);
+    model_free(&m);
+    free(dir);
+    free(path);
+}
+
+static void test_quant(PackQuant q) {
+    const char *qn = q == QUANT_INT8 ? "int8" : q == QUANT_INT4 ? "int4" : "bf16";
+    char *dir = tmp_path("tiny_q"), *path = tmp_path("tiny_q.pack");
+    Model m;
+    tiny_model(&m, dir, ST_F32);
+    T_OK(pack_write(path, &m, q) == 0, "%s: pack_write %s", qn, err_msg());
+    Pack p;
+    if (pack_open(&p, path) < 0) { T_OK(0, "%s: pack_open: %s", qn, err_msg()); model_free(&m); free(dir); free(path); return; }
+    float qmax = q == QUANT_INT8 ? 127 : 7;
+    int within = 1, zeros = 1, scales = 1, others = 1, types = 1;
+    double worst = 0;
+    for (int i = 0; i < m.n_info; i++) {
+        const ParamInfo *pi = &m.info[i];
+        const PackTensor *t = pack_find(&p, pi->name);
+        const float *w = m.params + pi->offset;
+        float *d = decode_all(t);
+        if (!pi->prunable) {
+            others &= memcmp(d, w, pi->numel * sizeof *d) == 0 && t->val == PACK_F32 && t->enc == PACK_DENSE;
+            free(d);
+            continue;
+        }
+        types &= t->val == (q == QUANT_INT8 ? PACK_I8 : q == QUANT_INT4 ? PACK_I4 : PACK_BF16);
+        for (size_t r = 0; r < t->rows; r++) {
+            float mx = 0;
+            for (size_t c = 0; c < t->cols; c++) mx = fmaxf(mx, fabsf(w[r * t->cols + c]));
+            if (q == QUANT_BF16) {
+                for (size_t c = 0; c < t->cols; c++)
+                    within &= d[r * t->cols + c] == st_bf16_to_f32(st_f32_to_bf16(w[r * t->cols + c]));
+                continue;
+            }
+            float s = t->scales[r];
+            scales &= s == mx / qmax;
+            for (size_t c = 0; c < t->cols; c++) {
+                float x = w[r * t->cols + c], y = d[r * t->cols + c];
+                if (is_zero_bits(x)) { zeros &= y == 0; continue; }
+                double err = fabs((double)x - (double)y);
+                within &= err <= 0.5 * s * (1 + 1e-5);
+                if (s > 0 && err / s > worst) worst = err / s;
+            }
+        }
+        free(d);
+    }
+    if (q == QUANT_BF16) {
+        T_OK(within && types, "bf16: prunable values rounded to bf16, stored as BF16");
+    } else {
+        T_OK(scales, "%s: scale = max|w| / %g for every row", qn, qmax);
+        T_OK(within, "%s: every stored weight within scale/2 (worst %.4f scale)", qn, worst);
+        T_OK(zeros && types, "%s: zeros stay zero, prunable values are %s", qn, q == QUANT_INT8 ? "I8" : "I4");
+    }
+    T_OK(others, "%s: non-prunable tensors dense F32, bit exact", qn);
+    T_OK(pack_verify(&p) == 0, "%s: pack_verify", qn);
+    pack_close(&p);
+    model_free(&m);
+    free(dir);
+    free(path);
+}
+
+// --- sizes ------------------------------------------------------------------------------
+
+// A bf16 model with 2.6M prunable weights, each kept with probability 1 - s.
+static void test_sizes(void) {
+    static const char *cfg =
+        "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", \"hidden_size\": 512,\n"
+        " \"intermediate_size\": 1024, \"num_hidden_layers\": 1, \"num_attention_heads\": 8,\n"
+        " \"vocab_size\": 64, \"torch_dtype\": \"bfloat16\"}\n";
+    char *dir = tmp_path("sized");
+    mkdir(dir, 0777);
+    write_text(dir, "config.json", cfg);
+    static const double S[] = {0.7, 0.9, 0.95, 0.99};
+    for (int k = 0; k < 4; k++) {
+        Model m;
+        CHECK(model_create(&m, dir) == 0, "%s", err_msg());
+        m.dtype = ST_BF16;
+        for (int i = 0; i < m.n_info; i++) {
+            const ParamInfo *pi = &m.info[i];
+            for (size_t j = 0; j < pi->numel; j++)
+                m.params[pi->offset + j] = pi->prunable && unif() < S[k] ? 0 : value_in(ST_BF16);
+        }
+        char *path = tmp_path("sized.pack");
+        T_OK(pack_write(path, &m, QUANT_NONE) == 0, "S=%.2f: pack_write %s", S[k], err_msg());
+        Pack p;
+        if (pack_open(&p, path) < 0) { T_OK(0, "S=%.2f: %s", S[k], err_msg()); model_free(&m); free(path); continue; }
+        size_t bytes = 0, numel = 0, nnz = 0, index_bytes = 0;
+        int all_bitmap = 1, all_delta = 1;
+        for (int i = 0; i < p.n; i++) {
+            const PackTensor *t = &p.t[i];
+            if (!t->prunable) continue;
+            bytes += pack_tensor_bytes(t);
+            numel += t->rows * t->cols;
+            nnz += t->nnz;
+            index_bytes += t->index_bytes;
+            all_bitmap &= t->enc == PACK_BITMAP;
+            all_delta &= t->enc == PACK_DELTA;
+        }
+        double ratio = (double)bytes / (2.0 * (double)numel), bpn = 8.0 * (double)bytes / (double)nnz;
+        printf("# bf16, sparsity %.2f: %.2f bits per nonzero (index included), %.4f of dense bf16 (1/%.1f), %s\n",
+               S[k], bpn, ratio, 1 / ratio, all_bitmap ? "bitmap" : all_delta ? "delta" : "mixed");
+        if (S[k] == 0.7) T_OK(all_bitmap, "S=0.70: every prunable tensor is a bitmap");
+        if (S[k] == 0.99) T_OK(all_delta, "S=0.99: every prunable tensor is delta-coded");
+        if (S[k] == 0.95) T_OK(ratio <= 1.0 / 6, "S=0.95: prunable weights %.4f of dense bf16 (target <= 1/6)", ratio);
+        if (S[k] == 0.7 || S[k] == 0.99) {
+            // "near their best": the index stream itself (bitmap or delta bytes, without
+            // the per-row counts) within 15% of the entropy of a random mask
+            double h = -(S[k] * log2(S[k]) + (1 - S[k]) * log2(1 - S[k])) / (1 - S[k]);
+            double ib = 8.0 * (double)index_bytes / (double)nnz;
+            T_OK(ib <= 1.15 * h, "S=%.2f: index %.2f bits per nonzero, the mask's entropy is %.2f", S[k], ib, h);
+        }
+        pack_close(&p);
+        model_free(&m);
+        free(path);
+    }
+    free(dir);
+}
+
+// --- bad input --------------------------------------------------------------------------
+
+static uint8_t *read_file(size_t *n, const char *path) {
+    char *buf;
+    CHECK(file_read_all(&buf, n, path) == 0, "%s", err_msg());
+    uint8_t *out = aligned_alloc(64, (*n + 63) / 64 * 64 + 64);
+    memcpy(out, buf, *n);
+    free(buf);
+    return out;
+}
+
+// Opening a buffer must fail with a message; returns 1 if it did.
+static int open_fails(const uint8_t *buf, size_t n, const char *want) {
+    Pack p;
+    if (pack_open_mem(&p, buf, n, "bad.pack") == 0) { pack_close(&p); return 0; }
+    return err_msg()[0] && (!want || strstr(err_msg(), want));
+}
+
+// A test-side ustar writer (independent of libarchive) to build hostile packs.
+typedef struct { char name[128]; uint8_t *data; size_t size; } Entry;
+
+static void octal(uint8_t *f, size_t width, uint64_t x) {
+    for (size_t i = width; i-- > 0; x >>= 3) f[i] = (uint8_t)('0' + (x & 7));
+}
+
+static uint8_t *tar_build(size_t *n, const Entry *e, int ne) {
+    size_t total = 1024;
+    for (int i = 0; i < ne; i++) total += 512 + (e[i].size + 511) / 512 * 512;
+    uint8_t *buf = aligned_alloc(64, total);
+    memset(buf, 0, total);
+    size_t off = 0;
+    for (int i = 0; i < ne; i++) {
+        uint8_t *h = buf + off;
+        memcpy(h, e[i].name, strlen(e[i].name) < 100 ? strlen(e[i].name) : 100);
+        // numeric fields as libarchive writes them: digits, then space and NUL
+        static const size_t six[] = {100, 108, 116, 329, 337};
+        for (int k = 0; k < 5; k++) {
+            octal(h + six[k], 6, six[k] == 100 ? 0644 : 0);
+            h[six[k] + 6] = ' ';
+        }
+        octal(h + 124, 11, e[i].size);
+        h[135] = ' ';
+        octal(h + 136, 11, 0);
+        h[147] = ' ';
+        h[156] = '0';
+        memcpy(h + 257, "ustar\0" "00", 8);
+        unsigned sum = 0;
+        for (int j = 0; j < 512; j++) sum += j >= 148 && j < 156 ? ' ' : h[j];
+        octal(h + 148, 6, sum);
+        h[154] = 0;
+        h[155] = ' ';
+        memcpy(h + 512, e[i].data, e[i].size);
+        off += 512 + (e[i].size + 511) / 512 * 512;
+    }
+    *n = total;
+    return buf;
+}
+
+// The members of a pack, as editable copies.
+static Entry *entries_of(int *ne, const uint8_t *buf, size_t n) {
+    Pack p;
+    CHECK(pack_open_mem(&p, buf, n, "good.pack") == 0, "%s", err_msg());
+    Entry *e = xcalloc((size_t)p.n_members, sizeof *e);
+    for (int i = 0; i < p.n_members; i++) {
+        snprintf(e[i].name, sizeof e[i].name, "%s", p.members[i].name);
+        e[i].size = p.members[i].size;
+        e[i].data = xmalloc(e[i].size + 1);
+        memcpy(e[i].data, buf + p.members[i].offset, e[i].size);
+    }
+    *ne = p.n_members;
+    pack_close(&p);
+    return e;
+}
+
+static void entries_free(Entry *e, int ne) {
+    for (int i = 0; i < ne; i++) free(e[i].data);
+    free(e);
+}
+
+static Entry *entry(Entry *e, int ne, const char *name) {
+    for (int i = 0; i < ne; i++)
+        if (strcmp(e[i].name, name) == 0) return &e[i];
+    CHECK(0, "no member %s", name);
+    return NULL;
+}
+
+// Replaces the first `from` in an entry's text by `to`.
+static void edit(Entry *x, const char *from, const char *to) {
+    char *s = xmalloc(x->size + 1);
+    memcpy(s, x->data, x->size);
+    s[x->size] = 0;
+    char *at = strstr(s, from);
+    CHECK(at, "%s not in %s", from, x->name);
+    size_t head = (size_t)(at - s), fl = strlen(from), tl = strlen(to);
+    uint8_t *d = xmalloc(x->size - fl + tl + 1);
+    memcpy(d, s, head);
+    memcpy(d + head, to, tl);
+    memcpy(d + head + tl, s + head + fl, x->size - head - fl);
+    free(x->data);
+    free(s);
+    x->data = d;
+    x->size = x->size - fl + tl;
+}
+
+// Builds the tar of e after edit() and checks that opening it fails saying `want`.
+static void expect_bad(Entry *e, int ne, const char *want, const char *what) {
+    size_t n;
+    uint8_t *buf = tar_build(&n, e, ne);
+    int ok = open_fails(buf, n, want);
+    T_OK(ok, "%s: refused (%s)", what, err_msg());
+    free(buf);
+}
+
+static void test_bad(void) {
+    char *path = tmp_path("tiny_BF16.pack");
+    size_t n;
+    uint8_t *good = read_file(&n, path);
+    Pack p;
+    T_OK(pack_open_mem(&p, good, n, "good.pack") == 0, "the test-side reader sees a good pack first");
+    pack_close(&p);
+
+    // the test-side tar writer reproduces libarchive's file byte for byte
+    int ne;
+    Entry *e = entries_of(&ne, good, n);
+    size_t n2;
+    uint8_t *same = tar_build(&n2, e, ne);
+    T_OK(n2 == n && memcmp(same, good, n) == 0, "rebuilding the pack with the test's ustar writer gives the same bytes");
+    free(same);
+
+    int trunc = 1;
+    size_t first_bad = 0;
+    for (size_t len = 0; len < n; len++)
+        if (!open_fails(good, len, NULL) && trunc) { trunc = 0; first_bad = len; }
+    T_OK(trunc, "every truncation (%zu of them) is refused%s", n, trunc ? "" : " -- not at some length");
+    if (!trunc) printf("#   first accepted truncation: %zu bytes\n", first_bad);
+
+    uint8_t *bad = aligned_alloc(64, (n + 63) / 64 * 64);
+    int caught_open = 0, caught_verify = 0, missed = 0;
+    // every byte with one bit flipped, then every 5th byte inverted (the time is ASan's)
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < n; i += pass ? 5 : 1) {
+            memcpy(bad, good, n);
+            bad[i] ^= pass == 0 ? (uint8_t)(1u << (i % 8)) : 0xFF;
+            if (pack_open_mem(&p, bad, n, "flipped.pack") < 0) {
+                caught_open += err_msg()[0] != 0;
+                continue;
+            }
+            if (pack_verify(&p) < 0) caught_verify++;
+            else if (missed++ < 5) printf("#   flip at byte %zu (pass %d) not detected\n", i, pass);
+            pack_close(&p);
+        }
+    T_OK(missed == 0, "each single flipped byte is caught (%d by pack_open, %d by pack_verify, %d missed)",
+         caught_open, caught_verify, missed);
+    free(bad);
+
+    Entry *mf = entry(e, ne, "manifest.json");
+    uint8_t *saved = xmalloc(mf->size);
+    size_t saved_n = mf->size;
+    memcpy(saved, mf->data, saved_n);
+#define RESTORE() do { free(mf->data); mf->data = xmalloc(saved_n); memcpy(mf->data, saved, saved_n); mf->size = saved_n; } while (0)
+    edit(mf, "\"version\":1,", "\"version\":2,");
+    expect_bad(e, ne, "version 2", "an unknown format version");
+    RESTORE();
+    edit(mf, "\"format\":\"best-pack\"", "\"format\":\"other\"");
+    expect_bad(e, ne, "format", "another format");
+    RESTORE();
+
+    // down_proj is delta coded: row 5 = {299} is the bytes 255, 44 somewhere in its stream
+    Entry *ix = entry(e, ne, "model.layers.0.mlp.down_proj.weight.index");
+    const uint8_t *hit = NULL;
+    for (size_t i = 0; i + 1 < ix->size && !hit; i++)
+        if (ix->data[i] == 255 && ix->data[i + 1] == 44) hit = ix->data + i;
+    T_OK(hit != NULL, "found the escape of row 5 in down_proj's delta stream");
+    if (hit) {
+        size_t at = (size_t)(hit - ix->data);
+        ix->data[at + 1] = 45; // column 300 of 300
+        expect_bad(e, ne, "runs past its end", "a delta gap past the end of its row");
+        ix->data[at + 1] = 255; // an escape that never ends inside the row
+        expect_bad(e, ne, "down_proj", "a delta row that ends inside an escape");
+        ix->data[at + 1] = 44;
+    }
+    Entry *ixp = entry(e, ne, "model.layers.0.mlp.down_proj.weight.ixptr");
+    uint32_t last;
+    memcpy(&last, ixp->data + ixp->size - 4, 4);
+    uint32_t more = last + 1;
+    memcpy(ixp->data + ixp->size - 4, &more, 4);
+    expect_bad(e, ne, "ixptr", "an index stream longer than its member");
+    memcpy(ixp->data + ixp->size - 4, &last, 4);
+    Entry *nz = entry(e, ne, "model.layers.0.mlp.gate_proj.weight.nnz");
+    nz->data[8] ^= 1;
+    expect_bad(e, ne, "gate_proj", "a bitmap whose counts disagree with nnz");
+    nz->data[8] ^= 1;
+
+    Entry *tok = entry(e, ne, "tokenizer.json");
+    static const char *const evil[] = {"../x", "a/b", "/etc/passwd", "..", ".hidden", "tokenizer.json/"};
+    for (int i = 0; i < 6; i++) {
+        snprintf(tok->name, sizeof tok->name, "%s", evil[i]);
+        char to[64];
+        snprintf(to, sizeof to, "\"name\":\"%s\"", evil[i]);
+        edit(mf, "\"name\":\"tokenizer.json\"", to);
+        char what[64];
+        snprintf(what, sizeof what, "a member named %s", evil[i]);
+        expect_bad(e, ne, "not a plain file name", what);
+        RESTORE();
+    }
+    snprintf(tok->name, sizeof tok->name, "run.sh");
+    edit(mf, "\"name\":\"tokenizer.json\"", "\"name\":\"run.sh\"");
+    expect_bad(e, ne, "allowed file", "a member that is neither a tensor stream nor an allowed file");
+    RESTORE();
+    snprintf(tok->name, sizeof tok->name, "tokenizer.json");
+    expect_bad(e, ne - 1, "lists", "a member the manifest lists but the tar lacks");
+    edit(mf, "\"name\":\"model.norm.weight\",\"shape\"", "\"name\":\"model/norm.weight\",\"shape\"");
+    expect_bad(e, ne, "plain name", "a tensor named with a slash");
+    RESTORE();
+#undef RESTORE
+    free(saved);
+    entries_free(e, ne);
+    free(good);
+    free(path);
+}
+
+int main(void) {
+    snprintf(TMP, sizeof TMP, "/tmp/test_pack.XXXXXX");
+    CHECK(mkdtemp(TMP), "mkdtemp");
+    test_roundtrip(ST_F32);
+    test_roundtrip(ST_F16);
+    test_roundtrip(ST_BF16);
+    test_quant(QUANT_INT8);
+    test_quant(QUANT_INT4);
+    test_quant(QUANT_BF16);
+    test_sizes();
+    test_bad();
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", TMP);
+    if (getenv("TEST_PACK_KEEP")) printf("# kept %s\n", TMP);
+    else if (system(cmd) != 0) printf("# could not remove %s\n", TMP);
+    T_DONE();
+}

@@ -1,0 +1,200 @@
+// best-pack: a sparse Hugging Face model to one packed checkpoint (an uncompressed,
+// mmappable tar), and back; per-tensor information and checksum verification.
+//
+// The command line only: options, the effective configuration on stderr, then
+// lib/model (loading) and lib/pack (writing, reading, verifying, unpacking). The pack
+// is written through temp + rename; an unpacked folder file by file the same way.
+// Usage: docs/best-pack.md; the format: docs/formats.md, "Packed checkpoints".
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"     // defines: ArgSpec, args_parse
+#include "error.h"    // defines: TRY_OR_DIE
+#include "model.h"    // defines: Model, model_load
+#include "pack.h"     // defines: Pack, pack_write, pack_open, pack_unpack
+#include "progress.h" // defines: now_seconds
+
+typedef struct {
+    const char *model, *out, *unpack, *info, *verify, *quant;
+    int json, quiet;
+} Opts;
+
+// Sums over the prunable tensors (the 1/6 target is about them) and over all.
+typedef struct {
+    size_t numel, nnz, bytes;
+} Totals;
+
+static void totals_add(Totals *s, const PackTensor *t) {
+    s->numel += t->rows * t->cols;
+    s->nnz += t->nnz_ptr ? t->nnz : t->rows * t->cols;
+    s->bytes += pack_tensor_bytes(t);
+}
+
+// Stored elements that are not zero: for a dense tensor we count the zeros it holds
+// (a dense tensor stores them), so sparsity means the same for every encoding.
+static size_t nonzeros(const PackTensor *t, float *row) {
+    if (t->nnz_ptr) return t->nnz;
+    size_t n = 0;
+    for (size_t r = 0; r < t->rows; r++) {
+        pack_decode_rows(row, t, r, r + 1);
+        for (size_t c = 0; c < t->cols; c++) n += row[c] != 0;
+    }
+    return n;
+}
+
+static double bits_per_nz(size_t bytes, size_t nz) { return nz ? 8.0 * (double)bytes / (double)nz : 0; }
+
+static const char *quant_name(PackQuant q) { return (const char *[]){"none", "bf16", "int8", "int4"}[q]; }
+
+static void print_info(const Pack *p, const char *path, int json) {
+    size_t maxc = 1;
+    for (int i = 0; i < p->n; i++) maxc = p->t[i].cols > maxc ? p->t[i].cols : maxc;
+    float *row = xmalloc(maxc * sizeof *row);
+    Totals pr = {0}, all = {0};
+    size_t pr_nz = 0;
+    json_t *root = json_object(), *ts = json_array();
+    if (!json)
+        printf("%-48s %-11s %8s %-6s %-4s %12s %8s\n", "tensor", "shape", "sparsity", "enc", "val", "bytes", "bits/nz");
+    for (int i = 0; i < p->n; i++) {
+        const PackTensor *t = &p->t[i];
+        size_t numel = t->rows * t->cols, nz = nonzeros(t, row), bytes = pack_tensor_bytes(t);
+        double sp = numel ? 1.0 - (double)nz / (double)numel : 0;
+        if (json) {
+            json_t *o = json_object(), *shape = json_array();
+            for (int d = 0; d < t->ndim; d++) json_array_append_new(shape, json_integer(t->shape[d]));
+            json_object_set_new(o, "name", json_string(t->name));
+            json_object_set_new(o, "shape", shape);
+            json_object_set_new(o, "prunable", json_boolean(t->prunable));
+            json_object_set_new(o, "encoding", json_string(pack_enc_name(t->enc)));
+            json_object_set_new(o, "values", json_string(pack_val_name(t->val)));
+            json_object_set_new(o, "stored", json_integer((json_int_t)t->nnz));
+            json_object_set_new(o, "nonzeros", json_integer((json_int_t)nz));
+            json_object_set_new(o, "sparsity", json_real(sp));
+            json_object_set_new(o, "bytes", json_integer((json_int_t)bytes));
+            json_object_set_new(o, "bits_per_nonzero", json_real(bits_per_nz(bytes, nz)));
+            json_array_append_new(ts, o);
+        } else {
+            char shape[48];
+            if (t->ndim == 2) snprintf(shape, sizeof shape, "%lldx%lld", (long long)t->shape[0], (long long)t->shape[1]);
+            else snprintf(shape, sizeof shape, "%lld", (long long)t->shape[0]);
+            printf("%-48s %-11s %7.2f%% %-6s %-4s %12zu %8.2f\n", t->name, shape, 100 * sp, pack_enc_name(t->enc),
+                   pack_val_name(t->val), bytes, bits_per_nz(bytes, nz));
+        }
+        totals_add(&all, t);
+        if (t->prunable) { totals_add(&pr, t); pr_nz += nz; }
+    }
+    // The yardstick: the prunable weights stored dense in bf16.
+    double ratio = pr.numel ? (double)pr.bytes / (2.0 * (double)pr.numel) : 0;
+    double sp = pr.numel ? 1.0 - (double)pr_nz / (double)pr.numel : 0;
+    if (json) {
+        json_t *o = json_object();
+        json_object_set_new(o, "numel", json_integer((json_int_t)pr.numel));
+        json_object_set_new(o, "nonzeros", json_integer((json_int_t)pr_nz));
+        json_object_set_new(o, "sparsity", json_real(sp));
+        json_object_set_new(o, "bytes", json_integer((json_int_t)pr.bytes));
+        json_object_set_new(o, "bits_per_nonzero", json_real(bits_per_nz(pr.bytes, pr_nz)));
+        json_object_set_new(o, "ratio_to_dense_bf16", json_real(ratio));
+        json_object_set_new(root, "file", json_string(path));
+        json_object_set_new(root, "version", json_integer(p->version));
+        json_object_set_new(root, "quant", json_string(quant_name(p->quant)));
+        json_object_set_new(root, "bytes", json_integer((json_int_t)p->map.size));
+        json_object_set_new(root, "members", json_integer(p->n_members));
+        json_object_set_new(root, "tensor_bytes", json_integer((json_int_t)all.bytes));
+        json_object_set_new(root, "prunable", o);
+        json_object_set_new(root, "tensors", ts);
+        ts = NULL;
+        char *text = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(6));
+        CHECK(text, "best-pack: cannot serialise the report");
+        printf("%s\n", text);
+        free(text);
+    } else {
+        printf("prunable: %zu weights, sparsity %.2f%%, %zu bytes, %.2f bits per nonzero, %.4f of dense bf16\n",
+               pr.numel, 100 * sp, pr.bytes, bits_per_nz(pr.bytes, pr_nz), ratio);
+        printf("file: %zu bytes, %d members, %d tensors (%zu bytes of tensor data), quant %s\n", p->map.size,
+               p->n_members, p->n, all.bytes, quant_name(p->quant));
+    }
+    json_decref(ts);
+    json_decref(root);
+    free(row);
+}
+
+int main(int argc, char **argv) {
+    Opts o = {.quant = "none"};
+    const Option opts[] = {
+        {"model", OPT_STRING, &o.model, "DIR", "Hugging Face model folder to pack (with --out)"},
+        {"out", OPT_STRING, &o.out, "PATH", "the pack to write, or the folder --unpack writes"},
+        {"quant", OPT_STRING, &o.quant, "NAME", "values of prunable tensors: none (the model's dtype), bf16, int8, int4"},
+        {"unpack", OPT_STRING, &o.unpack, "PACK", "restore a Hugging Face folder (--out DIR) from a pack"},
+        {"info", OPT_STRING, &o.info, "PACK", "per-tensor sparsity, encoding, bytes and bits per nonzero"},
+        {"verify", OPT_STRING, &o.verify, "PACK", "check every member's xxh64 against the manifest"},
+        {"json", OPT_FLAG, &o.json, NULL, "--info as one JSON object"},
+        {"quiet", OPT_FLAG, &o.quiet, NULL, "nothing on stderr but errors"},
+        {0},
+    };
+    const ArgSpec spec = {
+        "best-pack",
+        "--model DIR --out PACK [--quant none|bf16|int8|int4] | --unpack PACK --out DIR | --info PACK [--json]\n"
+        "       | --verify PACK",
+        "Packs a sparse model into one uncompressed tar: per tensor its nonzeros (bitmap or\n"
+        "delta index, whichever is smaller) and their values in the model's dtype, or bf16,\n"
+        "or int8/int4 with one scale per row. Unpacking gives back the Hugging Face folder\n"
+        "(bit-identical without quantization).",
+        opts,
+    };
+    char **pos;
+    int npos = args_parse(&pos, &spec, argc, argv);
+    free(pos);
+    if (npos) args_usage_error(&spec, "unexpected argument");
+    int modes = !!o.model + !!o.unpack + !!o.info + !!o.verify;
+    if (modes != 1) args_usage_error(&spec, "give exactly one of --model, --unpack, --info, --verify");
+    if ((o.model || o.unpack) && !o.out) args_usage_error(&spec, "--%s needs --out", o.model ? "model" : "unpack");
+    if ((o.info || o.verify) && o.out) args_usage_error(&spec, "--out goes with --model or --unpack");
+    PackQuant quant;
+    if (pack_quant_parse(&quant, o.quant) < 0)
+        args_usage_error(&spec, "unknown --quant %s (none, bf16, int8, int4)", o.quant);
+    if (quant != QUANT_NONE && !o.model) args_usage_error(&spec, "--quant goes with --model");
+    if (o.json && !o.info) args_usage_error(&spec, "--json goes with --info");
+
+    double t0 = now_seconds();
+    if (o.model) {
+        Model m;
+        TRY_OR_DIE(model_load(&m, o.model));
+        if (!o.quiet)
+            fprintf(stderr, "best-pack: %s (%s, %.2fM prunable of %.2fM parameters) -> %s, quant %s\n", o.model,
+                    st_dtype_name(m.dtype), (double)m.n_prunable / 1e6, (double)m.n_params / 1e6, o.out, o.quant);
+        TRY_OR_DIE(pack_write(o.out, &m, quant));
+        model_free(&m);
+        if (!o.quiet && strcmp(o.out, "-") != 0) {
+            Pack p;
+            TRY_OR_DIE(pack_open(&p, o.out));
+            Totals pr = {0};
+            for (int i = 0; i < p.n; i++)
+                if (p.t[i].prunable) totals_add(&pr, &p.t[i]);
+            fprintf(stderr,
+                    "best-pack: %zu bytes; prunable weights %zu bytes, %.4f of dense bf16, "
+                    "%.2f bits per stored weight; %.2fs\n",
+                    p.map.size, pr.bytes, pr.numel ? (double)pr.bytes / (2.0 * (double)pr.numel) : 0,
+                    bits_per_nz(pr.bytes, pr.nnz), now_seconds() - t0);
+            pack_close(&p);
+        }
+        return 0;
+    }
+    Pack p;
+    const char *path = o.unpack ? o.unpack : o.info ? o.info : o.verify;
+    TRY_OR_DIE(pack_open(&p, path));
+    if (o.verify) {
+        TRY_OR_DIE(pack_verify(&p));
+        printf("%s: ok, %d members, %zu bytes checked\n", path, p.n_members, p.map.size);
+    } else if (o.info) {
+        print_info(&p, path, o.json);
+    } else {
+        TRY_OR_DIE(pack_verify(&p)); // never unpack bytes that do not match their checksum
+        TRY_OR_DIE(pack_unpack(o.out, &p));
+        if (!o.quiet)
+            fprintf(stderr, "best-pack: %s -> %s (%d tensors) in %.2fs\n", path, o.out, p.n, now_seconds() - t0);
+    }
+    pack_close(&p);
+    return 0;
+}
