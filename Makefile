@@ -8,6 +8,8 @@
 #   make fuzz       runs every libFuzzer target in tests/fuzz for FUZZ_SECONDS each
 #   make deps       installs missing Debian packages and the Python test oracles
 #   make bench      runs the benchmarks in bench/ (needs ../shared)
+#   make demo       the whole pipeline on a synthetic corpus, on the CPU (pipelines/demo.mk)
+#   make report     the demo's report (RUNS="OUT...": compare pipeline runs)
 #
 # Optional dependencies are probed and reported, never guessed: nvcc is not
 # needed yet; the CPU path is always built.
@@ -45,7 +47,7 @@ TEST_BINS := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BINS := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all test deps fuzz fuzz-build bench demo clean
+.PHONY: all test deps fuzz fuzz-build bench demo report clean
 all: $(LIBA) $(BINS) $(TEST_BINS) $(BENCH_BINS)
 
 $(BUILD)/%.o: %.c
@@ -106,16 +108,25 @@ fuzz: fuzz-build
 bench: all
 	@sh bench/run.sh
 
-# The demo grows with the project (issue: pipelines). Today: a synthetic corpus and a
-# tokenizer made here, tokenized to a shard and decoded back, with nothing from
-# outside the repository.
+# The demo: the whole pipeline on the CPU with nothing from outside the repository (a
+# synthetic corpus, a tokenizer learned from it, a tiny LLaMA pretrained from random init,
+# BEST and one-shot magnitude to 90%, perplexity, packing, decode speed, a sample, a
+# report): pipelines/demo.mk, one target per product under out/demo, so an interrupted
+# demo resumes where it stopped. `make report` redraws its report; with RUNS="OUT..." it
+# compares the perplexities of pipeline runs (pipelines/best.mk) in out/report.
 DEMO := out/demo
 demo: deps all
-	@mkdir -p $(DEMO)
-	python3 tests/make_tiny_tokenizer.py $(DEMO)/tokenizer
-	python3 pipelines/make_corpus.py $(DEMO)/corpus.jsonl
-	$(BINDIR)/best-tokenize --tokenizer $(DEMO)/tokenizer --out $(DEMO)/corpus.bin $(DEMO)/corpus.jsonl
-	$(BINDIR)/best-tokenize --tokenizer $(DEMO)/tokenizer --decode $(DEMO)/corpus.bin | head -n 3
+	@$(MAKE) --no-print-directory -f pipelines/demo.mk OUT=$(DEMO) BIN=$(BINDIR)
+
+RUNS ?=
+report: all
+ifeq ($(RUNS),)
+	@$(MAKE) --no-print-directory -f pipelines/demo.mk OUT=$(DEMO) BIN=$(BINDIR) report
+	@echo "report: $(DEMO)/report/summary.md"
+else
+	python3 pipelines/report.py --out out/report --title 'perplexity against sparsity' --print \
+	    $(foreach r,$(RUNS),--results $(r)/report/results.jsonl)
+endif
 
 clean:
 	rm -rf build build-san build-fuzz bin lib/libbest.a

@@ -1,0 +1,247 @@
+# best.mk: the generic pruning run, resumable by make:
+#
+#   tokenize -> (one-shot mask) -> train with BEST -> mask report -> eval WikiText-2 and C4
+#            -> pack -> report
+#
+#   make -f pipelines/best.mk MODEL=DIR DATA='shards/*.jsonl.zst' SPARSITY=0.9 LR=1e-4 [VAR=...]
+#
+# Every product has a fixed path under OUT (docs/pipelines.md lists them); a step runs only
+# when its product is missing or older than its inputs, so rerunning after an interruption
+# picks up where it stopped (and training itself resumes from its last saved state, every
+# SAVE_EVERY steps). The tools write their files through a temporary name and a rename;
+# the few products written here (JSON captured from stdout, stamps) do the same, and
+# .DELETE_ON_ERROR removes the target of a failed recipe, so a failed step leaves no
+# file that looks finished. `make -n` prints the commands without running them.
+#
+# The paper's settings live in thin files that set variables and include this one
+# (pipelines/llama2-7b-90.mk and so on, via pipelines/paper.mk); anything can be
+# overridden on the command line.
+#
+# Not here yet, with their places marked below: one-shot Wanda/SparseGPT (METHOD),
+# multi-rank training (NPROC, LAUNCH), zero-shot tasks (the eval section).
+
+# --- what to prune, on what, how -------------------------------------------------------
+NAME       ?= best
+OUT        ?= out/$(NAME)
+BIN        ?= bin
+MODEL      ?=
+TOKENIZER  ?= $(MODEL)
+DATA       ?=
+METHOD     ?= best
+SPARSITY   ?= 0.9
+LR         ?= 1e-4
+BATCH      ?= 64
+MICRO_BATCH ?= 0
+SEQ        ?= 2048
+TOKENS     ?=
+# STEPS wins over TOKENS; TOKENS gives ceil(TOKENS / (BATCH x SEQ)) steps
+STEPS      ?= $(if $(TOKENS),$(shell expr \( $(TOKENS) + $(BATCH) \* $(SEQ) - 1 \) / \( $(BATCH) \* $(SEQ) \)),4000)
+WARMUP     ?= 0.1
+SCHEDULE   ?= cubic
+PRUNE_START ?= 0
+PRUNE_END  ?= 0.5
+PRUNE_UPDATES ?= 50
+SALIENCY   ?= second
+GROUP      ?= global
+SEED       ?= 0
+SAVE_EVERY ?= 200
+THREADS    ?= 0
+TRAIN_ARGS ?=
+NPROC      ?= 1
+
+# --- evaluation ---------------------------------------------------------------------------
+# Text or JSON-lines files (or token shards) evaluated with best-eval's perplexity protocol
+# (docs/best-eval.md), tokenized with the model's tokenizer. Empty: that evaluation is skipped.
+EVAL_WIKI  ?= data/wikitext2/wiki.test.joined.txt
+EVAL_C4    ?= data/c4/c4-validation.00000-of-00008.json.gz
+SEQ_EVAL   ?= 2048
+WIKI_TOKENS ?= 0
+C4_TOKENS  ?= $(shell expr 256 \* $(SEQ_EVAL))
+EVAL_DENSE ?= 1
+
+# --- packing ------------------------------------------------------------------------------
+QUANT      ?= none
+# auto: pack when bin/best-pack exists (it is the newest tool); 1: always; 0: never
+PACK       ?= auto
+
+# -----------------------------------------------------------------------------------------
+.DELETE_ON_ERROR:
+# stdout of a recipe into its target, all or nothing: `CMD $(SAVE)`
+SAVE = >$@.tmp && mv $@.tmp $@ || { rm -f $@.tmp; exit 1; }
+.SUFFIXES:
+.PHONY: all tokenize train mask eval pack report check help
+
+PIPELINES  := $(dir $(lastword $(MAKEFILE_LIST)))
+DATA_FILES := $(wildcard $(DATA))
+
+ifneq ($(NPROC),1)
+# The place for data-parallel training: LAUNCH := mpirun -np $(NPROC) once best-train runs
+# on several ranks (DESIGN.md, "Processes and scale").
+$(error NPROC=$(NPROC): multi-rank training is not in this version; use NPROC=1)
+endif
+
+# Inputs are checked before anything runs, so that a missing file is one clear line and
+# not a half-done run. A dry run (`make -n`) is let through, so that the commands of a
+# run can be read before its files exist; so are `make check` and `make help`.
+DRY := $(findstring n,$(firstword -$(MAKEFLAGS)))
+ifeq ($(DRY)$(filter check help,$(MAKECMDGOALS)),)
+ifeq ($(wildcard $(MODEL)/config.json),)
+$(error MODEL=$(MODEL): no config.json there. Pass MODEL=DIR, a Hugging Face model folder (for example: huggingface-cli download meta-llama/Llama-2-7b-hf --local-dir models/Llama-2-7b-hf))
+endif
+ifeq ($(DATA_FILES)$(filter magnitude,$(METHOD)),)
+$(error DATA=$(DATA): no such files. Name the training documents: .jsonl.zst, .json.gz, .jsonl or .txt files, or globs of them)
+endif
+# (the evaluation files only when a goal evaluates)
+EVAL_GOAL := $(if $(MAKECMDGOALS),$(filter all eval report,$(MAKECMDGOALS)),all)
+ifneq ($(EVAL_WIKI),)
+ifneq ($(EVAL_GOAL),)
+ifeq ($(wildcard $(EVAL_WIKI)),)
+$(error EVAL_WIKI=$(EVAL_WIKI): not found. Pass EVAL_WIKI=FILE (WikiText-2 test rows joined with two newlines), or EVAL_WIKI= to skip it)
+endif
+endif
+endif
+ifneq ($(EVAL_C4),)
+ifneq ($(EVAL_GOAL),)
+ifeq ($(wildcard $(EVAL_C4)),)
+$(error EVAL_C4=$(EVAL_C4): not found. Pass EVAL_C4=FILE (C4 validation documents, .json.gz or .jsonl), or EVAL_C4= to skip it)
+endif
+endif
+endif
+endif
+LAUNCH     :=
+
+PACK_ON    := $(if $(filter auto,$(PACK)),$(if $(wildcard $(BIN)/best-pack),1,0),$(PACK))
+ifeq ($(PACK)$(PACK_ON),auto0)
+$(info best.mk: packing skipped: $(BIN)/best-pack is not built)
+endif
+TH         := --threads $(THREADS)
+
+# METHOD decides where the pruned model comes from:
+#   best        progressive BEST during training (best-train --sparsity)
+#   magnitude+  one-shot global magnitude mask, then training under that fixed mask
+#   magnitude   one-shot global magnitude mask, no training
+# The place for the one-shot baselines: wanda, sparsegpt (best-mask --method NAME --calib
+# $(OUT)/data/calib.bin) and their retrained variants wanda+, sparsegpt+ follow the two
+# magnitude rows exactly.
+ifeq ($(METHOD),best)
+LABEL      := BEST
+TRAINED    := 1
+TRAIN_FROM := --model $(MODEL) --sparsity $(SPARSITY) --schedule $(SCHEDULE) --prune-start $(PRUNE_START) \
+              --prune-end $(PRUNE_END) --prune-updates $(PRUNE_UPDATES) --saliency $(SALIENCY) --group $(GROUP)
+TRAIN_DEPS :=
+else ifeq ($(METHOD),magnitude+)
+LABEL      := magnitude+
+TRAINED    := 1
+TRAIN_FROM := --model $(MODEL) --mask $(OUT)/oneshot/mask.safetensors
+TRAIN_DEPS := $(OUT)/oneshot/mask.safetensors
+else ifeq ($(METHOD),magnitude)
+LABEL      := magnitude
+TRAINED    := 0
+else
+$(error METHOD=$(METHOD): not one of best, magnitude+, magnitude (wanda and sparsegpt: not in this version))
+endif
+
+ifeq ($(TRAINED),1)
+FINAL      := $(OUT)/train/model
+FINAL_DEP  := $(OUT)/train/DONE
+else
+FINAL      := $(OUT)/oneshot/model
+FINAL_DEP  := $(OUT)/oneshot/model/model.safetensors
+endif
+
+EVALS      := $(if $(EVAL_WIKI),wikitext2) $(if $(EVAL_C4),c4)
+EVAL_FILES := $(EVALS:%=$(OUT)/eval/%.json) $(if $(filter 1,$(EVAL_DENSE)),$(EVALS:%=$(OUT)/eval/dense-%.json))
+PACK_FILES := $(if $(filter 1,$(PACK_ON)),$(OUT)/pack/model.pack $(OUT)/pack/verify.txt)
+MASK_FILES := $(if $(filter 0,$(SPARSITY)),,$(OUT)/mask/report.json)
+
+# (No recipe, so that `make -q` answers 0 once everything is made; the report prints its
+# tables when it is drawn, and they stay in OUT/report/summary.md.)
+all: $(if $(filter 1,$(TRAINED)),train) mask eval pack report
+
+tokenize: $(OUT)/data/train.bin
+train: $(FINAL_DEP)
+mask: $(MASK_FILES)
+eval: $(EVAL_FILES)
+pack: $(PACK_FILES)
+report: $(OUT)/report/summary.md
+help:
+	@echo "make -f $(firstword $(MAKEFILE_LIST)) [MODEL=DIR DATA='FILES' SPARSITY=S LR=X STEPS=N|TOKENS=N BATCH=N SEQ=N OUT=DIR ...] [TARGET]"
+	@echo "targets: all (default) tokenize train mask eval pack report check help; make -n shows the commands"
+	@echo "variables and products: docs/pipelines.md"
+check:
+	@echo "MODEL=$(MODEL) DATA=$(DATA_FILES) METHOD=$(METHOD) SPARSITY=$(SPARSITY) LR=$(LR)"
+	@echo "STEPS=$(STEPS) BATCH=$(BATCH) SEQ=$(SEQ) NPROC=$(NPROC) OUT=$(OUT)"
+	@echo "EVAL_WIKI=$(EVAL_WIKI) EVAL_C4=$(EVAL_C4) SEQ_EVAL=$(SEQ_EVAL) QUANT=$(QUANT) PACK=$(PACK_ON)"
+
+# --- tokenize -----------------------------------------------------------------------------
+$(OUT)/data/train.bin: $(DATA_FILES)
+	@mkdir -p $(@D)
+	$(BIN)/best-tokenize --tokenizer $(TOKENIZER) $(TH) --out $@ $(or $(DATA_FILES),$(DATA))
+
+# --- one-shot mask (magnitude+, magnitude) ------------------------------------------------
+$(OUT)/oneshot/mask.safetensors:
+	@mkdir -p $(@D)
+	$(BIN)/best-mask --model $(MODEL) --sparsity $(SPARSITY) --saliency magnitude --group $(GROUP) $(TH) \
+	    --report $(@D)/report.json --plot $(@D)/heatmap.svg --out $@
+
+$(OUT)/oneshot/model/model.safetensors:
+	@mkdir -p $(OUT)/oneshot
+	$(BIN)/best-mask --model $(MODEL) --sparsity $(SPARSITY) --saliency magnitude --group $(GROUP) $(TH) \
+	    --report $(OUT)/oneshot/report.json --plot $(OUT)/oneshot/heatmap.svg \
+	    --out $(OUT)/oneshot/mask.safetensors --apply --out-model $(OUT)/oneshot/model
+
+# --- train --------------------------------------------------------------------------------
+# best-train saves its state every SAVE_EVERY steps; a state left by an interrupted run is
+# resumed (with the hyperparameters it was started with: change a setting, change OUT).
+# DONE is written after success: the last line of the log.
+$(OUT)/train/DONE: $(OUT)/data/train.bin $(TRAIN_DEPS)
+	@mkdir -p $(@D)
+	if [ -f $(@D)/state/state.safetensors ]; then \
+	    $(LAUNCH) $(BIN)/best-train --resume $(@D) --save-every $(SAVE_EVERY) $(TH); \
+	else \
+	    $(LAUNCH) $(BIN)/best-train $(TRAIN_FROM) --data $< --out $(@D) --steps $(STEPS) --batch $(BATCH) \
+	        --micro-batch $(MICRO_BATCH) --seq $(SEQ) --lr $(LR) --warmup $(WARMUP) --seed $(SEED) \
+	        --save-every $(SAVE_EVERY) $(TH) $(TRAIN_ARGS); \
+	fi
+	tail -n 1 $(@D)/log.jsonl $(SAVE)
+
+# --- where the sparsity went --------------------------------------------------------------
+# The trained model holds exactly k nonzero prunable weights, so the magnitude mask at
+# SPARSITY is its nonzero pattern: best-mask reports and draws it without moments.
+$(OUT)/mask/report.json: $(FINAL_DEP)
+	@mkdir -p $(@D)
+	$(BIN)/best-mask --model $(FINAL) --sparsity $(SPARSITY) --saliency magnitude --group global $(TH) --quiet \
+	    --plot $(@D)/heatmap.svg --report $@
+
+# --- evaluate -----------------------------------------------------------------------------
+# (The place for zero-shot accuracy: best-eval --tasks LIST --task-dir DIR --json.)
+EVAL = $(BIN)/best-eval --seq $(SEQ_EVAL) $(TH) --json --quiet
+$(OUT)/eval/wikitext2.json: $(FINAL_DEP) $(wildcard $(EVAL_WIKI))
+	@mkdir -p $(@D)
+	$(EVAL) --model $(FINAL) --data $(EVAL_WIKI) --max-tokens $(WIKI_TOKENS) $(SAVE)
+$(OUT)/eval/c4.json: $(FINAL_DEP) $(wildcard $(EVAL_C4))
+	@mkdir -p $(@D)
+	$(EVAL) --model $(FINAL) --data $(EVAL_C4) --max-tokens $(C4_TOKENS) $(SAVE)
+$(OUT)/eval/dense-wikitext2.json: $(wildcard $(EVAL_WIKI))
+	@mkdir -p $(@D)
+	$(EVAL) --model $(MODEL) --data $(EVAL_WIKI) --max-tokens $(WIKI_TOKENS) $(SAVE)
+$(OUT)/eval/dense-c4.json: $(wildcard $(EVAL_C4))
+	@mkdir -p $(@D)
+	$(EVAL) --model $(MODEL) --data $(EVAL_C4) --max-tokens $(C4_TOKENS) $(SAVE)
+
+# --- pack ---------------------------------------------------------------------------------
+$(OUT)/pack/model.pack: $(FINAL_DEP)
+	@mkdir -p $(@D)
+	$(BIN)/best-pack --model $(FINAL) --out $@ --quant $(QUANT)
+$(OUT)/pack/verify.txt: $(OUT)/pack/model.pack
+	($(BIN)/best-pack --verify $< && $(BIN)/best-pack --info $<) $(SAVE)
+
+# --- report -------------------------------------------------------------------------------
+PPL_ARGS := $(foreach e,$(EVALS),--ppl '$(LABEL):$(SPARSITY):$(e)=$(OUT)/eval/$(e).json' \
+              $(if $(filter 1,$(EVAL_DENSE)),--ppl 'dense:0:$(e)=$(OUT)/eval/dense-$(e).json'))
+$(OUT)/report/summary.md: $(EVAL_FILES) $(MASK_FILES) $(PACK_FILES) $(PIPELINES)report.py
+	python3 $(PIPELINES)report.py --print --out $(@D) --title '$(NAME): $(LABEL) at sparsity $(SPARSITY)' \
+	    $(if $(filter 1,$(TRAINED)),--log '$(LABEL) $(SPARSITY)=$(OUT)/train/log.jsonl') \
+	    $(if $(MASK_FILES),--heatmap '$(LABEL) $(SPARSITY)=$(OUT)/mask/heatmap.svg') \
+	    $(PPL_ARGS) \
+	    $(if $(PACK_FILES),--pack '$(LABEL) $(SPARSITY)=$(OUT)/pack/model.pack:$(FINAL)')

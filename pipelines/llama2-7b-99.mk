@@ -1,0 +1,7 @@
+# llama2-7b-99.mk: BEST on LLaMA-2-7B to 99% sparsity, the paper's setting (lr 5e-4; 4000 steps x 64 x 2048, pipelines/paper.mk).
+#   make -f pipelines/llama2-7b-99.mk [MODEL=models/Llama-2-7b-hf] [DATA='data/slimpajama/*.jsonl.zst']
+NAME     ?= llama2-7b-99
+MODEL    ?= models/Llama-2-7b-hf
+SPARSITY ?= 0.99
+LR       ?= 5e-4
+include $(dir $(lastword $(MAKEFILE_LIST)))paper.mk

@@ -1,0 +1,320 @@
+#!/usr/bin/env python3
+"""report.py: the pictures and the summary of a pruning run, from the files the tools wrote.
+
+    report.py --out DIR [--title TEXT]
+              [--log LABEL=LOG.jsonl]...          best-train's metrics (docs/best-train.md)
+              [--heatmap LABEL=FILE.svg]...       best-mask --plot pictures, copied
+              [--ppl METHOD:SPARSITY:DATA=EVAL.json]...   best-eval --json perplexities
+              [--results FILE.jsonl]...           perplexity rows of other runs, to compare
+              [--pack LABEL=PACK:MODEL_DIR]...    packed size against the HF folder's
+              [--speed LABEL=GEN.jsonl]...        best-eval --generate --json lines
+              [--sample LABEL=GEN.json]           one generation, quoted in the summary
+              [--print]                           also print the summary's table on stdout
+
+writes into DIR (each file through a temporary name and a rename):
+    loss.svg, lr.svg, sparsity.svg   one polyline per log, one point per logged step
+                                     (sparsity: target dashed, counted solid)
+    heatmap-N.svg                    the heatmaps, as best-mask drew them
+    ppl.svg                          perplexity against sparsity, one line per method and
+                                     data set; dense rows are a dashed reference line
+    results.jsonl                    {"method", "sparsity", "data", "ppl"} per perplexity
+    summary.md                       the tables and links to the pictures
+    table.md                         the summary's tables without the pictures (what the
+                                     demo prints at its end)
+
+Python's standard library only (no matplotlib): the plots are SVG written here, plain
+enough for a test to parse with xml.etree (tests/t_pipeline.sh does). Each data series is a
+<polyline class="series" data-label="..."> whose points are in drawing order; axes carry
+<text class="xlabel"> and <text class="ylabel">.
+Not here: running anything (the makefiles do), the heatmap itself (best-mask draws it).
+"""
+import argparse
+import json
+import math
+import os
+import shutil
+import sys
+from xml.sax.saxutils import escape
+
+W, H = 640, 400                 # picture size in px
+ML, MR, MT, MB = 70, 150, 40, 50  # margins: left (y ticks), right (legend), top (title), bottom
+COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
+
+
+def atomic_write(path, text):
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def nice_ticks(lo, hi, n=5):
+    """About n round tick values covering [lo, hi]."""
+    if hi <= lo:
+        hi = lo + 1.0
+    raw = (hi - lo) / n
+    mag = 10 ** math.floor(math.log10(raw))
+    step = min((m * mag for m in (1, 2, 5, 10) if m * mag >= raw), default=10 * mag)
+    t = math.ceil(lo / step) * step
+    out = []
+    while t <= hi + 1e-9 * step:
+        out.append(round(t, 12))
+        t += step
+    return out
+
+
+def fmt(v):
+    if v == 0:
+        return "0"
+    a = abs(v)
+    if a >= 1e5 or a < 1e-3:
+        return f"{v:.0e}"
+    return f"{v:g}" if a >= 1 else f"{v:.4g}"
+
+
+def line_plot(path, title, xlabel, ylabel, series, ylog=False, refs=(), xrange=None):
+    """series: [(label, xs, ys, dashed)]; refs: [(label, y)] horizontal dashed lines;
+    xrange: (x0, x1) to show at least. Points whose y is None or not finite (or <= 0 on a
+    log axis) are left out."""
+    def ok(y):
+        return y is not None and math.isfinite(y) and (y > 0 or not ylog)
+    pts = [(x, y) for _, xs, ys, _ in series for x, y in zip(xs, ys) if ok(y)]
+    ys_all = [y for _, y in pts] + [y for _, y in refs if ok(y)]
+    xs_all = [x for x, _ in pts]
+    x0, x1 = (min(xs_all), max(xs_all)) if xs_all else (0.0, 1.0)
+    if xrange:
+        x0, x1 = min(x0, xrange[0]), max(x1, xrange[1])
+    if x1 <= x0:
+        x0, x1 = x0 - 0.5, x1 + 0.5
+    f = (lambda y: math.log10(y)) if ylog else (lambda y: y)
+    y0, y1 = (min(map(f, ys_all)), max(map(f, ys_all))) if ys_all else (0.0, 1.0)
+    if y1 <= y0:
+        y0, y1 = y0 - 0.5, y1 + 0.5
+    pad = 0.05 * (y1 - y0)
+    y0, y1 = y0 - pad, y1 + pad
+    if not ylog and min(ys_all, default=1) >= 0 and y0 < 0:
+        y0 = 0.0
+    pw, ph = W - ML - MR, H - MT - MB
+
+    def px(x):
+        return ML + (x - x0) / (x1 - x0) * pw
+
+    def py(y):
+        return MT + ph - (f(y) - y0) / (y1 - y0) * ph
+
+    o = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" '
+         f'font-family="sans-serif" font-size="12">',
+         f'<rect width="{W}" height="{H}" fill="white"/>',
+         f'<text class="title" x="{W / 2:.1f}" y="22" text-anchor="middle" font-size="14">{escape(title)}</text>',
+         f'<rect class="frame" x="{ML}" y="{MT}" width="{pw}" height="{ph}" fill="none" stroke="#333"/>']
+    for t in nice_ticks(x0, x1):
+        x = px(t)
+        o.append(f'<line x1="{x:.1f}" y1="{MT + ph}" x2="{x:.1f}" y2="{MT + ph + 5}" stroke="#333"/>')
+        o.append(f'<text class="xtick" x="{x:.1f}" y="{MT + ph + 18}" text-anchor="middle">{fmt(t)}</text>')
+    if ylog:
+        yticks = [10 ** e for e in range(math.floor(y0), math.ceil(y1) + 1) if y0 <= e <= y1]
+        if len(yticks) < 2:
+            yticks = [10 ** t for t in nice_ticks(y0, y1)]
+    else:
+        yticks = nice_ticks(y0, y1)
+    for t in yticks:
+        y = py(t)
+        o.append(f'<line x1="{ML - 5}" y1="{y:.1f}" x2="{ML + pw}" y2="{y:.1f}" stroke="#ddd"/>')
+        o.append(f'<text class="ytick" x="{ML - 8}" y="{y + 4:.1f}" text-anchor="end">{fmt(t)}</text>')
+    o.append(f'<text class="xlabel" x="{ML + pw / 2:.1f}" y="{H - 12}" text-anchor="middle">{escape(xlabel)}</text>')
+    o.append(f'<text class="ylabel" x="16" y="{MT + ph / 2:.1f}" text-anchor="middle" '
+             f'transform="rotate(-90 16 {MT + ph / 2:.1f})">{escape(ylabel)}{" (log scale)" if ylog else ""}</text>')
+    legend = []
+    for i, (label, y) in enumerate(refs):
+        if ok(y):
+            c = "#555"
+            o.append(f'<line class="ref" data-label="{escape(label)}" x1="{ML}" y1="{py(y):.1f}" x2="{ML + pw}" '
+                     f'y2="{py(y):.1f}" stroke="{c}" stroke-dasharray="2 3"/>')
+            legend.append((label, c, True))
+    for i, (label, xs, ys, dashed) in enumerate(series):
+        c = COLORS[i % len(COLORS)]
+        p = " ".join(f"{px(x):.2f},{py(y):.2f}" for x, y in zip(xs, ys) if ok(y))
+        dash = ' stroke-dasharray="6 4"' if dashed else ""
+        o.append(f'<polyline class="series" data-label="{escape(label)}" fill="none" stroke="{c}" '
+                 f'stroke-width="1.5"{dash} points="{p}"/>')
+        if sum(1 for y in ys if ok(y)) <= 12:  # few points: mark them
+            for x, y in zip(xs, ys):
+                if ok(y):
+                    o.append(f'<circle cx="{px(x):.2f}" cy="{py(y):.2f}" r="3" fill="{c}"/>')
+        legend.append((label, c, dashed))
+    for i, (label, c, dashed) in enumerate(legend):
+        y = MT + 10 + 18 * i
+        dash = ' stroke-dasharray="6 4"' if dashed else ""
+        o.append(f'<line x1="{W - MR + 10}" y1="{y}" x2="{W - MR + 30}" y2="{y}" stroke="{c}" stroke-width="2"{dash}/>')
+        o.append(f'<text class="legend" x="{W - MR + 35}" y="{y + 4}">{escape(label)}</text>')
+    o.append("</svg>")
+    atomic_write(path, "\n".join(o) + "\n")
+
+
+def split_kv(s, what):
+    if "=" not in s:
+        sys.exit(f"report.py: {what} {s!r}: want LABEL=FILE")
+    k, v = s.split("=", 1)
+    return k, v
+
+
+def read_log(path):
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as e:
+                    sys.exit(f"report.py: {path}:{n}: not JSON ({e})")
+    if not rows:
+        sys.exit(f"report.py: {path}: no steps logged")
+    return rows
+
+
+def model_bytes(d):
+    return sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d)
+               if f.startswith("model") and f.endswith(".safetensors"))
+
+
+def gen_rate(path):
+    """(tokens/s, tokens, seconds) over the JSON lines of best-eval --generate --json."""
+    tok = sec = 0.0
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                g = json.loads(line)
+                tok += g["new_tokens"]
+                sec += g["seconds"]
+    return (tok / sec if sec > 0 else float("nan")), int(tok), sec
+
+
+def human_bytes(n):
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--title", default="pruning run")
+    ap.add_argument("--log", action="append", default=[])
+    ap.add_argument("--heatmap", action="append", default=[])
+    ap.add_argument("--ppl", action="append", default=[])
+    ap.add_argument("--results", action="append", default=[])
+    ap.add_argument("--pack", action="append", default=[])
+    ap.add_argument("--speed", action="append", default=[])
+    ap.add_argument("--sample")
+    ap.add_argument("--print", action="store_true")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    md = [f"# {a.title}", ""]
+
+    # Training curves: one point per logged step, in step order.
+    logs = [(k, read_log(v)) for k, v in map(lambda s: split_kv(s, "--log"), a.log)]
+    if logs:
+        def col(rows, key):
+            return [r.get(key) for r in rows]
+        line_plot(os.path.join(a.out, "loss.svg"), "training loss", "step", "loss",
+                  [(k, col(r, "step"), col(r, "loss"), False) for k, r in logs])
+        line_plot(os.path.join(a.out, "lr.svg"), "learning rate", "step", "learning rate",
+                  [(k, col(r, "step"), col(r, "lr"), False) for k, r in logs])
+        sp = []
+        for k, r in logs:
+            if not any(x.get("sparsity") for x in r) and len(logs) > 1:
+                continue  # a dense run among sparse ones: nothing to show
+            if any(x is not None for x in col(r, "sparsity_target")):
+                sp.append((f"{k} target", col(r, "step"), col(r, "sparsity_target"), True))
+            sp.append((f"{k} actual", col(r, "step"), col(r, "sparsity"), False))
+        line_plot(os.path.join(a.out, "sparsity.svg"), "sparsity of the prunable weights", "step", "sparsity", sp)
+        md += ["## Training", "", "| run | steps | first loss | last loss | final sparsity | tokens/s |",
+               "|---|---:|---:|---:|---:|---:|"]
+        for k, r in logs:
+            tps = sorted(x["tokens_per_s"] for x in r if x.get("tokens_per_s"))
+            md.append(f"| {k} | {r[-1]['step']} | {r[0]['loss']:.3f} | {r[-1]['loss']:.3f} | "
+                      f"{r[-1]['sparsity']:.4f} | {tps[len(tps) // 2] if tps else float('nan'):.0f} |")
+        md += ["", "![loss](loss.svg) ![lr](lr.svg) ![sparsity](sparsity.svg)", ""]
+
+    # Where the sparsity went: best-mask's own pictures.
+    if a.heatmap:
+        md += ["## Sparsity per layer and module", ""]
+        for i, (k, v) in enumerate(split_kv(s, "--heatmap") for s in a.heatmap):
+            name = f"heatmap-{i + 1}.svg"
+            shutil.copyfile(v, os.path.join(a.out, name + ".tmp"))
+            os.replace(os.path.join(a.out, name + ".tmp"), os.path.join(a.out, name))
+            md += [f"{k}:", "", f"![{k}]({name})", ""]
+
+    # Perplexity: this run's evaluations, plus rows of other runs.
+    rows = []
+    for s in a.ppl:
+        k, v = split_kv(s, "--ppl")
+        parts = k.rsplit(":", 2)
+        if len(parts) != 3:
+            sys.exit(f"report.py: --ppl {s!r}: want METHOD:SPARSITY:DATA=FILE")
+        with open(v, encoding="utf-8") as f:
+            e = json.load(f)
+        rows.append({"method": parts[0], "sparsity": float(parts[1]), "data": parts[2], "ppl": e["ppl"]})
+    own = list(rows)
+    for p in a.results:
+        with open(p, encoding="utf-8") as f:
+            rows += [json.loads(l) for l in f if l.strip()]
+    atomic_write(os.path.join(a.out, "results.jsonl"), "".join(json.dumps(r) + "\n" for r in own))
+    table = []
+    if rows:
+        datas = list(dict.fromkeys(r["data"] for r in rows))
+        series, refs = [], []
+        for d in datas:
+            for m in dict.fromkeys(r["method"] for r in rows if r["data"] == d):
+                pts = sorted((r["sparsity"], r["ppl"]) for r in rows if r["data"] == d and r["method"] == m)
+                label = m if len(datas) == 1 else f"{m} ({d})"
+                if m == "dense":
+                    refs.append((label, pts[0][1]))
+                else:
+                    series.append((label, [x for x, _ in pts], [y for _, y in pts], False))
+        ys = [r["ppl"] for r in rows if r["ppl"] > 0 and math.isfinite(r["ppl"])]
+        ylog = bool(ys) and max(ys) / min(ys) > 20
+        line_plot(os.path.join(a.out, "ppl.svg"), "perplexity against sparsity", "sparsity", "perplexity",
+                  series, ylog=ylog, refs=refs, xrange=(0.0, 1.0))
+        table += ["| method | sparsity | " + " | ".join(datas) + " |", "|---|---:|" + "---:|" * len(datas)]
+        keys = sorted(dict.fromkeys((r["method"], r["sparsity"]) for r in rows), key=lambda k: k[1])
+        for m, sp in keys:
+            cells = []
+            for d in datas:
+                v = [r["ppl"] for r in rows if (r["method"], r["sparsity"], r["data"]) == (m, sp, d)]
+                cells.append(f"{v[0]:.3f}" if v and v[0] < 1e4 else (f"{v[0]:.3g}" if v else "-"))
+            table.append(f"| {m} | {sp:g} | " + " | ".join(cells) + " |")
+        table.append("")
+        md += ["## Perplexity", ""] + table + ["![perplexity against sparsity](ppl.svg)", ""]
+
+    extra = []
+    if a.pack:
+        extra += ["| packed model | pack | HF folder | ratio |", "|---|---:|---:|---:|"]
+        for k, v in (split_kv(s, "--pack") for s in a.pack):
+            pack, model = v.rsplit(":", 1)
+            pb, db = os.path.getsize(pack), model_bytes(model)
+            extra.append(f"| {k} | {human_bytes(pb)} | {human_bytes(db)} | {pb / db:.3f} |")
+        extra.append("")
+    if a.speed:
+        extra += ["| decoding | tokens/s | tokens | seconds |", "|---|---:|---:|---:|"]
+        for k, v in (split_kv(s, "--speed") for s in a.speed):
+            r, n, sec = gen_rate(v)
+            extra.append(f"| {k} | {r:.0f} | {n} | {sec:.3f} |")
+        extra.append("")
+    if a.sample:
+        k, v = split_kv(a.sample, "--sample")
+        with open(v, encoding="utf-8") as f:
+            g = json.load(f)
+        text = (g["prompt"] + g["text"]).replace("<|endoftext|>", "").strip()
+        extra += [f"Sample ({k}, greedy): \"{text}\"", ""]
+    if extra:
+        md += ["## Packing, decoding, a sample", ""] + extra
+    atomic_write(os.path.join(a.out, "summary.md"), "\n".join(md).rstrip() + "\n")
+    atomic_write(os.path.join(a.out, "table.md"), "\n".join(table + extra).rstrip() + "\n")
+    if a.print:
+        print("\n".join(table + extra).rstrip())
+
+
+if __name__ == "__main__":
+    main()

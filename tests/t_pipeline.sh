@@ -1,0 +1,281 @@
+#!/bin/sh
+# t_pipeline.sh: the makefile pipelines (pipelines/best.mk and the paper's recipe files) and
+# the report they draw. Without ../shared: `make -n` prints a run's commands and creates
+# nothing; missing inputs and NPROC > 1 stop with one clear line before anything runs;
+# every recipe file carries the paper's learning rate; pipelines/report.py's SVGs, parsed
+# with xml.etree, hold one point per logged step in step order, with axis labels. With
+# ../shared (and not in the sanitizer pass, where it would be slow): the issue's smoke run
+# of pipelines/llama2-99.mk on stories260K end to end, its pictures parsed; a rerun does
+# nothing (`make -q`); a failed step leaves no target; a run killed in the middle of
+# training resumes and ends with the bytes of the run that never stopped; the magnitude+
+# recipe. The pack steps run when $BIN/best-pack exists, else they say that they skip.
+. tests/lib.sh
+if ! command -v python3 >/dev/null || ! command -v make >/dev/null; then skip "pipelines: python3 or make missing"; finish; fi
+MK="make --no-print-directory -f"
+# OpenMP threads that sleep rather than spin: this suite shares 2 cores with other jobs
+export OMP_WAIT_POLICY=PASSIVE
+
+# --- the report's pictures, checked by parsing them ------------------------------------------
+cat >"$TMP/svgcheck.py" <<'PY'
+# svgcheck.py FILE.svg KIND [ARGS]: parses an SVG written by pipelines/report.py (or best-mask)
+# and checks it; prints ok/not ok lines.
+import json, math, sys
+import xml.etree.ElementTree as ET
+
+NS = "{http://www.w3.org/2000/svg}"
+
+
+def report(ok, what):
+    print(("ok - " if ok else "not ok - ") + what)
+
+
+def polylines(root):
+    out = []
+    for p in root.iter(NS + "polyline"):
+        if p.get("class") != "series":
+            continue
+        pts = [tuple(map(float, xy.split(","))) for xy in p.get("points").split()]
+        out.append((p.get("data-label"), pts))
+    return out
+
+
+def texts(root, cls):
+    return [t.text for t in root.iter(NS + "text") if t.get("class") == cls]
+
+
+def curve(path, key, log, nlines):
+    """The plot of KEY from LOG: NLINES polylines, the first with one point per logged step,
+    x strictly increasing, and y in the reverse order of the values (SVG y grows down)."""
+    root = ET.parse(path).getroot()
+    rows = [json.loads(l) for l in open(log) if l.strip()]
+    lines = polylines(root)
+    name = path.rsplit("/", 1)[-1]
+    report(len(lines) == int(nlines), f"{name}: {len(lines)} polylines (want {nlines})")
+    if not lines:
+        return
+    label, pts = lines[-1] if key == "sparsity" else lines[0]
+    xs = [x for x, _ in pts]
+    report(len(pts) == len(rows), f"{name}: {len(pts)} points = {len(rows)} logged steps ({label})")
+    report(all(a < b for a, b in zip(xs, xs[1:])), f"{name}: x strictly increasing")
+    vals = [r[key] for r in rows]
+    ok = all((va < vb) == (pa[1] > pb[1]) for va, pa in zip(vals, pts) for vb, pb in zip(vals, pts) if va != vb)
+    report(ok and len(pts) == len(rows), f"{name}: y follows the logged {key} (higher value, higher on the page)")
+    report(texts(root, "xlabel") == ["step"] and texts(root, "ylabel") and texts(root, "title"),
+           f"{name}: title and axis labels ({texts(root, 'xlabel')}, {texts(root, 'ylabel')})")
+
+
+def ppl(path, *labels):
+    root = ET.parse(path).getroot()
+    got = {l for l, _ in polylines(root)} | {r.get("data-label") for r in root.iter(NS + "line") if r.get("class") == "ref"}
+    report(set(labels) <= got, f"ppl.svg: series and reference lines {sorted(got)} (want {sorted(labels)})")
+    report(texts(root, "xlabel") == ["sparsity"] and texts(root, "ylabel")[0].startswith("perplexity"),
+           "ppl.svg: axis labels sparsity, perplexity")
+    ok = all(all(a[0] <= b[0] for a, b in zip(p, p[1:])) for _, p in polylines(root))
+    report(ok, "ppl.svg: points in sparsity order")
+
+
+def heatmap(path, layers, want):
+    root = ET.parse(path).getroot()
+    cells = [c for c in root.iter(NS + "rect") if c.get("class") == "cell"]
+    sp = [float(c.get("data-sparsity")) for c in cells]
+    report(len(cells) == 7 * int(layers) and all(0 <= s <= 1 for s in sp),
+           f"heatmap: {len(cells)} cells = {layers} layers x 7 modules, sparsities in [0, 1]")
+    report(abs(sum(sp) / max(len(sp), 1) - float(want)) < 0.1, f"heatmap: mean cell sparsity near {want}")
+
+
+{"curve": curve, "ppl": ppl, "heatmap": heatmap}[sys.argv[1]](*sys.argv[2:])
+PY
+SVG="python3 $TMP/svgcheck.py"
+
+python3 -c "
+import json, math
+with open('$TMP/log.jsonl', 'w') as f:
+    for s in range(1, 38):
+        t = 0.9 * (1 - (1 - min(s / 18, 1)) ** 3) if s >= 4 else 0
+        f.write(json.dumps({'step': s, 'loss': 5 * math.exp(-s / 10) + 0.1 * (s % 3), 'lr': 1e-3 * min(s / 4, 1),
+                            'sparsity_target': round(t, 3), 'sparsity': round(t, 3), 'grad_norm': 1.0}) + '\n')
+for n, p in (('a', 12.5), ('b', 30.0), ('d', 10.0)):
+    json.dump({'ppl': p}, open('$TMP/e%s.json' % n, 'w'))
+json.dump({'ppl': 200.0}, open('$TMP/e99.json', 'w'))"
+if python3 pipelines/report.py --out "$TMP/rep" --title "unit" --log "run=$TMP/log.jsonl" \
+    --ppl "BEST:0.5:wiki=$TMP/ea.json" --ppl "BEST:0.9:wiki=$TMP/eb.json" --ppl "BEST:0.99:wiki=$TMP/e99.json" \
+    --ppl "dense:0:wiki=$TMP/ed.json" >"$TMP/rep.out" 2>&1; then
+    ok "report.py on a synthetic log and three perplexities"
+    $SVG curve "$TMP/rep/loss.svg" loss "$TMP/log.jsonl" 1
+    $SVG curve "$TMP/rep/lr.svg" lr "$TMP/log.jsonl" 1
+    $SVG curve "$TMP/rep/sparsity.svg" sparsity "$TMP/log.jsonl" 2
+    $SVG ppl "$TMP/rep/ppl.svg" BEST dense
+    check "report.py: results.jsonl holds the four perplexities" python3 -c "
+import json; r = [json.loads(l) for l in open('$TMP/rep/results.jsonl')]
+assert [(x['method'], x['sparsity'], x['ppl']) for x in r] == [('BEST', 0.5, 12.5), ('BEST', 0.9, 30.0), ('BEST', 0.99, 200.0), ('dense', 0.0, 10.0)], r"
+    check "report.py: summary.md has the perplexity table, dense first" sh -c \
+        "grep -A3 '| method | sparsity | wiki |' '$TMP/rep/summary.md' | sed -n 3p | grep -q '| dense | 0 | 10.000 |'"
+else
+    fail "report.py on a synthetic log ($(tail -n 3 "$TMP/rep.out"))"
+fi
+
+# --- dry runs, recipe files, clear errors (no model needed) -----------------------------------
+out=$($MK pipelines/llama2-99.mk -n OUT="$TMP/dry" BIN=bin PACK=1 2>&1); rc=$?
+have() { printf '%s\n' "$out" | grep -q -- "$1"; }
+if [ $rc = 0 ] && have "best-tokenize --tokenizer models/Llama-2-7b-hf" && have "best-train --model models/Llama-2-7b-hf --sparsity 0.99" \
+    && have "--steps 4000 --batch 64" && have "--seq 2048 --lr 5e-4" && have "best-eval --seq 2048" \
+    && have "best-pack --model $TMP/dry/train/model" && have "report.py"; then
+    ok "make -n -f pipelines/llama2-99.mk prints tokenize, train (99%, lr 5e-4, 4000 x 64 x 2048), eval, pack, report"
+else
+    fail "make -n llama2-99 (exit $rc): $(printf '%s' "$out" | head -c 400)"
+fi
+check "make -n created nothing" test ! -e "$TMP/dry"
+
+expect_make_error() { # NAME PATTERN ARGS...: make exits 2 with one error line matching PATTERN
+    name=$1 pat=$2; shift 2
+    $MK "$@" >"$TMP/out" 2>"$TMP/err"; rc=$?
+    if [ $rc = 2 ] && grep -q -- "$pat" "$TMP/err" && [ "$(grep -c . "$TMP/err")" = 1 ]; then ok "$name"
+    else fail "$name (exit $rc; stderr: $(head -c 300 "$TMP/err"))"; fi
+}
+expect_make_error "missing model folder: one clear line" "MODEL=models/Llama-2-7b-hf: no config.json" \
+    pipelines/llama2-99.mk OUT="$TMP/e1"
+expect_make_error "NPROC=2: multi-rank training is not in this version" "multi-rank training is not in this version" \
+    pipelines/llama2-99.mk OUT="$TMP/e1" NPROC=2
+if have_shared; then
+    S=$SHARED/models/stories260K
+    expect_make_error "DATA matching no file: one clear line" "DATA=$TMP/none\*.zst: no such files" \
+        pipelines/llama2-99.mk OUT="$TMP/e1" MODEL="$S" DATA="$TMP/none*.zst"
+    expect_make_error "missing EVAL_WIKI: one clear line" "EVAL_WIKI=$TMP/wiki.txt: not found" \
+        pipelines/llama2-99.mk OUT="$TMP/e1" MODEL="$S" DATA="$SHARED/data/stories260K/valid.jsonl" EVAL_WIKI="$TMP/wiki.txt"
+fi
+check "the failed starts created nothing" test ! -e "$TMP/e1"
+
+# The paper's table: file, sparsity, learning rate.
+bad=""
+while read -r f s lr; do
+    got=$($MK "pipelines/$f.mk" -s check 2>/dev/null | tr ' ' '\n' | grep -E '^(SPARSITY|LR)=' | tr '\n' ' ')
+    [ "$got" = "SPARSITY=$s LR=$lr " ] || bad="$bad $f($got)"
+done <<'EOF'
+llama2-7b-70 0.70 5e-5
+llama2-7b-90 0.90 1e-4
+llama2-7b-95 0.95 5e-4
+llama2-7b-99 0.99 5e-4
+llama2-99 0.99 5e-4
+llama2-13b-70 0.70 5e-5
+llama2-13b-90 0.90 1e-4
+llama2-13b-95 0.95 1e-4
+llama2-13b-99 0.99 1e-4
+qwen3-4b-70 0.70 5e-5
+qwen3-4b-90 0.90 5e-4
+qwen3-4b-95 0.95 5e-4
+qwen3-4b-99 0.99 5e-4
+qwen3-8b-70 0.70 1e-4
+qwen3-8b-90 0.90 5e-4
+qwen3-8b-95 0.95 5e-4
+qwen3-8b-99 0.99 1e-3
+EOF
+for s in 0.7:1e-4 0.9:1e-4 0.95:5e-4 0.99:5e-4; do
+    got=$($MK pipelines/llama2-7b-magplus.mk -s check SPARSITY=${s%:*} 2>/dev/null | tr ' ' '\n' | grep '^LR=')
+    [ "$got" = "LR=${s#*:}" ] || bad="$bad magplus-${s%:*}($got)"
+done
+if [ -z "$bad" ]; then ok "17 BEST recipes and magnitude+ at 4 sparsities carry the paper's learning rates"
+else fail "recipe learning rates:$bad"; fi
+
+# --- the smoke run on stories260K ------------------------------------------------------------
+if ! have_shared || [ ! -d "$SHARED/models/stories260K" ]; then skip "pipeline smoke run: $SHARED not found"; finish; fi
+if [ "${SAN:-0}" = 1 ]; then skip "pipeline smoke run: not in the sanitizer pass (slow; the tools have their own tests there)"; finish; fi
+S=$SHARED/models/stories260K
+O=$TMP/smoke
+VARS="MODEL=$S DATA=$SHARED/data/stories260K/train.jsonl.zst STEPS=20 BATCH=4 SEQ=128 SAVE_EVERY=10 PRUNE_UPDATES=5
+      EVAL_WIKI=$SHARED/data/wikitext2/wiki.test.joined.txt EVAL_C4=$SHARED/data/c4/c4-train.00000-of-01024.first1000.jsonl
+      WIKI_TOKENS=4096 C4_TOKENS=4096 SEQ_EVAL=512 BIN=$BIN THREADS=2"
+if [ -x "$BIN/best-pack" ]; then PACKED=1; else PACKED=0; skip "pack steps: $BIN/best-pack is not built yet"; fi
+# shellcheck disable=SC2086
+if $MK pipelines/llama2-99.mk $VARS OUT="$O" >"$TMP/smoke.out" 2>&1; then
+    ok "make -f pipelines/llama2-99.mk on stories260K: 20 steps to 99%, WikiText-2 and C4, report"
+else
+    fail "smoke run failed: $(tail -n 5 "$TMP/smoke.out")"; finish
+fi
+missing=""
+for f in data/train.bin train/DONE train/model/model.safetensors train/state/state.safetensors mask/report.json \
+    mask/heatmap.svg eval/wikitext2.json eval/c4.json eval/dense-wikitext2.json eval/dense-c4.json \
+    report/loss.svg report/lr.svg report/sparsity.svg report/ppl.svg report/heatmap-1.svg report/results.jsonl \
+    report/summary.md; do [ -s "$O/$f" ] || missing="$missing $f"; done
+check "every product at its path under OUT${missing:+ (missing:$missing)}" test -z "$missing"
+check "no temporary files left" sh -c "! find '$O' -name '*.tmp*' | grep -q ."
+check "the log: 20 steps, final sparsity 0.99" python3 -c "
+import json; r = [json.loads(l) for l in open('$O/train/log.jsonl')]
+assert [x['step'] for x in r] == list(range(1, 21)) and abs(r[-1]['sparsity'] - 0.99) < 1e-3, r[-1]"
+$SVG curve "$O/report/loss.svg" loss "$O/train/log.jsonl" 1
+$SVG curve "$O/report/lr.svg" lr "$O/train/log.jsonl" 1
+$SVG curve "$O/report/sparsity.svg" sparsity "$O/train/log.jsonl" 2
+$SVG ppl "$O/report/ppl.svg" "BEST (wikitext2)" "BEST (c4)" "dense (wikitext2)" "dense (c4)"
+$SVG heatmap "$O/report/heatmap-1.svg" 5 0.99
+check "results.jsonl: dense and BEST on wikitext2 and c4, BEST's perplexity above the dense one's" python3 -c "
+import json; r = {(x['method'], x['data']): x['ppl'] for x in map(json.loads, open('$O/report/results.jsonl'))}
+assert set(r) == {('BEST', 'wikitext2'), ('BEST', 'c4'), ('dense', 'wikitext2'), ('dense', 'c4')}, r
+assert all(1 < v < 1e6 for v in r.values()) and r['BEST', 'c4'] > r['dense', 'c4'], r"
+if [ $PACKED = 1 ]; then
+    check "pack: model.pack and verify.txt; the summary compares its size" sh -c \
+        "test -s '$O/pack/model.pack' && test -s '$O/pack/verify.txt' && grep -q '| packed model | pack | HF folder' '$O/report/summary.md'"
+fi
+
+# Rerunning does nothing.
+before=$(ls -l --time-style=+%s.%N "$O/train/DONE" "$O/eval/c4.json" "$O/report/summary.md")
+# shellcheck disable=SC2086
+check "make -q: everything is up to date" $MK pipelines/llama2-99.mk -q $VARS OUT="$O"
+# shellcheck disable=SC2086
+$MK pipelines/llama2-99.mk $VARS OUT="$O" >"$TMP/rerun.out" 2>&1
+check "a rerun runs no command and touches no product" sh -c \
+    "grep -q 'Nothing to be done' '$TMP/rerun.out' && ! grep -q 'best-' '$TMP/rerun.out' && [ \"\$(ls -l --time-style=+%s.%N '$O/train/DONE' '$O/eval/c4.json' '$O/report/summary.md')\" = '$before' ]"
+
+# A failed step leaves no target: a C4 file that is not JSON, and a bad training option.
+rm -f "$O/eval/c4.json"
+printf '{"text": "fine"}\n{not json\n' >"$TMP/bad.jsonl"
+# shellcheck disable=SC2086
+if $MK pipelines/llama2-99.mk $VARS OUT="$O" EVAL_C4="$TMP/bad.jsonl" eval >"$TMP/bad.out" 2>&1; then
+    fail "evaluating on a corrupt C4 file should fail"
+else
+    check "failed evaluation: no eval/c4.json, no temporary file" sh -c "test ! -e '$O/eval/c4.json' && ! ls '$O/eval' | grep -q tmp"
+fi
+# shellcheck disable=SC2086
+if $MK pipelines/llama2-99.mk $VARS OUT="$TMP/badtrain" DATA="$SHARED/data/stories260K/valid.jsonl" \
+    TRAIN_ARGS=--no-such-option train >"$TMP/bad.out" 2>&1; then
+    fail "training with a bad option should fail"
+else
+    check "failed training: no train/DONE" test ! -e "$TMP/badtrain/train/DONE"
+fi
+
+# Interrupted: kill make and best-train (their process group) after the first saved state,
+# rerun: training resumes and ends with the bytes of a run that never stopped.
+if [ ! -x /bin/kill ] || ! command -v setsid >/dev/null; then skip "resume after kill: no /bin/kill or setsid"; else
+TV="MODEL=$S DATA=$SHARED/data/stories260K/valid.jsonl STEPS=30 BATCH=4 SEQ=128 SAVE_EVERY=5 PRUNE_UPDATES=5 BIN=$BIN THREADS=2"
+# shellcheck disable=SC2086
+$MK pipelines/llama2-99.mk $TV OUT="$TMP/ref" train >/dev/null 2>&1
+# shellcheck disable=SC2086
+setsid $MK pipelines/llama2-99.mk $TV OUT="$TMP/kill" train >/dev/null 2>&1 &
+pid=$!
+i=0
+while [ ! -f "$TMP/kill/train/state/state.safetensors" ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i + 1)); done
+/bin/kill -s KILL -- "-$pid" 2>/dev/null  # (dash's kill takes no process group)
+wait $pid 2>/dev/null
+if [ -f "$TMP/kill/train/DONE" ]; then
+    skip "resume after kill: training finished before the kill"
+else
+    # shellcheck disable=SC2086
+    $MK pipelines/llama2-99.mk $TV OUT="$TMP/kill" train >"$TMP/resume.out" 2>&1
+    check "after a kill, make resumes training (best-train --resume) and writes DONE" sh -c \
+        "grep -q -- '--resume' '$TMP/resume.out' && test -s '$TMP/kill/train/DONE'"
+    check "the resumed run's model is bitwise the uninterrupted run's" \
+        cmp "$TMP/ref/train/model/model.safetensors" "$TMP/kill/train/model/model.safetensors"
+fi
+fi
+
+# The magnitude+ recipe: one-shot magnitude mask, then training under it at 5e-4 (95%).
+# shellcheck disable=SC2086
+if $MK pipelines/llama2-7b-magplus.mk MODEL="$S" DATA="$SHARED/data/stories260K/valid.jsonl" SPARSITY=0.95 STEPS=4 \
+    BATCH=2 SEQ=64 EVAL_WIKI= EVAL_C4= PACK=0 BIN="$BIN" THREADS=2 OUT="$TMP/magplus" >"$TMP/mp.out" 2>&1; then
+    check "magnitude+: a one-shot mask, then 4 steps under it at lr 5e-4, sparsity 0.95 throughout" python3 -c "
+import json; r = [json.loads(l) for l in open('$TMP/magplus/train/log.jsonl')]
+assert abs(max(x['lr'] for x in r) - 5e-4) < 1e-12, r
+assert all(x['sparsity_target'] is None and abs(x['sparsity'] - 0.95) < 1e-3 for x in r), r
+import os; assert os.path.getsize('$TMP/magplus/oneshot/mask.safetensors') > 0"
+else
+    fail "magnitude+ recipe: $(tail -n 5 "$TMP/mp.out")"
+fi
+finish
