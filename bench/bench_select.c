@@ -7,6 +7,7 @@
 // threshold: a sample pass (1/64 of the scores), one main pass (OpenMP, per-thread
 // counts; scores inside the sample's bracket kept), the bucket choices. Prints one JSON line: threshold bit pattern, best seconds, threads.
 #include <omp.h>
+#include <sys/mman.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -23,7 +24,13 @@ int main(int argc, char **argv) {
     MappedFile mf;
     TRY_OR_DIE(mapped_open(&mf, argv[1]));
     size_t n = mf.size / sizeof(float);
-    float *x = xmalloc(n * sizeof *x);  // private copy: page faults are not part of the select
+    // private copy: page faults are not part of the select. Transparent huge pages, as
+    // numpy asks for its arrays (madvise MADV_HUGEPAGE on every allocation of 4 MB or more),
+    // so both sides of bench/select_speed.py read memory through the same kind of pages.
+    size_t bytes = (n * sizeof(float) + ((size_t)2 << 20) - 1) & ~(((size_t)2 << 20) - 1);
+    float *x = aligned_alloc((size_t)2 << 20, bytes ? bytes : ((size_t)2 << 20));
+    if (!x) DIE("out of memory for %zu scores", n);
+    madvise(x, bytes, MADV_HUGEPAGE);
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) x[i] = ((const float *)(const void *)mf.data)[i];
     mapped_close(&mf);
