@@ -94,7 +94,10 @@ static void keep_score(uint32_t *h, Select *s, int a, size_t cap_max, uint32_t x
 }
 
 // The main round over one thread's part: candidates above the bracket are counted,
-// those inside it go to keep_score.
+// those inside it go to keep_score. Compiled for AVX-512, AVX2 and the baseline, chosen
+// at load time (like lib/layers.c's kernels): wider compares keep the pass nearer to the
+// speed of memory. The result is the same integers whichever runs.
+__attribute__((target_clones("avx512f", "avx2", "default")))
 static uint64_t count_main(uint32_t *h, Select *s, int a, size_t cap_max, const Bits *u, size_t n) {
     // one unsigned compare each: x is in the bracket when x - lo <= width, above it
     // when x - (hi + 1) < 0x80000000 - (hi + 1) (a candidate has the sign bit clear)
