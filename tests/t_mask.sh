@@ -223,5 +223,7 @@ expect_error "--method wanda" 2 "not in this version" "$M" --model $D --sparsity
 expect_error "--apply without --out-model" 2 "go together" "$M" --model $D --sparsity 0.5 --saliency magnitude --apply
 expect_error "missing model" 1 "nowhere" "$M" --model "$TMP/nowhere" --sparsity 0.5 --saliency magnitude --out "$O"
 check "no output file after the failures" test ! -e "$O"
+check "--out inside the --out-model folder (the folder is written first)" sh -c \
+    "'$M' --model $D --sparsity 0.5 --saliency magnitude --apply --out-model '$TMP/inside' --out '$TMP/inside/mask' --quiet && test -f '$TMP/inside/mask' && test -f '$TMP/inside/model.safetensors'"
 check "no temp files left in $TMP" sh -c "! ls -a '$TMP' | grep -q '\.tmp\.'"
 finish

@@ -108,6 +108,11 @@ int main(int argc, char **argv) {
     uint8_t *mask = xmalloc(m.n_params);
     TRY_OR_DIE(mask_compute(mask, &ms, m.info, m.n_info, m.params, m.n_params, mop, old));
     MaskMeta meta = {o.sparsity, saliency_name(ms.saliency), mask_group_name(ms.group), o.step, o.pack_bits};
+    // the model folder first: --out may name a file inside it (--out D/mask --out-model D)
+    if (o.apply) {
+        mask_apply(m.params, mask, m.n_params);
+        TRY_OR_DIE(model_save(&m, o.out_model, -1));
+    }
     if (o.out) TRY_OR_DIE(mask_save(o.out, mask, &meta, m.info, m.n_info));
     if (o.report) TRY_OR_DIE(mask_report_json(o.report, mask, &meta, m.info, m.n_info));
     if (o.plot) {
@@ -115,10 +120,6 @@ int main(int argc, char **argv) {
         snprintf(title, sizeof title, "%s saliency, %s, sparsity %g", saliency_name(ms.saliency),
                  mask_group_name(ms.group), o.sparsity);
         TRY_OR_DIE(mask_plot_svg(o.plot, mask, m.info, m.n_info, title));
-    }
-    if (o.apply) {
-        mask_apply(m.params, mask, m.n_params);
-        TRY_OR_DIE(model_save(&m, o.out_model, -1));
     }
     if (!o.quiet) {
         mask_print_table(stderr, mask, m.info, m.n_info);
