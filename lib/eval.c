@@ -5,7 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "error.h" // defines: ERR, xmalloc
+#include "error.h"    // defines: ERR, xmalloc
+#include "progress.h" // defines: now_seconds
 
 int eval_perplexity(PplResult *r, const Model *m, const int32_t *tokens, size_t n, int seq,
                     int batch, Progress *pr) {
@@ -99,8 +100,12 @@ int32_t sample_token(const float *logits, int V, float temperature, float top_p,
     return (int32_t)pairs[2 * (n - 1) + 1]; // rounding left u at the very top
 }
 
-int eval_generate(IdVec *out, const Model *m, const int32_t *prompt, size_t n_prompt,
-                  const GenOptions *o, void (*on_token)(const IdVec *so_far, void *ctx), void *ctx) {
+int eval_generate(IdVec *out, GenStats *st, const Model *m, const int32_t *prompt,
+                  size_t n_prompt, const GenOptions *o,
+                  void (*on_token)(const IdVec *so_far, void *ctx), void *ctx) {
+    GenStats dummy;
+    if (!st) st = &dummy;
+    memset(st, 0, sizeof *st);
     if (n_prompt < 1) return ERR("generation needs a prompt of at least one token (BOS for LLaMA)");
     size_t max_T = n_prompt + (size_t)o->max_new_tokens;
     if (max_T > (size_t)m->cfg.max_position_embeddings)
@@ -112,17 +117,26 @@ int eval_generate(IdVec *out, const Model *m, const int32_t *prompt, size_t n_pr
     uint64_t rng = o->seed ? o->seed : 0x9E3779B97F4A7C15ull;
     const float *logits = NULL;
     int rc = 0;
+    double t0 = now_seconds(), t1 = t0;
     for (size_t i = 0; i < n_prompt && rc == 0; i++)
         if (!(logits = model_forward_token(m, &c, prompt[i], (int)i))) rc = -1;
+    st->prompt_seconds = now_seconds() - t0;
     for (int k = 0; k < o->max_new_tokens && rc == 0; k++) {
+        if (k == 0) t1 = now_seconds();
         int32_t next = sample_token(logits, (int)m->V, o->temperature, o->top_p, &rng, scratch);
         idvec_push(out, next);
-        if (on_token) on_token(out, ctx);
+        if (on_token) { // streaming is not decoding: its time is left out
+            double t2 = now_seconds();
+            on_token(out, ctx);
+            t1 += now_seconds() - t2;
+        }
         int stop = 0;
         for (int s = 0; s < o->n_stop; s++) stop |= next == o->stop[s];
         if (stop || k + 1 == o->max_new_tokens) break;
         if (!(logits = model_forward_token(m, &c, next, (int)(n_prompt + (size_t)k)))) rc = -1;
+        st->decode_tokens++;
     }
+    if (st->decode_tokens) st->decode_seconds = now_seconds() - t1;
     free(scratch);
     kvcache_free(&c);
     return rc;

@@ -37,10 +37,20 @@ typedef struct {
     int n_stop;
 } GenOptions;
 
+// Where generation spent its time: the prompt's forward passes, then decoding (one
+// forward pass and one sample per new token after the first; on_token not counted).
+typedef struct {
+    double prompt_seconds;
+    double decode_seconds;
+    int decode_tokens;   // forward passes after the prompt
+} GenStats;
+
 // Appends to out the tokens generated after prompt (n_prompt >= 1), with a KV cache.
-// on_token (may be NULL) is called after each new token, for streaming output.
-int eval_generate(IdVec *out, const Model *m, const int32_t *prompt, size_t n_prompt,
-                  const GenOptions *o, void (*on_token)(const IdVec *so_far, void *ctx), void *ctx);
+// on_token (may be NULL) is called after each new token, for streaming output. st may
+// be NULL.
+int eval_generate(IdVec *out, GenStats *st, const Model *m, const int32_t *prompt,
+                  size_t n_prompt, const GenOptions *o,
+                  void (*on_token)(const IdVec *so_far, void *ctx), void *ctx);
 
 // Picks the next token from logits (V): argmax at temperature 0, else a sample from
 // softmax(logits / T) restricted to the smallest set whose mass reaches top_p.

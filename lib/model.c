@@ -10,7 +10,10 @@
 //               x = x + o_proj(causal_gqa_attention(q, k, v))
 //               x = x + down(silu(gate(post_attention_layernorm(x))) * up(...))
 //   logits = norm(x) lm_head^T;  loss = mean cross-entropy of the shifted targets.
-// The kernels are in layers.c; this file is the order in which they run.
+// The kernels are in layers.c; this file is the order in which they run. Every
+// product with a 2-D weight goes through linear() (and the embedding through
+// embed_rows()), which reads the weight from the fp32 block or from a packed
+// checkpoint (the last section of this file).
 #include "model.h"
 
 #include <errno.h>
@@ -25,6 +28,8 @@
 #include "error.h"  // defines: ERR, TRY, CHECK, xmalloc
 #include "fileio.h" // defines: file_read_all, path_join, AFile
 #include "layers.h" // defines: the kernels
+#include "pack.h"   // defines: Pack, PackTensor, pack_open, pack_decode_rows
+#include "spmv.h"   // defines: spmv_forward, spmv_embed, spmv_bytes
 
 // --- parameter layout ---------------------------------------------------------------
 
@@ -64,6 +69,17 @@ static const struct {
 };
 
 static float **fam_ptr(ModelParams *p, int f) { return (float **)((char *)p + FAM[f].field); }
+static const float *fam_w(const Model *m, int f) {
+    return *(float *const *)((const char *)&m->w + FAM[f].field);
+}
+
+// A packed checkpoint behind a Model: the map stays open, the 2-D weights are read in it.
+struct ModelPack {
+    Pack p;
+    const PackTensor **t; // (F_N, L): family f of layer l (l = 0 for the others); NULL
+                          // for the 1-D families, which are copied into the block
+    size_t wbuf;          // floats of the largest 2-D tensor (ModelActs.wbuf)
+};
 
 // Shape of one tensor of family f (one layer's); 0 when the model has no such tensor.
 static int fam_shape(int64_t shape[2], const Model *m, int f) {
@@ -94,8 +110,9 @@ static int fam_shape(int64_t shape[2], const Model *m, int f) {
     return 0;
 }
 
-// Fills m->info, m->n_params and m->w (pointing into m->params, allocated here).
-static int params_layout(Model *m) {
+// Fills m->info, m->n_params and m->w (pointing into m->params, allocated here). With
+// packed set, the 2-D families get no room in the block (offset SIZE_MAX, NULL pointers).
+static int params_layout(Model *m, int packed) {
     size_t off[F_N], n = 0, npr = 0;
     int count = 0;
     for (int f = 0; f < F_N; f++) {
@@ -114,17 +131,19 @@ static int params_layout(Model *m) {
         total += (double)s[0] * (nd == 2 ? (double)s[1] : 1) * (double)reps;
         if (total > 1e12)
             return ERR("config.json: the model would have more than 1e12 parameters");
-        off[f] = n;
+        int in_block = !(packed && nd == 2);
+        off[f] = in_block ? n : SIZE_MAX;
         for (size_t r = 0; r < reps; r++) {
             ParamInfo *p = &m->info[m->n_info++];
             snprintf(p->name, sizeof p->name, FAM[f].name, (int)r);
-            p->offset = n + r * numel;
+            p->offset = in_block ? n + r * numel : SIZE_MAX;
             p->numel = numel;
             p->ndim = nd;
             p->shape[0] = s[0];
             p->shape[1] = nd == 2 ? s[1] : 0;
             p->prunable = FAM[f].prunable;
         }
+        if (!in_block) continue;
         n += reps * numel;
         if (FAM[f].prunable) npr += reps * numel;
     }
@@ -149,10 +168,8 @@ static int read_config(Model *m, const char *path) {
     return rc;
 }
 
-int model_create(Model *m, const char *config_path) {
-    memset(m, 0, sizeof *m);
-    m->dtype = ST_F32;
-    if (read_config(m, config_path) < 0) { model_free(m); return -1; }
+// Sizes from m->cfg, then the layout (packed: see params_layout).
+static int model_setup(Model *m, int packed) {
     const ModelConfig *c = &m->cfg;
     m->V = (size_t)c->vocab_size;
     m->C = (size_t)c->hidden_size;
@@ -164,11 +181,22 @@ int model_create(Model *m, const char *config_path) {
     m->Q = m->NH * m->HD;
     m->KVD = m->KV * m->HD;
     m->qk_norm = c->arch == ARCH_QWEN3;
-    if (params_layout(m) < 0) { model_free(m); return -1; }
+    return params_layout(m, packed);
+}
+
+int model_create(Model *m, const char *config_path) {
+    memset(m, 0, sizeof *m);
+    m->dtype = ST_F32;
+    if (read_config(m, config_path) < 0 || model_setup(m, 0) < 0) { model_free(m); return -1; }
     return 0;
 }
 
 void model_free(Model *m) {
+    if (m->pack) {
+        pack_close(&m->pack->p);
+        free(m->pack->t);
+        free(m->pack);
+    }
     free(m->info);
     free(m->params);
     free(m->grads);
@@ -315,8 +343,12 @@ static int load_tensors(Model *m, const Shards *s) {
     return 0;
 }
 
+static int model_load_pack(Model *m, const char *path);
+static int is_pack_file(const char *path);
+
 int model_load(Model *m, const char *dir) {
-    if (!path_is_dir(dir)) return ERR("%s: not a model folder", dir);
+    if (!path_is_dir(dir) && is_pack_file(dir)) return model_load_pack(m, dir);
+    if (!path_is_dir(dir)) return ERR("%s: not a model folder (nor a packed checkpoint)", dir);
     TRY(model_create(m, dir));
     m->src_dir = xstrdup(dir);
     Shards s;
@@ -426,6 +458,8 @@ static int copy_tokenizer_files(const char *src, const char *dir) {
 }
 
 int model_save(const Model *m, const char *dir, int dtype) {
+    if (m->pack)
+        return ERR("%s: the model is a packed checkpoint: best-pack --unpack writes its folder", dir);
     StDtype dt = dtype < 0 ? m->dtype : (StDtype)dtype;
     if (dt != ST_F32 && dt != ST_BF16 && dt != ST_F16)
         return ERR("%s: cannot save weights as %s (F32, BF16 or F16)", dir, st_dtype_name(dt));
@@ -498,6 +532,7 @@ static void acts_layout(ModelActs *a, const Model *m, Carver *cv) {
     a->rope_cos = take(cv, T * m->HD / 2);
     a->rope_sin = take(cv, T * m->HD / 2);
     a->scratch = take(cv, (size_t)a->n_scratch * attention_scratch(T));
+    a->wbuf = take(cv, m->pack ? m->pack->wbuf : 0);
     if (!a->train) return;
     a->dres = take(cv, N * C);
     a->dxn = take(cv, N * C);
@@ -567,42 +602,48 @@ static int check_ids(const int32_t *ids, size_t n, size_t V, int32_t lo, const c
     return 0;
 }
 
+static void linear(float *y, const float *x, const Model *m, int f, size_t l, const float *b,
+                   float *wbuf, size_t N, size_t IC, size_t OC, int acc);
+static void decode_weight(float *w, const PackTensor *t);
+static void embed_rows(float *x, const Model *m, const int32_t *tokens, size_t N);
+
 // One decoder block: s->res in, out (N, C) out (out may be s->res of the next slot).
 static void block_forward(const Model *m, const ModelActs *a, size_t l, LayerActs *s, float *out) {
     const ModelParams *w = &m->w;
     size_t B = (size_t)a->B, T = (size_t)a->T, N = a->N;
     size_t C = m->C, Q = m->Q, KVD = m->KVD, I = m->I, HD = m->HD;
     float eps = (float)m->cfg.rms_norm_eps;
+    float *wb = a->wbuf;
 #define LW(p, size) ((p) ? (p) + l * (size) : NULL) // layer l's slice of a stacked family
     rmsnorm_forward(s->xn1, s->rstd1, s->res, w->attn_norm + l * C, N, C, eps);
     if (m->qk_norm) {
-        matmul_forward(s->qraw, s->xn1, w->wq + l * Q * C, LW(w->bq, Q), N, C, Q, 0);
-        matmul_forward(s->kraw, s->xn1, w->wk + l * KVD * C, LW(w->bk, KVD), N, C, KVD, 0);
+        linear(s->qraw, s->xn1, m, F_WQ, l, LW(w->bq, Q), wb, N, C, Q, 0);
+        linear(s->kraw, s->xn1, m, F_WK, l, LW(w->bk, KVD), wb, N, C, KVD, 0);
         rmsnorm_forward(s->q, s->qrstd, s->qraw, w->q_norm + l * HD, N * m->NH, HD, eps);
         rmsnorm_forward(s->k, s->krstd, s->kraw, w->k_norm + l * HD, N * m->KV, HD, eps);
     } else {
-        matmul_forward(s->q, s->xn1, w->wq + l * Q * C, LW(w->bq, Q), N, C, Q, 0);
-        matmul_forward(s->k, s->xn1, w->wk + l * KVD * C, LW(w->bk, KVD), N, C, KVD, 0);
+        linear(s->q, s->xn1, m, F_WQ, l, LW(w->bq, Q), wb, N, C, Q, 0);
+        linear(s->k, s->xn1, m, F_WK, l, LW(w->bk, KVD), wb, N, C, KVD, 0);
     }
-    matmul_forward(s->v, s->xn1, w->wv + l * KVD * C, LW(w->bv, KVD), N, C, KVD, 0);
+    linear(s->v, s->xn1, m, F_WV, l, LW(w->bv, KVD), wb, N, C, KVD, 0);
     rope_forward(s->q, a->rope_cos, a->rope_sin, B, T, m->NH, HD);
     rope_forward(s->k, a->rope_cos, a->rope_sin, B, T, m->KV, HD);
     attention_forward(s->att, s->lse, s->q, s->k, s->v, a->scratch, B, T, T, 0, m->NH, m->KV,
                       HD, a->n_scratch);
     memcpy(s->res2, s->res, N * C * sizeof(float)); // residual: res2 = res + o_proj(att)
-    matmul_forward(s->res2, s->att, w->wo + l * C * Q, LW(w->bo, C), N, Q, C, 1);
+    linear(s->res2, s->att, m, F_WO, l, LW(w->bo, C), wb, N, Q, C, 1);
     rmsnorm_forward(s->xn2, s->rstd2, s->res2, w->mlp_norm + l * C, N, C, eps);
-    matmul_forward(s->gate, s->xn2, w->wgate + l * I * C, LW(w->bgate, I), N, C, I, 0);
-    matmul_forward(s->up, s->xn2, w->wup + l * I * C, LW(w->bup, I), N, C, I, 0);
+    linear(s->gate, s->xn2, m, F_WGATE, l, LW(w->bgate, I), wb, N, C, I, 0);
+    linear(s->up, s->xn2, m, F_WUP, l, LW(w->bup, I), wb, N, C, I, 0);
     swiglu_forward(a->h, s->gate, s->up, N * I);
     if (out != s->res2) memcpy(out, s->res2, N * C * sizeof(float));
-    matmul_forward(out, a->h, w->wdown + l * C * I, LW(w->bdown, C), N, I, C, 1);
+    linear(out, a->h, m, F_WDOWN, l, LW(w->bdown, C), wb, N, I, C, 1);
 #undef LW
 }
 
 // Embedding, every block, final norm: leaves model.norm(x) in a->xnf.
 static void trunk_forward(const Model *m, ModelActs *a, const int32_t *tokens) {
-    embedding_forward(a->layer[0].res, tokens, m->w.embed, a->N, m->C);
+    embed_rows(a->layer[0].res, m, tokens, a->N);
     for (size_t l = 0; l < m->L; l++) {
         LayerActs *s = &a->layer[a->train ? l : 0];
         float *out = l + 1 == m->L ? a->resf : a->layer[a->train ? l + 1 : 0].res;
@@ -614,6 +655,9 @@ static void trunk_forward(const Model *m, ModelActs *a, const int32_t *tokens) {
 
 int model_forward(const Model *m, ModelActs *a, const int32_t *tokens, const int32_t *targets) {
     CHECK(a->train, "model_forward needs activations in training mode");
+    if (m->pack)
+        return ERR("model_forward: the model is a packed checkpoint; training needs its folder "
+                   "(best-pack --unpack)");
     size_t N = a->N;
     TRY(check_ids(tokens, N, m->V, 0, "token"));
     if (targets) TRY(check_ids(targets, N, m->V, -1, "target"));
@@ -639,12 +683,17 @@ int model_eval(float *logits, float *nll, const Model *m, ModelActs *a,
     TRY(check_ids(tokens, N, V, 0, "token"));
     if (targets) TRY(check_ids(targets, N, V, -1, "target"));
     trunk_forward(m, a, tokens);
+    const float *head = m->w.lm_head;
+    if (m->pack) { // decoded once for all the rows below
+        decode_weight(a->wbuf, m->pack->t[F_LM_HEAD * m->L]);
+        head = a->wbuf;
+    }
     // With an output array the logits go straight there; otherwise a few rows at a time.
     size_t rows = logits ? N : a->logits_rows;
     for (size_t r0 = 0; r0 < N; r0 += rows) {
         size_t nr = N - r0 < rows ? N - r0 : rows;
         float *z = logits ? logits + r0 * V : a->logits;
-        matmul_forward(z, a->xnf + r0 * m->C, m->w.lm_head, NULL, nr, m->C, V, 0);
+        matmul_forward(z, a->xnf + r0 * m->C, head, NULL, nr, m->C, V, 0);
         if (nll) crossentropy_forward(nll + r0, NULL, z, targets + r0, nr, V);
     }
     return 0;
@@ -696,6 +745,7 @@ static void block_backward(Model *m, ModelActs *a, size_t l) {
 
 void model_backward(Model *m, ModelActs *a, float loss_scale) {
     CHECK(a->train && a->has_targets, "model_backward needs a training forward with targets");
+    CHECK(!m->pack, "model_backward on a pack-backed model");
     CHECK(m->grads, "model_backward before model_grads_init");
     if (!a->n_valid) return; // the loss is a constant 0
     size_t N = a->N, C = m->C;
@@ -758,15 +808,15 @@ const float *model_forward_token(const Model *m, KVCache *c, int32_t token, int 
     size_t C = m->C, Q = m->Q, KVD = m->KVD, I = m->I, HD = m->HD, T = (size_t)c->max_T;
     size_t p = (size_t)pos;
     float eps = (float)m->cfg.rms_norm_eps;
-    memcpy(c->x, w->embed + (size_t)token * C, C * sizeof(float));
+    embed_rows(c->x, m, &token, 1);
     rope_table(c->cos, c->sin, p, 1, HD, m->cfg.rope_theta);
     for (size_t l = 0; l < m->L; l++) {
 #define LW(x, size) ((x) ? (x) + l * (size) : NULL)
         float *kc = c->k + l * T * KVD, *vc = c->v + l * T * KVD; // (max_T, KVD) of layer l
         rmsnorm_forward(c->xn, c->rstd, c->x, w->attn_norm + l * C, 1, C, eps);
-        matmul_forward(c->q, c->xn, w->wq + l * Q * C, LW(w->bq, Q), 1, C, Q, 0);
-        matmul_forward(kc + p * KVD, c->xn, w->wk + l * KVD * C, LW(w->bk, KVD), 1, C, KVD, 0);
-        matmul_forward(vc + p * KVD, c->xn, w->wv + l * KVD * C, LW(w->bv, KVD), 1, C, KVD, 0);
+        linear(c->q, c->xn, m, F_WQ, l, LW(w->bq, Q), NULL, 1, C, Q, 0);
+        linear(kc + p * KVD, c->xn, m, F_WK, l, LW(w->bk, KVD), NULL, 1, C, KVD, 0);
+        linear(vc + p * KVD, c->xn, m, F_WV, l, LW(w->bv, KVD), NULL, 1, C, KVD, 0);
         if (m->qk_norm) { // in place, one row per head
             rmsnorm_forward(c->q, c->rstd, c->q, w->q_norm + l * HD, m->NH, HD, eps);
             rmsnorm_forward(kc + p * KVD, c->rstd, kc + p * KVD, w->k_norm + l * HD, m->KV, HD, eps);
@@ -775,15 +825,168 @@ const float *model_forward_token(const Model *m, KVCache *c, int32_t token, int 
         rope_forward(kc + p * KVD, c->cos, c->sin, 1, 1, m->KV, HD);
         attention_forward(c->att, NULL, c->q, kc, vc, c->scratch, 1, 1, p + 1, p, m->NH, m->KV,
                           HD, c->n_scratch);
-        matmul_forward(c->x, c->att, w->wo + l * C * Q, LW(w->bo, C), 1, Q, C, 1);
+        linear(c->x, c->att, m, F_WO, l, LW(w->bo, C), NULL, 1, Q, C, 1);
         rmsnorm_forward(c->xn, c->rstd, c->x, w->mlp_norm + l * C, 1, C, eps);
-        matmul_forward(c->gate, c->xn, w->wgate + l * I * C, LW(w->bgate, I), 1, C, I, 0);
-        matmul_forward(c->up, c->xn, w->wup + l * I * C, LW(w->bup, I), 1, C, I, 0);
+        linear(c->gate, c->xn, m, F_WGATE, l, LW(w->bgate, I), NULL, 1, C, I, 0);
+        linear(c->up, c->xn, m, F_WUP, l, LW(w->bup, I), NULL, 1, C, I, 0);
         swiglu_forward(c->gate, c->gate, c->up, I);
-        matmul_forward(c->x, c->gate, w->wdown + l * C * I, LW(w->bdown, C), 1, I, C, 1);
+        linear(c->x, c->gate, m, F_WDOWN, l, LW(w->bdown, C), NULL, 1, I, C, 1);
 #undef LW
     }
     rmsnorm_forward(c->xn, c->rstd, c->x, w->final_norm, 1, C, eps);
-    matmul_forward(c->logits, c->xn, w->lm_head, NULL, 1, C, m->V, 0);
+    linear(c->logits, c->xn, m, F_LM_HEAD, 0, NULL, NULL, 1, C, m->V, 0);
     return c->logits;
+}
+
+// --- weights from the block or from a packed checkpoint -------------------------------
+
+// w (rows, cols) = t in fp32, in slices of rows across threads (pack_decode_rows is
+// one thread; a 7B model's evaluation decodes 6.5G weights per forward pass).
+static void decode_weight(float *w, const PackTensor *t) {
+    size_t rows = t->rows, cols = t->cols, slice = 64;
+#pragma omp parallel for schedule(dynamic) if (rows * cols > (1 << 18))
+    for (size_t r0 = 0; r0 < rows; r0 += slice)
+        pack_decode_rows(w + r0 * cols, t, r0, r0 + slice < rows ? r0 + slice : rows);
+}
+
+// y (N, OC) = x (N, IC) @ W^T + b (acc: y += ...), W (OC, IC) = family f of layer l.
+// A folder's model: BLAS on the fp32 block. A pack-backed one: with wbuf, W decoded into
+// wbuf (the fp32 bits the block would hold) and the very same BLAS call, so that
+// evaluation is bitwise the unpacked model's; without (one token, N = 1), spmv straight
+// from the packed encoding, reading the fewest bytes.
+static void linear(float *y, const float *x, const Model *m, int f, size_t l, const float *b,
+                   float *wbuf, size_t N, size_t IC, size_t OC, int acc) {
+    if (!m->pack) {
+        matmul_forward(y, x, fam_w(m, f) + l * OC * IC, b, N, IC, OC, acc);
+        return;
+    }
+    const PackTensor *t = m->pack->t[(size_t)f * m->L + l];
+    if (wbuf) {
+        decode_weight(wbuf, t);
+        matmul_forward(y, x, wbuf, b, N, IC, OC, acc);
+    } else {
+        CHECK(N == 1, "linear: a packed product of %zu rows needs a decode buffer", N);
+        spmv_forward(y, x, t, b, acc);
+    }
+}
+
+// x (N, C) = the embeddings of tokens (N), already checked to be in [0, V).
+static void embed_rows(float *x, const Model *m, const int32_t *tokens, size_t N) {
+    if (m->pack) spmv_embed(x, tokens, m->pack->t[F_EMBED * m->L], N);
+    else if (N == 1) memcpy(x, m->w.embed + (size_t)tokens[0] * m->C, m->C * sizeof *x);
+    else embedding_forward(x, tokens, m->w.embed, N, m->C);
+}
+
+// A tar file's header block has "ustar" at offset 257 (POSIX and GNU both).
+static int is_pack_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    char h[512];
+    int ok = fread(h, 1, sizeof h, f) == sizeof h && memcmp(h + 257, "ustar", 5) == 0;
+    fclose(f);
+    return ok;
+}
+
+// The (family, layer) of every table entry, in table order (params_layout's).
+static void for_each_tensor(const Model *m, int *fam, size_t *layer) {
+    int i = 0;
+    for (int f = 0; f < F_N; f++) {
+        int64_t s[2];
+        if (!fam_shape(s, m, f)) continue;
+        size_t reps = FAM[f].per_layer ? m->L : 1;
+        for (size_t r = 0; r < reps; r++, i++) {
+            fam[i] = f;
+            layer[i] = r;
+        }
+    }
+}
+
+static int model_load_pack(Model *m, const char *path) {
+    memset(m, 0, sizeof *m);
+    struct ModelPack *mp = xcalloc(1, sizeof *mp);
+    if (pack_open(&mp->p, path) < 0) {
+        free(mp);
+        return -1;
+    }
+    m->pack = mp;
+    m->config_len = mp->p.config_len;
+    m->config_json = xmalloc(m->config_len + 1);
+    memcpy(m->config_json, mp->p.config_json, m->config_len);
+    m->config_json[m->config_len] = 0;
+    int rc = config_parse(&m->cfg, m->config_json, m->config_len, path);
+    if (rc == 0 && m->cfg.head_dim % 2)
+        rc = ERR("%s: head_dim %d is odd; RoPE needs pairs", path, m->cfg.head_dim);
+    if (rc == 0) rc = model_setup(m, 1);
+    if (rc < 0) { model_free(m); return -1; }
+    mp->t = xcalloc((size_t)F_N * m->L, sizeof *mp->t);
+    int *fam = xmalloc((size_t)m->n_info * sizeof *fam);
+    size_t *layer = xmalloc((size_t)m->n_info * sizeof *layer);
+    for_each_tensor(m, fam, layer);
+    for (int i = 0; rc == 0 && i < m->n_info; i++) {
+        const ParamInfo *p = &m->info[i];
+        const PackTensor *t = pack_find(&mp->p, p->name);
+        if (!t) { rc = ERR("%s: missing tensor %s", path, p->name); break; }
+        size_t cols = p->ndim == 2 ? (size_t)p->shape[1] : (size_t)p->shape[0];
+        size_t rows = p->ndim == 2 ? (size_t)p->shape[0] : 1;
+        if (t->ndim != p->ndim || t->rows != rows || t->cols != cols) {
+            char got[64], want[64];
+            shape_str(got, sizeof got, t->ndim, t->shape);
+            shape_str(want, sizeof want, p->ndim, p->shape);
+            rc = ERR("%s: tensor %s has shape %s, config.json implies %s", path, p->name, got, want);
+            break;
+        }
+        if (i == 0) m->dtype = t->dtype;
+        if (p->ndim == 1) {
+            pack_decode_rows(m->params + p->offset, t, 0, 1);
+        } else {
+            mp->t[(size_t)fam[i] * m->L + layer[i]] = t;
+            if (rows * cols > mp->wbuf) mp->wbuf = rows * cols;
+        }
+    }
+    free(fam);
+    free(layer);
+    if (m->cfg.tie_word_embeddings) mp->t[F_LM_HEAD * m->L] = mp->t[F_EMBED * m->L];
+    // As for folders: a tensor we would ignore is refused.
+    for (int j = 0; rc == 0 && j < mp->p.n; j++) {
+        const char *name = mp->p.t[j].name;
+        if (model_param(m, name) || ends_with(name, ".rotary_emb.inv_freq")) continue;
+        if (m->cfg.tie_word_embeddings && strcmp(name, "lm_head.weight") == 0) continue;
+        rc = ERR("%s: unexpected tensor %s (not part of a %s with this config.json)", path, name,
+                 config_arch_name(m->cfg.arch));
+    }
+    if (rc < 0) model_free(m);
+    return rc;
+}
+
+size_t model_numel(const Model *m) {
+    size_t n = 0;
+    for (int i = 0; i < m->n_info; i++) n += m->info[i].numel;
+    return n;
+}
+
+size_t model_token_bytes(const Model *m) {
+    size_t bytes = 0, L = m->L;
+    for (int f = 0; f < F_N; f++) {
+        int64_t s[2];
+        int nd = fam_shape(s, m, f);
+        if (f == F_LM_HEAD && m->cfg.tie_word_embeddings) nd = fam_shape(s, m, F_EMBED);
+        if (!nd) continue;
+        size_t reps = FAM[f].per_layer ? L : 1, numel = (size_t)s[0] * (nd == 2 ? (size_t)s[1] : 1);
+        if (nd == 1) { bytes += reps * numel * sizeof(float); continue; }
+        for (size_t r = 0; r < reps; r++) {
+            const PackTensor *t = m->pack ? m->pack->t[(size_t)f * L + r] : NULL;
+            if (f == F_EMBED) // one row
+                bytes += t ? t->values_bytes / t->rows : m->C * sizeof(float);
+            else bytes += t ? spmv_bytes(t) : numel * sizeof(float);
+        }
+    }
+    return bytes;
+}
+
+int model_pack_file(const uint8_t **data, size_t *len, const Model *m, const char *name) {
+    const PackMember *pm = m->pack ? pack_member(&m->pack->p, name) : NULL;
+    if (!pm) return -1;
+    *data = m->pack->p.map.data + pm->offset;
+    *len = pm->size;
+    return 0;
 }

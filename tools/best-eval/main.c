@@ -1,19 +1,20 @@
 // best-eval: perplexity of a model on token shards or text, and text generation.
 //
 // The command line only: options, the effective configuration on stderr, then
-// lib/model (loading), lib/tokenizer + lib/docs (text input), lib/eval (windows,
-// sampling). Usage: docs/best-eval.md.
+// lib/model (loading a folder or a packed checkpoint), lib/tokenizer + lib/docs (text
+// input), lib/eval (windows, sampling). Usage: docs/best-eval.md.
 #include <jansson.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "args.h"      // defines: ArgSpec, args_parse
 #include "docs.h"      // defines: docs_open, docs_next
 #include "error.h"     // defines: TRY_OR_DIE, DIE
 #include "eval.h"      // defines: eval_perplexity, eval_generate
-#include "fileio.h"    // defines: path_is_dir
+#include "fileio.h"    // defines: path_is_dir, path_join
 #include "progress.h"  // defines: Progress, now_seconds
 #include "shard.h"     // defines: Shard
 #include "tokenizer.h" // defines: Tokenizer
@@ -23,6 +24,46 @@ typedef struct {
     int seq, max_tokens, batch, json, quiet, threads, max_new_tokens, seed;
     double temperature, top_p;
 } Opts;
+
+// The tokenizer: --tokenizer, else the model folder's, else the one inside a packed
+// checkpoint (its files are copied to a temporary folder for tokenizer_load, which
+// reads paths, and removed after).
+static void load_tokenizer(Tokenizer *tok, const Opts *o, const Model *m) {
+    if (o->tokenizer || !m->pack) {
+        TRY_OR_DIE(tokenizer_load(tok, o->tokenizer ? o->tokenizer : o->model));
+        return;
+    }
+    static const char *files[] = {"tokenizer.json", "tokenizer.model", "tokenizer_config.json",
+                                  "special_tokens_map.json", "added_tokens.json", "vocab.json",
+                                  "merges.txt"};
+    enum { NF = sizeof files / sizeof *files };
+    const char *tmp = getenv("TMPDIR");
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/best-eval.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir)) DIE("%s: cannot create a temporary folder for the pack's tokenizer", dir);
+    int found = 0;
+    for (int i = 0; i < NF; i++) {
+        const uint8_t *data;
+        size_t len;
+        if (model_pack_file(&data, &len, m, files[i]) < 0) continue;
+        char *path = path_join(dir, files[i]);
+        FILE *f = fopen(path, "wb");
+        int ok = f && fwrite(data, 1, len, f) == len;
+        if (f && fclose(f) != 0) ok = 0;
+        free(path);
+        if (!ok) DIE("%s: cannot write %s", dir, files[i]);
+        found++;
+    }
+    int rc = found ? tokenizer_load(tok, dir) : -1;
+    for (int i = 0; i < NF; i++) {
+        char *path = path_join(dir, files[i]);
+        unlink(path);
+        free(path);
+    }
+    rmdir(dir);
+    if (!found) DIE("%s: the pack holds no tokenizer files; give --tokenizer", o->model);
+    TRY_OR_DIE(rc);
+}
 
 // The evaluation tokens: a shard as it is, or text tokenized once. Documents of a
 // text input are joined with o->join (" ", as SparseGPT/Wanda join C4 documents)
@@ -43,10 +84,10 @@ static void load_tokens(IdVec *ids, const Opts *o, const Model *m) {
         return;
     }
     Tokenizer tok;
-    const char *tpath = o->tokenizer ? o->tokenizer : o->model;
-    TRY_OR_DIE(tokenizer_load(&tok, tpath));
+    load_tokenizer(&tok, o, m);
     if (tok.vocab_size > (int32_t)m->V)
-        DIE("%s: tokenizer vocab %d is larger than the model's %zu", tpath, tok.vocab_size, m->V);
+        DIE("%s: tokenizer vocab %d is larger than the model's %zu", o->tokenizer ? o->tokenizer : o->model,
+            tok.vocab_size, m->V);
     DocReader *dr;
     TRY_OR_DIE(docs_open(&dr, o->data, "text", DOC_AUTO));
     ByteVec text = {0};
@@ -117,8 +158,7 @@ static void stream_token(const IdVec *so_far, void *ctx) {
 
 static void run_generate(const Opts *o, const Model *m) {
     Tokenizer tok;
-    const char *tpath = o->tokenizer ? o->tokenizer : o->model;
-    TRY_OR_DIE(tokenizer_load(&tok, tpath));
+    load_tokenizer(&tok, o, m);
     IdVec prompt = {0}, out = {0};
     if (tok.add_bos) idvec_push(&prompt, tok.bos_id);
     TokEncoder enc;
@@ -134,14 +174,18 @@ static void run_generate(const Opts *o, const Model *m) {
     Stream s = {&tok, {0}, 0, o->json};
     if (!o->json) { fputs(o->generate, stdout); fflush(stdout); }
     double t0 = now_seconds();
-    TRY_OR_DIE(eval_generate(&out, m, prompt.v, prompt.n, &g, stream_token, &s));
+    GenStats gs;
+    TRY_OR_DIE(eval_generate(&out, &gs, m, prompt.v, prompt.n, &g, stream_token, &s));
     double secs = now_seconds() - t0;
+    // decoding alone (no prompt, no streaming): what dense and packed decoding compare on
+    double tps = gs.decode_seconds > 0 ? gs.decode_tokens / gs.decode_seconds : 0;
     if (o->json) {
         json_t *ids = json_array();
         for (size_t i = 0; i < out.n; i++) json_array_append_new(ids, json_integer(out.v[i]));
-        json_t *j = json_pack("{s:s, s:s%, s:o, s:i, s:f, s:f, s:f}", "prompt", o->generate, "text",
+        json_t *j = json_pack("{s:s, s:s%, s:o, s:i, s:f, s:f, s:f, s:f, s:f}", "prompt", o->generate, "text",
                               s.text.v ? s.text.v : "", s.text.n, "ids", ids, "new_tokens", (int)out.n,
                               "seconds", secs, "tokens_per_second", out.n / (secs > 0 ? secs : 1e-9),
+                              "prompt_seconds", gs.prompt_seconds, "tokens_per_s", tps,
                               "temperature", o->temperature);
         char *str = json_dumps(j, JSON_COMPACT);
         printf("%s\n", str);
@@ -150,7 +194,8 @@ static void run_generate(const Opts *o, const Model *m) {
     } else {
         printf("\n");
         if (!o->quiet)
-            fprintf(stderr, "best-eval: %zu tokens in %.2fs (%.1f tokens/s)\n", out.n, secs, out.n / (secs > 0 ? secs : 1e-9));
+            fprintf(stderr, "best-eval: %zu tokens in %.2fs (%.1f tokens/s; decoding alone %.1f tokens/s)\n", out.n,
+                    secs, out.n / (secs > 0 ? secs : 1e-9), tps);
     }
     bytevec_free(&s.text);
     idvec_free(&prompt);
@@ -162,9 +207,9 @@ int main(int argc, char **argv) {
     Opts o = {.seq = 2048, .batch = 1, .join = " ", .max_new_tokens = 128, .temperature = 0, .top_p = 1.0,
               .seed = 1};
     const Option opts[] = {
-        {"model", OPT_STRING, &o.model, "DIR", "Hugging Face model folder (required)"},
+        {"model", OPT_STRING, &o.model, "DIR|PACK", "Hugging Face model folder or packed checkpoint (required)"},
         {"data", OPT_STRING, &o.data, "FILE", "perplexity on a token shard, or on text (.txt, .jsonl, .gz, .zst; - for stdin)"},
-        {"tokenizer", OPT_STRING, &o.tokenizer, "PATH", "tokenizer for text input and generation (default: the model folder)"},
+        {"tokenizer", OPT_STRING, &o.tokenizer, "PATH", "tokenizer for text input and generation (default: the model's)"},
         {"seq", OPT_INT, &o.seq, "N", "window length in tokens (capped by the model's context)"},
         {"max-tokens", OPT_INT, &o.max_tokens, "N", "use only the first N tokens (C4 protocol: 256 x seq); 0 = all"},
         {"batch", OPT_INT, &o.batch, "N", "windows per forward pass"},
@@ -182,7 +227,7 @@ int main(int argc, char **argv) {
         {0},
     };
     const ArgSpec spec = {
-        "best-eval", "--model DIR (--data SHARD|TEXT [--tokenizer PATH] [--seq N] [--max-tokens N] | --generate TEXT [...]) [--json]",
+        "best-eval", "--model DIR|PACK (--data SHARD|TEXT [--tokenizer PATH] [--seq N] [--max-tokens N] | --generate TEXT [...]) [--json]",
         "Perplexity with the protocol of the pruning literature (non-overlapping windows of --seq\n"
         "tokens, ppl = exp(total nll / predicted tokens)), or text generation with a KV cache.",
         opts,
@@ -203,8 +248,9 @@ int main(int argc, char **argv) {
     Model m;
     TRY_OR_DIE(model_load(&m, o.model));
     if (!o.quiet)
-        fprintf(stderr, "best-eval: %s (%s, %zu layers, dim %zu, %.1fM parameters), %d threads\n", o.model,
-                config_arch_name(m.cfg.arch), m.L, m.C, (double)m.n_params / 1e6, omp_get_max_threads());
+        fprintf(stderr, "best-eval: %s (%s%s, %zu layers, dim %zu, %.1fM parameters), %d threads\n", o.model,
+                config_arch_name(m.cfg.arch), m.pack ? ", packed" : "", m.L, m.C, (double)model_numel(&m) / 1e6,
+                omp_get_max_threads());
     if (o.data) run_ppl(&o, &m);
     else run_generate(&o, &m);
     model_free(&m);

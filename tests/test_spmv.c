@@ -1,0 +1,397 @@
+// test_spmv.c: lib/spmv.c against a dense reference, for every encoding x value type.
+//
+// The packed tensors are built here, by hand, from pack.h's byte description (not
+// with lib/pack.c: an independent reading of the spec), from a dense matrix with
+// chosen rows: empty, full, a single element at the last column, gaps of 254, 255,
+// 256, 510 and more (delta escapes), and random rows of 0-100% density; cols that are
+// not multiples of 8, 16 or 64. The reference is y = W x summed in double over the
+// dequantized matrix, and the kernels must agree to 2e-6 of sum |w x| per row (fp32
+// sums of up to ~1000 terms in another order). Each product runs with the AVX-512
+// kernels and the portable ones, with 1 and 3 threads (same bits required), with and
+// without bias and accumulation. spmv_embed must give the reference rows exactly.
+//
+// Then in a model (pack_write from lib/pack.c, model_load of the pack): each fixture
+// (GQA LLaMA, Qwen3, tied LLaMA with biases) with 90% of its prunable weights zeroed,
+// saved as a folder and packed. model_eval of the pack must give the folder's logits
+// bit for bit; one-token decoding (spmv, another summation order than BLAS) must give
+// its logits within 1e-5 (normwise) at every position of a 24-token greedy run, and
+// the same greedy tokens. A packed model refuses training and saving.
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "error.h"       // defines: xmalloc, err_msg
+#include "model.h"       // defines: Model, model_load, model_forward_token
+#include "safetensors.h" // defines: st_f32_to_bf16, st_bf16_to_f32, st_f16_to_f32
+#include "spmv.h"        // defines: spmv_forward, spmv_embed
+#include "test.h"        // defines: T_OK, T_DONE
+
+static uint64_t rng = 0x1234567;
+static uint64_t next_u64(void) {
+    rng ^= rng >> 12;
+    rng ^= rng << 25;
+    rng ^= rng >> 27;
+    return rng * 0x2545F4914F6CDD1Dull;
+}
+static double uniform(void) { return (double)(next_u64() >> 11) / 9007199254740992.0; }
+
+// A hand-made packed tensor and the buffers behind it.
+typedef struct {
+    PackTensor t;
+    float *ref;          // (rows, cols) the dequantized matrix the kernels must compute with
+    uint32_t *nnz_ptr, *ix_ptr;
+    uint8_t *index;
+    void *values;
+    float *scales;
+} Packed;
+
+static void packed_free(Packed *p) {
+    free(p->ref);
+    free(p->nnz_ptr);
+    free(p->ix_ptr);
+    free(p->index);
+    free(p->values);
+    free(p->scales);
+    memset(p, 0, sizeof *p);
+}
+
+// Encodes w (rows, cols) as pack.h describes: stored = bit pattern not all zero.
+static void encode(Packed *p, const float *w, size_t rows, size_t cols, PackEnc enc, PackVal val) {
+    memset(p, 0, sizeof *p);
+    PackTensor *t = &p->t;
+    snprintf(t->name, sizeof t->name, "w");
+    t->ndim = 2;
+    t->shape[0] = (int64_t)rows;
+    t->shape[1] = (int64_t)cols;
+    t->rows = rows;
+    t->cols = cols;
+    t->dtype = ST_F32;
+    t->enc = enc;
+    t->val = val;
+    // which elements are stored, in row-major order
+    size_t n = rows * cols, nnz = 0;
+    uint8_t *keep = xmalloc(n);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &w[i], 4);
+        keep[i] = enc == PACK_DENSE || u != 0;
+        nnz += keep[i];
+    }
+    t->nnz = nnz;
+    // per-row scales for I8/I4: max |w| / 127 or / 7 over the row's stored elements
+    float qmax = val == PACK_I8 ? 127.0f : 7.0f;
+    if (val == PACK_I8 || val == PACK_I4) {
+        p->scales = xcalloc(rows, sizeof *p->scales);
+        for (size_t r = 0; r < rows; r++) {
+            float m = 0;
+            for (size_t c = 0; c < cols; c++) m = fmaxf(m, fabsf(w[r * cols + c]));
+            p->scales[r] = m > 0 ? m / qmax : 1.0f;
+        }
+        t->scales = p->scales;
+    }
+    // values, and the reference matrix they stand for
+    size_t vb = val == PACK_F32 ? 4 * nnz : val == PACK_BF16 || val == PACK_F16 ? 2 * nnz
+              : val == PACK_I8 ? nnz : (nnz + 1) / 2;
+    p->values = xcalloc(vb + 1, 1);
+    t->values = p->values;
+    t->values_bytes = vb;
+    p->ref = xcalloc(n, sizeof *p->ref);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!keep[i]) continue;
+        float x = w[i], q;
+        size_t r = i / cols;
+        switch (val) {
+        case PACK_F32: ((float *)p->values)[k] = x; p->ref[i] = x; break;
+        case PACK_BF16: {
+            uint16_t h = st_f32_to_bf16(x);
+            memcpy((uint16_t *)p->values + k, &h, 2);
+            p->ref[i] = st_bf16_to_f32(h);
+            break;
+        }
+        case PACK_F16: {
+            uint16_t h = st_f32_to_f16(x);
+            memcpy((uint16_t *)p->values + k, &h, 2);
+            p->ref[i] = st_f16_to_f32(h);
+            break;
+        }
+        case PACK_I8:
+            q = (float)(int)fminf(fmaxf(roundf(x / p->scales[r]), -127), 127); // -0 -> 0
+            ((int8_t *)p->values)[k] = (int8_t)q;
+            p->ref[i] = q * p->scales[r];
+            break;
+        case PACK_I4:
+            q = (float)(int)fminf(fmaxf(roundf(x / p->scales[r]), -7), 7);
+            ((uint8_t *)p->values)[k / 2] |= (uint8_t)(((int)q & 15) << (k % 2 * 4));
+            p->ref[i] = q * p->scales[r];
+            break;
+        }
+        k++;
+    }
+    if (enc != PACK_DENSE) {
+        p->nnz_ptr = xcalloc(rows + 1, sizeof *p->nnz_ptr);
+        for (size_t r = 0; r < rows; r++) {
+            uint32_t c = 0;
+            for (size_t j = 0; j < cols; j++) c += keep[r * cols + j];
+            p->nnz_ptr[r + 1] = p->nnz_ptr[r] + c;
+        }
+        t->nnz_ptr = p->nnz_ptr;
+    }
+    if (enc == PACK_BITMAP) {
+        size_t nb = (cols + 7) / 8;
+        p->index = xcalloc(rows * nb + 1, 1);
+        for (size_t r = 0; r < rows; r++)
+            for (size_t c = 0; c < cols; c++)
+                if (keep[r * cols + c]) p->index[r * nb + c / 8] |= (uint8_t)(1u << (c % 8));
+        t->index_bytes = rows * nb;
+    } else if (enc == PACK_DELTA) {
+        size_t cap = nnz + n / 255 + 16, used = 0;
+        p->index = xmalloc(cap);
+        p->ix_ptr = xcalloc(rows + 1, sizeof *p->ix_ptr);
+        for (size_t r = 0; r < rows; r++) {
+            size_t gap = 0;
+            for (size_t c = 0; c < cols; c++) {
+                if (!keep[r * cols + c]) { gap++; continue; }
+                for (; gap >= 255; gap -= 255) p->index[used++] = 255;
+                p->index[used++] = (uint8_t)gap;
+                gap = 0;
+            }
+            p->ix_ptr[r + 1] = (uint32_t)used;
+        }
+        t->ix_ptr = p->ix_ptr;
+        t->index_bytes = used;
+    }
+    t->index = p->index;
+    free(keep);
+}
+
+// A matrix whose rows exercise the encodings' corner cases, then random densities.
+static float *make_matrix(size_t rows, size_t cols) {
+    float *w = xcalloc(rows * cols, sizeof *w);
+    for (size_t r = 0; r < rows; r++) {
+        float *row = w + r * cols;
+        int kind = (int)(r % 9);
+        double dens = uniform();
+        for (size_t c = 0; c < cols; c++) {
+            float v = (float)(uniform() * 2 - 1);
+            int keep;
+            switch (kind) {
+            case 0: keep = 0; break;                           // empty row
+            case 1: keep = 1; break;                           // full row
+            case 2: keep = c + 1 == cols; break;               // last column only
+            case 3: keep = c % 255 == 254 || c % 256 == 0; break;
+            case 4: keep = c == 0 || c == 255 || c == 511 || c == 1021; break; // gaps 254, 255, 509
+            case 5: keep = c == 255 || c == 510 + 256; break; // leading gap 255, gap 510
+            case 6: keep = uniform() < 0.01; break;
+            default: keep = uniform() < dens; break;
+            }
+            row[c] = keep ? v : 0.0f;
+        }
+        if (kind == 7 && cols > 3) row[1] = -0.0f; // stored (not all-zero bits), value 0
+    }
+    return w;
+}
+
+// y (rows) = ref x in double, and a scale for the tolerance: sum |w x| per row.
+static void reference(double *y, double *mag, const float *ref, const float *x, size_t rows,
+                      size_t cols) {
+    for (size_t r = 0; r < rows; r++) {
+        double s = 0, m = 0;
+        for (size_t c = 0; c < cols; c++) {
+            s += (double)ref[r * cols + c] * x[c];
+            m += fabs((double)ref[r * cols + c] * x[c]);
+        }
+        y[r] = s;
+        mag[r] = m;
+    }
+}
+
+static const char *ENC[] = {"dense", "bitmap", "delta"};
+static const char *VAL[] = {"F32", "BF16", "F16", "I8", "I4"};
+
+// Every (encoding, value type) of one shape, both kernel sets, 1 and 3 threads.
+static void check_shape(size_t rows, size_t cols) {
+    float *w = make_matrix(rows, cols);
+    float *x = xmalloc(cols * sizeof *x), *b = xmalloc(rows * sizeof *b);
+    for (size_t c = 0; c < cols; c++) x[c] = (float)(uniform() * 2 - 1);
+    for (size_t r = 0; r < rows; r++) b[r] = (float)(uniform() - 0.5);
+    float *y1 = xmalloc(rows * sizeof *y1), *y3 = xmalloc(rows * sizeof *y3);
+    float *ya = xmalloc(rows * sizeof *ya), *row = xmalloc(cols * sizeof *row);
+    double *yr = xmalloc(rows * sizeof *yr), *mag = xmalloc(rows * sizeof *mag);
+    for (int e = 0; e < 3; e++)
+        for (int v = 0; v < 5; v++) {
+            Packed p;
+            encode(&p, w, rows, cols, (PackEnc)e, (PackVal)v);
+            reference(yr, mag, p.ref, x, rows, cols);
+            for (int simd = 1; simd >= 0; simd--) {
+                int on = spmv_simd(simd);
+                omp_set_num_threads(1);
+                spmv_forward(y1, x, &p.t, NULL, 0);
+                omp_set_num_threads(3);
+                spmv_forward(y3, x, &p.t, NULL, 0);
+                double worst = 0;
+                for (size_t r = 0; r < rows; r++) {
+                    double err = fabs(y1[r] - yr[r]) / (mag[r] > 1e-30 ? mag[r] : 1.0);
+                    if (err > worst || isnan(err)) worst = isnan(err) ? INFINITY : err;
+                }
+                T_OK(worst <= 2e-6, "%zux%zu %s: y = Wx within %.1e of sum|wx| (want 2e-6)", rows,
+                     cols, spmv_kernel_name(&p.t), worst);
+                T_OK(memcmp(y1, y3, rows * sizeof *y1) == 0,
+                     "%zux%zu %s/%s %s: 1 and 3 threads give the same bits", rows, cols, ENC[e],
+                     VAL[v], on ? "avx512" : "portable");
+                // y += W x + b, from y = 1
+                for (size_t r = 0; r < rows; r++) ya[r] = 1.0f;
+                spmv_forward(ya, x, &p.t, b, 1);
+                int same = 1;
+                for (size_t r = 0; r < rows; r++) same &= ya[r] == (1.0f + y1[r]) + b[r];
+                T_OK(same, "%zux%zu %s/%s %s: accumulate and bias", rows, cols, ENC[e], VAL[v],
+                     on ? "avx512" : "portable");
+            }
+            // embedding rows: exactly the reference's
+            int32_t ids[3] = {0, (int32_t)(rows / 2), (int32_t)(rows - 1)};
+            int same = 1;
+            for (int i = 0; i < 3; i++) {
+                spmv_embed(row, &ids[i], &p.t, 1);
+                same &= memcmp(row, p.ref + (size_t)ids[i] * cols, cols * sizeof *row) == 0;
+            }
+            T_OK(same, "%zux%zu %s/%s: spmv_embed rows equal the dequantized matrix", rows, cols,
+                 ENC[e], VAL[v]);
+            packed_free(&p);
+        }
+    free(w);
+    free(x);
+    free(b);
+    free(y1);
+    free(y3);
+    free(ya);
+    free(row);
+    free(yr);
+    free(mag);
+}
+
+// spmv_bytes counts what the kernels read.
+static void check_bytes(void) {
+    float w[4 * 10] = {0};
+    w[3] = 1;
+    w[25] = 2;
+    Packed p;
+    encode(&p, w, 4, 10, PACK_DELTA, PACK_I8);
+    // index: 2 gap bytes; values 2; nnz_ptr and ix_ptr 5 u32 each; scales 4 f32
+    T_OK(spmv_bytes(&p.t) == 2 + 2 + 20 + 20 + 16, "spmv_bytes of a delta/I8 tensor (%zu)",
+         spmv_bytes(&p.t));
+    packed_free(&p);
+}
+
+static double rel_err(const float *a, const float *b, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]);
+        if (d > num || isnan(d)) num = isnan(d) ? INFINITY : d;
+        if (fabs(b[i]) > den) den = fabs(b[i]);
+    }
+    return den > 0 ? num / den : num;
+}
+
+static void check_model(const char *fixture) {
+    char src[256], dir[256], pack[300];
+    snprintf(src, sizeof src, "tests/fixtures/model/%s", fixture);
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/test_spmv.%d.%s", tmp && *tmp ? tmp : "/tmp", (int)getpid(), fixture);
+    snprintf(pack, sizeof pack, "%s.pack", dir);
+    Model m, d, p;
+    int rc = model_load(&m, src);
+    if (!T_OK(rc == 0, "%s: load %s", fixture, rc ? err_msg() : "")) return;
+    for (int i = 0; i < m.n_info; i++) // 90% of the prunable weights to zero
+        if (m.info[i].prunable)
+            for (size_t j = 0; j < m.info[i].numel; j++)
+                if (uniform() < 0.9) m.params[m.info[i].offset + j] = 0;
+    rc = model_save(&m, dir, -1);
+    model_free(&m);
+    if (rc == 0) rc = model_load(&d, dir);
+    if (rc == 0 && (rc = pack_write(pack, &d, QUANT_NONE)) < 0) model_free(&d);
+    if (rc == 0 && (rc = model_load(&p, pack)) < 0) model_free(&d);
+    if (!T_OK(rc == 0, "%s: save, pack and load the pack %s", fixture, rc ? err_msg() : "")) return;
+    T_OK(p.pack && p.n_params < d.n_params && model_numel(&p) == model_numel(&d),
+         "%s: the pack's 2-D weights stay in the map (%zu floats in the block, %zu parameters)",
+         fixture, p.n_params, model_numel(&p));
+
+    // evaluation: bitwise the folder's
+    int B = 2, T = 16;
+    size_t N = (size_t)B * T, V = d.V;
+    int32_t *tok = xmalloc(N * sizeof *tok);
+    for (size_t i = 0; i < N; i++) tok[i] = (int32_t)(next_u64() % V);
+    float *ld = xmalloc(N * V * sizeof *ld), *lp = xmalloc(N * V * sizeof *lp);
+    ModelActs ad, ap;
+    rc = model_acts_init(&ad, &d, B, T, 0);
+    if (rc == 0) rc = model_acts_init(&ap, &p, B, T, 0);
+    if (rc == 0) rc = model_eval(ld, NULL, &d, &ad, tok, NULL);
+    if (rc == 0) rc = model_eval(lp, NULL, &p, &ap, tok, NULL);
+    T_OK(rc == 0 && memcmp(ld, lp, N * V * sizeof *ld) == 0,
+         "%s: model_eval logits of the pack = the folder's, bit for bit", fixture);
+    model_acts_free(&ad);
+    model_acts_free(&ap);
+
+    // decoding: spmv against BLAS, greedy from the folder's choices
+    int steps = 24;
+    KVCache cd, cp;
+    rc = kvcache_init(&cd, &d, steps);
+    if (rc == 0) rc = kvcache_init(&cp, &p, steps);
+    double worst = 0;
+    int same = 0;
+    int32_t t = 1;
+    for (int i = 0; rc == 0 && i < steps; i++) {
+        const float *zd = model_forward_token(&d, &cd, t, i), *zp = model_forward_token(&p, &cp, t, i);
+        if (!zd || !zp) { rc = -1; break; }
+        double e = rel_err(zp, zd, V);
+        if (e > worst) worst = e;
+        int32_t bd = 0, bp = 0;
+        for (size_t v = 1; v < V; v++) {
+            if (zd[v] > zd[bd]) bd = (int32_t)v;
+            if (zp[v] > zp[bp]) bp = (int32_t)v;
+        }
+        same += bd == bp;
+        t = bd;
+    }
+    T_OK(rc == 0 && worst <= 1e-5, "%s: decoding from the pack: logits within %.1e of the folder's (want 1e-5)",
+         fixture, worst);
+    T_OK(same == steps, "%s: decoding from the pack: %d of %d greedy tokens the folder's", fixture, same, steps);
+    kvcache_free(&cd);
+    kvcache_free(&cp);
+
+    ModelActs at;
+    rc = model_acts_init(&at, &p, 1, 4, 1);
+    T_OK(rc == 0 && model_forward(&p, &at, tok, NULL) < 0 && strstr(err_msg(), "packed"),
+         "%s: model_forward on a packed model is an error (%s)", fixture, err_msg());
+    if (rc == 0) model_acts_free(&at);
+    T_OK(model_save(&p, dir, -1) < 0, "%s: model_save of a packed model is an error (%s)", fixture,
+         err_msg());
+    free(tok);
+    free(ld);
+    free(lp);
+    model_free(&d);
+    model_free(&p);
+    const char *files[] = {"model.safetensors", "config.json"};
+    for (int i = 0; i < 2; i++) {
+        char f[300];
+        snprintf(f, sizeof f, "%s/%s", dir, files[i]);
+        unlink(f);
+    }
+    rmdir(dir);
+    unlink(pack);
+}
+
+int main(void) {
+    check_shape(37, 13);     // tiny: cols not a multiple of 8, 16
+    check_shape(45, 1100);   // long rows: every delta escape case, 64-column words + tail
+    check_shape(300, 701);   // enough work to split over threads, tail of 61 columns
+    check_shape(64, 2048);   // multiples of 64
+    check_bytes();
+    omp_set_num_threads(2);
+    check_model("llama");
+    check_model("qwen3");
+    check_model("llama_tied");
+    T_DONE();
+}
