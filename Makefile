@@ -48,6 +48,8 @@ BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BINS := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
 .PHONY: all test deps fuzz fuzz-build bench demo report clean
+# keep objects made through pattern chains (tests, fuzz targets): no "rm *.o" after a build
+.SECONDARY:
 all: $(LIBA) $(BINS) $(TEST_BINS) $(BENCH_BINS)
 
 $(BUILD)/%.o: %.c

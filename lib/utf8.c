@@ -2,7 +2,10 @@
 #include "utf8.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "error.h" // defines: xmalloc
 
 int utf8_valid(const char *str, size_t n, size_t *bad_at) {
     const uint8_t *s = (const uint8_t *)str;
@@ -36,4 +39,21 @@ int utf8_valid(const char *str, size_t n, size_t *bad_at) {
 bad:
     if (bad_at) *bad_at = i;
     return 0;
+}
+
+char *utf8_repair(const char *s, size_t n, size_t *out_n) {
+    char *out = xmalloc(3 * n + 1);  // at worst every byte becomes EF BF BD
+    size_t o = 0, i = 0, bad;
+    while (!utf8_valid(s + i, n - i, &bad)) {
+        memcpy(out + o, s + i, bad);
+        o += bad;
+        memcpy(out + o, "\xEF\xBF\xBD", 3);
+        o += 3;
+        i += bad + 1;
+    }
+    memcpy(out + o, s + i, n - i);
+    o += n - i;
+    out[o] = 0;
+    if (out_n) *out_n = o;
+    return out;
 }

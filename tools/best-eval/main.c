@@ -18,6 +18,7 @@
 #include "progress.h"  // defines: Progress, now_seconds
 #include "shard.h"     // defines: Shard
 #include "tokenizer.h" // defines: Tokenizer
+#include "utf8.h"      // defines: utf8_repair
 
 typedef struct {
     const char *model, *data, *tokenizer, *generate, *tasks, *task_dir, *join;
@@ -182,14 +183,19 @@ static void run_generate(const Opts *o, const Model *m) {
     if (o->json) {
         json_t *ids = json_array();
         for (size_t i = 0; i < out.n; i++) json_array_append_new(ids, json_integer(out.v[i]));
+        // sampled tokens can end inside a character or make invalid bytes: JSON needs UTF-8
+        size_t tn;
+        char *text = utf8_repair(s.text.v ? (const char *)s.text.v : "", s.text.n, &tn);
         json_t *j = json_pack("{s:s, s:s%, s:o, s:i, s:f, s:f, s:f, s:f, s:f}", "prompt", o->generate, "text",
-                              s.text.v ? s.text.v : "", s.text.n, "ids", ids, "new_tokens", (int)out.n,
+                              text, tn, "ids", ids, "new_tokens", (int)out.n,
                               "seconds", secs, "tokens_per_second", out.n / (secs > 0 ? secs : 1e-9),
                               "prompt_seconds", gs.prompt_seconds, "tokens_per_s", tps,
                               "temperature", o->temperature);
+        if (!j) DIE("--json: cannot encode the result");
         char *str = json_dumps(j, JSON_COMPACT);
         printf("%s\n", str);
         free(str);
+        free(text);
         json_decref(j);
     } else {
         printf("\n");
