@@ -31,18 +31,13 @@
 #include "layers.h" // defines: layers_blas_info
 #include "model.h"  // defines: Model, KVCache, model_forward_token
 #include "spmv.h"   // defines: spmv_simd
+#include "train.h"  // defines: train_init_random
 
 static uint64_t splitmix64(uint64_t *s) {
     uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
-}
-
-static float randn(uint64_t *s) {
-    double u1 = ((double)(splitmix64(s) >> 11) + 0.5) / 9007199254740992.0;
-    double u2 = (double)(splitmix64(s) >> 11) / 9007199254740992.0;
-    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
 }
 
 static double now(void) {
@@ -76,14 +71,7 @@ static double rss_peak_mb(void) {
 static void init_model(const char *config, const char *out, uint64_t seed, float std) {
     Model m;
     TRY_OR_DIE(model_create(&m, config));
-    uint64_t s = seed;
-    for (int i = 0; i < m.n_info; i++) {
-        const ParamInfo *p = &m.info[i];
-        float *w = m.params + p->offset;
-        int is_norm = strstr(p->name, "norm") != NULL;
-        for (size_t j = 0; j < p->numel; j++)
-            w[j] = p->ndim == 2 ? std * randn(&s) : is_norm ? 1.0f : 0.0f;
-    }
+    train_init_random(&m, seed, std);  // best-train --init random's weights
     TRY_OR_DIE(model_save(&m, out, ST_BF16));
     fprintf(stderr, "bench_decode: %s: %.1fM parameters, random (std %g, seed %llu), bf16\n", out,
             (double)m.n_params / 1e6, std, (unsigned long long)seed);

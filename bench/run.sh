@@ -10,3 +10,8 @@ if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import torch' 2>/dev/null; th
 else
     echo "bench/model.py: skipped (needs torch for /usr/bin/python3: apt-get install python3-torch)"
 fi
+sh bench/mask_update.sh
+sh bench/decode.sh
+if [ -d "$SHARED/models/stories260K" ]; then
+    echo "bench/quality.sh: not run here (about 40 minutes); sh bench/quality.sh for docs/results.md"
+fi

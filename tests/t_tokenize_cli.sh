@@ -2,12 +2,9 @@
 # t_tokenize_cli.sh: best-tokenize as a user drives it: shards vs --ids, stdin and
 # compressed inputs, thread-count independence, decode round trips, and every kind
 # of bad input (clear one-line error, exit 1 or 2, no output file left behind).
-# Runs without ../shared on a tiny byte-level tokenizer the test makes itself.
+# Runs without ../shared on a small byte-level BPE tokenizer made by pipelines/make_tokenizer.py.
 . tests/lib.sh
 T="$BIN/best-tokenize"
-python3 tests/make_tiny_tokenizer.py "$TMP/tok" || { fail "make tiny tokenizer"; finish; }
-TOK="$TMP/tok/tokenizer.json"
-
 # A corpus with long and short documents, unicode, blank lines.
 python3 - "$TMP/docs.jsonl" <<'PY'
 import json, random, sys
@@ -20,6 +17,9 @@ with open(sys.argv[1], "w", encoding="utf-8") as f:
         f.write(json.dumps({"text": text, "id": i}, ensure_ascii=i % 2 == 0) + "\n")
         if i % 100 == 0: f.write("\n")
 PY
+# a byte-level BPE tokenizer with 40 merges learned from that corpus (the demo's maker)
+python3 pipelines/make_tokenizer.py "$TMP/tok" "$TMP/docs.jsonl" 40 || { fail "make the tokenizer"; finish; }
+TOK="$TMP/tok/tokenizer.json"
 
 check "shard with 1 thread" "$T" --tokenizer "$TOK" --threads 1 --quiet --out "$TMP/a.bin" "$TMP/docs.jsonl"
 check "shard with 4 threads" "$T" --tokenizer "$TOK" --threads 4 --batch-docs 64 --quiet --out "$TMP/b.bin" "$TMP/docs.jsonl"
