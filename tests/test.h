@@ -4,7 +4,9 @@
 #ifndef BEST_TEST_H
 #define BEST_TEST_H
 
+#include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -26,6 +28,18 @@ int test_report(int cond, const char *file, int line, const char *fmt, ...) {
 #define T_OK(cond, ...) test_report(!!(cond), __FILE__, __LINE__, __VA_ARGS__)
 #define T_SKIP(...) do { printf("skip - "); printf(__VA_ARGS__); printf("\n"); } while (0)
 #define T_DONE() return test_failures ? 1 : 0
+
+// max|a - b| / max|b| over n values (NaN anywhere: infinity): how far a result
+// is from its reference, relative to the reference's scale.
+static inline double rel_err(const float *a, const float *b, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]);
+        if (d > num || isnan(d)) num = isnan(d) ? INFINITY : d;
+        if (fabs(b[i]) > den) den = fabs(b[i]);
+    }
+    return den > 0 ? num / den : num;
+}
 
 // ../shared as seen from the repository root, or NULL (tests then skip and say so).
 static inline const char *test_shared(void) {

@@ -285,16 +285,6 @@ static void check_bytes(void) {
     packed_free(&p);
 }
 
-static double rel_err(const float *a, const float *b, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - b[i]);
-        if (d > num || isnan(d)) num = isnan(d) ? INFINITY : d;
-        if (fabs(b[i]) > den) den = fabs(b[i]);
-    }
-    return den > 0 ? num / den : num;
-}
-
 static void check_model(const char *fixture) {
     char src[256], dir[256], pack[300];
     snprintf(src, sizeof src, "tests/fixtures/model/%s", fixture);
