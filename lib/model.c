@@ -457,9 +457,14 @@ static int copy_tokenizer_files(const char *src, const char *dir) {
     return 0;
 }
 
+int model_need_folder(const Model *m, const char *what) {
+    if (!m->pack) return 0;
+    return ERR("%s: a packed checkpoint; %s needs the model's folder (best-pack --unpack writes it)",
+               m->pack->p.path, what);
+}
+
 int model_save(const Model *m, const char *dir, int dtype) {
-    if (m->pack)
-        return ERR("%s: the model is a packed checkpoint: best-pack --unpack writes its folder", dir);
+    TRY(model_need_folder(m, "saving"));
     StDtype dt = dtype < 0 ? m->dtype : (StDtype)dtype;
     if (dt != ST_F32 && dt != ST_BF16 && dt != ST_F16)
         return ERR("%s: cannot save weights as %s (F32, BF16 or F16)", dir, st_dtype_name(dt));
@@ -655,9 +660,7 @@ static void trunk_forward(const Model *m, ModelActs *a, const int32_t *tokens) {
 
 int model_forward(const Model *m, ModelActs *a, const int32_t *tokens, const int32_t *targets) {
     CHECK(a->train, "model_forward needs activations in training mode");
-    if (m->pack)
-        return ERR("model_forward: the model is a packed checkpoint; training needs its folder "
-                   "(best-pack --unpack)");
+    TRY(model_need_folder(m, "training"));
     size_t N = a->N;
     TRY(check_ids(tokens, N, m->V, 0, "token"));
     if (targets) TRY(check_ids(targets, N, m->V, -1, "target"));

@@ -99,6 +99,9 @@ int model_create(Model *m, const char *config_path);
 // Errors name the file and the tensor.
 int model_load(Model *m, const char *path);
 void model_free(Model *m);
+// 0, or ERR when m is backed by a packed checkpoint, whose 2-D weights are not in the
+// fp32 block: `what` ("best-mask", "training", ...) needs the model's folder.
+int model_need_folder(const Model *m, const char *what);
 // Writes dir/model.safetensors (metadata {"format": "pt"}; no lm_head.weight when
 // tied) in dtype (ST_F32, ST_BF16, ST_F16, or -1 for the dtype loaded), config.json
 // (torch_dtype updated if the dtype changed) and the tokenizer files of the source

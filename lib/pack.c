@@ -434,7 +434,7 @@ static int tar_write(int fd, const char *path, const char *manifest, const FileB
 }
 
 int pack_write(const char *path, const Model *m, PackQuant quant) {
-    if (m->pack) return ERR("%s: the model is a packed checkpoint already (repack its folder: best-pack --unpack)", path);
+    TRY(model_need_folder(m, "packing"));
     PackVal dval;
     if (val_of_dtype(&dval, m->dtype) < 0)
         return ERR("%s: cannot pack weights of dtype %s (F32, BF16 or F16)", path, st_dtype_name(m->dtype));

@@ -429,11 +429,7 @@ int train_open(Trainer *tr, const TrainConfig *cfg) {
     } else {
         if (model_load(&tr->m, c->model_dir) < 0) goto fail;
     }
-    if (tr->m.pack) {
-        ERR("%s: a packed checkpoint; best-train needs the model's folder (best-pack --unpack)",
-            c->model_dir ? c->model_dir : c->resume);
-        goto fail;
-    }
+    if (model_need_folder(&tr->m, "best-train") < 0) goto fail;
     if (config_check(c, &tr->m) < 0) goto fail;
     if (!c->resume && c->out) {
         char *sp = path_fmt("%s/state/state.safetensors", c->out);

@@ -85,7 +85,7 @@ int main(int argc, char **argv) {
     double t0 = now_seconds();
     Model m;
     TRY_OR_DIE(model_load(&m, o.model));
-    if (m.pack) DIE("%s: a packed checkpoint; best-mask needs the model's folder (best-pack --unpack)", o.model);
+    TRY_OR_DIE(model_need_folder(&m, "best-mask"));
     Moments mo, *mop = NULL;
     if (o.moments && saliency_needs_moments(ms.saliency)) {
         TRY_OR_DIE(moments_open(&mo, o.moments, m.info, m.n_info));

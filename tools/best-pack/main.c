@@ -161,7 +161,7 @@ int main(int argc, char **argv) {
     if (o.model) {
         Model m;
         TRY_OR_DIE(model_load(&m, o.model));
-        if (m.pack) DIE("%s: a packed checkpoint already; pack the model's folder (best-pack --unpack)", o.model);
+        TRY_OR_DIE(model_need_folder(&m, "best-pack"));
         if (!o.quiet)
             fprintf(stderr, "best-pack: %s (%s, %.2fM prunable of %.2fM parameters) -> %s, quant %s\n", o.model,
                     st_dtype_name(m.dtype), (double)m.n_prunable / 1e6, (double)m.n_params / 1e6, o.out, o.quant);
