@@ -379,9 +379,19 @@ static int config_check(const TrainConfig *c, const Model *m) {
     return 0;
 }
 
+// Puts fresh (n_params, owned from here on) in force: pruned weights become 0 now, and
+// adamw_step keeps them 0. The one way a new mask enters a run, in-process
+// (mask_update) or from a file on resume (resume_with_mask).
+static void mask_install(Trainer *tr, uint8_t *fresh) {
+    free(tr->mask);
+    tr->mask = fresh;
+    tr->masked = 1;
+    mask_apply(tr->m.params, tr->mask, tr->m.n_params);
+}
+
 // --resume DIR --mask FILE: the schedule runs outside (best-mask on this run's moment
 // dump), so FILE replaces the state's mask from the next step on, exactly as an
-// in-process update would (train_step, mask_update). It may only shrink the mask.
+// in-process update would (both go through mask_install). It may only shrink the mask.
 static int resume_with_mask(Trainer *tr, const char *path) {
     TrainConfig *c = &tr->cfg;
     Model *m = &tr->m;
@@ -398,10 +408,7 @@ static int resume_with_mask(Trainer *tr, const char *path) {
             free(fresh);
             return ERR("%s: keeps a weight the run has pruned already (pruned weights never return)", path);
         }
-    free(tr->mask);
-    tr->mask = fresh;
-    tr->masked = 1;
-    mask_apply(m->params, tr->mask, m->n_params);
+    mask_install(tr, fresh);
     c->mask_file = own(tr, path);
     return 0;
 }
@@ -510,10 +517,7 @@ static int mask_update(Trainer *tr, double S) {
         err_prefix("step %d: mask update", tr->step);
         return -1;
     }
-    free(tr->mask);
-    tr->mask = fresh;
-    tr->masked = 1;
-    mask_apply(m->params, tr->mask, m->n_params);
+    mask_install(tr, fresh);
     if (!tr->cfg.save_masks) return 0;
     char *path = path_fmt("%s/masks/step-%d.safetensors", tr->cfg.out, tr->step);
     char *dir = path_join(tr->cfg.out, "masks");
