@@ -46,11 +46,12 @@ static const char *const FILES[] = {
 #define N_FILES (int)(sizeof FILES / sizeof *FILES)
 
 // The members of one tensor, in the order they are written.
-enum { S_DENSE, S_NNZ, S_INDEX, S_IXPTR, S_VALUES, S_SCALES, S_N };
-static const char *const SUFFIX[S_N] = {"", ".nnz", ".index", ".ixptr", ".values", ".scales"};
+enum { S_DENSE, S_NNZ, S_INDEX, S_IXPTR, S_SLOTS, S_VALUES, S_SCALES, S_N };
+static const char *const SUFFIX[S_N] = {"", ".nnz", ".index", ".ixptr", ".slots", ".values", ".scales"};
 
 static const char *const QUANT_NAMES[] = {"none", "bf16", "int8", "int4"};
-static const char *const ENC_NAMES[] = {"dense", "bitmap", "delta"};
+static const char *const ENC_NAMES[] = {"dense", "bitmap", "delta", "tiles"};
+static const char *const INDEX_NAMES[] = {"speed", "size", "bitmap", "delta", "tiles"};
 static const char *const VAL_NAMES[] = {"F32", "BF16", "F16", "I8", "I4"};
 
 int pack_quant_parse(PackQuant *out, const char *name) {
@@ -58,8 +59,17 @@ int pack_quant_parse(PackQuant *out, const char *name) {
         if (strcmp(name, QUANT_NAMES[i]) == 0) { *out = (PackQuant)i; return 0; }
     return -1;
 }
-const char *pack_enc_name(PackEnc e) { return (unsigned)e < 3 ? ENC_NAMES[e] : "?"; }
+const char *pack_enc_name(PackEnc e) { return (unsigned)e < 4 ? ENC_NAMES[e] : "?"; }
 const char *pack_val_name(PackVal v) { return (unsigned)v < 5 ? VAL_NAMES[v] : "?"; }
+
+static int name_index(const char *const *names, int n, const char *s);
+
+int pack_index_parse(PackIndex *out, const char *name) {
+    int i = name_index(INDEX_NAMES, 5, name);
+    if (i < 0) return -1;
+    *out = (PackIndex)i;
+    return 0;
+}
 
 static int name_index(const char *const *names, int n, const char *s) {
     for (int i = 0; i < n; i++)
@@ -110,10 +120,9 @@ static int plain_name_ok(const char *s, size_t max) {
 
 size_t pack_tensor_bytes(const PackTensor *t) {
     size_t ptrs = (t->nnz_ptr ? 1 : 0) + (t->ix_ptr ? 1 : 0);
-    return ptrs * 4 * (t->rows + 1) + t->index_bytes + t->values_bytes + (t->scales ? 4 * t->rows : 0);
+    size_t units = t->enc == PACK_TILES ? (t->rows + TILE - 1) / TILE : t->rows;
+    return ptrs * 4 * (units + 1) + 5 * t->slots + t->index_bytes + t->values_bytes + (t->scales ? 4 * t->rows : 0);
 }
-
-// --- writing: the plan of one tensor ---------------------------------------------------
 
 static int is_stored(float x) {
     uint32_t u;
@@ -121,12 +130,114 @@ static int is_stored(float x) {
     return u != 0;
 }
 
+// --- writing: values ----------------------------------------------------------------------
+
+// Writes stored values one by one, quantizing with the row's scale.
+typedef struct {
+    uint8_t *buf;
+    PackVal val;
+    size_t k;           // values written so far
+} ValWriter;
+
+static void val_put(ValWriter *vw, float x, float scale) {
+    uint8_t *b = vw->buf;
+    size_t k = vw->k++;
+    switch (vw->val) {
+    case PACK_F32: memcpy(b + 4 * k, &x, 4); break;
+    case PACK_BF16: { uint16_t h = st_f32_to_bf16(x); memcpy(b + 2 * k, &h, 2); break; }
+    case PACK_F16: { uint16_t h = st_f32_to_f16(x); memcpy(b + 2 * k, &h, 2); break; }
+    case PACK_I8: case PACK_I4: {
+        int qmax = vw->val == PACK_I8 ? 127 : 7;
+        long q = scale > 0 ? lrintf(x / scale) : 0;
+        if (q > qmax) q = qmax;
+        if (q < -qmax) q = -qmax;
+        if (vw->val == PACK_I8) b[k] = (uint8_t)(int8_t)q;
+        else b[k / 2] |= (uint8_t)(((unsigned)q & 15u) << (4 * (k & 1)));
+        break;
+    }
+    }
+}
+
+// --- writing: tiles ----------------------------------------------------------------------
+
+// Where tiles_walk puts a tensor's tiles; with every pointer NULL it only counts.
+typedef struct {
+    uint32_t *pnnz, *pslots; // (panels+1) prefix counts of elements and slots
+    uint32_t *masks;         // (slots)
+    uint8_t *steps;          // (slots)
+    uint8_t *cols;           // (nnz) column within the block
+    ValWriter *vw;           // values, quantized with scales[row] when set
+    const float *scales;
+    size_t slots, nnz;       // so far
+} TileOut;
+
+static void tile_slot(TileOut *o, uint32_t mask, size_t step) {
+    if (o->masks) {
+        o->masks[o->slots] = mask;
+        o->steps[o->slots] = (uint8_t)step;
+    }
+    o->slots++;
+}
+
+// The first stored column of row at or after c (cols when none).
+static size_t next_stored(const float *row, size_t cols, size_t c) {
+    while (c < cols && !is_stored(row[c])) c++;
+    return c;
+}
+
+// w (rows, cols) as tiles (pack.h): per panel, the nonempty blocks in order, and in
+// each as many slots as its fullest row has elements there, slot j holding every
+// row's j-th element of the block. A step over more than 255 blocks goes in slots
+// of step 255 and no element.
+static void tiles_walk(TileOut *o, const float *w, size_t rows, size_t cols) {
+    size_t pos[TILE]; // per row of the panel: its next stored column
+    for (size_t r0 = 0; r0 < rows; r0 += TILE) {
+        size_t n = rows - r0 < TILE ? rows - r0 : TILE, prev = 0;
+        if (o->pnnz) {
+            o->pnnz[r0 / TILE] = (uint32_t)o->nnz;
+            o->pslots[r0 / TILE] = (uint32_t)o->slots;
+        }
+        for (size_t i = 0; i < n; i++) pos[i] = next_stored(w + (r0 + i) * cols, cols, 0);
+        for (;;) {
+            size_t c = cols;
+            for (size_t i = 0; i < n; i++) c = pos[i] < c ? pos[i] : c;
+            if (c == cols) break;
+            size_t b = c / TILE, end = (b + 1) * TILE < cols ? (b + 1) * TILE : cols, step = b - prev;
+            for (; step > 255; step -= 255) tile_slot(o, 0, 255);
+            prev = b;
+            for (;; step = 0) {
+                uint32_t m = 0;
+                for (size_t i = 0; i < n; i++) m |= (uint32_t)(pos[i] < end) << i;
+                if (!m) break;
+                tile_slot(o, m, step);
+                for (size_t i = 0; i < n; i++) {
+                    if (!(m >> i & 1)) continue;
+                    const float *row = w + (r0 + i) * cols;
+                    if (o->cols) {
+                        o->cols[o->nnz] = (uint8_t)(pos[i] - b * TILE);
+                        val_put(o->vw, row[pos[i]], o->scales ? o->scales[r0 + i] : 0);
+                    }
+                    o->nnz++;
+                    pos[i] = next_stored(row, cols, pos[i] + 1);
+                }
+            }
+        }
+    }
+    if (o->pnnz) {
+        o->pnnz[(rows + TILE - 1) / TILE] = (uint32_t)o->nnz;
+        o->pslots[(rows + TILE - 1) / TILE] = (uint32_t)o->slots;
+    }
+}
+
+// --- writing: the plan of one tensor ---------------------------------------------------
+
 typedef struct {
     PackEnc enc;
     PackVal val;
     size_t rows, cols;
     size_t nnz;          // stored elements (rows*cols when dense)
     size_t delta_bytes;  // of the delta stream, whichever encoding is chosen
+    size_t slots;        // of the tiles, whichever encoding is chosen
 } Plan;
 
 static void dims_of(size_t *rows, size_t *cols, const ParamInfo *pi) {
@@ -134,10 +245,23 @@ static void dims_of(size_t *rows, size_t *cols, const ParamInfo *pi) {
     *cols = pi->ndim == 2 ? (size_t)pi->shape[1] : (size_t)pi->shape[0];
 }
 
-// Chooses the encoding with the fewest bytes (ties: dense, then bitmap). Sparse
-// encodings need nnz to fit the u32 prefix counts, delta its stream to fit ixptr.
+// The decoding work of each sparse encoding, as the bytes memory delivers in the same
+// time (~9 GB/s): a bitmap step (32 columns of a row), a delta element and a delta
+// row, a tiles slot; dense rows read at memory speed. Fitted to one-thread decode
+// times of bench/decode.sh's 220M model with every prunable tensor forced to one
+// encoding (AVX-512 BF16 kernels, the Ice Lake of docs/benchmarks.md): ms per token
+// at 70 / 90 / 99% sparsity, bitmap 28.9 / 28.8 / 28.1, delta - / 21.7 / 12.8,
+// tiles 25.3 / 14.9 / 8.5 (~7.5 of them the dense lm_head, attention and norms).
+#define COST_BITMAP_STEP 39
+#define COST_DELTA_ELEM 6
+#define COST_DELTA_ROW 300
+#define COST_TILES_SLOT 32
+
+// Chooses the encoding by pl's index rule (pack.h, PackIndex; ties: dense, bitmap,
+// delta, tiles). Sparse encodings need nnz to fit the u32 prefix counts, delta its
+// stream to fit ixptr, tiles their slots to fit theirs.
 static int plan_tensor(Plan *pl, const ParamInfo *pi, const float *w, PackVal dval, PackQuant q,
-                       const char *path) {
+                       PackIndex index, const char *path) {
     memset(pl, 0, sizeof *pl);
     dims_of(&pl->rows, &pl->cols, pi);
     size_t rows = pl->rows, cols = pl->cols, n = rows * cols;
@@ -160,16 +284,35 @@ static int plan_tensor(Plan *pl, const ParamInfo *pi, const float *w, PackVal dv
             nnz++;
         }
     }
-    pl->delta_bytes = db;
-    size_t scales = val_is_quant(pl->val) ? 4 * rows : 0;
-    size_t dense = val_bytes(pl->val, n) + scales;
-    size_t vals = val_bytes(pl->val, nnz) + scales;
-    size_t bitmap = 4 * (rows + 1) + rows * ((cols + 7) / 8) + vals;
-    size_t delta = 8 * (rows + 1) + db + vals;
     if (nnz > UINT32_MAX) return 0;
-    size_t best = dense;
-    if (bitmap < best) { best = bitmap; pl->enc = PACK_BITMAP; }
-    if (db <= UINT32_MAX && delta < best) pl->enc = PACK_DELTA;
+    TileOut count = {0};
+    tiles_walk(&count, w, rows, cols);
+    pl->delta_bytes = db;
+    pl->slots = count.slots;
+    size_t scales = val_is_quant(pl->val) ? 4 * rows : 0;
+    size_t vals = val_bytes(pl->val, nnz) + scales, panels = (rows + TILE - 1) / TILE;
+    // Per encoding: usable, bytes, and bytes plus decoding work.
+    int ok[4] = {1, 1, db <= UINT32_MAX, count.slots <= UINT32_MAX};
+    double bytes[4] = {
+        (double)(val_bytes(pl->val, n) + scales),
+        (double)(4 * (rows + 1) + rows * ((cols + 7) / 8) + vals),
+        (double)(8 * (rows + 1) + db + vals),
+        (double)(8 * (panels + 1) + 5 * count.slots + nnz + vals),
+    };
+    double work[4] = {0, (double)COST_BITMAP_STEP * (double)rows * (double)((cols + TILE - 1) / TILE),
+                      (double)COST_DELTA_ELEM * (double)nnz + (double)COST_DELTA_ROW * (double)rows,
+                      (double)COST_TILES_SLOT * (double)count.slots};
+    int best = 0;
+    if (index == INDEX_BITMAP) best = PACK_BITMAP;
+    else if (index == INDEX_DELTA && ok[PACK_DELTA]) best = PACK_DELTA;
+    else if (index == INDEX_TILES && ok[PACK_TILES]) best = PACK_TILES;
+    else
+        for (int e = 1; e < 4; e++) {
+            double ce = bytes[e] + (index == INDEX_SPEED ? work[e] : 0);
+            double cb = bytes[best] + (index == INDEX_SPEED ? work[best] : 0);
+            if (ok[e] && ce < cb) best = e;
+        }
+    pl->enc = (PackEnc)best;
     if (pl->enc != PACK_DENSE) pl->nnz = nnz;
     return 0;
 }
@@ -198,32 +341,6 @@ static Blob *blob_new(Blob *b, int *n, const char *tensor, int suffix, size_t si
     return x;
 }
 
-// Writes stored values one by one, quantizing with the row's scale.
-typedef struct {
-    uint8_t *buf;
-    PackVal val;
-    size_t k;           // values written so far
-} ValWriter;
-
-static void val_put(ValWriter *vw, float x, float scale) {
-    uint8_t *b = vw->buf;
-    size_t k = vw->k++;
-    switch (vw->val) {
-    case PACK_F32: memcpy(b + 4 * k, &x, 4); break;
-    case PACK_BF16: { uint16_t h = st_f32_to_bf16(x); memcpy(b + 2 * k, &h, 2); break; }
-    case PACK_F16: { uint16_t h = st_f32_to_f16(x); memcpy(b + 2 * k, &h, 2); break; }
-    case PACK_I8: case PACK_I4: {
-        int qmax = vw->val == PACK_I8 ? 127 : 7;
-        long q = scale > 0 ? lrintf(x / scale) : 0;
-        if (q > qmax) q = qmax;
-        if (q < -qmax) q = -qmax;
-        if (vw->val == PACK_I8) b[k] = (uint8_t)(int8_t)q;
-        else b[k / 2] |= (uint8_t)(((unsigned)q & 15u) << (4 * (k & 1)));
-        break;
-    }
-    }
-}
-
 // scale[r] = max |w| of row r / 127 (I8) or / 7 (I4).
 static void row_scales(float *scales, const float *w, size_t rows, size_t cols, PackVal val) {
     float qmax = val == PACK_I8 ? 127.0f : 7.0f;
@@ -234,7 +351,7 @@ static void row_scales(float *scales, const float *w, size_t rows, size_t cols, 
     }
 }
 
-// The members of one tensor as planned (b holds up to 5). An F32 dense tensor is
+// The members of one tensor as planned (b holds up to 6). An F32 dense tensor is
 // borrowed from the weights, everything else is a fresh buffer.
 static void encode_tensor(Blob *b, int *nb, const Plan *pl, const ParamInfo *pi, const float *w) {
     size_t rows = pl->rows, cols = pl->cols;
@@ -256,6 +373,20 @@ static void encode_tensor(Blob *b, int *nb, const Plan *pl, const ParamInfo *pi,
             for (size_t r = 0; r < rows; r++)
                 for (size_t c = 0; c < cols; c++) val_put(&vw, w[r * cols + c], scales ? scales[r] : 0);
         }
+    } else if (pl->enc == PACK_TILES) {
+        size_t panels = (rows + TILE - 1) / TILE;
+        TileOut o = {0};
+        o.pnnz = (uint32_t *)blob_new(b, nb, pi->name, S_NNZ, 4 * (panels + 1))->owned;
+        o.cols = blob_new(b, nb, pi->name, S_INDEX, pl->nnz)->owned;
+        o.pslots = (uint32_t *)blob_new(b, nb, pi->name, S_IXPTR, 4 * (panels + 1))->owned;
+        uint8_t *sl = blob_new(b, nb, pi->name, S_SLOTS, 5 * pl->slots)->owned;
+        o.masks = (uint32_t *)sl;
+        o.steps = sl + 4 * pl->slots;
+        ValWriter vw = {blob_new(b, nb, pi->name, S_VALUES, val_bytes(pl->val, pl->nnz))->owned, pl->val, 0};
+        o.vw = &vw;
+        o.scales = scales;
+        tiles_walk(&o, w, rows, cols);
+        CHECK(o.nnz == pl->nnz && o.slots == pl->slots && vw.k == pl->nnz, "pack: %s: plan and tiles disagree", pi->name);
     } else {
         uint32_t *nnz = (uint32_t *)blob_new(b, nb, pi->name, S_NNZ, 4 * (rows + 1))->owned;
         size_t stride = (cols + 7) / 8;
@@ -433,19 +564,20 @@ static int tar_write(int fd, const char *path, const char *manifest, const FileB
     return rc;
 }
 
-int pack_write(const char *path, const Model *m, PackQuant quant) {
+int pack_write(const char *path, const Model *m, PackQuant quant, PackIndex index) {
     TRY(model_need_folder(m, "packing"));
     PackVal dval;
     if (val_of_dtype(&dval, m->dtype) < 0)
         return ERR("%s: cannot pack weights of dtype %s (F32, BF16 or F16)", path, st_dtype_name(m->dtype));
     if ((unsigned)quant > QUANT_INT4) return ERR("%s: unknown quantization %d", path, (int)quant);
+    if ((unsigned)index > INDEX_TILES) return ERR("%s: unknown index rule %d", path, (int)index);
     for (int i = 0; i < m->n_info; i++)
         if (!plain_name_ok(m->info[i].name, TENSOR_NAME_MAX))
             return ERR("%s: tensor name %s is not a plain name of at most %d characters", path,
                        m->info[i].name, TENSOR_NAME_MAX);
     Plan *plans = xcalloc((size_t)m->n_info + 1, sizeof *plans);
     for (int i = 0; i < m->n_info; i++)
-        if (plan_tensor(&plans[i], &m->info[i], m->params + m->info[i].offset, dval, quant, path) < 0) {
+        if (plan_tensor(&plans[i], &m->info[i], m->params + m->info[i].offset, dval, quant, index, path) < 0) {
             free(plans);
             return -1;
         }
@@ -693,6 +825,57 @@ static int check_delta(const PackTensor *t, const char *path) {
     return 0;
 }
 
+// Tiles: every slot's block inside the tensor, masks only on the panel's rows, each
+// row's columns increasing (so no element twice), element counts as nnz says.
+static int check_tiles(const PackTensor *t, const char *path) {
+    size_t panels = (t->rows + TILE - 1) / TILE, nblocks = (t->cols + TILE - 1) / TILE;
+    for (size_t p = 0; p < panels; p++) {
+        size_t n = t->rows - p * TILE < TILE ? t->rows - p * TILE : TILE, blk = 0, k = t->nnz_ptr[p];
+        size_t next[TILE] = {0}; // per row: the least column its next element may have
+        for (size_t s = t->ix_ptr[p]; s < t->ix_ptr[p + 1]; s++) {
+            blk += t->steps[s];
+            uint32_t m = t->masks[s];
+            if (blk >= nblocks)
+                return ERR("%s: tensor %s: tiles panel %zu runs past its last block (slot %zu)", path, t->name, p, s);
+            if (n < TILE && m >> n)
+                return ERR("%s: tensor %s: tiles panel %zu has a slot for a row past the tensor's end", path, t->name, p);
+            for (; m; m &= m - 1, k++) {
+                size_t i = (size_t)__builtin_ctz(m);
+                if (k >= t->nnz_ptr[p + 1])
+                    return ERR("%s: tensor %s: tiles panel %zu has more elements than nnz says", path, t->name, p);
+                size_t c = blk * TILE + t->index[k];
+                if (t->index[k] >= TILE || c >= t->cols || c < next[i])
+                    return ERR("%s: tensor %s: tiles panel %zu row %zu: column %zu out of order or range", path,
+                               t->name, p, p * TILE + i, c);
+                next[i] = c + 1;
+            }
+        }
+        if (k != t->nnz_ptr[p + 1])
+            return ERR("%s: tensor %s: tiles panel %zu has %zu elements, nnz says %u", path, t->name, p,
+                       k - t->nnz_ptr[p], t->nnz_ptr[p + 1] - t->nnz_ptr[p]);
+    }
+    return 0;
+}
+
+// The members of a tiles tensor and their checks.
+static int tiles_members(PackTensor *t, const Pack *p, uint8_t *used) {
+    size_t panels = (t->rows + TILE - 1) / TILE, size;
+    const char *path = p->path;
+    if (!(t->nnz_ptr = (const uint32_t *)tensor_member(p, used, t, S_NNZ, 4 * (panels + 1), NULL))) return -1;
+    TRY(check_prefix(t->nnz_ptr, panels, TILE * t->cols, t->nnz, path, t->name, "nnz"));
+    const uint8_t *sl = tensor_member(p, used, t, S_SLOTS, SIZE_MAX, &size);
+    if (!sl) return -1;
+    if (size % 5) return ERR("%s: member %s.slots has %zu bytes, not a multiple of 5", path, t->name, size);
+    t->slots = size / 5;
+    t->masks = (const uint32_t *)sl;
+    t->steps = sl + 4 * t->slots;
+    if (!(t->ix_ptr = (const uint32_t *)tensor_member(p, used, t, S_IXPTR, 4 * (panels + 1), NULL))) return -1;
+    TRY(check_prefix(t->ix_ptr, panels, SIZE_MAX, t->slots, path, t->name, "ixptr"));
+    if (!(t->index = tensor_member(p, used, t, S_INDEX, t->nnz, &t->index_bytes))) return -1;
+    if (!(t->values = tensor_member(p, used, t, S_VALUES, val_bytes(t->val, t->nnz), &t->values_bytes))) return -1;
+    return check_tiles(t, path);
+}
+
 // One manifest tensor entry: its fields, its members, its streams.
 static int manifest_tensor(PackTensor *t, const Pack *p, uint8_t *used, const json_t *o, StDtype dt) {
     static const char *const keys[] = {"name", "shape", "dtype", "prunable", "encoding", "values", "nnz"};
@@ -724,8 +907,8 @@ static int manifest_tensor(PackTensor *t, const Pack *p, uint8_t *used, const js
     if (!json_is_boolean(pr)) return ERR("%s: tensor %s: prunable is not true or false", path, name);
     t->prunable = json_is_true(pr);
     s = json_string_value(json_object_get(o, "encoding"));
-    int e = s ? name_index(ENC_NAMES, 3, s) : -1;
-    if (e < 0) return ERR("%s: tensor %s: unknown encoding %s", path, name, s ? s : "?");
+    int e = s ? name_index(ENC_NAMES, p->version < 2 ? 3 : 4, s) : -1;
+    if (e < 0) return ERR("%s: tensor %s: unknown encoding %s (format version %d)", path, name, s ? s : "?", p->version);
     t->enc = (PackEnc)e;
     s = json_string_value(json_object_get(o, "values"));
     int v = s ? name_index(VAL_NAMES, 5, s) : -1;
@@ -745,6 +928,8 @@ static int manifest_tensor(PackTensor *t, const Pack *p, uint8_t *used, const js
         return ERR("%s: tensor %s: nnz %zu does not fit %s (%zu elements)", path, name, t->nnz, ENC_NAMES[t->enc], numel);
     if (t->enc == PACK_DENSE) {
         if (!(t->values = tensor_member(p, used, t, S_DENSE, val_bytes(t->val, numel), &t->values_bytes))) return -1;
+    } else if (t->enc == PACK_TILES) {
+        TRY(tiles_members(t, p, used));
     } else {
         if (!(t->nnz_ptr = (const uint32_t *)tensor_member(p, used, t, S_NNZ, 4 * (t->rows + 1), NULL))) return -1;
         TRY(check_prefix(t->nnz_ptr, t->rows, t->cols, t->nnz, path, name, "nnz"));
@@ -782,13 +967,13 @@ static int manifest_parse(Pack *p) {
     const json_t *ver = json_object_get(root, "version");
     if (!json_is_object(root) || !fmt || strcmp(fmt, "best-pack") != 0) {
         rc = ERR("%s: manifest.json: format is not \"best-pack\"", path);
-    } else if (!json_is_integer(ver) || json_integer_value(ver) != PACK_VERSION) {
-        rc = ERR("%s: unknown format version %lld (this program reads version %d)", path,
+    } else if (!json_is_integer(ver) || json_integer_value(ver) < 1 || json_integer_value(ver) > PACK_VERSION) {
+        rc = ERR("%s: unknown format version %lld (this program reads versions 1 to %d)", path,
                  json_is_integer(ver) ? (long long)json_integer_value(ver) : -1LL, PACK_VERSION);
     } else {
         rc = keys_exact(root, keys, 7, path, "the top level");
     }
-    p->version = PACK_VERSION;
+    p->version = rc == 0 ? (int)json_integer_value(ver) : PACK_VERSION;
     const char *q = json_string_value(json_object_get(root, "quant"));
     const char *d = json_string_value(json_object_get(root, "dtype"));
     StDtype dt = ST_F32;
@@ -898,8 +1083,27 @@ static inline float val_get(const PackTensor *t, size_t k, size_t r) {
     return 0;
 }
 
+// Rows [r0, r1) of a tiles tensor: every panel they touch is walked whole.
+static void tiles_decode_rows(float *out, const PackTensor *t, size_t r0, size_t r1) {
+    memset(out, 0, (r1 - r0) * t->cols * sizeof *out);
+    for (size_t p = r0 / TILE; p * TILE < r1; p++) {
+        size_t k = t->nnz_ptr[p], blk = 0;
+        for (size_t s = t->ix_ptr[p]; s < t->ix_ptr[p + 1]; s++) {
+            blk += t->steps[s];
+            for (uint32_t m = t->masks[s]; m; m &= m - 1, k++) {
+                size_t r = p * TILE + (size_t)__builtin_ctz(m);
+                if (r >= r0 && r < r1) out[(r - r0) * t->cols + blk * TILE + t->index[k]] = val_get(t, k, r);
+            }
+        }
+    }
+}
+
 void pack_decode_rows(float *out, const PackTensor *t, size_t r0, size_t r1) {
     size_t cols = t->cols;
+    if (t->enc == PACK_TILES) {
+        tiles_decode_rows(out, t, r0, r1);
+        return;
+    }
     for (size_t r = r0; r < r1; r++, out += cols) {
         if (t->enc == PACK_DENSE) {
             for (size_t c = 0; c < cols; c++) out[c] = val_get(t, r * cols + c, r);

@@ -3,28 +3,40 @@
 // from a memory map (every member's data starts at a multiple of 512 bytes).
 //
 // Members, in this order (docs/formats.md, "Packed checkpoints", byte by byte):
-//   manifest.json        format "best-pack", version 1, quant, and per member its
+//   manifest.json        format "best-pack", version 2, quant, and per member its
 //                        size and xxh64, per tensor its name, shape, original dtype,
 //                        encoding, value type and nonzero count; it ends with its own
 //                        xxh64 (,"xxh64":"<hex>"} over every byte before that tail)
 //   config.json          and the tokenizer files of the source folder, verbatim
 //   NAME                 dense tensor: values, row-major, in the value type
 //   NAME.nnz             sparse tensor: (rows+1) u32, prefix count of stored elements
+//                        (tiles: (panels+1), per panel of 32 rows)
 //   NAME.index           bitmap: rows * ceil(cols/8) bytes, column c of a row in bit
 //                        c%8 of byte c/8 (LSB first), 1 = stored.
 //                        delta: per row, per stored element, its gap g (zeros skipped
 //                        since the previous stored element of the row, or since the
 //                        row's start) as g/255 escape bytes 255 then one byte g%255
-//   NAME.ixptr           delta only: (rows+1) u32, prefix byte count of the index
-//   NAME.values          stored elements in row-major order: F32/BF16/F16 as in the
+//                        tiles: per stored element its column within its block of 32
+//                        columns (0..31), in slot order (below)
+//   NAME.ixptr           delta: (rows+1) u32, prefix byte count of the index;
+//                        tiles: (panels+1) u32, prefix count of slots
+//   NAME.slots           tiles only: S u32 masks, then S u8 block steps. The rows are
+//                        cut in panels of 32 and the columns in blocks of 32; a panel
+//                        is a list of slots, each a block (the previous slot's block,
+//                        or 0 at the panel's start, plus its step) and a mask (bit i:
+//                        row 32p+i has one element in this slot, the next in the
+//                        index and values). A row's elements come in column order.
+//   NAME.values          stored elements in row-major order (tiles: slot order,
+//                        within a slot by row): F32/BF16/F16 as in the
 //                        model; I8 one signed byte each; I4 two per byte, element i in
 //                        the low nibble of byte i/2 when i is even, signed [-7, 7]
 //   NAME.scales          I8/I4 only: (rows) f32; weight = q * scale[row]
 // A tensor is 2-D (rows, cols) = (out, in); a 1-D tensor has rows = 1. An element is
 // stored when its bit pattern is not all zero (so -0.0 survives a round trip). The
-// encoding is chosen per tensor as the one with the fewest bytes (dense, bitmap or
-// delta); non-prunable tensors are always dense in the model's dtype. All integers
-// are little-endian.
+// encoding is chosen per tensor (PackIndex): by default the one a decoder reads
+// fastest, else the one with the fewest bytes; non-prunable tensors are always dense
+// in the model's dtype. All integers are little-endian. Version 1 packs (no tiles)
+// are read as well.
 //
 // Reading maps the file, parses the tar headers (ours: ustar, strict), the manifest,
 // and checks every stream's length and every index stream (bitmaps count to nnz,
@@ -42,14 +54,21 @@
 #include "model.h"       // defines: Model
 #include "safetensors.h" // defines: StDtype
 
-#define PACK_VERSION 1
+#define PACK_VERSION 2
 
-typedef enum { PACK_DENSE, PACK_BITMAP, PACK_DELTA } PackEnc;
+typedef enum { PACK_DENSE, PACK_BITMAP, PACK_DELTA, PACK_TILES } PackEnc;
 typedef enum { PACK_F32, PACK_BF16, PACK_F16, PACK_I8, PACK_I4 } PackVal;
 typedef enum { QUANT_NONE, QUANT_BF16, QUANT_INT8, QUANT_INT4 } PackQuant;
+// How the writer picks a prunable tensor's encoding: SPEED, the least estimated
+// decoding time (pack.c: pack_cost); SIZE, the fewest bytes; or always the one named
+// (dense when the tensor has no stored element to spare).
+typedef enum { INDEX_SPEED, INDEX_SIZE, INDEX_BITMAP, INDEX_DELTA, INDEX_TILES } PackIndex;
+
+#define TILE 32 // tiles: rows per panel and columns per block
 
 int pack_quant_parse(PackQuant *out, const char *name); // none|bf16|int8|int4; -1 (no ERR)
-const char *pack_enc_name(PackEnc e);                   // "dense", "bitmap", "delta"
+int pack_index_parse(PackIndex *out, const char *name); // speed|size|bitmap|delta|tiles; -1
+const char *pack_enc_name(PackEnc e);                   // "dense", "bitmap", "delta", "tiles"
 const char *pack_val_name(PackVal v);                   // "F32", "BF16", "F16", "I8", "I4"
 
 // One tensor as it lies in the mapped file (pointers into the map, aligned).
@@ -62,9 +81,12 @@ typedef struct {
     PackEnc enc;
     PackVal val;
     size_t nnz;                // stored elements (rows*cols when dense)
-    const uint32_t *nnz_ptr;   // (rows+1) sparse only, else NULL
-    const uint32_t *ix_ptr;    // (rows+1) delta only, else NULL
-    const uint8_t *index;      // bitmap or delta stream, NULL when dense
+    const uint32_t *nnz_ptr;   // (rows+1) sparse only, else NULL; tiles: (panels+1)
+    const uint32_t *ix_ptr;    // (rows+1) delta only, else NULL; tiles: (panels+1) slots
+    const uint8_t *index;      // bitmap, delta or tiles stream, NULL when dense
+    const uint32_t *masks;     // (slots) tiles only, else NULL
+    const uint8_t *steps;      // (slots) tiles only
+    size_t slots;
     size_t index_bytes;
     const void *values;        // (nnz) in val (I4: (nnz+1)/2 bytes)
     size_t values_bytes;
@@ -96,7 +118,7 @@ typedef struct {
 // F32/F16 values into bf16, INT8/INT4 quantize the stored elements of prunable
 // tensors per row (round to nearest, scale = max|w| / 127 or / 7). config.json is
 // m->config_json; the tokenizer files come from m->src_dir (when set).
-int pack_write(const char *path, const Model *m, PackQuant quant);
+int pack_write(const char *path, const Model *m, PackQuant quant, PackIndex index);
 // Opens, parses and validates (not the hashes); errors name the file and the member.
 int pack_open(Pack *p, const char *path);
 // The same over a buffer (8-byte aligned) that must outlive p; name is for messages.

@@ -135,15 +135,34 @@ static inline float i4_f(const uint8_t *v, size_t i) {
         return (s0 + s1) + (s2 + s3);                                                      \
     }
 
+// Tiles: d (32) = the rows of panel p; slot by slot, each stored element added to
+// its row (x is read where the index says; pack_open checked every column).
+#define DEF_TILES(NAME, VAL)                                                               \
+    static void NAME(float *d, const PackTensor *t, size_t p, const float *x) {            \
+        const void *v = t->values;                                                         \
+        size_t k = t->nnz_ptr[p], blk = 0;                                                 \
+        memset(d, 0, TILE * sizeof *d);                                                    \
+        for (size_t s = t->ix_ptr[p]; s < t->ix_ptr[p + 1]; s++) {                         \
+            blk += t->steps[s];                                                            \
+            const float *xb = x + blk * TILE;                                              \
+            for (uint32_t m = t->masks[s]; m; m &= m - 1, k++)                             \
+                d[__builtin_ctz(m)] += VAL(v, k) * xb[t->index[k]];                        \
+        }                                                                                  \
+    }
+
 #define DEF_ALL(SUFFIX, VAL)              \
     DEF_DENSE(dense_##SUFFIX, VAL)        \
     DEF_BITMAP(bitmap_##SUFFIX, VAL)      \
-    DEF_DELTA(delta_##SUFFIX, VAL)
+    DEF_DELTA(delta_##SUFFIX, VAL)        \
+    DEF_TILES(tiles_##SUFFIX, VAL)
 DEF_ALL(f32, VAL_F32)
 DEF_ALL(bf16, VAL_BF16)
 DEF_ALL(f16, VAL_F16)
 DEF_ALL(i8, VAL_I8)
 DEF_ALL(i4, VAL_I4)
+
+typedef void (*PanelFn)(float *d, const PackTensor *t, size_t p, const float *x);
+static const PanelFn GENERIC_TILES[5] = {tiles_f32, tiles_bf16, tiles_f16, tiles_i8, tiles_i4};
 
 // (encoding, value type) -> portable kernel.
 static const RowFn GENERIC[3][5] = {
@@ -314,7 +333,71 @@ AVX512V static float bitmap512p_bf16(const PackTensor *t, size_t r, const float 
     return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
 }
 
+// Tiles, 16 rows a vector: per slot, the low 16 bits of the mask place the next values
+// of rows 0-15 in their lanes (vexpand), the high 16 those of rows 16-31; x of the
+// slot's block lies in two registers, and each lane's column picks its x from them
+// (vpermt2ps): no gather. xp is x padded with zeros to a multiple of 32 columns.
+#define DEF_TILES512(NAME, LOAD)                                                           \
+    AVX512 static void NAME(float *d, const PackTensor *t, size_t p, const float *xp) {    \
+        const uint8_t *ix = t->index;                                                      \
+        size_t k = t->nnz_ptr[p], blk = 0;                                                 \
+        __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();                         \
+        for (size_t s = t->ix_ptr[p]; s < t->ix_ptr[p + 1]; s++) {                         \
+            blk += t->steps[s];                                                            \
+            uint32_t m = t->masks[s];                                                      \
+            __mmask16 m0 = (__mmask16)m, m1 = (__mmask16)(m >> 16);                        \
+            size_t n0 = (size_t)__builtin_popcount(m & 0xffffu), n1 = (size_t)__builtin_popcount(m >> 16); \
+            const float *xb = xp + blk * TILE;                                             \
+            __m512 xlo = _mm512_loadu_ps(xb), xhi = _mm512_loadu_ps(xb + 16);              \
+            __m512i c0 = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(low_mask(n0), ix + k));  \
+            __m512i c1 = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(low_mask(n1), ix + k + n0)); \
+            __m512 x0 = _mm512_permutex2var_ps(xlo, _mm512_maskz_expand_epi32(m0, c0), xhi); \
+            __m512 x1 = _mm512_permutex2var_ps(xlo, _mm512_maskz_expand_epi32(m1, c1), xhi); \
+            a0 = _mm512_fmadd_ps(_mm512_maskz_expand_ps(m0, LOAD(t->values, k, low_mask(n0))), x0, a0); \
+            a1 = _mm512_fmadd_ps(_mm512_maskz_expand_ps(m1, LOAD(t->values, k + n0, low_mask(n1))), x1, a1); \
+            k += n0 + n1;                                                                  \
+        }                                                                                  \
+        _mm512_storeu_ps(d, a0);                                                           \
+        _mm512_storeu_ps(d + 16, a1);                                                      \
+    }
+DEF_TILES512(tiles512_f32, load16_f32)
+DEF_TILES512(tiles512_bf16, load16_bf16)
+DEF_TILES512(tiles512_i8, load16_i8)
+
+// Tiles of BF16 with VBMI2, 32 rows a step: the mask expands the 32 rows' values as
+// words (vpexpandw) and their columns as bytes (vpexpandb) in one go; the pair trick
+// (above) splits the words into the even rows' and the odd rows' fp32, and the column
+// bytes, read as 16-bit lanes, give the even rows' columns in their low byte and the
+// odd rows' in their high one.
+AVX512V static void tiles512p_bf16(float *d, const PackTensor *t, size_t p, const float *xp) {
+    const uint16_t *v = t->values;
+    size_t k = t->nnz_ptr[p], blk = 0;
+    __m512 ae = _mm512_setzero_ps(), ao = _mm512_setzero_ps();
+    for (size_t s = t->ix_ptr[p]; s < t->ix_ptr[p + 1]; s++) {
+        blk += t->steps[s];
+        uint32_t m = t->masks[s];
+        const float *xb = xp + blk * TILE;
+        __m512i w = _mm512_maskz_expandloadu_epi16((__mmask32)m, v + k);
+        __m512i c = _mm512_cvtepu16_epi32(_mm256_maskz_expandloadu_epi8((__mmask32)m, t->index + k));
+        k += (size_t)__builtin_popcount(m);
+        __m512 xlo = _mm512_loadu_ps(xb), xhi = _mm512_loadu_ps(xb + 16);
+        __m512 xe = _mm512_permutex2var_ps(xlo, c, xhi);
+        __m512 xo = _mm512_permutex2var_ps(xlo, _mm512_srli_epi32(c, 8), xhi);
+        ae = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(w, 16)), xe, ae);
+        ao = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(w, HI16)), xo, ao);
+    }
+    float e[16], o[16];
+    _mm512_storeu_ps(e, ae);
+    _mm512_storeu_ps(o, ao);
+    for (int i = 0; i < 16; i++) {
+        d[2 * i] = e[i];
+        d[2 * i + 1] = o[i];
+    }
+}
+
 static int have_vbmi2;
+
+static const PanelFn SIMD_TILES[5] = {tiles512_f32, tiles512_bf16, NULL, tiles512_i8, NULL};
 
 static const RowFn SIMD[3][5] = {
     {dense512_f32, dense512p_bf16, NULL, dense512_i8, NULL},
@@ -330,6 +413,7 @@ static int simd_have(void) {
 }
 #else
 static const RowFn SIMD[3][5];
+static const PanelFn SIMD_TILES[5];
 static int have_vbmi2;
 static int simd_have(void) { return 0; }
 #endif
@@ -384,27 +468,44 @@ static RowFn kernel(const PackTensor *t, int *is_simd) {
     return f ? f : GENERIC[t->enc][t->val];
 }
 
+// The tiles kernel for t (pf) and whether it is AVX-512 (it then reads x padded).
+static PanelFn panel_kernel(const PackTensor *t, int *is_simd) {
+    if (simd_on < 0) spmv_simd(1);
+    PanelFn f = simd_on ? SIMD_TILES[t->val] : NULL;
+#ifdef SPMV_X86
+    if (f == tiles512_bf16 && have_vbmi2) f = tiles512p_bf16;
+#endif
+    *is_simd = f != NULL;
+    return f ? f : GENERIC_TILES[t->val];
+}
+
 const char *spmv_kernel_name(const PackTensor *t) {
     // (pack.h's pack_enc_name would do, but then every user of spmv.o links pack.o.)
-    static const char *enc[] = {"dense", "bitmap", "delta"}, *val[] = {"F32", "BF16", "F16", "I8", "I4"};
+    static const char *enc[] = {"dense", "bitmap", "delta", "tiles"}, *val[] = {"F32", "BF16", "F16", "I8", "I4"};
     static __thread char buf[48];
     int s;
-    kernel(t, &s);
+    if (t->enc == PACK_TILES) panel_kernel(t, &s);
+    else kernel(t, &s);
     snprintf(buf, sizeof buf, "%s/%s %s", enc[t->enc], val[t->val], s ? "avx512" : "portable");
     return buf;
 }
 
 // --- the product ------------------------------------------------------------------------
 
-// Work before row r: its stored elements plus one per row (a row's fixed cost), so that
-// chunks of equal work have about equal time. Strictly increasing in r.
-static size_t work_before(const PackTensor *t, size_t r) {
-    return (t->nnz_ptr ? t->nnz_ptr[r] : r * t->cols) + r;
+// The units a product is cut into: rows, or panels of TILE rows for tiles.
+static size_t units(const PackTensor *t) {
+    return t->enc == PACK_TILES ? (t->rows + TILE - 1) / TILE : t->rows;
 }
 
-// The first row r with work_before(r) >= w (rows when none).
-static size_t row_at(const PackTensor *t, size_t w) {
-    size_t lo = 0, hi = t->rows;
+// Work before unit u: its stored elements plus one per unit (a row's or panel's fixed
+// cost), so that chunks of equal work have about equal time. Strictly increasing.
+static size_t work_before(const PackTensor *t, size_t u) {
+    return (t->nnz_ptr ? t->nnz_ptr[u] : u * t->cols) + u;
+}
+
+// The first unit u with work_before(u) >= w (units when none).
+static size_t unit_at(const PackTensor *t, size_t w) {
+    size_t lo = 0, hi = units(t);
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         if (work_before(t, mid) < w) lo = mid + 1;
@@ -413,42 +514,70 @@ static size_t row_at(const PackTensor *t, size_t w) {
     return lo;
 }
 
+// x rearranged for the kernel that reads it: in pairs (x_pairs) or padded with zeros
+// to a multiple of 32 columns (tiles); the calling thread's buffer, grown as needed,
+// read by the team.
+static const float *x_for(const float *x, size_t cols, int pairs) {
+    static __thread float *xp;
+    static __thread size_t cap;
+    size_t n = (cols + 31) & ~(size_t)31;
+    if (n > cap) {
+        free(xp);
+        xp = xmalloc(n * sizeof *xp);
+        cap = n;
+    }
+    if (pairs) {
+        x_pairs(xp, x, cols);
+    } else {
+        memcpy(xp, x, cols * sizeof *xp);
+        memset(xp + cols, 0, (n - cols) * sizeof *xp);
+    }
+    return xp;
+}
+
+// Row r's result v as y[r]: scaled (I8/I4), added to y[r] (acc), plus the bias.
+static inline void y_put(float *y, size_t r, float v, const float *scales, const float *b, int acc) {
+    if (scales) v *= scales[r];
+    if (acc) v = y[r] + v;
+    if (b) v += b[r];
+    y[r] = v;
+}
+
 void spmv_forward(float *y, const float *x, const PackTensor *t, const float *b, int acc) {
     int simd;
-    RowFn f = kernel(t, &simd);
-    if (takes_pairs(f)) { // the calling thread's buffer, grown as needed, read by the team
-        static __thread float *xp;
-        static __thread size_t cap;
-        size_t n = (t->cols + 31) & ~(size_t)31;
-        if (n > cap) {
-            free(xp);
-            xp = xmalloc(n * sizeof *xp);
-            cap = n;
-        }
-        x_pairs(xp, x, t->cols);
-        x = xp;
+    RowFn f = NULL;
+    PanelFn pf = NULL;
+    if (t->enc == PACK_TILES) {
+        pf = panel_kernel(t, &simd);
+        if (simd) x = x_for(x, t->cols, 0);
+    } else {
+        f = kernel(t, &simd);
+        if (takes_pairs(f)) x = x_for(x, t->cols, 1);
     }
-    size_t total = work_before(t, t->rows);
+    size_t nu = units(t), total = work_before(t, nu);
     size_t nt = (size_t)omp_get_max_threads();
     size_t nchunks = total < PAR_MIN_WORK || nt < 2 ? 1 : 4 * nt;
-    if (nchunks > t->rows) nchunks = t->rows ? t->rows : 1;
+    if (nchunks > nu) nchunks = nu ? nu : 1;
     const float *scales = t->scales;
-    Rows4Fn f4 = rows4(f);
+    Rows4Fn f4 = f ? rows4(f) : NULL;
 #pragma omp parallel for schedule(dynamic, 1) if (nchunks > 1)
     for (size_t ch = 0; ch < nchunks; ch++) {
-        size_t r0 = row_at(t, total / nchunks * ch + total % nchunks * ch / nchunks);
-        size_t r1 = ch + 1 == nchunks ? t->rows
-                                      : row_at(t, total / nchunks * (ch + 1) +
-                                                      total % nchunks * (ch + 1) / nchunks);
+        size_t u0 = unit_at(t, total / nchunks * ch + total % nchunks * ch / nchunks);
+        size_t u1 = ch + 1 == nchunks ? nu
+                                      : unit_at(t, total / nchunks * (ch + 1) + total % nchunks * (ch + 1) / nchunks);
+        if (pf) {
+            float d[TILE];
+            for (size_t p = u0; p < u1; p++) {
+                pf(d, t, p, x);
+                for (size_t r = p * TILE; r < (p + 1) * TILE && r < t->rows; r++) y_put(y, r, d[r - p * TILE], scales, b, acc);
+            }
+            continue;
+        }
         float d[4];
-        for (size_t r = r0; r < r1; r++) {
-            size_t j = (r - r0) % 4;
-            if (f4 && j == 0 && r + 4 <= r1) f4(d, t, r, x);
-            float v = f4 && r0 + (r - r0) / 4 * 4 + 4 <= r1 ? d[j] : f(t, r, x);
-            if (scales) v *= scales[r];
-            if (acc) v = y[r] + v;
-            if (b) v += b[r];
-            y[r] = v;
+        for (size_t r = u0; r < u1; r++) {
+            size_t j = (r - u0) % 4;
+            if (f4 && j == 0 && r + 4 <= u1) f4(d, t, r, x);
+            y_put(y, r, f4 && u0 + (r - u0) / 4 * 4 + 4 <= u1 ? d[j] : f(t, r, x), scales, b, acc);
         }
     }
 }
@@ -480,8 +609,18 @@ static void row_decode(float *out, const PackTensor *t, size_t r) {
         return;
     }
     memset(out, 0, cols * sizeof *out);
-    size_t k = t->nnz_ptr[r];
-    if (t->enc == PACK_BITMAP) {
+    size_t k = t->nnz_ptr[t->enc == PACK_TILES ? r / TILE : r];
+    if (t->enc == PACK_TILES) {
+        size_t p = r / TILE, blk = 0;
+        for (size_t s = t->ix_ptr[p]; s < t->ix_ptr[p + 1]; s++) {
+            blk += t->steps[s];
+            uint32_t m = t->masks[s];
+            // this row's element, if the slot has one, comes after the rows below it
+            if (m >> (r % TILE) & 1) out[blk * TILE + t->index[k + (size_t)__builtin_popcount(m & ((1u << (r % TILE)) - 1))]] =
+                value_at(t, k + (size_t)__builtin_popcount(m & ((1u << (r % TILE)) - 1)));
+            k += (size_t)__builtin_popcount(m);
+        }
+    } else if (t->enc == PACK_BITMAP) {
         const uint8_t *bm = t->index + r * ((cols + 7) / 8);
         for (size_t c = 0; c < cols; c++)
             if (bm[c / 8] >> (c % 8) & 1) out[c] = value_at(t, k++);
@@ -503,7 +642,7 @@ void spmv_embed(float *x, const int32_t *tokens, const PackTensor *t, size_t N) 
 }
 
 size_t spmv_bytes(const PackTensor *t) {
-    size_t ptr = (t->rows + 1) * sizeof(uint32_t);
-    return t->index_bytes + t->values_bytes + (t->nnz_ptr ? ptr : 0) + (t->ix_ptr ? ptr : 0) +
+    size_t ptr = (units(t) + 1) * sizeof(uint32_t);
+    return t->index_bytes + t->values_bytes + 5 * t->slots + (t->nnz_ptr ? ptr : 0) + (t->ix_ptr ? ptr : 0) +
            (t->scales ? t->rows * sizeof(float) : 0);
 }

@@ -19,7 +19,8 @@ cat >"$TMP/pack_ref.py" <<'PY'
 #   pack_ref.py bf16q ORIG UNPACKED       prunable rounded to bf16, the rest identical
 #   pack_ref.py tar PACK                  512 alignment, members == manifest, 1024 zeros at the end
 #   pack_ref.py info JSON S               --info --json agrees with the sparsity S
-#   pack_ref.py edit PACK OUT WHAT        a hostile copy: version2 | rename:OLD:NEW | pastend
+#   pack_ref.py edit PACK OUT WHAT        a hostile copy: version3 | rename:OLD:NEW | pastend |
+#                                         tilespast
 # Prints one "ok - ..." or "not ok - ..." line per check.
 import io, json, struct, sys, tarfile
 import numpy as np
@@ -114,7 +115,7 @@ def tar(path):
            "manifest.json comes first and lists every other member with its size, in order")
     end = ms[-1].offset_data + (ms[-1].size + 511) // 512 * 512
     report(len(b) == end + 1024 and b[end:] == bytes(1024), "the file ends with exactly two zero blocks")
-    report(man["format"] == "best-pack" and man["version"] == 1, "format best-pack, version 1")
+    report(man["format"] == "best-pack" and man["version"] == 2, "format best-pack, version 2")
 
 
 def info(path, S):
@@ -149,8 +150,8 @@ def write_tar(out, ms):
 
 def edit(path, out, what):
     ms = members(path)
-    if what == "version2":
-        ms[0] = (ms[0][0], ms[0][1].replace(b'"version":1,', b'"version":2,'))
+    if what == "version3":
+        ms[0] = (ms[0][0], ms[0][1].replace(b'"version":2,', b'"version":3,'))
     elif what.startswith("rename:"):
         _, old, new = what.split(":")
         ms = [(new if n == old else n, d) for n, d in ms]
@@ -159,6 +160,11 @@ def edit(path, out, what):
         man = json.loads(ms[0][1])
         t = next(t for t in man["tensors"] if t["encoding"] == "delta" and t["nnz"] > 0)
         ms = [(n, bytes([254]) * len(d) if n == t["name"] + ".index" else d) for n, d in ms]
+    elif what == "tilespast":  # every slot of a tiles tensor steps 255 blocks on
+        man = json.loads(ms[0][1])
+        t = next(t for t in man["tensors"] if t["encoding"] == "tiles" and t["nnz"] > 0)
+        ms = [(n, d[:len(d) // 5 * 4] + bytes([255]) * (len(d) // 5) if n == t["name"] + ".slots" else d)
+              for n, d in ms]
     write_tar(out, ms)
 
 
@@ -203,11 +209,16 @@ done
 
 D=tests/fixtures/model/llama
 X="$TMP/llama.p90bf.pack"
-# 99%: delta coding, for the stream tests below
+# 99%: delta coding (forced: on this small model tiles are smaller), tiles by default
 mkdir -p "$TMP/p99"
 "$MASK" --model $D --sparsity 0.99 --saliency magnitude --apply --out-model "$TMP/p99" --quiet
-"$P" --model "$TMP/p99" --out "$TMP/p99.pack" --quiet
-check "99%: delta-coded tensors" sh -c "'$P' --info '$TMP/p99.pack' | grep -q ' delta '"
+"$P" --model "$TMP/p99" --out "$TMP/p99.pack" --index delta --quiet
+"$P" --model "$TMP/p99" --out "$TMP/p99t.pack" --quiet
+check "99%, --index delta: delta-coded tensors" sh -c "'$P' --info '$TMP/p99.pack' | grep -q ' delta '"
+check "99%, default (--index speed): every prunable tensor in tiles" sh -c \
+    "'$P' --info '$TMP/p99t.pack' | grep -q ' tiles ' && ! '$P' --info '$TMP/p99t.pack' | grep -q ' delta \\| bitmap '"
+"$P" --unpack "$TMP/p99t.pack" --out "$TMP/p99t" --quiet
+$REF same "$TMP/p99" "$TMP/p99t"
 check "packing is deterministic" sh -c "'$P' --model '$TMP/llama.p90bf' --out '$TMP/again.pack' --quiet && cmp '$X' '$TMP/again.pack'"
 
 # Usage errors: exit 2.
@@ -218,6 +229,8 @@ expect_error "--unpack without --out" 2 "needs --out" "$P" --unpack "$X"
 expect_error "unknown --quant" 2 "unknown --quant int3" "$P" --model $D --out "$TMP/never.pack" --quant int3
 expect_error "--json without --info" 2 "--json goes with --info" "$P" --verify "$X" --json
 expect_error "--quant when unpacking" 2 "--quant goes with --model" "$P" --unpack "$X" --out "$TMP/never" --quant int8
+expect_error "unknown --index" 2 "unknown --index fastest" "$P" --model $D --out "$TMP/never.pack" --index fastest
+expect_error "--index when unpacking" 2 "--index goes with --model" "$P" --unpack "$X" --out "$TMP/never" --index size
 
 # Runtime errors: exit 1, one line, nothing written.
 expect_error "missing pack" 1 "cannot open" "$P" --info "$TMP/nowhere.pack"
@@ -237,10 +250,12 @@ check "a flipped byte in tensor data still opens (--info)" "$P" --info "$TMP/fli
 expect_error "--verify catches a flipped byte" 1 "checksum mismatch" "$P" --verify "$TMP/flip.pack"
 expect_error "--unpack refuses a flipped byte" 1 "checksum mismatch" "$P" --unpack "$TMP/flip.pack" --out "$TMP/flip.un"
 check "nothing unpacked from the corrupted pack" test ! -e "$TMP/flip.un"
-$REF edit "$X" "$TMP/v2.pack" version2
-expect_error "unknown format version" 1 "unknown format version 2" "$P" --info "$TMP/v2.pack"
+$REF edit "$X" "$TMP/v3.pack" version3
+expect_error "unknown format version" 1 "unknown format version 3" "$P" --info "$TMP/v3.pack"
 $REF edit "$TMP/p99.pack" "$TMP/past.pack" pastend
 expect_error "an index stream that runs past its end" 1 "runs past its end" "$P" --info "$TMP/past.pack"
+$REF edit "$TMP/p99t.pack" "$TMP/tpast.pack" tilespast
+expect_error "tiles that step past the last block" 1 "runs past its last block" "$P" --info "$TMP/tpast.pack"
 mkdir -p "$TMP/jail/out"
 for bad in ../x ../../escape a/b /tmp/abs; do
     $REF edit "$X" "$TMP/evil.pack" "rename:config.json:$bad"

@@ -132,6 +132,101 @@ static char *tmp_path(const char *name) { return path_join(TMP, name); }
 
 // --- round trips ------------------------------------------------------------------------
 
+// Every tensor of p decodes to m's bits, whole and row by row.
+static void check_exact(const Pack *p, const Model *m, StDtype dt, const char *what) {
+    int exact = 1, rows_ok = 1;
+    for (int i = 0; i < m->n_info; i++) {
+        const ParamInfo *pi = &m->info[i];
+        const PackTensor *t = pack_find(p, pi->name);
+        if (!t) { exact = 0; continue; }
+        float *d = decode_all(t);
+        exact &= memcmp(d, m->params + pi->offset, pi->numel * sizeof *d) == 0 && t->dtype == dt;
+        float *row = xmalloc(t->cols * sizeof *row);
+        for (size_t r = 0; r < t->rows; r++) {
+            pack_decode_rows(row, t, r, r + 1);
+            rows_ok &= memcmp(row, d + r * t->cols, t->cols * sizeof *row) == 0;
+        }
+        free(row);
+        free(d);
+    }
+    T_OK(exact, "%s: every tensor decodes bit exact", what);
+    T_OK(rows_ok, "%s: decoding row by row equals decoding the whole tensor", what);
+}
+
+// The tiny model packed with every prunable tensor in one encoding (forced by index).
+static void test_forced(StDtype dt, PackIndex index, PackEnc want) {
+    char name[64];
+    snprintf(name, sizeof name, "tiny_%s_%s.pack", st_dtype_name(dt), pack_enc_name(want));
+    char *dir = tmp_path("tiny_forced"), *path = tmp_path(name);
+    Model m;
+    tiny_model(&m, dir, dt);
+    T_OK(pack_write(path, &m, QUANT_NONE, index) == 0, "%s: pack_write %s", name, err_msg());
+    Pack p;
+    if (pack_open(&p, path) == 0) {
+        int all = 1;
+        for (int i = 0; i < p.n; i++) all &= p.t[i].prunable ? p.t[i].enc == want : p.t[i].enc == PACK_DENSE;
+        T_OK(all, "%s: every prunable tensor %s, the others dense", name, pack_enc_name(want));
+        check_exact(&p, &m, dt, name);
+        T_OK(pack_verify(&p) == 0, "%s: pack_verify", name);
+        pack_close(&p);
+    } else {
+        T_OK(0, "%s: pack_open: %s", name, err_msg());
+    }
+    model_free(&m);
+    free(dir);
+    free(path);
+}
+
+// Tiles where they are hard: a panel of 8 rows after a full one, a row full within a
+// block, a step of 262 blocks (a slot of step 255 and no element, then one of 7), a
+// row whose last element is in the tensor's last column (8499 of 8500).
+static void test_tiles(void) {
+    static const char *cfg =
+        "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", \"hidden_size\": 40,\n"
+        " \"intermediate_size\": 8500, \"num_hidden_layers\": 1, \"num_attention_heads\": 2,\n"
+        " \"vocab_size\": 11, \"tie_word_embeddings\": false, \"torch_dtype\": \"bfloat16\"}\n";
+    char *dir = tmp_path("tiles"), *path = tmp_path("tiles.pack");
+    mkdir(dir, 0777);
+    write_text(dir, "config.json", cfg);
+    Model m;
+    CHECK(model_create(&m, dir) == 0, "%s", err_msg());
+    m.dtype = ST_BF16;
+    for (int i = 0; i < m.n_info; i++) {
+        const ParamInfo *pi = &m.info[i];
+        for (size_t j = 0; j < pi->numel; j++)
+            m.params[pi->offset + j] = pi->prunable && unif() < 0.97 ? 0 : value_in(ST_BF16);
+    }
+    size_t R, C;
+    float *w = param(&m, "model.layers.0.mlp.down_proj.weight", &R, &C); // (40, 8500)
+    memset(w, 0, 32 * C * sizeof *w); // panel 0: only these three rows
+    w[0] = value_in(ST_BF16);
+    w[8400] = value_in(ST_BF16);                                        // row 0: step 262
+    w[C + 8499] = -0.0f;                                                // row 1: last column
+    for (size_t c = 32; c < 64; c++) w[2 * C + c] = value_in(ST_BF16); // row 2: a full block
+    T_OK(pack_write(path, &m, QUANT_NONE, INDEX_TILES) == 0, "tiles: pack_write %s", err_msg());
+    Pack p;
+    if (pack_open(&p, path) == 0) {
+        const PackTensor *t = pack_find(&p, "model.layers.0.mlp.down_proj.weight");
+        int escape = 0, full = 0;
+        size_t blk = 0;
+        for (size_t s = 0; t && s < t->ix_ptr[1]; s++) {
+            blk += t->steps[s];
+            escape += t->masks[s] == 0 && t->steps[s] == 255;
+            full += blk == 1 && t->masks[s] == 4;
+        }
+        T_OK(t && t->enc == PACK_TILES && t->slots == t->ix_ptr[2] && t->ix_ptr[1] == 36 && escape == 1 && full == 32,
+             "tiles: down_proj in 2 panels; panel 0 is 36 slots: block 0, 32 of block 1, an escape (step 255), "
+             "blocks 262 and 265 (%zu slots in all)", t ? t->slots : 0);
+        check_exact(&p, &m, ST_BF16, "tiles");
+        pack_close(&p);
+    } else {
+        T_OK(0, "tiles: pack_open: %s", err_msg());
+    }
+    model_free(&m);
+    free(dir);
+    free(path);
+}
+
 static void test_roundtrip(StDtype dt) {
     char dirname[32], packname[32];
     snprintf(dirname, sizeof dirname, "tiny_%s", st_dtype_name(dt));
@@ -139,13 +234,13 @@ static void test_roundtrip(StDtype dt) {
     char *dir = tmp_path(dirname), *path = tmp_path(packname);
     Model m;
     tiny_model(&m, dir, dt);
-    T_OK(pack_write(path, &m, QUANT_NONE) == 0, "%s: pack_write %s", st_dtype_name(dt), err_msg());
+    T_OK(pack_write(path, &m, QUANT_NONE, INDEX_SIZE) == 0, "%s: pack_write %s", st_dtype_name(dt), err_msg());
     Pack p;
     int ok = pack_open(&p, path) == 0;
     T_OK(ok, "%s: pack_open: %s", st_dtype_name(dt), err_msg());
     if (!ok) { model_free(&m); free(dir); free(path); return; }
     T_OK(pack_verify(&p) == 0, "%s: pack_verify", st_dtype_name(dt));
-    int exact = 1, rows_ok = 1, encs[3] = {0};
+    int exact = 1, rows_ok = 1, encs[4] = {0};
     for (int i = 0; i < m.n_info; i++) {
         const ParamInfo *pi = &m.info[i];
         const PackTensor *t = pack_find(&p, pi->name);
@@ -168,10 +263,10 @@ static void test_roundtrip(StDtype dt) {
     const PackTensor *gate = pack_find(&p, "model.layers.0.mlp.gate_proj.weight");
     const PackTensor *norm = pack_find(&p, "model.norm.weight");
     const PackTensor *k = pack_find(&p, "model.layers.0.self_attn.k_proj.weight");
-    T_OK(down && down->enc == PACK_DELTA && gate && gate->enc == PACK_BITMAP && norm && norm->enc == PACK_DENSE &&
+    T_OK(down && down->enc != PACK_DENSE && gate && gate->enc != PACK_DENSE && norm && norm->enc == PACK_DENSE &&
              norm->ndim == 1 && k && k->nnz == 0,
-         "%s: all three encodings used (%d dense, %d bitmap, %d delta), 1-D norm dense, empty k_proj", st_dtype_name(dt),
-         encs[0], encs[1], encs[2]);
+         "%s: --index size: %d dense, %d bitmap, %d delta, %d tiles; 1-D norm dense, empty k_proj", st_dtype_name(dt),
+         encs[0], encs[1], encs[2], encs[3]);
     int aligned = p.map.size % 512 == 0;
     for (int i = 0; i < p.n_members; i++) aligned &= p.members[i].offset % 512 == 0;
     T_OK(aligned, "%s: every member's data starts at a multiple of 512 (%d members)", st_dtype_name(dt), p.n_members);
@@ -209,7 +304,7 @@ static void test_quant(PackQuant q) {
     char *dir = tmp_path("tiny_q"), *path = tmp_path("tiny_q.pack");
     Model m;
     tiny_model(&m, dir, ST_F32);
-    T_OK(pack_write(path, &m, q) == 0, "%s: pack_write %s", qn, err_msg());
+    T_OK(pack_write(path, &m, q, INDEX_SPEED) == 0, "%s: pack_write %s", qn, err_msg());
     Pack p;
     if (pack_open(&p, path) < 0) { T_OK(0, "%s: pack_open: %s", qn, err_msg()); model_free(&m); free(dir); free(path); return; }
     float qmax = q == QUANT_INT8 ? 127 : 7;
@@ -264,7 +359,8 @@ static void test_quant(PackQuant q) {
 // --- sizes ------------------------------------------------------------------------------
 
 // A bf16 model with 2.6M prunable weights, each kept with probability 1 - s.
-static void test_sizes(void) {
+static void test_sizes(PackIndex index) {
+    const char *rule = index == INDEX_SIZE ? "size" : "speed";
     static const char *cfg =
         "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", \"hidden_size\": 512,\n"
         " \"intermediate_size\": 1024, \"num_hidden_layers\": 1, \"num_attention_heads\": 8,\n"
@@ -283,32 +379,40 @@ static void test_sizes(void) {
                 m.params[pi->offset + j] = pi->prunable && unif() < S[k] ? 0 : value_in(ST_BF16);
         }
         char *path = tmp_path("sized.pack");
-        T_OK(pack_write(path, &m, QUANT_NONE) == 0, "S=%.2f: pack_write %s", S[k], err_msg());
+        T_OK(pack_write(path, &m, QUANT_NONE, index) == 0, "S=%.2f: pack_write %s", S[k], err_msg());
         Pack p;
         if (pack_open(&p, path) < 0) { T_OK(0, "S=%.2f: %s", S[k], err_msg()); model_free(&m); free(path); continue; }
-        size_t bytes = 0, numel = 0, nnz = 0, index_bytes = 0;
-        int all_bitmap = 1, all_delta = 1;
+        size_t bytes = 0, numel = 0, nnz = 0;
+        int all_bitmap = 1, all_delta = 1, all_tiles = 1, all_small = 1;
+        size_t delta_nnz = 0, delta_index = 0; // of the tensors not tiles
         for (int i = 0; i < p.n; i++) {
             const PackTensor *t = &p.t[i];
             if (!t->prunable) continue;
             bytes += pack_tensor_bytes(t);
             numel += t->rows * t->cols;
             nnz += t->nnz;
-            index_bytes += t->index_bytes;
             all_bitmap &= t->enc == PACK_BITMAP;
             all_delta &= t->enc == PACK_DELTA;
+            all_tiles &= t->enc == PACK_TILES;
+            all_small &= t->enc == PACK_DELTA || t->enc == PACK_TILES;
+            if (t->enc != PACK_TILES) delta_nnz += t->nnz, delta_index += t->index_bytes;
         }
         double ratio = (double)bytes / (2.0 * (double)numel), bpn = 8.0 * (double)bytes / (double)nnz;
-        printf("# bf16, sparsity %.2f: %.2f bits per nonzero (index included), %.4f of dense bf16 (1/%.1f), %s\n",
-               S[k], bpn, ratio, 1 / ratio, all_bitmap ? "bitmap" : all_delta ? "delta" : "mixed");
-        if (S[k] == 0.7) T_OK(all_bitmap, "S=0.70: every prunable tensor is a bitmap");
-        if (S[k] == 0.99) T_OK(all_delta, "S=0.99: every prunable tensor is delta-coded");
-        if (S[k] == 0.95) T_OK(ratio <= 1.0 / 6, "S=0.95: prunable weights %.4f of dense bf16 (target <= 1/6)", ratio);
-        if (S[k] == 0.7 || S[k] == 0.99) {
+        printf("# --index %s, bf16, sparsity %.2f: %.2f bits per nonzero (index included), %.4f of dense bf16 "
+               "(1/%.1f), %s\n", rule, S[k], bpn, ratio, 1 / ratio,
+               all_bitmap ? "bitmap" : all_delta ? "delta" : all_tiles ? "tiles" : "mixed");
+        if (S[k] == 0.7 && index == INDEX_SIZE) T_OK(all_bitmap, "size, S=0.70: every prunable tensor is a bitmap");
+        if (S[k] == 0.99 && index == INDEX_SIZE)
+            T_OK(delta_nnz > 0 && all_small, "size, S=0.99: every prunable tensor delta or tiles (%s)",
+                 all_delta ? "all delta" : "mixed");
+        if (S[k] >= 0.9 && index == INDEX_SPEED) T_OK(all_tiles, "speed, S=%.2f: every prunable tensor is tiles", S[k]);
+        if (S[k] == 0.95)
+            T_OK(ratio <= 1.0 / 6, "%s, S=0.95: prunable weights %.4f of dense bf16 (target <= 1/6)", rule, ratio);
+        if ((S[k] == 0.7 || S[k] == 0.99) && index == INDEX_SIZE) {
             // "near their best": the index stream itself (bitmap or delta bytes, without
             // the per-row counts) within 15% of the entropy of a random mask
             double h = -(S[k] * log2(S[k]) + (1 - S[k]) * log2(1 - S[k])) / (1 - S[k]);
-            double ib = 8.0 * (double)index_bytes / (double)nnz;
+            double ib = 8.0 * (double)delta_index / (double)delta_nnz;
             T_OK(ib <= 1.15 * h, "S=%.2f: index %.2f bits per nonzero, the mask's entropy is %.2f", S[k], ib, h);
         }
         pack_close(&p);
@@ -431,8 +535,31 @@ static void expect_bad(Entry *e, int ne, const char *want, const char *what) {
     free(buf);
 }
 
+// Every byte of the pack good (n) with one bit flipped, then every 5th byte inverted
+// (the time is ASan's): pack_open or pack_verify refuses each.
+static void test_flips(const uint8_t *good, size_t n, const char *what) {
+    Pack p;
+    uint8_t *bad = aligned_alloc(64, (n + 63) / 64 * 64);
+    int caught_open = 0, caught_verify = 0, missed = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < n; i += pass ? 5 : 1) {
+            memcpy(bad, good, n);
+            bad[i] ^= pass == 0 ? (uint8_t)(1u << (i % 8)) : 0xFF;
+            if (pack_open_mem(&p, bad, n, "flipped.pack") < 0) {
+                caught_open += err_msg()[0] != 0;
+                continue;
+            }
+            if (pack_verify(&p) < 0) caught_verify++;
+            else if (missed++ < 5) printf("#   flip at byte %zu (pass %d) not detected\n", i, pass);
+            pack_close(&p);
+        }
+    T_OK(missed == 0, "%s pack: each single flipped byte is caught (%d by pack_open, %d by pack_verify, %d missed)",
+         what, caught_open, caught_verify, missed);
+    free(bad);
+}
+
 static void test_bad(void) {
-    char *path = tmp_path("tiny_BF16.pack");
+    char *path = tmp_path("tiny_BF16_delta.pack");
     size_t n;
     uint8_t *good = read_file(&n, path);
     Pack p;
@@ -454,32 +581,22 @@ static void test_bad(void) {
     T_OK(trunc, "every truncation (%zu of them) is refused%s", n, trunc ? "" : " -- not at some length");
     if (!trunc) printf("#   first accepted truncation: %zu bytes\n", first_bad);
 
-    uint8_t *bad = aligned_alloc(64, (n + 63) / 64 * 64);
-    int caught_open = 0, caught_verify = 0, missed = 0;
-    // every byte with one bit flipped, then every 5th byte inverted (the time is ASan's)
-    for (int pass = 0; pass < 2; pass++)
-        for (size_t i = 0; i < n; i += pass ? 5 : 1) {
-            memcpy(bad, good, n);
-            bad[i] ^= pass == 0 ? (uint8_t)(1u << (i % 8)) : 0xFF;
-            if (pack_open_mem(&p, bad, n, "flipped.pack") < 0) {
-                caught_open += err_msg()[0] != 0;
-                continue;
-            }
-            if (pack_verify(&p) < 0) caught_verify++;
-            else if (missed++ < 5) printf("#   flip at byte %zu (pass %d) not detected\n", i, pass);
-            pack_close(&p);
-        }
-    T_OK(missed == 0, "each single flipped byte is caught (%d by pack_open, %d by pack_verify, %d missed)",
-         caught_open, caught_verify, missed);
-    free(bad);
+    test_flips(good, n, "delta");
 
     Entry *mf = entry(e, ne, "manifest.json");
     uint8_t *saved = xmalloc(mf->size);
     size_t saved_n = mf->size;
     memcpy(saved, mf->data, saved_n);
 #define RESTORE() do { free(mf->data); mf->data = xmalloc(saved_n); memcpy(mf->data, saved, saved_n); mf->size = saved_n; } while (0)
-    edit(mf, "\"version\":1,", "\"version\":2,");
-    expect_bad(e, ne, "version 2", "an unknown format version");
+    edit(mf, "\"version\":2,", "\"version\":3,");
+    expect_bad(e, ne, "version 3", "an unknown format version");
+    RESTORE();
+    edit(mf, "\"version\":2,", "\"version\":1,");
+    size_t n1;
+    uint8_t *v1 = tar_build(&n1, e, ne);
+    T_OK(pack_open_mem(&p, v1, n1, "v1.pack") == 0, "a version 1 pack (no tiles) still opens: %s", err_msg());
+    pack_close(&p);
+    free(v1);
     RESTORE();
     edit(mf, "\"format\":\"best-pack\"", "\"format\":\"other\"");
     expect_bad(e, ne, "format", "another format");
@@ -508,7 +625,7 @@ static void test_bad(void) {
     memcpy(ixp->data + ixp->size - 4, &last, 4);
     Entry *nz = entry(e, ne, "model.layers.0.mlp.gate_proj.weight.nnz");
     nz->data[8] ^= 1;
-    expect_bad(e, ne, "gate_proj", "a bitmap whose counts disagree with nnz");
+    expect_bad(e, ne, "gate_proj", "row counts that disagree with nnz");
     nz->data[8] ^= 1;
 
     Entry *tok = entry(e, ne, "tokenizer.json");
@@ -539,6 +656,75 @@ static void test_bad(void) {
     free(path);
 }
 
+// Tiles streams that lie: refused at open, each with its own message.
+static void test_bad_tiles(void) {
+    char *path = tmp_path("tiny_BF16_tiles.pack");
+    size_t n;
+    uint8_t *good = read_file(&n, path);
+    int ne;
+    Entry *e = entries_of(&ne, good, n);
+    Pack p;
+    T_OK(pack_open_mem(&p, good, n, "tiles.pack") == 0, "the tiles pack opens");
+    pack_close(&p);
+    Entry *mf = entry(e, ne, "manifest.json");
+    edit(mf, "\"version\":2,", "\"version\":1,");
+    expect_bad(e, ne, "unknown encoding tiles (format version 1)", "tiles in a version 1 pack");
+    edit(mf, "\"version\":1,", "\"version\":2,");
+    const char *d = "model.layers.0.mlp.down_proj.weight"; // (13, 300): one panel, 10 blocks
+    char name[128];
+    snprintf(name, sizeof name, "%s.slots", d);
+    Entry *sl = entry(e, ne, name);
+    snprintf(name, sizeof name, "%s.index", d);
+    Entry *ix = entry(e, ne, name);
+    size_t S = sl->size / 5;
+    uint32_t m0;
+    memcpy(&m0, sl->data, 4);
+    sl->data[4 * S] = 10; // the first slot's block: 10 of 10
+    expect_bad(e, ne, "runs past its last block", "a tiles slot past the last block");
+    sl->data[4 * S] = 0;
+    uint32_t past = m0 | 1u << 20; // row 20 of a 13-row tensor
+    memcpy(sl->data, &past, 4);
+    expect_bad(e, ne, "past the tensor's end", "a tiles mask with a row past the tensor");
+    uint32_t fewer = m0 & (m0 - 1);
+    memcpy(sl->data, &fewer, 4);
+    expect_bad(e, ne, "out of order or range", "a tiles mask that loses an element (the next ones shift)");
+    memcpy(sl->data, &m0, 4);
+    Entry *gn = entry(e, ne, "model.layers.0.mlp.gate_proj.weight.nnz"); // (300, 13): 10 panels
+    uint32_t n1;
+    memcpy(&n1, gn->data + 4, 4);
+    n1++;
+    memcpy(gn->data + 4, &n1, 4);
+    expect_bad(e, ne, "nnz says", "a tiles panel with fewer elements than nnz says");
+    n1--;
+    memcpy(gn->data + 4, &n1, 4);
+    uint8_t c0 = ix->data[0];
+    ix->data[0] = 32;
+    expect_bad(e, ne, "out of order or range", "a tiles column of 32 within a block");
+    ix->data[0] = c0;
+    char from[160], to[160];
+    snprintf(from, sizeof from, "\"name\":\"%s.slots\",\"size\":%zu,", d, sl->size);
+    snprintf(to, sizeof to, "\"name\":\"%s.slots\",\"size\":%zu,", d, sl->size - 1);
+    edit(mf, from, to);
+    sl->size--;
+    expect_bad(e, ne, "multiple of 5", "a slots member of 5S-1 bytes");
+    sl->size++;
+    edit(mf, to, from);
+    size_t n2;
+    uint8_t *same = tar_build(&n2, e, ne);
+    T_OK(pack_open_mem(&p, same, n2, "tiles.pack") == 0, "restored, the tiles pack opens again: %s", err_msg());
+    pack_close(&p);
+    free(same);
+    test_flips(good, n, "tiles");
+    entries_free(e, ne);
+    free(good);
+    free(path);
+    path = tmp_path("tiny_BF16_bitmap.pack");
+    good = read_file(&n, path);
+    test_flips(good, n, "bitmap");
+    free(good);
+    free(path);
+}
+
 int main(void) {
     snprintf(TMP, sizeof TMP, "/tmp/test_pack.XXXXXX");
     CHECK(mkdtemp(TMP), "mkdtemp");
@@ -548,8 +734,17 @@ int main(void) {
     test_quant(QUANT_INT8);
     test_quant(QUANT_INT4);
     test_quant(QUANT_BF16);
-    test_sizes();
+    for (int d = 0; d < 3; d++) {
+        static const StDtype dts[] = {ST_F32, ST_F16, ST_BF16};
+        test_forced(dts[d], INDEX_BITMAP, PACK_BITMAP);
+        test_forced(dts[d], INDEX_DELTA, PACK_DELTA);
+        test_forced(dts[d], INDEX_TILES, PACK_TILES);
+    }
+    test_tiles();
+    test_sizes(INDEX_SIZE);
+    test_sizes(INDEX_SPEED);
     test_bad();
+    test_bad_tiles();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", TMP);
     if (getenv("TEST_PACK_KEEP")) printf("# kept %s\n", TMP);

@@ -43,7 +43,7 @@ typedef struct {
     PackTensor t;
     float *ref;          // (rows, cols) the dequantized matrix the kernels must compute with
     uint32_t *nnz_ptr, *ix_ptr;
-    uint8_t *index;
+    uint8_t *index, *slots;
     void *values;
     float *scales;
 } Packed;
@@ -53,6 +53,7 @@ static void packed_free(Packed *p) {
     free(p->nnz_ptr);
     free(p->ix_ptr);
     free(p->index);
+    free(p->slots);
     free(p->values);
     free(p->scales);
     memset(p, 0, sizeof *p);
@@ -81,6 +82,62 @@ static void encode(Packed *p, const float *w, size_t rows, size_t cols, PackEnc 
         nnz += keep[i];
     }
     t->nnz = nnz;
+    // the order the values are stored in: row-major, or for tiles (pack.h) per panel of
+    // 32 rows, per block of 32 columns, slot j holding each row's j-th element there
+    size_t *order = xmalloc((nnz + 1) * sizeof *order), no = 0;
+    if (enc == PACK_TILES) {
+        size_t panels = (rows + 31) / 32, nblocks = (cols + 31) / 32, cap = nnz + n / 32 / 255 + panels + 16;
+        uint32_t *masks = xmalloc(cap * sizeof *masks);
+        uint8_t *steps = xmalloc(cap);
+        p->nnz_ptr = xcalloc(panels + 1, sizeof *p->nnz_ptr);
+        p->ix_ptr = xcalloc(panels + 1, sizeof *p->ix_ptr);
+        p->index = xmalloc(nnz + 1);
+        size_t ns = 0;
+        for (size_t pn = 0; pn < panels; pn++) {
+            size_t gap = 0; // blocks since the panel's start or the last slot
+            for (size_t b = 0; b < nblocks; b++, gap++) {
+                size_t cnt[32] = {0}, most = 0;
+                for (size_t i = 0; i < 32 && pn * 32 + i < rows; i++) {
+                    for (size_t c = b * 32; c < cols && c < b * 32 + 32; c++) cnt[i] += keep[(pn * 32 + i) * cols + c];
+                    most = cnt[i] > most ? cnt[i] : most;
+                }
+                for (size_t j = 0; j < most; j++) {
+                    if (j == 0)
+                        for (; gap > 255; gap -= 255) masks[ns] = 0, steps[ns++] = 255;
+                    uint32_t m = 0;
+                    for (size_t i = 0; i < 32; i++) m |= (uint32_t)(cnt[i] > j) << i;
+                    masks[ns] = m;
+                    steps[ns++] = (uint8_t)(j == 0 ? gap : 0);
+                    for (size_t i = 0; i < 32; i++) {
+                        if (cnt[i] <= j) continue;
+                        size_t seen = 0, r = pn * 32 + i; // row r's j-th element in block b
+                        for (size_t c = b * 32; c < cols && c < b * 32 + 32; c++)
+                            if (keep[r * cols + c] && seen++ == j) {
+                                p->index[no] = (uint8_t)(c - b * 32);
+                                order[no++] = r * cols + c;
+                            }
+                    }
+                }
+                if (most) gap = 0;
+            }
+            p->nnz_ptr[pn + 1] = (uint32_t)no;
+            p->ix_ptr[pn + 1] = (uint32_t)ns;
+        }
+        p->slots = xmalloc(5 * ns + 1);
+        memcpy(p->slots, masks, 4 * ns);
+        memcpy(p->slots + 4 * ns, steps, ns);
+        free(masks);
+        free(steps);
+        t->slots = ns;
+        t->masks = (const uint32_t *)p->slots;
+        t->steps = p->slots + 4 * ns;
+        t->nnz_ptr = p->nnz_ptr;
+        t->ix_ptr = p->ix_ptr;
+        t->index_bytes = nnz;
+    } else {
+        for (size_t i = 0; i < n; i++)
+            if (keep[i]) order[no++] = i;
+    }
     // per-row scales for I8/I4: max |w| / 127 or / 7 over the row's stored elements
     float qmax = val == PACK_I8 ? 127.0f : 7.0f;
     if (val == PACK_I8 || val == PACK_I4) {
@@ -99,9 +156,8 @@ static void encode(Packed *p, const float *w, size_t rows, size_t cols, PackEnc 
     t->values = p->values;
     t->values_bytes = vb;
     p->ref = xcalloc(n, sizeof *p->ref);
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!keep[i]) continue;
+    for (size_t k = 0; k < nnz; k++) {
+        size_t i = order[k];
         float x = w[i], q;
         size_t r = i / cols;
         switch (val) {
@@ -129,9 +185,9 @@ static void encode(Packed *p, const float *w, size_t rows, size_t cols, PackEnc 
             p->ref[i] = q * p->scales[r];
             break;
         }
-        k++;
     }
-    if (enc != PACK_DENSE) {
+    free(order);
+    if (enc == PACK_BITMAP || enc == PACK_DELTA) {
         p->nnz_ptr = xcalloc(rows + 1, sizeof *p->nnz_ptr);
         for (size_t r = 0; r < rows; r++) {
             uint32_t c = 0;
@@ -209,19 +265,18 @@ static void reference(double *y, double *mag, const float *ref, const float *x, 
     }
 }
 
-static const char *ENC[] = {"dense", "bitmap", "delta"};
+static const char *ENC[] = {"dense", "bitmap", "delta", "tiles"};
 static const char *VAL[] = {"F32", "BF16", "F16", "I8", "I4"};
 
-// Every (encoding, value type) of one shape, both kernel sets, 1 and 3 threads.
-static void check_shape(size_t rows, size_t cols) {
-    float *w = make_matrix(rows, cols);
+// Every (encoding, value type) of w (rows, cols), both kernel sets, 1 and 3 threads.
+static void check_matrix(float *w, size_t rows, size_t cols) {
     float *x = xmalloc(cols * sizeof *x), *b = xmalloc(rows * sizeof *b);
     for (size_t c = 0; c < cols; c++) x[c] = (float)(uniform() * 2 - 1);
     for (size_t r = 0; r < rows; r++) b[r] = (float)(uniform() - 0.5);
     float *y1 = xmalloc(rows * sizeof *y1), *y3 = xmalloc(rows * sizeof *y3);
     float *ya = xmalloc(rows * sizeof *ya), *row = xmalloc(cols * sizeof *row);
     double *yr = xmalloc(rows * sizeof *yr), *mag = xmalloc(rows * sizeof *mag);
-    for (int e = 0; e < 3; e++)
+    for (int e = 0; e < 4; e++)
         for (int v = 0; v < 5; v++) {
             Packed p;
             encode(&p, w, rows, cols, (PackEnc)e, (PackVal)v);
@@ -272,6 +327,20 @@ static void check_shape(size_t rows, size_t cols) {
     free(mag);
 }
 
+static void check_shape(size_t rows, size_t cols) { check_matrix(make_matrix(rows, cols), rows, cols); }
+
+// Tiles steps of more than 255 blocks: panel 0 holds (0, 0), (0, 8400), (1, 8499),
+// panel 1 (row 32 of 33) one element at column 5000.
+static void check_far(void) {
+    size_t rows = 33, cols = 8500;
+    float *w = xcalloc(rows * cols, sizeof *w);
+    w[0] = 0.5f;
+    w[8400] = -1.5f;
+    w[cols + 8499] = 2.0f;
+    w[32 * cols + 5000] = 0.25f;
+    check_matrix(w, rows, cols);
+}
+
 // spmv_bytes counts what the kernels read.
 static void check_bytes(void) {
     float w[4 * 10] = {0};
@@ -301,7 +370,7 @@ static void check_model(const char *fixture) {
     rc = model_save(&m, dir, -1);
     model_free(&m);
     if (rc == 0) rc = model_load(&d, dir);
-    if (rc == 0 && (rc = pack_write(pack, &d, QUANT_NONE)) < 0) model_free(&d);
+    if (rc == 0 && (rc = pack_write(pack, &d, QUANT_NONE, INDEX_SPEED)) < 0) model_free(&d);
     if (rc == 0 && (rc = model_load(&p, pack)) < 0) model_free(&d);
     if (!T_OK(rc == 0, "%s: save, pack and load the pack %s", fixture, rc ? err_msg() : "")) return;
     T_OK(p.pack && p.n_params < d.n_params && model_numel(&p) == model_numel(&d),
@@ -378,6 +447,7 @@ int main(void) {
     check_shape(45, 1100);   // long rows: every delta escape case, 64-column words + tail
     check_shape(300, 701);   // enough work to split over threads, tail of 61 columns
     check_shape(64, 2048);   // multiples of 64
+    check_far();             // tiles: a step of 262 blocks
     check_bytes();
     omp_set_num_threads(2);
     check_model("llama");

@@ -17,7 +17,7 @@
 #include "progress.h" // defines: now_seconds
 
 typedef struct {
-    const char *model, *out, *unpack, *info, *verify, *quant;
+    const char *model, *out, *unpack, *info, *verify, *quant, *index;
     int json, quiet;
 } Opts;
 
@@ -121,11 +121,12 @@ static void print_info(const Pack *p, const char *path, int json) {
 }
 
 int main(int argc, char **argv) {
-    Opts o = {.quant = "none"};
+    Opts o = {.quant = "none", .index = "speed"};
     const Option opts[] = {
         {"model", OPT_STRING, &o.model, "DIR", "Hugging Face model folder to pack (with --out)"},
         {"out", OPT_STRING, &o.out, "PATH", "the pack to write, or the folder --unpack writes"},
         {"quant", OPT_STRING, &o.quant, "NAME", "values of prunable tensors: none (the model's dtype), bf16, int8, int4"},
+        {"index", OPT_STRING, &o.index, "RULE", "encoding of prunable tensors: speed (default), size, or always bitmap, delta, tiles"},
         {"unpack", OPT_STRING, &o.unpack, "PACK", "restore a Hugging Face folder (--out DIR) from a pack"},
         {"info", OPT_STRING, &o.info, "PACK", "per-tensor sparsity, encoding, bytes and bits per nonzero"},
         {"verify", OPT_STRING, &o.verify, "PACK", "check every member's xxh64 against the manifest"},
@@ -135,12 +136,13 @@ int main(int argc, char **argv) {
     };
     const ArgSpec spec = {
         "best-pack",
-        "--model DIR --out PACK [--quant none|bf16|int8|int4] | --unpack PACK --out DIR | --info PACK [--json]\n"
-        "       | --verify PACK",
-        "Packs a sparse model into one uncompressed tar: per tensor its nonzeros (bitmap or\n"
-        "delta index, whichever is smaller) and their values in the model's dtype, or bf16,\n"
-        "or int8/int4 with one scale per row. Unpacking gives back the Hugging Face folder\n"
-        "(bit-identical without quantization).",
+        "--model DIR --out PACK [--quant none|bf16|int8|int4] [--index speed|size|bitmap|delta|tiles]\n"
+        "       | --unpack PACK --out DIR | --info PACK [--json] | --verify PACK",
+        "Packs a sparse model into one uncompressed tar: per tensor its nonzeros (a bitmap,\n"
+        "delta or tiles index, the one that decodes fastest, or with --index size the\n"
+        "smallest) and their values in the model's dtype, or bf16, or int8/int4 with one\n"
+        "scale per row. Unpacking gives back the Hugging Face folder (bit-identical without\n"
+        "quantization).",
         opts,
     };
     char **pos;
@@ -155,6 +157,10 @@ int main(int argc, char **argv) {
     if (pack_quant_parse(&quant, o.quant) < 0)
         args_usage_error(&spec, "unknown --quant %s (none, bf16, int8, int4)", o.quant);
     if (quant != QUANT_NONE && !o.model) args_usage_error(&spec, "--quant goes with --model");
+    PackIndex index;
+    if (pack_index_parse(&index, o.index) < 0)
+        args_usage_error(&spec, "unknown --index %s (speed, size, bitmap, delta, tiles)", o.index);
+    if (index != INDEX_SPEED && !o.model) args_usage_error(&spec, "--index goes with --model");
     if (o.json && !o.info) args_usage_error(&spec, "--json goes with --info");
 
     double t0 = now_seconds();
@@ -165,7 +171,7 @@ int main(int argc, char **argv) {
         if (!o.quiet)
             fprintf(stderr, "best-pack: %s (%s, %.2fM prunable of %.2fM parameters) -> %s, quant %s\n", o.model,
                     st_dtype_name(m.dtype), (double)m.n_prunable / 1e6, (double)m.n_params / 1e6, o.out, o.quant);
-        TRY_OR_DIE(pack_write(o.out, &m, quant));
+        TRY_OR_DIE(pack_write(o.out, &m, quant, index));
         model_free(&m);
         if (!o.quiet && strcmp(o.out, "-") != 0) {
             Pack p;
