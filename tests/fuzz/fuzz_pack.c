@@ -1,18 +1,20 @@
 // fuzz_pack.c: libFuzzer target for the packed checkpoint reader (pack_open_mem).
 // Whatever the bytes, pack_open_mem either fails with a message or yields tensors
-// that pack_decode_rows can decode in full without reading or writing out of bounds
-// (the kernels trust a PackTensor the same way); pack_verify must then run cleanly.
+// that pack_decode_rows and spmv_forward (the decode kernels, which trust a PackTensor
+// the same way) read in full without reading or writing out of bounds; pack_verify
+// must then run cleanly.
 // Random bytes rarely keep a tar header's checksum right, so when the first input
 // byte is odd the target first repairs the checksum of every header it can walk to:
 // the fuzzer then reaches the manifest and the index streams behind them.
 // Seeds (tests/fuzz/corpus/pack): one byte (1 = repair) + a small pack: bf16 with
-// bitmap and delta tensors, int8, int4.
+// bitmap and delta tensors (format version 1), int8, int4, and tiles (version 2).
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../../lib/error.h"
 #include "../../lib/pack.h"
+#include "../../lib/spmv.h"
 
 static void repair_headers(uint8_t *b, size_t n) {
     for (size_t off = 0; off + 512 <= n;) {
@@ -42,9 +44,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         for (int i = 0; i < p.n; i++) {
             const PackTensor *t = &p.t[i];
             if (t->rows * t->cols > ((size_t)1 << 22)) continue; // decoding is bounded by the caller's buffer
-            float *out = malloc(t->rows * t->cols * sizeof *out);
+            float *out = malloc(t->rows * t->cols * sizeof *out), *x = calloc(t->cols, sizeof *x);
             pack_decode_rows(out, t, 0, t->rows);
+            spmv_forward(out, x, t, NULL, 0); // the decode kernels (AVX-512 where the CPU has it)
             free(out);
+            free(x);
             if (pack_tensor_bytes(t) > size) abort();
         }
         (void)pack_verify(&p);
