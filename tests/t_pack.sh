@@ -21,6 +21,8 @@ cat >"$TMP/pack_ref.py" <<'PY'
 #   pack_ref.py info JSON S               --info --json agrees with the sparsity S
 #   pack_ref.py edit PACK OUT WHAT        a hostile copy: version3 | rename:OLD:NEW | pastend |
 #                                         tilespast
+#   pack_ref.py tiles PACK FOLDER         every tiles tensor, decoded as docs/formats.md says,
+#                                         has the folder's bytes (BF16/F16/F32 values)
 # Prints one "ok - ..." or "not ok - ..." line per check.
 import io, json, struct, sys, tarfile
 import numpy as np
@@ -168,8 +170,44 @@ def edit(path, out, what):
     write_tar(out, ms)
 
 
+def tiles(path, folder):
+    t = tarfile.open(path)
+    man = json.loads(t.extractfile("manifest.json").read())
+    rd = lambda n: t.extractfile(n).read()
+    want = raw(f"{folder}/model.safetensors")
+    n = 0
+    for ten in man["tensors"]:
+        if ten["encoding"] != "tiles":
+            continue
+        rows, cols = ten["shape"]
+        size = {"F32": 4, "BF16": 2, "F16": 2}[ten["values"]]
+        nnz = np.frombuffer(rd(ten["name"] + ".nnz"), "<u4")
+        ixptr = np.frombuffer(rd(ten["name"] + ".ixptr"), "<u4")
+        sl = rd(ten["name"] + ".slots")
+        S = len(sl) // 5
+        masks, steps = np.frombuffer(sl[:4 * S], "<u4"), sl[4 * S:]
+        index, vals = rd(ten["name"] + ".index"), rd(ten["name"] + ".values")
+        dense = bytearray(rows * cols * size)
+        for p in range((rows + 31) // 32):
+            k, blk = int(nnz[p]), 0
+            for s in range(int(ixptr[p]), int(ixptr[p + 1])):
+                blk += steps[s]
+                for i in range(32):
+                    if int(masks[s]) >> i & 1:
+                        r, c = 32 * p + i, 32 * blk + index[k]
+                        dense[(r * cols + c) * size:(r * cols + c + 1) * size] = vals[k * size:(k + 1) * size]
+                        k += 1
+            assert k == nnz[p + 1]
+        n += 1
+        if bytes(dense) != want[ten["name"]][2]:
+            report(False, f"tiles: {ten['name']} decodes to the folder's bytes")
+            return
+    report(n > 0, f"tiles: {n} tensors decoded from the documented layout, each the folder's bytes")
+
+
 cmd, args = sys.argv[1], sys.argv[2:]
-{"bf16": bf16, "same": same, "quant": quant, "bf16q": bf16q, "tar": tar, "info": info, "edit": edit}[cmd](*args)
+{"bf16": bf16, "same": same, "quant": quant, "bf16q": bf16q, "tar": tar, "info": info, "edit": edit,
+ "tiles": tiles}[cmd](*args)
 PY
 REF="python3 $TMP/pack_ref.py"
 
@@ -219,6 +257,9 @@ check "99%, default (--index speed): every prunable tensor in tiles" sh -c \
     "'$P' --info '$TMP/p99t.pack' | grep -q ' tiles ' && ! '$P' --info '$TMP/p99t.pack' | grep -q ' delta \\| bitmap '"
 "$P" --unpack "$TMP/p99t.pack" --out "$TMP/p99t" --quiet
 $REF same "$TMP/p99" "$TMP/p99t"
+$REF tiles "$TMP/p99t.pack" "$TMP/p99"
+"$P" --model "$TMP/llama.p90bf" --out "$TMP/p90t.pack" --index tiles --quiet
+$REF tiles "$TMP/p90t.pack" "$TMP/llama.p90bf"
 check "packing is deterministic" sh -c "'$P' --model '$TMP/llama.p90bf' --out '$TMP/again.pack' --quiet && cmp '$X' '$TMP/again.pack'"
 
 # Usage errors: exit 2.
