@@ -20,6 +20,13 @@
 //                against 2.5-3.0 for the first version (16 columns a step, x
 //                compressed to the stored columns with vcompressps, kept for CPUs
 //                without VBMI2 and for F32/I8) and 1.1 for the portable walk;
+//   tiles        (pack.h) exist for this: at 95% sparsity the AVX-512 BF16 kernel read
+//                the delta model's 84 matrices, re-encoded as tiles (27.3 MB against
+//                24.2), in 3.1-3.5 ms where the delta loop below took 6.9-9.7 (~8 GB/s,
+//                about what one thread's memory gives: the kernel is no longer bound by
+//                instructions; ~4 ns a slot when the tensor sits in cache). The
+//                VBMI2 kernel expands a slot's 32 words and 32 column bytes at once;
+//                without VBMI2 two 16-lane halves expand dwords (AVX-512 F);
 //   delta        stays portable. An AVX-512 version took 16 escape-free gap bytes a
 //                step (their columns by a 4-step prefix sum across lanes, x gathered
 //                there); on this host a 16-lane gather costs ~50 cycles (microcode),

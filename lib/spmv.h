@@ -1,6 +1,6 @@
 // spmv.h: products with one packed tensor read straight from its encoding (pack.h),
 // for batch-1 decoding on the CPU: y = W x (+ b) for every encoding (dense, bitmap,
-// delta) and every value type (F32, BF16, F16, I8, I4), and embedding rows.
+// delta, tiles) and every value type (F32, BF16, F16, I8, I4), and embedding rows.
 //
 // Nothing is converted ahead of time: a packed model's weights are read once per
 // token, in place in the map, so decoding moves as few bytes as the format allows.
@@ -9,10 +9,11 @@
 // values and multiplied by the row's scale once. On CPUs with AVX-512 (F, BW, VL, DQ)
 // the dense and bitmap kernels of F32, BF16 and I8 take 16 or 32 columns a step (a
 // bitmap by expanding the values to their columns, BF16 with VBMI2, or by compressing
-// x to the stored ones); delta streams, F16 and I4 use portable C (lib/spmv.c says
-// what was measured).
+// x to the stored ones), and the tiles kernels 32 rows a slot (x of the slot's block
+// in two registers, each lane's column picked by vpermt2ps); delta streams, F16 and
+// I4 use portable C (lib/spmv.c says what was measured).
 //
-// Threads: OpenMP over chunks of rows cut by nonzero count (handed out dynamically,
+// Threads: OpenMP over chunks of rows (tiles: of 32-row panels) cut by nonzero count (handed out dynamically,
 // so that a thread on a busy core does not hold the others), every row summed by one
 // thread in a fixed order: y is the same bits for any thread count, on one machine
 // and kernel set. It is not the same bits as matmul_forward (BLAS sums in another
