@@ -623,8 +623,8 @@ static void row_decode(float *out, const PackTensor *t, size_t r) {
             blk += t->steps[s];
             uint32_t m = t->masks[s];
             // this row's element, if the slot has one, comes after the rows below it
-            if (m >> (r % TILE) & 1) out[blk * TILE + t->index[k + (size_t)__builtin_popcount(m & ((1u << (r % TILE)) - 1))]] =
-                value_at(t, k + (size_t)__builtin_popcount(m & ((1u << (r % TILE)) - 1)));
+            size_t j = k + (size_t)__builtin_popcount(m & ((1u << (r % TILE)) - 1));
+            if (m >> (r % TILE) & 1) out[blk * TILE + t->index[j]] = value_at(t, j);
             k += (size_t)__builtin_popcount(m);
         }
     } else if (t->enc == PACK_BITMAP) {
