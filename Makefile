@@ -38,7 +38,7 @@ CFLAGS  := $(OPT) -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fopenmp -MMD 
 LDFLAGS := -fopenmp $(SANFLAGS)
 LDLIBS  := $(PKG_LIBS) -lopenblas -lm -lpthread
 
-LIB_SRC := $(wildcard lib/*.c)
+LIB_SRC := $(wildcard lib/*/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TOOLS   := $(notdir $(wildcard tools/best-*))
 BINS    := $(TOOLS:%=$(BINDIR)/%)

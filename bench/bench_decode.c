@@ -1,5 +1,5 @@
 // bench_decode.c: batch-1 decoding speed and memory of one model (a folder, decoded
-// dense in fp32 through OpenBLAS, or a packed checkpoint, decoded with lib/spmv.c
+// dense in fp32 through OpenBLAS, or a packed checkpoint, decoded with lib/pack/spmv.c
 // straight from its encoding), and the machine's memory bandwidth, for
 // bench/decode.sh to set side by side in one run.
 //
@@ -26,12 +26,12 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "args.h"   // defines: ArgSpec, args_parse
-#include "error.h"  // defines: TRY_OR_DIE, DIE, xmalloc
-#include "layers.h" // defines: layers_blas_info
-#include "model.h"  // defines: Model, KVCache, model_forward_token
-#include "spmv.h"   // defines: spmv_simd
-#include "train.h"  // defines: train_init_random
+#include "base/args.h"   // defines: ArgSpec, args_parse
+#include "base/error.h"  // defines: TRY_OR_DIE, DIE, xmalloc
+#include "nn/layers.h" // defines: layers_blas_info
+#include "nn/model.h"  // defines: Model, KVCache, model_forward_token
+#include "pack/spmv.h"   // defines: spmv_simd
+#include "run/train.h"  // defines: train_init_random
 
 static uint64_t splitmix64(uint64_t *s) {
     uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
@@ -192,7 +192,7 @@ int main(int argc, char **argv) {
     };
     ArgSpec spec = {"bench_decode", "(--init CONFIG --out DIR | --model DIR|PACK | --copy-bw MB) [options]",
                     "Batch-1 decoding speed and memory of a model folder (fp32, OpenBLAS) or a packed\n"
-                    "checkpoint (lib/spmv.c), and memory bandwidth; JSON on stdout.", opts};
+                    "checkpoint (lib/pack/spmv.c), and memory bandwidth; JSON on stdout.", opts};
     char **pos;
     args_parse(&pos, &spec, argc, argv);
     free(pos);

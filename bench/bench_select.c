@@ -1,4 +1,4 @@
-// bench_select.c: times the global radix select (lib/select.h) on raw float32 scores.
+// bench_select.c: times the global radix select (lib/sparse/select.h) on raw float32 scores.
 //
 //   bench_select FILE K [REPEAT]
 //
@@ -11,10 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../lib/error.h"    // defines: DIE, TRY_OR_DIE
-#include "../lib/fileio.h"   // defines: mapped_open
-#include "../lib/progress.h" // defines: now_seconds
-#include "../lib/select.h"   // defines: Select
+#include "base/error.h"    // defines: DIE, TRY_OR_DIE
+#include "base/fileio.h"   // defines: mapped_open
+#include "base/progress.h" // defines: now_seconds
+#include "sparse/select.h"   // defines: Select
 
 int main(int argc, char **argv) {
     err_set_prog("bench_select");

@@ -13,7 +13,7 @@
 #      STREAM figure (read + written) and a read-only pass printed beside), then per
 #      sparsity, alternately and
 #      REPS times each, in separate processes: the dense folder (fp32 block, OpenBLAS
-#      sgemv slices) and the pack (lib/spmv.c AVX-512 kernels; once more with the
+#      sgemv slices) and the pack (lib/pack/spmv.c AVX-512 kernels; once more with the
 #      portable kernels), each decoding TOKENS greedy tokens after an 8-token prompt;
 #   4. the table: tokens/s (best of the REPS runs' median token), speed-up, peak RSS,
 #      the bytes one token reads (weights + KV cache; bench_decode prints them), the

@@ -1,4 +1,4 @@
-# select_speed.py: the global threshold (lib/select.h, radix select over the float bit
+# select_speed.py: the global threshold (lib/sparse/select.h, radix select over the float bit
 # pattern, OpenMP histograms) against numpy's np.partition on the same scores: the
 # k-th largest of N random float32 scores, threshold identical, time ratio printed.
 #

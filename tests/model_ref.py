@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-# model_ref.py: the PyTorch reference for lib/model.c. Builds three tiny decoders from
+# model_ref.py: the PyTorch reference for lib/nn/model.c. Builds three tiny decoders from
 # random (seeded) weights with plain torch modules written here (RMSNorm, rotate_half
 # RoPE, GQA attention with repeat_kv, Qwen3's q/k norm, SwiGLU; no `transformers`),
 # runs one (B=2, T=9) batch, and writes the fixtures tests/test_model.c compares with:

@@ -6,7 +6,7 @@
 # BLAS products). int8 and int4 packs are evaluated too and their change of perplexity
 # printed (a loose bound only: the fixtures are random). With ../shared, stories260K
 # pruned to 50%: the same perplexity, and greedy generation from the pack (which
-# decodes with lib/spmv.c, another summation order than BLAS) gives the folder's
+# decodes with lib/pack/spmv.c, another summation order than BLAS) gives the folder's
 # tokens one for one, with the tokenizer read from inside the pack; and the unpruned
 # model packed with int8 and int4, their perplexity change printed. Logits of the two
 # decoding paths are compared within a tolerance in tests/test_spmv.c.

@@ -214,11 +214,11 @@ check "kill -9, --resume: state bitwise equal" cmp "$TMP/kref/state/state.safete
 check "no temp files left after kill -9 and resume" sh -c "! find '$TMP/killed' -name '.*.tmp.*' | grep -q ."
 
 # 6. A diverging run stops with exit 1; the saved state is the last good step.
-# (Under UBSan, lib/layers.c's fast exp shifts a negative int on NaN input; until that is
+# (Under UBSan, lib/nn/layers.c's fast exp shifts a negative int on NaN input; until that is
 # fixed the sanitizer pass reports it as a skip, not as this test's failure.)
 $RUN --data "$TMP/rand.bin" --out "$TMP/nan0" --steps 20 --lr 1e30 --warmup 0 --save-every 1 2>"$TMP/nan0.err"
 if grep -q "layers.c.*runtime error" "$TMP/nan0.err"; then
-    skip "--lr 1e30 diverges: UBSan stops in lib/layers.c first ($(grep -o 'layers.c:[0-9]*' "$TMP/nan0.err" | head -n 1))"
+    skip "--lr 1e30 diverges: UBSan stops in lib/nn/layers.c first ($(grep -o 'layers.c:[0-9]*' "$TMP/nan0.err" | head -n 1))"
 else
 expect_error "--lr 1e30 diverges: exit 1, one error line" 1 "diverged" \
     $RUN --data "$TMP/rand.bin" --out "$TMP/nan" --steps 20 --lr 1e30 --warmup 0 --save-every 1

@@ -1,4 +1,4 @@
-// test_bbpe.c: byte-level BPE (lib/bbpe.c) against ids derived by hand on a tiny
+// test_bbpe.c: byte-level BPE (lib/tok/bbpe.c) against ids derived by hand on a tiny
 // tokenizer built here (always runs), and against HF tokenizers' ids for Qwen2
 // and GPT-2 from ../shared (skipped when absent); error paths on corrupted
 // files; the hand-written splitters against the same regex run by PCRE2.
@@ -10,9 +10,9 @@
 #include <jansson.h>
 #include <utf8proc.h>
 
-#include "bbpe.h"   // defines: Bbpe, BbpeEncoder, bbpe_*
-#include "error.h"  // defines: err_msg
-#include "fileio.h" // defines: file_read_all, path_join
+#include "tok/bbpe.h"   // defines: Bbpe, BbpeEncoder, bbpe_*
+#include "base/error.h"  // defines: err_msg
+#include "base/fileio.h" // defines: file_read_all, path_join
 #include "test.h"   // defines: T_OK, T_SKIP, T_DONE, test_shared
 
 #define QWEN2_RE "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"

@@ -1,4 +1,4 @@
-// test_config.c: config.json parsing (lib/config.c): the real stories260K config from
+// test_config.c: config.json parsing (lib/io/config.c): the real stories260K config from
 // ../shared, transformers' defaults for LLaMA and Qwen3 when keys are missing, the
 // newer transformers 5 spellings, and every refusal naming the file.
 #include <math.h>
@@ -7,9 +7,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h" // defines: ModelConfig, config_load
-#include "error.h"  // defines: err_msg
-#include "fileio.h" // defines: path_join
+#include "io/config.h" // defines: ModelConfig, config_load
+#include "base/error.h"  // defines: err_msg
+#include "base/fileio.h" // defines: path_join
 #include "test.h"   // defines: T_OK, T_SKIP, T_DONE
 
 static char tmpdir[] = "/tmp/test_config.XXXXXX";

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../lib/docs.h"
-#include "../lib/error.h"
+#include "io/docs.h"
+#include "base/error.h"
 #include "test.h"
 
 static char dir[] = "/tmp/best_test_docs_XXXXXX";

@@ -8,9 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../lib/error.h"
-#include "../lib/mask.h"
-#include "../lib/select.h"
+#include "base/error.h"
+#include "sparse/mask.h"
+#include "sparse/select.h"
 #include "test.h"
 
 // embed (10, 4) | q of layer 0 (6, 5) | norm (4) | q of layer 1 (6, 5) | down of layer 0 (3, 7)

@@ -1,4 +1,4 @@
-// test_model.c: lib/model.c, lib/layers.c and lib/adamw.c against PyTorch and against
+// test_model.c: lib/nn/model.c, lib/nn/layers.c and lib/nn/adamw.c against PyTorch and against
 // themselves.
 //
 //   * fixtures from tests/model_ref.py (tiny LLaMA with GQA, Qwen3 with q/k norms and
@@ -23,14 +23,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "adamw.h"       // defines: AdamW, grad_clip, mask_apply
-#include "error.h"       // defines: err_msg, xmalloc
-#include "fileio.h"      // defines: path_join, file_read_all
-#include "layers.h"      // defines: layers_init, layers_blas_info
-#include "model.h"       // defines: Model, ModelActs, KVCache
-#include "safetensors.h" // defines: SafeTensors, StWriter
+#include "nn/adamw.h"       // defines: AdamW, grad_clip, mask_apply
+#include "base/error.h"       // defines: err_msg, xmalloc
+#include "base/fileio.h"      // defines: path_join, file_read_all
+#include "nn/layers.h"      // defines: layers_init, layers_blas_info
+#include "nn/model.h"       // defines: Model, ModelActs, KVCache
+#include "io/safetensors.h" // defines: SafeTensors, StWriter
 #include "test.h"        // defines: T_OK, T_SKIP, T_DONE
-#include "tokenizer.h"   // defines: tokenizer_load, tok_decode
+#include "tok/tokenizer.h"   // defines: tokenizer_load, tok_decode
 
 #define TOL 1e-5
 

@@ -1,4 +1,4 @@
-// test_pack.c: packed checkpoints (lib/pack.h) on synthetic models.
+// test_pack.c: packed checkpoints (lib/pack/pack.h) on synthetic models.
 //
 //   * round trip, bit exact, in F32, BF16 and F16, through every encoding: empty and
 //     full rows, gaps of 254, 255, 256 and more, cols not a multiple of 8, 1-D tensors,
@@ -20,10 +20,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "error.h"  // defines: err_msg
-#include "fileio.h" // defines: file_read_all, path_join
-#include "model.h"  // defines: Model, model_create, model_load
-#include "pack.h"   // defines: the API under test
+#include "base/error.h"  // defines: err_msg
+#include "base/fileio.h" // defines: file_read_all, path_join
+#include "nn/model.h"  // defines: Model, model_create, model_load
+#include "pack/pack.h"   // defines: the API under test
 #include "test.h"   // defines: T_OK, T_DONE
 
 static char TMP[64];

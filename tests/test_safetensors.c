@@ -1,4 +1,4 @@
-// test_safetensors.c: the safetensors reader and writer (lib/safetensors.c).
+// test_safetensors.c: the safetensors reader and writer (lib/io/safetensors.c).
 //
 // Without arguments: unit tests (round trip of every dtype, float conversions,
 // the real stories260K file from ../shared, and corrupt files that must fail with
@@ -14,9 +14,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "error.h"       // defines: err_msg, xmalloc
-#include "fileio.h"      // defines: path_join
-#include "safetensors.h" // defines: SafeTensors, StWriter
+#include "base/error.h"       // defines: err_msg, xmalloc
+#include "base/fileio.h"      // defines: path_join
+#include "io/safetensors.h" // defines: SafeTensors, StWriter
 #include "test.h"        // defines: T_OK, T_SKIP, T_DONE
 
 // --- the fixture (tests/t_safetensors_py.sh builds the same tensors in numpy) ---

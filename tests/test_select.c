@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../lib/error.h"
-#include "../lib/saliency.h"
-#include "../lib/select.h"
+#include "base/error.h"
+#include "sparse/saliency.h"
+#include "sparse/select.h"
 #include "test.h"
 
 static uint64_t rng = 88172645463325252ull;

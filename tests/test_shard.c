@@ -5,8 +5,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../lib/error.h"
-#include "../lib/shard.h"
+#include "base/error.h"
+#include "io/shard.h"
 #include "test.h"
 
 static char dir[] = "/tmp/best_test_shard_XXXXXX";

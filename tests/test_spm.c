@@ -1,4 +1,4 @@
-// test_spm.c: lib/spm.c against ids derived by hand (tiny models built here, byte by
+// test_spm.c: lib/tok/spm.c against ids derived by hand (tiny models built here, byte by
 // byte, so these run without ../shared), against the llama.cpp LLaMA-SPM cases (ids
 // made by sentencepiece), round trips, and damaged tokenizer.model files (truncated at
 // every length, bytes flipped), which must be refused or survive, never crash.
@@ -16,9 +16,9 @@
 
 #include <jansson.h>
 
-#include "../lib/error.h"
-#include "../lib/fileio.h"
-#include "../lib/spm.h"
+#include "base/error.h"
+#include "base/fileio.h"
+#include "tok/spm.h"
 #include "test.h"
 
 // ---------------------------------------------------------------------------------

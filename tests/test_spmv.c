@@ -1,7 +1,7 @@
-// test_spmv.c: lib/spmv.c against a dense reference, for every encoding x value type.
+// test_spmv.c: lib/pack/spmv.c against a dense reference, for every encoding x value type.
 //
 // The packed tensors are built here, by hand, from pack.h's byte description (not
-// with lib/pack.c: an independent reading of the spec), from a dense matrix with
+// with lib/pack/pack.c: an independent reading of the spec), from a dense matrix with
 // chosen rows: empty, full, a single element at the last column, gaps of 254, 255,
 // 256, 510 and more (delta escapes), and random rows of 0-100% density; cols that are
 // not multiples of 8, 16 or 64. The reference is y = W x summed in double over the
@@ -10,7 +10,7 @@
 // kernels and the portable ones, with 1 and 3 threads (same bits required), with and
 // without bias and accumulation. spmv_embed must give the reference rows exactly.
 //
-// Then in a model (pack_write from lib/pack.c, model_load of the pack): each fixture
+// Then in a model (pack_write from lib/pack/pack.c, model_load of the pack): each fixture
 // (GQA LLaMA, Qwen3, tied LLaMA with biases) with 90% of its prunable weights zeroed,
 // saved as a folder and packed. model_eval of the pack must give the folder's logits
 // bit for bit; one-token decoding (spmv, another summation order than BLAS) must give
@@ -23,10 +23,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "error.h"       // defines: xmalloc, err_msg
-#include "model.h"       // defines: Model, model_load, model_forward_token
-#include "safetensors.h" // defines: st_f32_to_bf16, st_bf16_to_f32, st_f16_to_f32
-#include "spmv.h"        // defines: spmv_forward, spmv_embed
+#include "base/error.h"       // defines: xmalloc, err_msg
+#include "nn/model.h"       // defines: Model, model_load, model_forward_token
+#include "io/safetensors.h" // defines: st_f32_to_bf16, st_bf16_to_f32, st_f16_to_f32
+#include "pack/spmv.h"        // defines: spmv_forward, spmv_embed
 #include "test.h"        // defines: T_OK, T_DONE
 
 static uint64_t rng = 0x1234567;

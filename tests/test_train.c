@@ -6,9 +6,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "error.h"    // defines: xmalloc
-#include "loader.h"   // defines: Loader, loader_permute
-#include "schedule.h" // defines: PruneSchedule, lr_at
+#include "base/error.h"    // defines: xmalloc
+#include "io/loader.h"   // defines: Loader, loader_permute
+#include "sparse/schedule.h" // defines: PruneSchedule, lr_at
 #include "test.h"     // defines: T_OK
 
 static double cubic(double Sf, double t, double t0, double P) {

@@ -3,8 +3,8 @@
 // leaves valid text alone and turns each offending byte into U+FFFD.
 #include <string.h>
 
-#include "../lib/error.h"
-#include "../lib/utf8.h"
+#include "base/error.h"
+#include "base/utf8.h"
 #include "test.h"
 
 typedef struct { const char *s; size_t n; int valid; size_t bad_at; } Case;

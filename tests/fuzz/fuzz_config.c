@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../lib/config.h"
+#include "io/config.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ModelConfig c;

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../lib/error.h"
-#include "../../lib/mask.h"
+#include "base/error.h"
+#include "sparse/mask.h"
 
 // embed (5, 4) | q of layer 0 (3, 5) | norm (4) | down of layer 1 (2, 7)
 static const ParamInfo INFO[4] = {

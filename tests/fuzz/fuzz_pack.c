@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../lib/error.h"
-#include "../../lib/pack.h"
-#include "../../lib/spmv.h"
+#include "base/error.h"
+#include "pack/pack.h"
+#include "pack/spmv.h"
 
 static void repair_headers(uint8_t *b, size_t n) {
     for (size_t off = 0; off + 512 <= n;) {

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../lib/safetensors.h"
+#include "io/safetensors.h"
 
 static volatile uint64_t sink;
 

@@ -9,7 +9,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "../../lib/shard.h"
+#include "io/shard.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;

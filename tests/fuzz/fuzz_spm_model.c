@@ -1,4 +1,4 @@
-// fuzz_spm_model.c: libFuzzer target for the tokenizer.model reader (lib/spm.c).
+// fuzz_spm_model.c: libFuzzer target for the tokenizer.model reader (lib/tok/spm.c).
 // The input is the ModelProto. When it loads, the model encodes a fixed string and
 // the input's own last bytes (so the fuzzer steers the text too), and the ids are
 // decoded back, along with ids taken from the input's first bytes.
@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../../lib/spm.h"
+#include "tok/spm.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     Spm *s = NULL;

@@ -7,7 +7,7 @@
 
 #include <jansson.h>
 
-#include "../../lib/bbpe.h"
+#include "tok/bbpe.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     json_t *root = json_loadb((const char *)data, size, 0, NULL);

@@ -10,15 +10,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "args.h"      // defines: ArgSpec, args_parse
-#include "docs.h"      // defines: docs_open, docs_next
-#include "error.h"     // defines: TRY_OR_DIE, DIE
-#include "eval.h"      // defines: eval_perplexity, eval_generate
-#include "fileio.h"    // defines: path_is_dir, path_join
-#include "progress.h"  // defines: Progress, now_seconds
-#include "shard.h"     // defines: Shard
-#include "tokenizer.h" // defines: Tokenizer
-#include "utf8.h"      // defines: utf8_repair
+#include "base/args.h"      // defines: ArgSpec, args_parse
+#include "io/docs.h"      // defines: docs_open, docs_next
+#include "base/error.h"     // defines: TRY_OR_DIE, DIE
+#include "run/eval.h"      // defines: eval_perplexity, eval_generate
+#include "base/fileio.h"    // defines: path_is_dir, path_join
+#include "base/progress.h"  // defines: Progress, now_seconds
+#include "io/shard.h"     // defines: Shard
+#include "tok/tokenizer.h" // defines: Tokenizer
+#include "base/utf8.h"      // defines: utf8_repair
 
 typedef struct {
     const char *model, *data, *tokenizer, *generate, *tasks, *task_dir, *join;

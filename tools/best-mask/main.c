@@ -12,12 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "adamw.h"    // defines: mask_apply
-#include "args.h"     // defines: ArgSpec, args_parse
-#include "error.h"    // defines: TRY_OR_DIE, DIE
-#include "mask.h"     // defines: mask_compute, mask_save, Moments
-#include "model.h"    // defines: Model, model_load, model_save
-#include "progress.h" // defines: now_seconds
+#include "nn/adamw.h"    // defines: mask_apply
+#include "base/args.h"     // defines: ArgSpec, args_parse
+#include "base/error.h"    // defines: TRY_OR_DIE, DIE
+#include "sparse/mask.h"     // defines: mask_compute, mask_save, Moments
+#include "nn/model.h"    // defines: Model, model_load, model_save
+#include "base/progress.h" // defines: now_seconds
 
 typedef struct {
     const char *model, *moments, *saliency, *group, *method, *calib, *out, *out_model, *report, *plot, *from_mask;

@@ -10,11 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "args.h"     // defines: ArgSpec, args_parse
-#include "error.h"    // defines: TRY_OR_DIE
-#include "model.h"    // defines: Model, model_load
-#include "pack.h"     // defines: Pack, pack_write, pack_open, pack_unpack
-#include "progress.h" // defines: now_seconds
+#include "base/args.h"     // defines: ArgSpec, args_parse
+#include "base/error.h"    // defines: TRY_OR_DIE
+#include "nn/model.h"    // defines: Model, model_load
+#include "pack/pack.h"     // defines: Pack, pack_write, pack_open, pack_unpack
+#include "base/progress.h" // defines: now_seconds
 
 typedef struct {
     const char *model, *out, *unpack, *info, *verify, *quant, *index;

@@ -1,0 +1,116 @@
+// args.c: long options from a table; --help from the same table. See args.h.
+#include "base/args.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h" // defines: xmalloc, err_set_prog
+
+// The positional array being built, freed by the exits of --help and usage errors.
+static char **args_positional;
+
+void args_usage_error(const ArgSpec *spec, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: usage error: ", spec->prog);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, " (try '%s --help')\n", spec->prog);
+    free(args_positional);
+    exit(2);
+}
+
+static void print_help(const ArgSpec *spec) {
+    printf("usage: %s %s\n\n%s\n\noptions:\n", spec->prog, spec->usage, spec->about);
+    for (const Option *o = spec->opts; o->name; o++) {
+        char left[64];
+        snprintf(left, sizeof left, "--%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
+        printf("  %-24s %s", left, o->help);
+        switch (o->type) {
+        case OPT_INT: printf(" (default %d)", *(int *)o->dest); break;
+        case OPT_DOUBLE: // NaN marks "no default" (a required value)
+            if (*(double *)o->dest == *(double *)o->dest) printf(" (default %g)", *(double *)o->dest);
+            break;
+        case OPT_STRING:
+            if (*(const char **)o->dest) printf(" (default %s)", *(const char **)o->dest);
+            break;
+        default: break;
+        }
+        printf("\n");
+    }
+    printf("  %-24s %s\n", "--help", "print this help and exit");
+    printf("\nexit status: 0 success, 1 runtime error (bad input file, I/O), 2 usage error\n");
+}
+
+static void set_value(const ArgSpec *spec, const Option *o, const char *val) {
+    char *end;
+    switch (o->type) {
+    case OPT_INT: {
+        errno = 0;
+        long x = strtol(val, &end, 10);
+        if (errno || *end || end == val || x < INT_MIN || x > INT_MAX)
+            args_usage_error(spec, "--%s wants an integer, got '%s'", o->name, val);
+        *(int *)o->dest = (int)x;
+        break;
+    }
+    case OPT_DOUBLE: {
+        errno = 0;
+        double x = strtod(val, &end);
+        if (errno || *end || end == val)
+            args_usage_error(spec, "--%s wants a number, got '%s'", o->name, val);
+        *(double *)o->dest = x;
+        break;
+    }
+    case OPT_STRING: *(const char **)o->dest = val; break;
+    case OPT_MULTI: {
+        StrList *l = o->dest;
+        l->v = xrealloc(l->v, (size_t)(l->n + 2) * sizeof *l->v);
+        l->v[l->n++] = val;
+        l->v[l->n] = NULL;
+        break;
+    }
+    default: break;
+    }
+}
+
+int args_parse(char ***pos, const ArgSpec *spec, int argc, char **argv) {
+    err_set_prog(spec->prog);
+    char **out = args_positional = xmalloc((size_t)(argc + 1) * sizeof *out);
+    int npos = 0, options_done = 0;
+    for (int i = 1; i < argc; i++) {
+        char *a = argv[i];
+        if (options_done || a[0] != '-' || a[1] != '-' ) {
+            if (!options_done && a[0] == '-' && a[1] && a[1] != '-')
+                args_usage_error(spec, "unknown option '%s' (options are long: --name)", a);
+            out[npos++] = a;
+            continue;
+        }
+        if (a[2] == 0) { options_done = 1; continue; }
+        if (strcmp(a, "--help") == 0) { print_help(spec); free(out); exit(0); }
+        const char *name = a + 2, *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        const Option *o = spec->opts;
+        for (; o->name; o++)
+            if (strlen(o->name) == len && strncmp(o->name, name, len) == 0) break;
+        if (!o->name) args_usage_error(spec, "unknown option '--%.*s'", (int)len, name);
+        if (o->type == OPT_FLAG || o->type == OPT_FLAG_OFF) {
+            if (eq) args_usage_error(spec, "--%s takes no value", o->name);
+            *(int *)o->dest = o->type == OPT_FLAG;
+            continue;
+        }
+        const char *val = eq ? eq + 1 : NULL;
+        if (!val) {
+            if (i + 1 >= argc) args_usage_error(spec, "--%s needs a value (%s)", o->name, o->arg ? o->arg : "VALUE");
+            val = argv[++i];
+        }
+        set_value(spec, o, val);
+    }
+    out[npos] = NULL;
+    *pos = out;
+    args_positional = NULL; // the caller owns it now
+    return npos;
+}

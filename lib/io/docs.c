@@ -1,0 +1,245 @@
+// docs.c: the document reader over libarchive. See docs.h for what it accepts.
+#include "io/docs.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h" // defines: ERR, xmalloc
+#include "base/utf8.h"  // defines: utf8_valid
+#include "base/vec.h"   // defines: ByteVec
+
+#define BLOCK (1 << 20)
+
+struct DocReader {
+    char *path;            // as given ("-" for stdin)
+    const char *field;
+    DocFormat format;      // forced by the caller, or DOC_AUTO
+    struct archive *outer; // the file: tar or raw, any compression
+    struct archive *inner; // a compressed member inside a tar, or NULL
+    struct archive *cur;   // where member bytes come from (outer or inner)
+    int is_raw;            // the outer file is not an archive
+    int in_member;
+    char name[1024];       // "file" or "file:member" for messages
+    DocFormat mformat;     // format of the current member
+    char *buf;             // member bytes not yet consumed: [pos, len)
+    size_t pos, len, cap;
+    int eof;               // current member fully read into buf
+    uint64_t line;         // JSON lines: number of the last line returned
+    ByteVec doc;           // the current JSON document's text
+    char inner_block[BLOCK > 65536 ? 65536 : BLOCK];
+};
+
+static la_ssize_t inner_read_cb(struct archive *a, void *ud, const void **out) {
+    (void)a;
+    DocReader *r = ud;
+    la_ssize_t n = archive_read_data(r->outer, r->inner_block, sizeof r->inner_block);
+    *out = r->inner_block;
+    return n;
+}
+
+static struct archive *archive_new_reader(int tar_too) {
+    struct archive *a = archive_read_new();
+    CHECK(a, "out of memory");
+    archive_read_support_filter_all(a);
+    if (tar_too) archive_read_support_format_tar(a);
+    archive_read_support_format_empty(a);
+    archive_read_support_format_raw(a);
+    return a;
+}
+
+int docs_open(DocReader **out, const char *path, const char *field, DocFormat format) {
+    *out = NULL;
+    DocReader *r = xcalloc(1, sizeof *r);
+    r->path = xstrdup(path);
+    r->field = field ? field : "text";
+    r->format = format;
+    r->outer = archive_new_reader(1);
+    int rc = strcmp(path, "-") == 0 ? archive_read_open_FILE(r->outer, stdin)
+                                    : archive_read_open_filename(r->outer, path, BLOCK);
+    if (rc != ARCHIVE_OK) {
+        ERR("%s: cannot read: %s", path, archive_error_string(r->outer));
+        docs_close(r);
+        return -1;
+    }
+    *out = r;
+    return 0;
+}
+
+static int has_suffix(const char *s, size_t n, const char *suf) {
+    size_t k = strlen(suf);
+    return n >= k && strncasecmp(s + n - k, suf, k) == 0;
+}
+
+// Format from a name once compression suffixes are stripped.
+static DocFormat format_of_name(const char *name, int *compressed) {
+    size_t n = strlen(name);
+    static const char *comp[] = {".gz", ".zst", ".zstd", ".xz", ".bz2", ".lz4", ".Z"};
+    *compressed = 0;
+    for (int again = 1; again;) {
+        again = 0;
+        for (size_t i = 0; i < sizeof comp / sizeof *comp; i++)
+            if (has_suffix(name, n, comp[i])) { n -= strlen(comp[i]); *compressed = again = 1; }
+    }
+    if (has_suffix(name, n, ".jsonl") || has_suffix(name, n, ".json") || has_suffix(name, n, ".ndjson"))
+        return DOC_JSONL;
+    if (has_suffix(name, n, ".txt") || has_suffix(name, n, ".text") || has_suffix(name, n, ".md"))
+        return DOC_TEXT;
+    return DOC_AUTO;
+}
+
+// Reads more member bytes into buf; sets eof at the end of the member.
+static int fill(DocReader *r) {
+    if (r->pos > 0) { // keep only the unconsumed tail
+        memmove(r->buf, r->buf + r->pos, r->len - r->pos);
+        r->len -= r->pos;
+        r->pos = 0;
+    }
+    if (r->cap - r->len < BLOCK) {
+        r->cap = r->cap ? r->cap * 2 : 2 * BLOCK;
+        while (r->cap - r->len < BLOCK) r->cap *= 2;
+        r->buf = xrealloc(r->buf, r->cap + 1);
+    }
+    la_ssize_t n = archive_read_data(r->cur, r->buf + r->len, r->cap - r->len);
+    if (n < 0) return ERR("%s: %s", r->name, archive_error_string(r->cur));
+    if (n == 0) r->eof = 1;
+    r->len += (size_t)n;
+    return 0;
+}
+
+static void member_end(DocReader *r) {
+    if (r->inner) { archive_read_free(r->inner); r->inner = NULL; }
+    r->cur = r->outer;
+    r->in_member = 0;
+    r->pos = r->len = 0;
+    r->eof = 0;
+}
+
+// Opens the next regular member; returns 1, or 0 when the input is exhausted.
+static int member_next(DocReader *r) {
+    for (;;) {
+        struct archive_entry *e;
+        int rc = archive_read_next_header(r->outer, &e);
+        if (rc == ARCHIVE_EOF) return 0;
+        if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN)
+            return ERR("%s: cannot read: %s", r->path, archive_error_string(r->outer));
+        r->is_raw = archive_format(r->outer) == ARCHIVE_FORMAT_RAW;
+        if (!r->is_raw && archive_entry_filetype(e) != AE_IFREG) continue;
+        const char *mname = archive_entry_pathname(e);
+        if (!mname) mname = "?";
+        int compressed = 0;
+        if (r->is_raw) {
+            snprintf(r->name, sizeof r->name, "%s", strcmp(r->path, "-") == 0 ? "<stdin>" : r->path);
+            r->mformat = format_of_name(r->path, &compressed);
+            compressed = 0; // the outer filter already undid it
+        } else {
+            snprintf(r->name, sizeof r->name, "%s:%s", r->path, mname);
+            r->mformat = format_of_name(mname, &compressed);
+        }
+        if (r->format != DOC_AUTO) r->mformat = r->format;
+        r->cur = r->outer;
+        if (compressed) {
+            r->inner = archive_new_reader(0);
+            if (archive_read_open(r->inner, r, NULL, inner_read_cb, NULL) != ARCHIVE_OK ||
+                archive_read_next_header(r->inner, &e) != ARCHIVE_OK) {
+                int bad = ERR("%s: cannot decompress: %s", r->name, archive_error_string(r->inner));
+                archive_read_free(r->inner);
+                r->inner = NULL;
+                return bad;
+            }
+            r->cur = r->inner;
+        }
+        r->in_member = 1;
+        r->pos = r->len = 0;
+        r->eof = 0;
+        r->line = 0;
+        return 1;
+    }
+}
+
+static int check_utf8(DocReader *r, const char *s, size_t n) {
+    size_t bad;
+    if (utf8_valid(s, n, &bad)) return 0;
+    if (r->mformat == DOC_JSONL)
+        return ERR("%s:%llu: invalid UTF-8 in the document", r->name, (unsigned long long)r->line);
+    return ERR("%s: invalid UTF-8 at byte %zu", r->name, bad);
+}
+
+// One JSON line -> r->doc. Returns 1 (document), 0 (blank line), -1.
+static int parse_json_line(DocReader *r, const char *s, size_t n) {
+    size_t i = 0;
+    while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r')) i++;
+    if (i == n) return 0;
+    json_error_t jerr;
+    json_t *root = json_loadb(s, n, JSON_ALLOW_NUL, &jerr);
+    if (!root)
+        return ERR("%s:%llu: malformed JSON line: %s", r->name, (unsigned long long)r->line, jerr.text);
+    json_t *v = json_is_object(root) ? json_object_get(root, r->field) : NULL;
+    if (!v || !json_is_string(v)) {
+        json_decref(root);
+        return ERR("%s:%llu: no string field \"%s\" (choose it with --field)", r->name,
+                   (unsigned long long)r->line, r->field);
+    }
+    r->doc.n = 0;
+    bytevec_append(&r->doc, json_string_value(v), json_string_length(v));
+    json_decref(root);
+    return 1;
+}
+
+int docs_next(DocReader *r, const char **text, size_t *len) {
+    for (;;) {
+        if (!r->in_member) {
+            int rc = member_next(r);
+            if (rc <= 0) return rc;
+            if (r->mformat == DOC_AUTO) { // sniff the first non-blank byte
+                while (!r->eof && r->len < 4096) TRY(fill(r));
+                size_t i = 0;
+                while (i < r->len && (r->buf[i] == ' ' || r->buf[i] == '\n' || r->buf[i] == '\r' || r->buf[i] == '\t')) i++;
+                r->mformat = (i < r->len && r->buf[i] == '{') ? DOC_JSONL : DOC_TEXT;
+            }
+        }
+        if (r->mformat == DOC_TEXT) {
+            while (!r->eof) TRY(fill(r));
+            size_t n = r->len;
+            member_end(r);   // keeps buf; the document stays valid until the next call
+            if (n == 0) continue;
+            TRY(check_utf8(r, r->buf, n));
+            *text = r->buf;
+            *len = n;
+            return 1;
+        }
+        // JSON lines: find the next newline, reading more as needed.
+        char *nl = NULL;
+        while (!(r->len > r->pos && (nl = memchr(r->buf + r->pos, '\n', r->len - r->pos))) && !r->eof)
+            TRY(fill(r));
+        if (!nl && r->pos == r->len) { member_end(r); continue; }
+        size_t start = r->pos, end = nl ? (size_t)(nl - r->buf) : r->len;
+        r->pos = nl ? end + 1 : r->len;
+        r->line++;
+        int rc = parse_json_line(r, r->buf + start, end - start);
+        TRY(rc);
+        if (rc == 0) continue;
+        TRY(check_utf8(r, r->doc.v, r->doc.n));
+        *text = r->doc.v;
+        *len = r->doc.n;
+        return 1;
+    }
+}
+
+uint64_t docs_bytes_read(const DocReader *r) {
+    la_int64_t n = archive_filter_bytes(r->outer, -1);
+    return n > 0 ? (uint64_t)n : 0;
+}
+
+void docs_close(DocReader *r) {
+    if (!r) return;
+    if (r->inner) archive_read_free(r->inner);
+    if (r->outer) archive_read_free(r->outer);
+    free(r->buf);
+    bytevec_free(&r->doc);
+    free(r->path);
+    free(r);
+}

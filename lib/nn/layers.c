@@ -1,0 +1,568 @@
+// layers.c: the decoder's layer kernels on the CPU (see layers.h for shapes).
+//
+// Threading: one pool, OpenMP's. Matrix products are split into slices of their output
+// across OpenMP threads, each slice one single-threaded BLAS call. We tried letting
+// OpenBLAS thread each product itself from serial code: with Debian's default pthread
+// build, its worker threads spin for a while after every call while libgomp's workers
+// spin after every OpenMP loop; on a 2-core machine tests/test_model took 5-25 s with
+// 2 threads against 0.4 s with OMP_NUM_THREADS=1. Slicing also keeps every output
+// element's arithmetic the same whatever the thread count, except where OpenBLAS picks
+// a different kernel for a narrower slice (results are bitwise reproducible for a
+// given thread count in any case).
+//
+// Speed (bench/model.py, docs/benchmarks.md): the kernels that call exp (softmax,
+// cross-entropy, SwiGLU) use a vectorised exp compiled for the CPU's vector width, and
+// attention runs with denormals flushed to zero; both sections below say why.
+#include "nn/layers.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h> // _mm_getcsr, _mm_setcsr
+#endif
+
+#include "base/error.h" // defines: CHECK
+
+// OpenMP loops fork only when there is enough work: a fork-join costs a few
+// microseconds, more than a whole kernel of a tiny model or of one decoded token.
+#define PAR_MIN_WORK 32768
+
+// OpenBLAS extensions. Declared here because Debian's cblas.h may be the reference
+// one (the alternatives system picks it), which does not declare them; we link
+// -lopenblas, which always defines them.
+void openblas_set_num_threads(int num_threads);
+int openblas_get_num_threads(void);
+int openblas_get_parallel(void);
+char *openblas_get_config(void);
+
+int layers_threads(void) { return omp_get_max_threads(); }
+
+// OpenBLAS runs single-threaded inside our slices: with the pthread build a second
+// pool would fight libgomp's; the OpenMP build would do this by itself in a parallel
+// region but not in a team of one.
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+static void blas_single_thread(void) { openblas_set_num_threads(1); }
+void layers_init(void) { pthread_once(&blas_once, blas_single_thread); }
+
+const char *layers_blas_info(void) {
+    static char buf[256];
+    const char *kind[] = {"sequential", "pthread", "openmp"};
+    int p = openblas_get_parallel();
+    layers_init();
+    snprintf(buf, sizeof buf, "%s (%s build), called single-threaded on slices across %d "
+             "OpenMP threads", openblas_get_config(), p >= 0 && p <= 2 ? kind[p] : "?",
+             omp_get_max_threads());
+    return buf;
+}
+
+// BLAS takes int sizes; every caller's sizes were checked when buffers were sized,
+// this is the last line of defence against a silent wrap.
+static int bi(size_t n) {
+    CHECK(n <= 0x7fffffff, "matrix dimension %zu exceeds the BLAS int range", n);
+    return (int)n;
+}
+
+// out (C) += sum over the N rows of x (N, C). Columns are split across threads and
+// every column is summed in row order in double: deterministic for any thread count.
+static void colsum_add(float *out, const float *x, size_t N, size_t C) {
+    enum { CB = 64 };
+#pragma omp parallel for schedule(static) if (N * C > PAR_MIN_WORK)
+    for (size_t c0 = 0; c0 < C; c0 += CB) {
+        size_t nc = C - c0 < CB ? C - c0 : CB;
+        double acc[CB] = {0};
+        for (size_t n = 0; n < N; n++) {
+            const float *row = x + n * C + c0;
+            for (size_t c = 0; c < nc; c++) acc[c] += row[c];
+        }
+        for (size_t c = 0; c < nc; c++) out[c0 + c] += (float)acc[c];
+    }
+}
+
+// --- vectorised exp and row kernels ----------------------------------------------------
+//
+// expf dominated the small models: 2M calls per layer for the attention softmax of
+// stories260K at B=8, T=256, and B*T*V calls per cross-entropy (33M at V = 32000), each a
+// call into libm that the compiler cannot vectorise. Here exp is branch-free C (below)
+// and the loops that call it are `omp simd` loops, which GCC vectorises even at -O2;
+// each such kernel is compiled three times (target_clones: AVX-512, AVX2, SSE2) and the
+// loader picks the widest the CPU has (on stories260K, 1 thread, SSE2 alone gave 60-70%
+// of the AVX-512 speed). We tried GCC's vector extensions first: at a fixed 16 lanes they
+// ran 1.5-2.4x slower under SSE2 and AVX2 than at those units' own 4 and 8 lanes.
+//
+// Sums inside a vectorised loop are taken lane by lane, so their rounding depends on the
+// vector width: the same machine always gives the same bits, another CPU (like another
+// BLAS kernel) may differ in the last place. FMA contraction stays off (-std=c11).
+#define VEC_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#ifdef __clang__
+// clang reports an `omp simd` loop it did not vectorise (at -O1 under the sanitizers, as
+// the fuzz build compiles lib/) as a warning, an error with -Werror: it is only slower.
+#pragma clang diagnostic ignored "-Wpass-failed"
+#endif
+
+static inline float f_of(uint32_t u) { float f; memcpy(&f, &u, sizeof f); return f; }
+static inline uint32_t u_of(float f) { uint32_t u; memcpy(&u, &f, sizeof u); return u; }
+
+// exp(x) to 1 ulp (against exp in double, every 1e-4 of the range), without branches,
+// so that it vectorises: x = n ln2 + r with |r| <= ln2/2, exp(r) by Cephes' expf
+// polynomial, 2^n put straight into exponent bits (as 2 * 2^(n-1), so that n = 128, up
+// to expf's overflow at 88.72, stays finite). Below -86.6 (2^-125) the result is 0,
+// where expf's is under 2.4e-38; inf and NaN go through. (Bit arithmetic in unsigned:
+// a NaN's bits would overflow a signed shift.)
+static inline float exp_fast(float x) {
+    uint32_t under = 0u - (x < -86.6f), over = 0u - (x > 88.8f); // all ones or 0
+    x = f_of((u_of(x) & ~over & ~under) | (u_of(88.8f) & over));
+    // round(x / ln2) without a rounding instruction: adding 1.5 * 2^23 leaves the
+    // integer in the low mantissa bits (|x / ln2| < 2^22 here).
+    float t = x * 1.44269504088896341f + 12582912.0f;
+    float n = t - 12582912.0f;
+    uint32_t ni = u_of(t) - u_of(12582912.0f); // n, as a 2's-complement integer
+    float r = x - n * 0.693359375f - n * -2.12194440e-4f; // ln2 in two parts: n*hi is exact
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    p = (p + p) * f_of((ni + 126u) << 23); // 2^(n-1), n in [-125, 128]
+    return f_of(u_of(p) & ~under);
+}
+
+// The largest of x (n), -INFINITY for n = 0.
+VEC_CLONES static float row_max(const float *x, size_t n) {
+    float m = -INFINITY;
+#pragma omp simd reduction(max : m)
+    for (size_t j = 0; j < n; j++) m = x[j] > m ? x[j] : m;
+    return m;
+}
+
+// y (n) = exp(x - shift) (y may be x, or NULL to only sum); returns the sum of those,
+// accumulated in double.
+VEC_CLONES static double row_exp_sum(float *y, const float *x, float shift, size_t n) {
+    double sum = 0;
+    if (y) {
+#pragma omp simd reduction(+ : sum)
+        for (size_t j = 0; j < n; j++) {
+            float e = exp_fast(x[j] - shift);
+            y[j] = e;
+            sum += e;
+        }
+    } else {
+#pragma omp simd reduction(+ : sum)
+        for (size_t j = 0; j < n; j++) sum += exp_fast(x[j] - shift);
+    }
+    return sum;
+}
+
+// x (n) *= s.
+VEC_CLONES static void row_scale(float *x, float s, size_t n) {
+#pragma omp simd
+    for (size_t j = 0; j < n; j++) x[j] *= s;
+}
+
+// y (n) = exp(x - shift) * s (y may be x).
+VEC_CLONES static void row_exp_scale(float *y, const float *x, float shift, float s, size_t n) {
+#pragma omp simd
+    for (size_t j = 0; j < n; j++) y[j] = exp_fast(x[j] - shift) * s;
+}
+
+// --- linear -----------------------------------------------------------------------------
+
+// The width of the slices a product's `width` outputs are cut into: about 4 per thread
+// (multiples of 16, at least 64), handed out dynamically so that a thread whose core is
+// busy with another process does not hold the rest at the barrier (a slice's result
+// does not depend on which thread computes it); or all of it in one piece when the
+// product is too small for threads to pay.
+static size_t slice_width(size_t width, size_t flops) {
+    size_t nt = (size_t)omp_get_max_threads();
+    if (flops < ((size_t)1 << 18) || nt < 2) return width;
+    size_t w = (width + 4 * nt - 1) / (4 * nt);
+    w = (w + 15) & ~(size_t)15;
+    return w < 64 ? 64 : w;
+}
+
+void matmul_forward(float *y, const float *x, const float *w, const float *b,
+                    size_t N, size_t IC, size_t OC, int acc) {
+    layers_init();
+    float beta = acc ? 1.0f : 0.0f;
+    size_t sw = slice_width(OC, N * IC * OC);
+    // slice y[:, o0:o0+n] = x @ w[o0:o0+n]^T
+#pragma omp parallel for schedule(dynamic) if (sw < OC)
+    for (size_t o0 = 0; o0 < OC; o0 += sw) {
+        size_t n = OC - o0 < sw ? OC - o0 : sw;
+        if (N == 1) // decoding one token: gemv is what gemm would do, minus the packing
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, bi(n), bi(IC), 1.0f, w + o0 * IC, bi(IC),
+                        x, 1, beta, y + o0, 1);
+        else
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bi(N), bi(n), bi(IC), 1.0f,
+                        x, bi(IC), w + o0 * IC, bi(IC), beta, y + o0, bi(OC));
+        if (b)
+            for (size_t r = 0; r < N; r++)
+                for (size_t o = o0; o < o0 + n; o++) y[r * OC + o] += b[o];
+    }
+}
+
+void matmul_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
+                     const float *w, size_t N, size_t IC, size_t OC, int dx_acc) {
+    layers_init();
+    size_t flops = N * IC * OC;
+    if (dx) { // dx[:, i0:i0+n] = or += dy (N, OC) @ w[:, i0:i0+n]
+        size_t sw = slice_width(IC, flops);
+#pragma omp parallel for schedule(dynamic) if (sw < IC)
+        for (size_t i0 = 0; i0 < IC; i0 += sw) {
+            size_t n = IC - i0 < sw ? IC - i0 : sw;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bi(N), bi(n), bi(OC), 1.0f,
+                        dy, bi(OC), w + i0, bi(IC), dx_acc ? 1.0f : 0.0f, dx + i0, bi(IC));
+        }
+    }
+    // dw[o0:o0+n, :] += dy[:, o0:o0+n]^T @ x (N, IC)
+    size_t sw = slice_width(OC, flops);
+#pragma omp parallel for schedule(dynamic) if (sw < OC)
+    for (size_t o0 = 0; o0 < OC; o0 += sw) {
+        size_t n = OC - o0 < sw ? OC - o0 : sw;
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bi(n), bi(IC), bi(N), 1.0f,
+                    dy + o0, bi(OC), x, bi(IC), 1.0f, dw + o0 * IC, bi(IC));
+    }
+    if (db) colsum_add(db, dy, N, OC);
+}
+
+// --- RMSNorm ----------------------------------------------------------------------------
+
+void rmsnorm_forward(float *y, float *rstd, const float *x, const float *w,
+                     size_t N, size_t C, float eps) {
+#pragma omp parallel for schedule(static) if (N * C > PAR_MIN_WORK)
+    for (size_t n = 0; n < N; n++) {
+        const float *xr = x + n * C;
+        double ss = 0; // mean of squares in double: C can be 8192 and fp32 sums drift
+        for (size_t c = 0; c < C; c++) ss += (double)xr[c] * xr[c];
+        float r = 1.0f / sqrtf((float)(ss / (double)C) + eps);
+        rstd[n] = r;
+        float *yr = y + n * C;
+        // (x * r) * w in this order, as transformers does (weight * hidden.to(dtype))
+        for (size_t c = 0; c < C; c++) yr[c] = w[c] * (xr[c] * r);
+    }
+}
+
+void rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x,
+                      const float *rstd, const float *w, size_t N, size_t C, int dx_acc) {
+    // dw first: it reads dy, which dx may overwrite (dx == dy is allowed).
+    enum { CB = 64 };
+#pragma omp parallel for schedule(static) if (N * C > PAR_MIN_WORK)
+    for (size_t c0 = 0; c0 < C; c0 += CB) {
+        size_t nc = C - c0 < CB ? C - c0 : CB;
+        double acc[CB] = {0};
+        for (size_t n = 0; n < N; n++)
+            for (size_t c = 0; c < nc; c++)
+                acc[c] += (double)dy[n * C + c0 + c] * x[n * C + c0 + c] * rstd[n];
+        for (size_t c = 0; c < nc; c++) dw[c0 + c] += (float)acc[c];
+    }
+    // dx_k = r w_k dy_k - (r^3 / C) x_k sum_c w_c dy_c x_c
+#pragma omp parallel for schedule(static) if (N * C > PAR_MIN_WORK)
+    for (size_t n = 0; n < N; n++) {
+        const float *dyr = dy + n * C, *xr = x + n * C;
+        float *dxr = dx + n * C;
+        float r = rstd[n];
+        double dot = 0;
+        for (size_t c = 0; c < C; c++) dot += (double)w[c] * dyr[c] * xr[c];
+        float k = (float)(dot * r * r * r / (double)C);
+        for (size_t c = 0; c < C; c++) {
+            float g = r * w[c] * dyr[c] - k * xr[c];
+            dxr[c] = dx_acc ? dxr[c] + g : g;
+        }
+    }
+}
+
+// --- RoPE -------------------------------------------------------------------------------
+
+void rope_table(float *cos, float *sin, size_t pos0, size_t T, size_t HD, double theta) {
+    size_t half = HD / 2;
+    for (size_t i = 0; i < half; i++) {
+        // float on purpose: transformers computes inv_freq and the angle in fp32, and
+        // at position 4000 the angle's rounding (~2e-4 rad) is visible in the logits.
+        float inv = 1.0f / powf((float)theta, (float)(2 * i) / (float)HD);
+        for (size_t t = 0; t < T; t++) {
+            float ang = (float)(pos0 + t) * inv;
+            cos[t * half + i] = cosf(ang);
+            sin[t * half + i] = sinf(ang);
+        }
+    }
+}
+
+// Rotates every head of x (B, T, H, HD) by +angle (dir = 1) or -angle (dir = -1).
+static void rope_rotate(float *x, const float *cos, const float *sin, size_t B, size_t T,
+                        size_t H, size_t HD, float dir) {
+    size_t half = HD / 2;
+#pragma omp parallel for collapse(2) schedule(static) if (B * T * H * HD > PAR_MIN_WORK)
+    for (size_t b = 0; b < B; b++)
+        for (size_t t = 0; t < T; t++) {
+            const float *c = cos + t * half, *s = sin + t * half;
+            for (size_t h = 0; h < H; h++) {
+                float *v = x + ((b * T + t) * H + h) * HD;
+                for (size_t i = 0; i < half; i++) {
+                    float a = v[i], z = v[i + half], si = dir * s[i];
+                    v[i] = a * c[i] - z * si;
+                    v[i + half] = z * c[i] + a * si;
+                }
+            }
+        }
+}
+
+void rope_forward(float *x, const float *cos, const float *sin,
+                  size_t B, size_t T, size_t H, size_t HD) {
+    rope_rotate(x, cos, sin, B, T, H, HD, 1.0f);
+}
+
+void rope_backward(float *dx, const float *cos, const float *sin,
+                   size_t B, size_t T, size_t H, size_t HD) {
+    rope_rotate(dx, cos, sin, B, T, H, HD, -1.0f); // a rotation's transpose is its inverse
+}
+
+// --- attention --------------------------------------------------------------------------
+
+static float dotf(const float *a, const float *b, size_t n) {
+    float s = 0;
+    for (size_t i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+// Attention runs with denormals flushed to zero (FTZ and DAZ in MXCSR, on this thread,
+// restored after each task). A peaked softmax has probabilities down to 1e-38, and their
+// products with gradients and values land in the denormal range, where each operation
+// takes a microcode assist: on stories260K (random tokens, 1 thread) training ran at
+// 7.8k tokens/s without this and 10.3k with it. Only values below 1.2e-38 change, to 0;
+// results stay deterministic. Other kernels keep the default (IEEE) mode.
+static inline unsigned denormals_flush(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned old = _mm_getcsr();
+    _mm_setcsr(old | 0x8040); // FTZ (bit 15) | DAZ (bit 6)
+    return old;
+#else
+    return 0;
+#endif
+}
+
+static inline void denormals_restore(unsigned old) {
+#if defined(__x86_64__) || defined(__i386__)
+    _mm_setcsr(old);
+#else
+    (void)old;
+#endif
+}
+
+static int team_size(int nscratch) {
+    int nt = omp_get_max_threads();
+    return nt < nscratch ? nt : nscratch;
+}
+
+size_t attention_scratch(size_t Tk) { return 2 * (size_t)ATT_BLOCK * Tk; }
+
+// s (nb, nk) = scale * q (nb rows, stride ldq) @ k^T (nk rows, stride ldk), HD columns.
+static void scores(float *s, const float *q, size_t ldq, const float *k, size_t ldk,
+                   size_t nb, size_t nk, size_t HD, float scale) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bi(nb), bi(nk), bi(HD), scale, q,
+                bi(ldq), k, bi(ldk), 0.0f, s, bi(nk));
+}
+
+void attention_forward(float *out, float *lse, const float *q, const float *k,
+                       const float *v, float *scratch, size_t B, size_t Tq, size_t Tk,
+                       size_t pos0, size_t NH, size_t KV, size_t HD, int nscratch) {
+    layers_init();
+    size_t G = NH / KV, Q = NH * HD, KVD = KV * HD;
+    float scale = 1.0f / sqrtf((float)HD);
+    CHECK(pos0 + Tq <= Tk, "attention: queries reach position %zu, only %zu keys",
+          pos0 + Tq, Tk);
+#pragma omp parallel for collapse(2) schedule(dynamic) num_threads(team_size(nscratch)) \
+    if (B * NH * Tq * (pos0 + Tq) * HD > PAR_MIN_WORK)
+    for (size_t b = 0; b < B; b++)
+        for (size_t h = 0; h < NH; h++) {
+            float *s = scratch + (size_t)omp_get_thread_num() * attention_scratch(Tk);
+            unsigned csr = denormals_flush();
+            const float *kb = k + b * Tk * KVD + (h / G) * HD;
+            const float *vb = v + b * Tk * KVD + (h / G) * HD;
+            for (size_t t0 = 0; t0 < Tq; t0 += ATT_BLOCK) {
+                size_t nb = Tq - t0 < ATT_BLOCK ? Tq - t0 : ATT_BLOCK;
+                size_t nk = pos0 + t0 + nb; // keys the block's last row sees
+                const float *qb = q + (b * Tq + t0) * Q + h * HD;
+                scores(s, qb, Q, kb, KVD, nb, nk, HD, scale);
+                for (size_t i = 0; i < nb; i++) { // causal softmax of row i
+                    float *r = s + i * nk;
+                    size_t seen = pos0 + t0 + i + 1;
+                    float mx = row_max(r, seen);
+                    float sum = (float)row_exp_sum(r, r, mx, seen);
+                    row_scale(r, 1.0f / sum, seen);
+                    memset(r + seen, 0, (nk - seen) * sizeof *r);
+                    if (lse) lse[(b * NH + h) * Tq + t0 + i] = mx + logf(sum);
+                }
+                // out rows (nb, HD) = p (nb, nk) @ v (nk, HD)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bi(nb), bi(HD), bi(nk),
+                            1.0f, s, bi(nk), vb, bi(KVD), 0.0f, out + (b * Tq + t0) * Q + h * HD,
+                            bi(Q));
+            }
+            denormals_restore(csr);
+        }
+}
+
+// One row of the attention backward: p (n) = exp(s - lse) from the scores s it holds on
+// entry, and d (n) = p * (dp - D) * scale from dp it holds on entry (d score, through
+// the softmax and the scale).
+VEC_CLONES static void softmax_grad_row(float *p, float *d, float lse, float D, float scale,
+                                        size_t n) {
+#pragma omp simd
+    for (size_t j = 0; j < n; j++) {
+        p[j] = exp_fast(p[j] - lse);
+        d[j] = p[j] * (d[j] - D) * scale;
+    }
+}
+
+void attention_backward(float *dq, float *dk, float *dv, float *dkh, float *dvh,
+                        const float *dout, const float *q, const float *k, const float *v,
+                        const float *out, const float *lse, float *scratch,
+                        size_t B, size_t T, size_t NH, size_t KV, size_t HD, int nscratch) {
+    layers_init();
+    size_t G = NH / KV, Q = NH * HD, KVD = KV * HD;
+    float scale = 1.0f / sqrtf((float)HD);
+    // Pass 1, one task per (b, h): dq for that head, and that head's share of dk, dv in
+    // its own slice of dkh, dvh (no two tasks write the same memory).
+#pragma omp parallel for collapse(2) schedule(dynamic) num_threads(team_size(nscratch)) \
+    if (B * NH * T * T * HD > PAR_MIN_WORK)
+    for (size_t b = 0; b < B; b++)
+        for (size_t h = 0; h < NH; h++) {
+            float *p = scratch + (size_t)omp_get_thread_num() * attention_scratch(T);
+            float *ds = p + (size_t)ATT_BLOCK * T;
+            unsigned csr = denormals_flush();
+            const float *kb = k + b * T * KVD + (h / G) * HD;
+            const float *vb = v + b * T * KVD + (h / G) * HD;
+            float *dkb = dkh + (b * NH + h) * T * HD, *dvb = dvh + (b * NH + h) * T * HD;
+            memset(dkb, 0, T * HD * sizeof *dkb);
+            memset(dvb, 0, T * HD * sizeof *dvb);
+            for (size_t t0 = 0; t0 < T; t0 += ATT_BLOCK) {
+                size_t nb = T - t0 < ATT_BLOCK ? T - t0 : ATT_BLOCK, nk = t0 + nb;
+                size_t row0 = (b * T + t0) * Q + h * HD; // (b, t0, h, 0) in q, dout, out, dq
+                scores(p, q + row0, Q, kb, KVD, nb, nk, HD, scale);
+                // dp (nb, nk) = dout rows @ v^T
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bi(nb), bi(nk), bi(HD),
+                            1.0f, dout + row0, bi(Q), vb, bi(KVD), 0.0f, ds, bi(nk));
+                for (size_t i = 0; i < nb; i++) {
+                    float *pr = p + i * nk, *dr = ds + i * nk;
+                    float l = lse[(b * NH + h) * T + t0 + i];
+                    // sum_j p_j (dout . v_j) = dout . out: one dot instead of a row sum
+                    float D = dotf(dout + row0 + i * Q, out + row0 + i * Q, HD);
+                    size_t seen = t0 + i + 1;
+                    softmax_grad_row(pr, dr, l, D, scale, seen);
+                    memset(pr + seen, 0, (nk - seen) * sizeof *pr);
+                    memset(dr + seen, 0, (nk - seen) * sizeof *dr);
+                }
+                // dq rows = ds @ k;  dk += ds^T @ q rows;  dv += p^T @ dout rows
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bi(nb), bi(HD), bi(nk),
+                            1.0f, ds, bi(nk), kb, bi(KVD), 0.0f, dq + row0, bi(Q));
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bi(nk), bi(HD), bi(nb),
+                            1.0f, ds, bi(nk), q + row0, bi(Q), 1.0f, dkb, bi(HD));
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bi(nk), bi(HD), bi(nb),
+                            1.0f, p, bi(nk), dout + row0, bi(Q), 1.0f, dvb, bi(HD));
+            }
+            denormals_restore(csr);
+        }
+    // Pass 2: sum each group's query heads into its key/value head, in head order.
+#pragma omp parallel for collapse(2) schedule(static) if (B * T * NH * HD > PAR_MIN_WORK)
+    for (size_t b = 0; b < B; b++)
+        for (size_t t = 0; t < T; t++)
+            for (size_t g = 0; g < KV; g++) {
+                float *dkt = dk + (b * T + t) * KVD + g * HD, *dvt = dv + (b * T + t) * KVD + g * HD;
+                memset(dkt, 0, HD * sizeof *dkt);
+                memset(dvt, 0, HD * sizeof *dvt);
+                for (size_t h = g * G; h < (g + 1) * G; h++) {
+                    const float *a = dkh + ((b * NH + h) * T + t) * HD;
+                    const float *c = dvh + ((b * NH + h) * T + t) * HD;
+                    for (size_t d = 0; d < HD; d++) { dkt[d] += a[d]; dvt[d] += c[d]; }
+                }
+            }
+}
+
+// --- SwiGLU -----------------------------------------------------------------------------
+
+// h (n) = silu(gate) * up over one span (vectorised; the OpenMP loops below cut spans).
+VEC_CLONES static void swiglu_span(float *h, const float *gate, const float *up, size_t n) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+        float g = gate[i];
+        h[i] = g / (1.0f + exp_fast(-g)) * up[i];
+    }
+}
+
+VEC_CLONES static void swiglu_back_span(float *dgate, float *dup, const float *dh,
+                                        const float *gate, const float *up, size_t n) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+        float g = gate[i], sig = 1.0f / (1.0f + exp_fast(-g));
+        // d silu(g)/dg = sig * (1 + g (1 - sig))
+        dgate[i] = dh[i] * up[i] * sig * (1.0f + g * (1.0f - sig));
+        dup[i] = dh[i] * g * sig;
+    }
+}
+
+enum { SPAN = 4096 }; // elements per OpenMP task of the elementwise kernels
+
+void swiglu_forward(float *h, const float *gate, const float *up, size_t n) {
+#pragma omp parallel for schedule(static) if (n > PAR_MIN_WORK)
+    for (size_t i = 0; i < n; i += SPAN)
+        swiglu_span(h + i, gate + i, up + i, n - i < SPAN ? n - i : SPAN);
+}
+
+void swiglu_backward(float *dgate, float *dup, const float *dh, const float *gate,
+                     const float *up, size_t n) {
+#pragma omp parallel for schedule(static) if (n > PAR_MIN_WORK)
+    for (size_t i = 0; i < n; i += SPAN)
+        swiglu_back_span(dgate + i, dup + i, dh + i, gate + i, up + i,
+                         n - i < SPAN ? n - i : SPAN);
+}
+
+// --- embedding --------------------------------------------------------------------------
+
+void embedding_forward(float *x, const int32_t *tokens, const float *embed, size_t N, size_t C) {
+#pragma omp parallel for schedule(static) if (N * C > PAR_MIN_WORK)
+    for (size_t n = 0; n < N; n++)
+        memcpy(x + n * C, embed + (size_t)tokens[n] * C, C * sizeof *x);
+}
+
+void embedding_backward(float *dembed, const float *dx, const int32_t *tokens,
+                        size_t N, size_t C) {
+    // Serial over rows: a token repeated in the batch would race, and this is N*C adds.
+    for (size_t n = 0; n < N; n++) {
+        float *d = dembed + (size_t)tokens[n] * C;
+        const float *g = dx + n * C;
+        for (size_t c = 0; c < C; c++) d[c] += g[c];
+    }
+}
+
+// --- cross-entropy ----------------------------------------------------------------------
+
+double crossentropy_forward(float *nll, float *lse, const float *logits,
+                            const int32_t *targets, size_t N, size_t V) {
+#pragma omp parallel for schedule(static) if (N * V > PAR_MIN_WORK)
+    for (size_t n = 0; n < N; n++) {
+        const float *z = logits + n * V;
+        float mx = row_max(z, V);
+        float l = mx + (float)log(row_exp_sum(NULL, z, mx, V));
+        if (lse) lse[n] = l;
+        nll[n] = targets[n] >= 0 ? l - z[targets[n]] : 0.0f;
+    }
+    double total = 0;
+    for (size_t n = 0; n < N; n++) if (targets[n] >= 0) total += nll[n];
+    return total;
+}
+
+void crossentropy_backward(float *dlogits, const float *logits, const float *lse,
+                           const int32_t *targets, float scale, size_t N, size_t V) {
+#pragma omp parallel for schedule(static) if (N * V > PAR_MIN_WORK)
+    for (size_t n = 0; n < N; n++) {
+        float *d = dlogits + n * V;
+        const float *z = logits + n * V;
+        if (targets[n] < 0) { memset(d, 0, V * sizeof *d); continue; }
+        row_exp_scale(d, z, lse[n], scale, V);
+        d[targets[n]] -= scale;
+    }
+}

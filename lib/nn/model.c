@@ -1,0 +1,995 @@
+// model.c: LLaMA / Qwen3 decoder on the CPU: parameter layout, HF folder loading and
+// saving, training forward/backward, evaluation forward, KV-cache decoding.
+//
+// The architecture, as transformers' modeling_llama.py / modeling_qwen3.py compute it:
+//   x = embed[tokens]
+//   per block:  h = input_layernorm(x)
+//               q, k, v = h Wq^T (+bq), h Wk^T (+bk), h Wv^T (+bv)
+//               Qwen3: q, k = q_norm(q), k_norm(k)   (RMSNorm over each head's HD)
+//               q, k = rope(q), rope(k)                (rotate_half layout)
+//               x = x + o_proj(causal_gqa_attention(q, k, v))
+//               x = x + down(silu(gate(post_attention_layernorm(x))) * up(...))
+//   logits = norm(x) lm_head^T;  loss = mean cross-entropy of the shifted targets.
+// The kernels are in layers.c; this file is the order in which they run. Every
+// product with a 2-D weight goes through linear() (and the embedding through
+// embed_rows()), which reads the weight from the fp32 block or from a packed
+// checkpoint (the last section of this file).
+#include "nn/model.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/error.h"  // defines: ERR, TRY, CHECK, xmalloc
+#include "base/fileio.h" // defines: file_read_all, path_join, AFile
+#include "nn/layers.h" // defines: the kernels
+#include "pack/pack.h"   // defines: Pack, PackTensor, pack_open, pack_decode_rows
+#include "pack/spmv.h"   // defines: spmv_forward, spmv_embed, spmv_bytes
+
+// --- parameter layout ---------------------------------------------------------------
+
+// Families of tensors, in block order. A per-layer family is stacked over layers.
+enum {
+    F_EMBED, F_ATTN_NORM, F_WQ, F_BQ, F_WK, F_BK, F_WV, F_BV, F_QNORM, F_KNORM, F_WO, F_BO,
+    F_MLP_NORM, F_WGATE, F_BGATE, F_WUP, F_BUP, F_WDOWN, F_BDOWN, F_FINAL_NORM, F_LM_HEAD,
+    F_N
+};
+
+static const struct {
+    const char *name;  // HF name; %d is the layer
+    int per_layer, prunable;
+    size_t field;      // offset of the pointer inside ModelParams
+} FAM[F_N] = {
+    {"model.embed_tokens.weight", 0, 0, offsetof(ModelParams, embed)},
+    {"model.layers.%d.input_layernorm.weight", 1, 0, offsetof(ModelParams, attn_norm)},
+    {"model.layers.%d.self_attn.q_proj.weight", 1, 1, offsetof(ModelParams, wq)},
+    {"model.layers.%d.self_attn.q_proj.bias", 1, 0, offsetof(ModelParams, bq)},
+    {"model.layers.%d.self_attn.k_proj.weight", 1, 1, offsetof(ModelParams, wk)},
+    {"model.layers.%d.self_attn.k_proj.bias", 1, 0, offsetof(ModelParams, bk)},
+    {"model.layers.%d.self_attn.v_proj.weight", 1, 1, offsetof(ModelParams, wv)},
+    {"model.layers.%d.self_attn.v_proj.bias", 1, 0, offsetof(ModelParams, bv)},
+    {"model.layers.%d.self_attn.q_norm.weight", 1, 0, offsetof(ModelParams, q_norm)},
+    {"model.layers.%d.self_attn.k_norm.weight", 1, 0, offsetof(ModelParams, k_norm)},
+    {"model.layers.%d.self_attn.o_proj.weight", 1, 1, offsetof(ModelParams, wo)},
+    {"model.layers.%d.self_attn.o_proj.bias", 1, 0, offsetof(ModelParams, bo)},
+    {"model.layers.%d.post_attention_layernorm.weight", 1, 0, offsetof(ModelParams, mlp_norm)},
+    {"model.layers.%d.mlp.gate_proj.weight", 1, 1, offsetof(ModelParams, wgate)},
+    {"model.layers.%d.mlp.gate_proj.bias", 1, 0, offsetof(ModelParams, bgate)},
+    {"model.layers.%d.mlp.up_proj.weight", 1, 1, offsetof(ModelParams, wup)},
+    {"model.layers.%d.mlp.up_proj.bias", 1, 0, offsetof(ModelParams, bup)},
+    {"model.layers.%d.mlp.down_proj.weight", 1, 1, offsetof(ModelParams, wdown)},
+    {"model.layers.%d.mlp.down_proj.bias", 1, 0, offsetof(ModelParams, bdown)},
+    {"model.norm.weight", 0, 0, offsetof(ModelParams, final_norm)},
+    {"lm_head.weight", 0, 0, offsetof(ModelParams, lm_head)},
+};
+
+static float **fam_ptr(ModelParams *p, int f) { return (float **)((char *)p + FAM[f].field); }
+static const float *fam_w(const Model *m, int f) {
+    return *(float *const *)((const char *)&m->w + FAM[f].field);
+}
+
+// A packed checkpoint behind a Model: the map stays open, the 2-D weights are read in it.
+struct ModelPack {
+    Pack p;
+    const PackTensor **t; // (F_N, L): family f of layer l (l = 0 for the others); NULL
+                          // for the 1-D families, which are copied into the block
+    size_t wbuf;          // floats of the largest 2-D tensor (ModelActs.wbuf)
+};
+
+// Shape of one tensor of family f (one layer's); 0 when the model has no such tensor.
+static int fam_shape(int64_t shape[2], const Model *m, int f) {
+    const ModelConfig *c = &m->cfg;
+    int64_t V = (int64_t)m->V, C = (int64_t)m->C, I = (int64_t)m->I, Q = (int64_t)m->Q,
+            KVD = (int64_t)m->KVD, HD = (int64_t)m->HD;
+    int ab = c->attention_bias, mb = c->mlp_bias;
+#define SHAPE1(a) (shape[0] = (a), 1)
+#define SHAPE2(a, b) (shape[0] = (a), shape[1] = (b), 2)
+    switch (f) {
+    case F_EMBED: return SHAPE2(V, C);
+    case F_LM_HEAD: return c->tie_word_embeddings ? 0 : SHAPE2(V, C);
+    case F_ATTN_NORM: case F_MLP_NORM: case F_FINAL_NORM: return SHAPE1(C);
+    case F_WQ: return SHAPE2(Q, C);
+    case F_WK: case F_WV: return SHAPE2(KVD, C);
+    case F_WO: return SHAPE2(C, Q);
+    case F_BQ: return ab ? SHAPE1(Q) : 0;
+    case F_BK: case F_BV: return ab ? SHAPE1(KVD) : 0;
+    case F_BO: return ab ? SHAPE1(C) : 0;
+    case F_QNORM: case F_KNORM: return m->qk_norm ? SHAPE1(HD) : 0;
+    case F_WGATE: case F_WUP: return SHAPE2(I, C);
+    case F_WDOWN: return SHAPE2(C, I);
+    case F_BGATE: case F_BUP: return mb ? SHAPE1(I) : 0;
+    case F_BDOWN: return mb ? SHAPE1(C) : 0;
+    }
+#undef SHAPE1
+#undef SHAPE2
+    return 0;
+}
+
+// Fills m->info, m->n_params and m->w (pointing into m->params, allocated here). With
+// packed set, the 2-D families get no room in the block (offset SIZE_MAX, NULL pointers).
+static int params_layout(Model *m, int packed) {
+    size_t off[F_N], n = 0, npr = 0;
+    int count = 0;
+    for (int f = 0; f < F_N; f++) {
+        int64_t s[2];
+        if (fam_shape(s, m, f)) count += FAM[f].per_layer ? (int)m->L : 1;
+    }
+    m->info = xcalloc((size_t)count, sizeof *m->info);
+    double total = 0; // in double: a wild config.json must not wrap size_t
+    for (int f = 0; f < F_N; f++) {
+        int64_t s[2];
+        int nd = fam_shape(s, m, f);
+        off[f] = SIZE_MAX;
+        if (!nd) continue;
+        size_t numel = (size_t)s[0] * (nd == 2 ? (size_t)s[1] : 1);
+        size_t reps = FAM[f].per_layer ? m->L : 1;
+        total += (double)s[0] * (nd == 2 ? (double)s[1] : 1) * (double)reps;
+        if (total > 1e12)
+            return ERR("config.json: the model would have more than 1e12 parameters");
+        int in_block = !(packed && nd == 2);
+        off[f] = in_block ? n : SIZE_MAX;
+        for (size_t r = 0; r < reps; r++) {
+            ParamInfo *p = &m->info[m->n_info++];
+            snprintf(p->name, sizeof p->name, FAM[f].name, (int)r);
+            p->offset = in_block ? n + r * numel : SIZE_MAX;
+            p->numel = numel;
+            p->ndim = nd;
+            p->shape[0] = s[0];
+            p->shape[1] = nd == 2 ? s[1] : 0;
+            p->prunable = FAM[f].prunable;
+        }
+        if (!in_block) continue;
+        n += reps * numel;
+        if (FAM[f].prunable) npr += reps * numel;
+    }
+    m->n_params = n;
+    m->n_prunable = npr;
+    m->params = xcalloc(n, sizeof *m->params);
+    memset(&m->w, 0, sizeof m->w);
+    for (int f = 0; f < F_N; f++)
+        if (off[f] != SIZE_MAX) *fam_ptr(&m->w, f) = m->params + off[f];
+    if (m->cfg.tie_word_embeddings) m->w.lm_head = m->w.embed;
+    return 0;
+}
+
+// Reads the config file (path: file or folder) into m->cfg and m->config_json.
+static int read_config(Model *m, const char *path) {
+    char *file = path_is_dir(path) ? path_join(path, "config.json") : xstrdup(path);
+    int rc = file_read_all(&m->config_json, &m->config_len, file);
+    if (rc == 0) rc = config_parse(&m->cfg, m->config_json, m->config_len, file);
+    if (rc == 0 && m->cfg.head_dim % 2)
+        rc = ERR("%s: head_dim %d is odd; RoPE needs pairs", file, m->cfg.head_dim);
+    free(file);
+    return rc;
+}
+
+// Sizes from m->cfg, then the layout (packed: see params_layout).
+static int model_setup(Model *m, int packed) {
+    const ModelConfig *c = &m->cfg;
+    m->V = (size_t)c->vocab_size;
+    m->C = (size_t)c->hidden_size;
+    m->I = (size_t)c->intermediate_size;
+    m->L = (size_t)c->num_hidden_layers;
+    m->NH = (size_t)c->num_attention_heads;
+    m->KV = (size_t)c->num_key_value_heads;
+    m->HD = (size_t)c->head_dim;
+    m->Q = m->NH * m->HD;
+    m->KVD = m->KV * m->HD;
+    m->qk_norm = c->arch == ARCH_QWEN3;
+    return params_layout(m, packed);
+}
+
+int model_create(Model *m, const char *config_path) {
+    memset(m, 0, sizeof *m);
+    m->dtype = ST_F32;
+    if (read_config(m, config_path) < 0 || model_setup(m, 0) < 0) { model_free(m); return -1; }
+    return 0;
+}
+
+void model_free(Model *m) {
+    if (m->pack) {
+        pack_close(&m->pack->p);
+        free(m->pack->t);
+        free(m->pack);
+    }
+    free(m->info);
+    free(m->params);
+    free(m->grads);
+    free(m->src_dir);
+    free(m->config_json);
+    memset(m, 0, sizeof *m);
+}
+
+const ParamInfo *model_param(const Model *m, const char *name) {
+    for (int i = 0; i < m->n_info; i++)
+        if (strcmp(m->info[i].name, name) == 0) return &m->info[i];
+    return NULL;
+}
+
+void model_grads_init(Model *m) {
+    if (!m->grads) m->grads = xcalloc(m->n_params, sizeof *m->grads);
+    else model_zero_grad(m);
+    // Same layout as the weights: shift every pointer by grads - params.
+    for (int f = 0; f < F_N; f++) {
+        float *w = *fam_ptr(&m->w, f);
+        *fam_ptr(&m->g, f) = w ? m->grads + (w - m->params) : NULL;
+    }
+}
+
+void model_zero_grad(Model *m) {
+    if (m->grads) memset(m->grads, 0, m->n_params * sizeof *m->grads);
+}
+
+// --- loading --------------------------------------------------------------------------
+
+typedef struct {
+    SafeTensors *st;   // (n,)
+    int n;
+    char *where;       // model.safetensors or the index, for messages
+} Shards;
+
+static void shards_close(Shards *s) {
+    for (int i = 0; i < s->n; i++) st_close(&s->st[i]);
+    free(s->st);
+    free(s->where);
+    memset(s, 0, sizeof *s);
+}
+
+// The shard files named by model.safetensors.index.json's weight_map, each opened once.
+static int shards_open_index(Shards *s, const char *dir, const char *index) {
+    char *text;
+    size_t len;
+    TRY(file_read_all(&text, &len, index));
+    json_error_t je;
+    json_t *root = json_loadb(text, len, 0, &je);
+    free(text);
+    if (!root) return ERR("%s: line %d: %s", index, je.line, je.text);
+    json_t *map = json_object_get(root, "weight_map");
+    int rc = 0;
+    if (!json_is_object(map)) rc = ERR("%s: no weight_map object", index);
+    const char *key;
+    json_t *val;
+    s->st = xcalloc(json_object_size(map) + 1, sizeof *s->st);
+    json_object_foreach(map, key, val) {
+        if (rc < 0) break;
+        const char *file = json_string_value(val);
+        if (!file || !*file || file[0] == '/' || strstr(file, "..")) {
+            rc = ERR("%s: weight_map[%.100s] is not a file name in the folder", index, key);
+            break;
+        }
+        char *path = path_join(dir, file);
+        int seen = 0;
+        for (int i = 0; i < s->n && !seen; i++) seen = strcmp(s->st[i].path, path) == 0;
+        if (!seen && (rc = st_open(&s->st[s->n], path)) == 0) s->n++;
+        free(path);
+    }
+    json_decref(root);
+    return rc;
+}
+
+static int shards_open(Shards *s, const char *dir) {
+    memset(s, 0, sizeof *s);
+    char *single = path_join(dir, "model.safetensors");
+    char *index = path_join(dir, "model.safetensors.index.json");
+    int rc;
+    if (access(single, F_OK) == 0) {
+        s->st = xcalloc(1, sizeof *s->st);
+        s->where = xstrdup(single);
+        if ((rc = st_open(&s->st[0], single)) == 0) s->n = 1;
+    } else if (access(index, F_OK) == 0) {
+        s->where = xstrdup(index);
+        rc = shards_open_index(s, dir, index);
+    } else {
+        rc = ERR("%s: no model.safetensors or model.safetensors.index.json", dir);
+    }
+    free(single);
+    free(index);
+    if (rc < 0) shards_close(s);
+    return rc;
+}
+
+static const StTensor *shards_find(const Shards *s, const SafeTensors **in, const char *name) {
+    for (int i = 0; i < s->n; i++) {
+        const StTensor *t = st_find(&s->st[i], name);
+        if (t) { *in = &s->st[i]; return t; }
+    }
+    return NULL;
+}
+
+static int ends_with(const char *s, const char *suffix) {
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+static void shape_str(char *buf, size_t n, int ndim, const int64_t *shape) {
+    size_t k = (size_t)snprintf(buf, n, "[");
+    for (int d = 0; d < ndim && k < n; d++)
+        k += (size_t)snprintf(buf + k, n - k, d ? ", %lld" : "%lld", (long long)shape[d]);
+    if (k < n) snprintf(buf + k, n - k, "]");
+}
+
+static int load_tensors(Model *m, const Shards *s) {
+    for (int i = 0; i < m->n_info; i++) {
+        const ParamInfo *p = &m->info[i];
+        const SafeTensors *st;
+        const StTensor *t = shards_find(s, &st, p->name);
+        if (!t) return ERR("%s: missing tensor %s", s->where, p->name);
+        if (t->ndim != p->ndim || t->shape[0] != p->shape[0] ||
+            (p->ndim == 2 && t->shape[1] != p->shape[1])) {
+            char got[64], want[64];
+            shape_str(got, sizeof got, t->ndim, t->shape);
+            shape_str(want, sizeof want, p->ndim, p->shape);
+            return ERR("%s: tensor %s has shape %s, config.json implies %s", st->path,
+                       p->name, got, want);
+        }
+        TRY(st_to_f32(m->params + p->offset, st, t));
+        if (i == 0) m->dtype = t->dtype;
+    }
+    // Anything else in the files would be silently ignored by us but not by the model
+    // it came from (a bias the config does not announce, say): refuse it.
+    for (int k = 0; k < s->n; k++)
+        for (int j = 0; j < s->st[k].n_tensors; j++) {
+            const char *name = s->st[k].tensors[j].name;
+            if (model_param(m, name) || ends_with(name, ".rotary_emb.inv_freq")) continue;
+            if (m->cfg.tie_word_embeddings && strcmp(name, "lm_head.weight") == 0) continue;
+            return ERR("%s: unexpected tensor %s (not part of a %s with this config.json)",
+                       s->st[k].path, name, config_arch_name(m->cfg.arch));
+        }
+    return 0;
+}
+
+static int model_load_pack(Model *m, const char *path);
+static int is_pack_file(const char *path);
+
+int model_load(Model *m, const char *dir) {
+    if (!path_is_dir(dir) && is_pack_file(dir)) return model_load_pack(m, dir);
+    if (!path_is_dir(dir)) return ERR("%s: not a model folder (nor a packed checkpoint)", dir);
+    TRY(model_create(m, dir));
+    m->src_dir = xstrdup(dir);
+    Shards s;
+    int rc = shards_open(&s, dir);
+    if (rc == 0) {
+        rc = load_tensors(m, &s);
+        shards_close(&s);
+    }
+    if (rc < 0) model_free(m);
+    return rc;
+}
+
+// --- saving ---------------------------------------------------------------------------
+
+typedef struct { const float *src; StDtype dtype; } SaveCtx;
+
+// StFillFn: fp32 -> bf16 / f16, little-endian, chunk by chunk.
+static int fill_half(void *buf, size_t off, size_t n, void *ctx) {
+    const SaveCtx *c = ctx;
+    const float *src = c->src + off / 2;
+    uint8_t *out = buf;
+    for (size_t i = 0; i < n / 2; i++) {
+        uint16_t h = c->dtype == ST_BF16 ? st_f32_to_bf16(src[i]) : st_f32_to_f16(src[i]);
+        out[2 * i] = (uint8_t)h;
+        out[2 * i + 1] = (uint8_t)(h >> 8);
+    }
+    return 0;
+}
+
+static int write_bytes(const char *path, const char *data, size_t n) {
+    AFile f;
+    TRY(afile_open(&f, path));
+    if (n && fwrite(data, 1, n, f.fp) != n) {
+        afile_abort(&f);
+        return ERR("%s: write failed: %s", path, strerror(errno));
+    }
+    return afile_commit(&f);
+}
+
+static const char *torch_dtype_name(StDtype d) {
+    return d == ST_BF16 ? "bfloat16" : d == ST_F16 ? "float16" : "float32";
+}
+
+// config.json with the string value of key ("torch_dtype", "dtype") replaced, editing
+// the text so that everything else stays byte for byte (jansson would reformat numbers).
+static void replace_json_string(char **text, size_t *len, const char *key, const char *value) {
+    char pat[32];
+    snprintf(pat, sizeof pat, "\"%s\"", key);
+    for (char *k = strstr(*text, pat); k; k = strstr(k + 1, pat)) {
+        char *p = k + strlen(pat);
+        while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+        if (*p != ':') continue;
+        p++;
+        while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+        if (*p != '"') continue;
+        char *end = strchr(p + 1, '"');
+        if (!end) return;
+        size_t head = (size_t)(p + 1 - *text), tail = *len - (size_t)(end - *text);
+        size_t vl = strlen(value);
+        char *out = xmalloc(head + vl + tail + 1);
+        memcpy(out, *text, head);
+        memcpy(out + head, value, vl);
+        memcpy(out + head + vl, end, tail + 1);
+        free(*text);
+        *text = out;
+        *len = head + vl + tail;
+        return;
+    }
+}
+
+static int save_config(const Model *m, const char *dir, StDtype dtype) {
+    char *path = path_join(dir, "config.json");
+    char *text = xmalloc(m->config_len + 1);
+    memcpy(text, m->config_json, m->config_len);
+    text[m->config_len] = 0;
+    size_t len = m->config_len;
+    if (strcmp(m->cfg.torch_dtype, torch_dtype_name(dtype)) != 0) {
+        replace_json_string(&text, &len, "torch_dtype", torch_dtype_name(dtype));
+        replace_json_string(&text, &len, "dtype", torch_dtype_name(dtype));
+    }
+    int rc = write_bytes(path, text, len);
+    free(text);
+    free(path);
+    return rc;
+}
+
+static int copy_tokenizer_files(const char *src, const char *dir) {
+    static const char *files[] = {
+        "tokenizer.model", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+        "vocab.json", "merges.txt", "added_tokens.json", "generation_config.json",
+    };
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        char *from = path_join(src, files[i]), *to = path_join(dir, files[i]);
+        int rc = 0;
+        if (access(from, R_OK) == 0) {
+            char *data;
+            size_t n;
+            rc = file_read_all(&data, &n, from);
+            if (rc == 0) rc = write_bytes(to, data, n);
+            if (rc == 0) free(data);
+        }
+        free(from);
+        free(to);
+        TRY(rc);
+    }
+    return 0;
+}
+
+int model_need_folder(const Model *m, const char *what) {
+    if (!m->pack) return 0;
+    return ERR("%s: a packed checkpoint; %s needs the model's folder (best-pack --unpack writes it)",
+               m->pack->p.path, what);
+}
+
+int model_save(const Model *m, const char *dir, int dtype) {
+    TRY(model_need_folder(m, "saving"));
+    StDtype dt = dtype < 0 ? m->dtype : (StDtype)dtype;
+    if (dt != ST_F32 && dt != ST_BF16 && dt != ST_F16)
+        return ERR("%s: cannot save weights as %s (F32, BF16 or F16)", dir, st_dtype_name(dt));
+    TRY(path_mkdir_p(dir));
+    StWriter w;
+    st_writer_init(&w);
+    SaveCtx *ctx = xcalloc((size_t)m->n_info, sizeof *ctx);
+    int rc = st_writer_meta(&w, "format", "pt"); // transformers refuses files without it
+    for (int i = 0; rc == 0 && i < m->n_info; i++) {
+        const ParamInfo *p = &m->info[i];
+        ctx[i].src = m->params + p->offset;
+        ctx[i].dtype = dt;
+        // F32 is written straight from the block (little-endian hosts only, as the format)
+        rc = dt == ST_F32 ? st_writer_add(&w, p->name, dt, p->ndim, p->shape, ctx[i].src)
+                          : st_writer_add_fn(&w, p->name, dt, p->ndim, p->shape, fill_half, &ctx[i]);
+    }
+    char *path = path_join(dir, "model.safetensors");
+    if (rc == 0) rc = st_writer_write(&w, path);
+    free(path);
+    st_writer_free(&w);
+    free(ctx);
+    if (rc == 0) rc = save_config(m, dir, dt);
+    if (rc == 0 && m->src_dir) rc = copy_tokenizer_files(m->src_dir, dir);
+    return rc;
+}
+
+// --- activations ----------------------------------------------------------------------
+
+// Hands out consecutive pieces of one block; with base NULL it only counts. Pieces
+// are rounded to 16 floats so every buffer starts on a 64-byte boundary.
+typedef struct { float *base; size_t used; } Carver;
+
+static float *take(Carver *c, size_t n) {
+    if (!n) return NULL;
+    float *p = c->base ? c->base + c->used : NULL;
+    c->used += (n + 15) & ~(size_t)15;
+    return p;
+}
+
+static void acts_layout(ModelActs *a, const Model *m, Carver *cv) {
+    size_t N = a->N, T = (size_t)a->T, C = m->C, Q = m->Q, KVD = m->KVD, I = m->I;
+    size_t qk = (size_t)m->qk_norm;
+    for (int s = 0; s < a->n_slots; s++) {
+        LayerActs *l = &a->layer[s];
+        l->res = take(cv, N * C);
+        l->rstd1 = take(cv, N);
+        l->xn1 = take(cv, N * C);
+        l->qraw = take(cv, qk * N * Q);
+        l->qrstd = take(cv, qk * N * m->NH);
+        l->kraw = take(cv, qk * N * KVD);
+        l->krstd = take(cv, qk * N * m->KV);
+        l->q = take(cv, N * Q);
+        l->k = take(cv, N * KVD);
+        l->v = take(cv, N * KVD);
+        l->lse = take(cv, N * m->NH);
+        l->att = take(cv, N * Q);
+        l->res2 = take(cv, N * C);
+        l->rstd2 = take(cv, N);
+        l->xn2 = take(cv, N * C);
+        l->gate = take(cv, N * I);
+        l->up = take(cv, N * I);
+    }
+    a->resf = take(cv, N * C);
+    a->rstdf = take(cv, N);
+    a->xnf = take(cv, N * C);
+    a->logits = take(cv, a->logits_rows * m->V);
+    a->lse_ce = take(cv, N);
+    a->nll = take(cv, N);
+    a->h = take(cv, N * I);
+    a->rope_cos = take(cv, T * m->HD / 2);
+    a->rope_sin = take(cv, T * m->HD / 2);
+    a->scratch = take(cv, (size_t)a->n_scratch * attention_scratch(T));
+    a->wbuf = take(cv, m->pack ? m->pack->wbuf : 0);
+    if (!a->train) return;
+    a->dres = take(cv, N * C);
+    a->dxn = take(cv, N * C);
+    a->datt = take(cv, N * Q);
+    a->dq = take(cv, N * Q);
+    a->dk = take(cv, N * KVD);
+    a->dv = take(cv, N * KVD);
+    a->dkh = take(cv, N * Q);
+    a->dvh = take(cv, N * Q);
+    a->dh = take(cv, N * I);
+    a->dgate = take(cv, N * I);
+    a->dup = take(cv, N * I);
+}
+
+enum { EVAL_LOGIT_ROWS = 128 }; // evaluation computes the logits this many rows at a time
+
+static void acts_shape(ModelActs *a, const Model *m, int B, int T, int train) {
+    memset(a, 0, sizeof *a);
+    a->B = B;
+    a->T = T;
+    a->train = train;
+    a->N = (size_t)B * (size_t)T;
+    a->n_slots = train ? (int)m->L : 1;
+    a->logits_rows = train || a->N < EVAL_LOGIT_ROWS ? a->N : EVAL_LOGIT_ROWS;
+    a->n_scratch = layers_threads();
+    a->layer = xcalloc((size_t)a->n_slots, sizeof *a->layer);
+}
+
+size_t model_acts_bytes(const Model *m, int B, int T, int train) {
+    ModelActs a;
+    acts_shape(&a, m, B, T, train);
+    Carver cv = {NULL, 0};
+    acts_layout(&a, m, &cv);
+    free(a.layer);
+    return cv.used * sizeof(float) + 2 * a.N * sizeof(int32_t);
+}
+
+int model_acts_init(ModelActs *a, const Model *m, int B, int T, int train) {
+    if (B < 1 || T < 1) return ERR("batch %d x %d: both must be at least 1", B, T);
+    acts_shape(a, m, B, T, train);
+    Carver cv = {NULL, 0};
+    acts_layout(a, m, &cv);
+    a->block = xmalloc(cv.used * sizeof(float));
+    a->bytes = cv.used * sizeof(float);
+    cv = (Carver){a->block, 0};
+    acts_layout(a, m, &cv);
+    a->tokens = xcalloc(a->N, sizeof *a->tokens);
+    a->targets = xcalloc(a->N, sizeof *a->targets);
+    rope_table(a->rope_cos, a->rope_sin, 0, (size_t)T, m->HD, m->cfg.rope_theta);
+    return 0;
+}
+
+void model_acts_free(ModelActs *a) {
+    free(a->layer);
+    free(a->block);
+    free(a->tokens);
+    free(a->targets);
+    memset(a, 0, sizeof *a);
+}
+
+// --- forward ----------------------------------------------------------------------------
+
+static int check_ids(const int32_t *ids, size_t n, size_t V, int32_t lo, const char *what) {
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < lo || (ids[i] >= 0 && (size_t)ids[i] >= V))
+            return ERR("%s %d at position %zu is outside [%d, %zu)", what, ids[i], i, lo, V);
+    return 0;
+}
+
+static void linear(float *y, const float *x, const Model *m, int f, size_t l, const float *b,
+                   float *wbuf, size_t N, size_t IC, size_t OC, int acc);
+static void decode_weight(float *w, const PackTensor *t);
+static void embed_rows(float *x, const Model *m, const int32_t *tokens, size_t N);
+
+// One decoder block: s->res in, out (N, C) out (out may be s->res of the next slot).
+static void block_forward(const Model *m, const ModelActs *a, size_t l, LayerActs *s, float *out) {
+    const ModelParams *w = &m->w;
+    size_t B = (size_t)a->B, T = (size_t)a->T, N = a->N;
+    size_t C = m->C, Q = m->Q, KVD = m->KVD, I = m->I, HD = m->HD;
+    float eps = (float)m->cfg.rms_norm_eps;
+    float *wb = a->wbuf;
+#define LW(p, size) ((p) ? (p) + l * (size) : NULL) // layer l's slice of a stacked family
+    rmsnorm_forward(s->xn1, s->rstd1, s->res, w->attn_norm + l * C, N, C, eps);
+    if (m->qk_norm) {
+        linear(s->qraw, s->xn1, m, F_WQ, l, LW(w->bq, Q), wb, N, C, Q, 0);
+        linear(s->kraw, s->xn1, m, F_WK, l, LW(w->bk, KVD), wb, N, C, KVD, 0);
+        rmsnorm_forward(s->q, s->qrstd, s->qraw, w->q_norm + l * HD, N * m->NH, HD, eps);
+        rmsnorm_forward(s->k, s->krstd, s->kraw, w->k_norm + l * HD, N * m->KV, HD, eps);
+    } else {
+        linear(s->q, s->xn1, m, F_WQ, l, LW(w->bq, Q), wb, N, C, Q, 0);
+        linear(s->k, s->xn1, m, F_WK, l, LW(w->bk, KVD), wb, N, C, KVD, 0);
+    }
+    linear(s->v, s->xn1, m, F_WV, l, LW(w->bv, KVD), wb, N, C, KVD, 0);
+    rope_forward(s->q, a->rope_cos, a->rope_sin, B, T, m->NH, HD);
+    rope_forward(s->k, a->rope_cos, a->rope_sin, B, T, m->KV, HD);
+    attention_forward(s->att, s->lse, s->q, s->k, s->v, a->scratch, B, T, T, 0, m->NH, m->KV,
+                      HD, a->n_scratch);
+    memcpy(s->res2, s->res, N * C * sizeof(float)); // residual: res2 = res + o_proj(att)
+    linear(s->res2, s->att, m, F_WO, l, LW(w->bo, C), wb, N, Q, C, 1);
+    rmsnorm_forward(s->xn2, s->rstd2, s->res2, w->mlp_norm + l * C, N, C, eps);
+    linear(s->gate, s->xn2, m, F_WGATE, l, LW(w->bgate, I), wb, N, C, I, 0);
+    linear(s->up, s->xn2, m, F_WUP, l, LW(w->bup, I), wb, N, C, I, 0);
+    swiglu_forward(a->h, s->gate, s->up, N * I);
+    if (out != s->res2) memcpy(out, s->res2, N * C * sizeof(float));
+    linear(out, a->h, m, F_WDOWN, l, LW(w->bdown, C), wb, N, I, C, 1);
+#undef LW
+}
+
+// Embedding, every block, final norm: leaves model.norm(x) in a->xnf.
+static void trunk_forward(const Model *m, ModelActs *a, const int32_t *tokens) {
+    embed_rows(a->layer[0].res, m, tokens, a->N);
+    for (size_t l = 0; l < m->L; l++) {
+        LayerActs *s = &a->layer[a->train ? l : 0];
+        float *out = l + 1 == m->L ? a->resf : a->layer[a->train ? l + 1 : 0].res;
+        block_forward(m, a, l, s, out);
+    }
+    rmsnorm_forward(a->xnf, a->rstdf, a->resf, m->w.final_norm, a->N, m->C,
+                    (float)m->cfg.rms_norm_eps);
+}
+
+int model_forward(const Model *m, ModelActs *a, const int32_t *tokens, const int32_t *targets) {
+    CHECK(a->train, "model_forward needs activations in training mode");
+    TRY(model_need_folder(m, "training"));
+    size_t N = a->N;
+    TRY(check_ids(tokens, N, m->V, 0, "token"));
+    if (targets) TRY(check_ids(targets, N, m->V, -1, "target"));
+    memcpy(a->tokens, tokens, N * sizeof *tokens);
+    a->has_targets = targets != NULL;
+    if (targets) memcpy(a->targets, targets, N * sizeof *targets);
+    trunk_forward(m, a, tokens);
+    matmul_forward(a->logits, a->xnf, m->w.lm_head, NULL, N, m->C, m->V, 0);
+    a->loss = 0;
+    a->n_valid = 0;
+    if (!targets) return 0;
+    double sum = crossentropy_forward(a->nll, a->lse_ce, a->logits, targets, N, m->V);
+    for (size_t n = 0; n < N; n++) a->n_valid += targets[n] >= 0;
+    // No valid target: torch's mean would be NaN; 0 keeps a training loop going.
+    a->loss = a->n_valid ? (float)(sum / a->n_valid) : 0.0f;
+    return 0;
+}
+
+int model_eval(float *logits, float *nll, const Model *m, ModelActs *a,
+               const int32_t *tokens, const int32_t *targets) {
+    size_t N = a->N, V = m->V;
+    CHECK(!nll || targets, "model_eval: nll needs targets");
+    TRY(check_ids(tokens, N, V, 0, "token"));
+    if (targets) TRY(check_ids(targets, N, V, -1, "target"));
+    trunk_forward(m, a, tokens);
+    const float *head = m->w.lm_head;
+    if (m->pack) { // decoded once for all the rows below
+        decode_weight(a->wbuf, m->pack->t[F_LM_HEAD * m->L]);
+        head = a->wbuf;
+    }
+    // With an output array the logits go straight there; otherwise a few rows at a time.
+    size_t rows = logits ? N : a->logits_rows;
+    for (size_t r0 = 0; r0 < N; r0 += rows) {
+        size_t nr = N - r0 < rows ? N - r0 : rows;
+        float *z = logits ? logits + r0 * V : a->logits;
+        matmul_forward(z, a->xnf + r0 * m->C, head, NULL, nr, m->C, V, 0);
+        if (nll) crossentropy_forward(nll + r0, NULL, z, targets + r0, nr, V);
+    }
+    return 0;
+}
+
+// --- backward ---------------------------------------------------------------------------
+
+// One block backward: a->dres holds d(block output) on entry and d(block input) on exit.
+static void block_backward(Model *m, ModelActs *a, size_t l) {
+    const ModelParams *w = &m->w, *g = &m->g;
+    const LayerActs *s = &a->layer[l];
+    size_t B = (size_t)a->B, T = (size_t)a->T, N = a->N;
+    size_t C = m->C, Q = m->Q, KVD = m->KVD, I = m->I, HD = m->HD;
+#define LW(p, size) ((p) ? (p) + l * (size) : NULL)
+    // MLP: out = res2 + down(silu(gate) * up); h is recomputed rather than stored.
+    swiglu_forward(a->h, s->gate, s->up, N * I);
+    matmul_backward(a->dh, g->wdown + l * C * I, LW(g->bdown, C), a->dres, a->h,
+                    w->wdown + l * C * I, N, I, C, 0);
+    swiglu_backward(a->dgate, a->dup, a->dh, s->gate, s->up, N * I);
+    matmul_backward(a->dxn, g->wgate + l * I * C, LW(g->bgate, I), a->dgate, s->xn2,
+                    w->wgate + l * I * C, N, C, I, 0);
+    matmul_backward(a->dxn, g->wup + l * I * C, LW(g->bup, I), a->dup, s->xn2,
+                    w->wup + l * I * C, N, C, I, 1);
+    rmsnorm_backward(a->dres, g->mlp_norm + l * C, a->dxn, s->res2, s->rstd2,
+                     w->mlp_norm + l * C, N, C, 1); // dres is now d(res2)
+    // Attention: res2 = res + o_proj(att).
+    matmul_backward(a->datt, g->wo + l * C * Q, LW(g->bo, C), a->dres, s->att,
+                    w->wo + l * C * Q, N, Q, C, 0);
+    attention_backward(a->dq, a->dk, a->dv, a->dkh, a->dvh, a->datt, s->q, s->k, s->v, s->att,
+                       s->lse, a->scratch, B, T, m->NH, m->KV, HD, a->n_scratch);
+    rope_backward(a->dq, a->rope_cos, a->rope_sin, B, T, m->NH, HD);
+    rope_backward(a->dk, a->rope_cos, a->rope_sin, B, T, m->KV, HD);
+    if (m->qk_norm) { // in place: d(q after norm) -> d(q_proj output)
+        rmsnorm_backward(a->dq, g->q_norm + l * HD, a->dq, s->qraw, s->qrstd,
+                         w->q_norm + l * HD, N * m->NH, HD, 0);
+        rmsnorm_backward(a->dk, g->k_norm + l * HD, a->dk, s->kraw, s->krstd,
+                         w->k_norm + l * HD, N * m->KV, HD, 0);
+    }
+    matmul_backward(a->dxn, g->wq + l * Q * C, LW(g->bq, Q), a->dq, s->xn1, w->wq + l * Q * C,
+                    N, C, Q, 0);
+    matmul_backward(a->dxn, g->wk + l * KVD * C, LW(g->bk, KVD), a->dk, s->xn1,
+                    w->wk + l * KVD * C, N, C, KVD, 1);
+    matmul_backward(a->dxn, g->wv + l * KVD * C, LW(g->bv, KVD), a->dv, s->xn1,
+                    w->wv + l * KVD * C, N, C, KVD, 1);
+    rmsnorm_backward(a->dres, g->attn_norm + l * C, a->dxn, s->res, s->rstd1,
+                     w->attn_norm + l * C, N, C, 1); // dres is now d(res)
+#undef LW
+}
+
+void model_backward(Model *m, ModelActs *a, float loss_scale) {
+    CHECK(a->train && a->has_targets, "model_backward needs a training forward with targets");
+    CHECK(!m->pack, "model_backward on a pack-backed model");
+    CHECK(m->grads, "model_backward before model_grads_init");
+    if (!a->n_valid) return; // the loss is a constant 0
+    size_t N = a->N, C = m->C;
+    // d(mean nll)/d logits = (softmax - onehot) / n_valid, written over the logits.
+    crossentropy_backward(a->logits, a->logits, a->lse_ce, a->targets,
+                          loss_scale / (float)a->n_valid, N, m->V);
+    matmul_backward(a->dxn, m->g.lm_head, NULL, a->logits, a->xnf, m->w.lm_head, N, C, m->V, 0);
+    rmsnorm_backward(a->dres, m->g.final_norm, a->dxn, a->resf, a->rstdf, m->w.final_norm,
+                     N, C, 0);
+    for (size_t l = m->L; l-- > 0;) block_backward(m, a, l);
+    embedding_backward(m->g.embed, a->dres, a->tokens, N, C);
+}
+
+// --- decoding with a KV cache -----------------------------------------------------------
+
+int kvcache_init(KVCache *c, const Model *m, int max_T) {
+    memset(c, 0, sizeof *c);
+    if (max_T < 1) return ERR("KV cache of %d positions", max_T);
+    c->max_T = max_T;
+    c->n_scratch = layers_threads();
+    size_t T = (size_t)max_T;
+    Carver cv = {NULL, 0};
+    for (int pass = 0; pass < 2; pass++) {
+        c->k = take(&cv, m->L * T * m->KVD);
+        c->v = take(&cv, m->L * T * m->KVD);
+        c->x = take(&cv, m->C);
+        c->xn = take(&cv, m->C);
+        c->q = take(&cv, m->Q);
+        c->att = take(&cv, m->Q);
+        c->gate = take(&cv, m->I);
+        c->up = take(&cv, m->I);
+        c->rstd = take(&cv, m->NH);
+        c->cos = take(&cv, m->HD / 2);
+        c->sin = take(&cv, m->HD / 2);
+        c->logits = take(&cv, m->V);
+        c->scratch = take(&cv, (size_t)c->n_scratch * attention_scratch(T));
+        if (pass == 0) {
+            c->block = xmalloc(cv.used * sizeof(float));
+            cv = (Carver){c->block, 0};
+        }
+    }
+    return 0;
+}
+
+void kvcache_free(KVCache *c) {
+    free(c->block);
+    memset(c, 0, sizeof *c);
+}
+
+const float *model_forward_token(const Model *m, KVCache *c, int32_t token, int pos) {
+    if (token < 0 || (size_t)token >= m->V) {
+        ERR("token %d is outside [0, %zu)", token, m->V);
+        return NULL;
+    }
+    if (pos < 0 || pos >= c->max_T) {
+        ERR("position %d is outside the KV cache's %d positions", pos, c->max_T);
+        return NULL;
+    }
+    const ModelParams *w = &m->w;
+    size_t C = m->C, Q = m->Q, KVD = m->KVD, I = m->I, HD = m->HD, T = (size_t)c->max_T;
+    size_t p = (size_t)pos;
+    float eps = (float)m->cfg.rms_norm_eps;
+    embed_rows(c->x, m, &token, 1);
+    rope_table(c->cos, c->sin, p, 1, HD, m->cfg.rope_theta);
+    for (size_t l = 0; l < m->L; l++) {
+#define LW(x, size) ((x) ? (x) + l * (size) : NULL)
+        float *kc = c->k + l * T * KVD, *vc = c->v + l * T * KVD; // (max_T, KVD) of layer l
+        rmsnorm_forward(c->xn, c->rstd, c->x, w->attn_norm + l * C, 1, C, eps);
+        linear(c->q, c->xn, m, F_WQ, l, LW(w->bq, Q), NULL, 1, C, Q, 0);
+        linear(kc + p * KVD, c->xn, m, F_WK, l, LW(w->bk, KVD), NULL, 1, C, KVD, 0);
+        linear(vc + p * KVD, c->xn, m, F_WV, l, LW(w->bv, KVD), NULL, 1, C, KVD, 0);
+        if (m->qk_norm) { // in place, one row per head
+            rmsnorm_forward(c->q, c->rstd, c->q, w->q_norm + l * HD, m->NH, HD, eps);
+            rmsnorm_forward(kc + p * KVD, c->rstd, kc + p * KVD, w->k_norm + l * HD, m->KV, HD, eps);
+        }
+        rope_forward(c->q, c->cos, c->sin, 1, 1, m->NH, HD);
+        rope_forward(kc + p * KVD, c->cos, c->sin, 1, 1, m->KV, HD);
+        attention_forward(c->att, NULL, c->q, kc, vc, c->scratch, 1, 1, p + 1, p, m->NH, m->KV,
+                          HD, c->n_scratch);
+        linear(c->x, c->att, m, F_WO, l, LW(w->bo, C), NULL, 1, Q, C, 1);
+        rmsnorm_forward(c->xn, c->rstd, c->x, w->mlp_norm + l * C, 1, C, eps);
+        linear(c->gate, c->xn, m, F_WGATE, l, LW(w->bgate, I), NULL, 1, C, I, 0);
+        linear(c->up, c->xn, m, F_WUP, l, LW(w->bup, I), NULL, 1, C, I, 0);
+        swiglu_forward(c->gate, c->gate, c->up, I);
+        linear(c->x, c->gate, m, F_WDOWN, l, LW(w->bdown, C), NULL, 1, I, C, 1);
+#undef LW
+    }
+    rmsnorm_forward(c->xn, c->rstd, c->x, w->final_norm, 1, C, eps);
+    linear(c->logits, c->xn, m, F_LM_HEAD, 0, NULL, NULL, 1, C, m->V, 0);
+    return c->logits;
+}
+
+// --- weights from the block or from a packed checkpoint -------------------------------
+
+// w (rows, cols) = t in fp32, in slices of rows across threads (pack_decode_rows is
+// one thread; a 7B model's evaluation decodes 6.5G weights per forward pass).
+static void decode_weight(float *w, const PackTensor *t) {
+    size_t rows = t->rows, cols = t->cols, slice = 64;
+#pragma omp parallel for schedule(dynamic) if (rows * cols > (1 << 18))
+    for (size_t r0 = 0; r0 < rows; r0 += slice)
+        pack_decode_rows(w + r0 * cols, t, r0, r0 + slice < rows ? r0 + slice : rows);
+}
+
+// y (N, OC) = x (N, IC) @ W^T + b (acc: y += ...), W (OC, IC) = family f of layer l.
+// A folder's model: BLAS on the fp32 block. A pack-backed one: with wbuf, W decoded into
+// wbuf (the fp32 bits the block would hold) and the very same BLAS call, so that
+// evaluation is bitwise the unpacked model's; without (one token, N = 1), spmv straight
+// from the packed encoding, reading the fewest bytes.
+static void linear(float *y, const float *x, const Model *m, int f, size_t l, const float *b,
+                   float *wbuf, size_t N, size_t IC, size_t OC, int acc) {
+    if (!m->pack) {
+        matmul_forward(y, x, fam_w(m, f) + l * OC * IC, b, N, IC, OC, acc);
+        return;
+    }
+    const PackTensor *t = m->pack->t[(size_t)f * m->L + l];
+    if (wbuf) {
+        decode_weight(wbuf, t);
+        matmul_forward(y, x, wbuf, b, N, IC, OC, acc);
+    } else {
+        CHECK(N == 1, "linear: a packed product of %zu rows needs a decode buffer", N);
+        spmv_forward(y, x, t, b, acc);
+    }
+}
+
+// x (N, C) = the embeddings of tokens (N), already checked to be in [0, V).
+static void embed_rows(float *x, const Model *m, const int32_t *tokens, size_t N) {
+    if (m->pack) spmv_embed(x, tokens, m->pack->t[F_EMBED * m->L], N);
+    else if (N == 1) memcpy(x, m->w.embed + (size_t)tokens[0] * m->C, m->C * sizeof *x);
+    else embedding_forward(x, tokens, m->w.embed, N, m->C);
+}
+
+// A tar file's header block has "ustar" at offset 257 (POSIX and GNU both).
+static int is_pack_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    char h[512];
+    int ok = fread(h, 1, sizeof h, f) == sizeof h && memcmp(h + 257, "ustar", 5) == 0;
+    fclose(f);
+    return ok;
+}
+
+// The (family, layer) of every table entry, in table order (params_layout's).
+static void for_each_tensor(const Model *m, int *fam, size_t *layer) {
+    int i = 0;
+    for (int f = 0; f < F_N; f++) {
+        int64_t s[2];
+        if (!fam_shape(s, m, f)) continue;
+        size_t reps = FAM[f].per_layer ? m->L : 1;
+        for (size_t r = 0; r < reps; r++, i++) {
+            fam[i] = f;
+            layer[i] = r;
+        }
+    }
+}
+
+static int model_load_pack(Model *m, const char *path) {
+    memset(m, 0, sizeof *m);
+    struct ModelPack *mp = xcalloc(1, sizeof *mp);
+    if (pack_open(&mp->p, path) < 0) {
+        free(mp);
+        return -1;
+    }
+    m->pack = mp;
+    m->config_len = mp->p.config_len;
+    m->config_json = xmalloc(m->config_len + 1);
+    memcpy(m->config_json, mp->p.config_json, m->config_len);
+    m->config_json[m->config_len] = 0;
+    int rc = config_parse(&m->cfg, m->config_json, m->config_len, path);
+    if (rc == 0 && m->cfg.head_dim % 2)
+        rc = ERR("%s: head_dim %d is odd; RoPE needs pairs", path, m->cfg.head_dim);
+    if (rc == 0) rc = model_setup(m, 1);
+    if (rc < 0) { model_free(m); return -1; }
+    mp->t = xcalloc((size_t)F_N * m->L, sizeof *mp->t);
+    int *fam = xmalloc((size_t)m->n_info * sizeof *fam);
+    size_t *layer = xmalloc((size_t)m->n_info * sizeof *layer);
+    for_each_tensor(m, fam, layer);
+    for (int i = 0; rc == 0 && i < m->n_info; i++) {
+        const ParamInfo *p = &m->info[i];
+        const PackTensor *t = pack_find(&mp->p, p->name);
+        if (!t) { rc = ERR("%s: missing tensor %s", path, p->name); break; }
+        size_t cols = p->ndim == 2 ? (size_t)p->shape[1] : (size_t)p->shape[0];
+        size_t rows = p->ndim == 2 ? (size_t)p->shape[0] : 1;
+        if (t->ndim != p->ndim || t->rows != rows || t->cols != cols) {
+            char got[64], want[64];
+            shape_str(got, sizeof got, t->ndim, t->shape);
+            shape_str(want, sizeof want, p->ndim, p->shape);
+            rc = ERR("%s: tensor %s has shape %s, config.json implies %s", path, p->name, got, want);
+            break;
+        }
+        if (i == 0) m->dtype = t->dtype;
+        if (p->ndim == 1) {
+            pack_decode_rows(m->params + p->offset, t, 0, 1);
+        } else {
+            mp->t[(size_t)fam[i] * m->L + layer[i]] = t;
+            if (rows * cols > mp->wbuf) mp->wbuf = rows * cols;
+        }
+    }
+    free(fam);
+    free(layer);
+    if (m->cfg.tie_word_embeddings) mp->t[F_LM_HEAD * m->L] = mp->t[F_EMBED * m->L];
+    // As for folders: a tensor we would ignore is refused.
+    for (int j = 0; rc == 0 && j < mp->p.n; j++) {
+        const char *name = mp->p.t[j].name;
+        if (model_param(m, name) || ends_with(name, ".rotary_emb.inv_freq")) continue;
+        if (m->cfg.tie_word_embeddings && strcmp(name, "lm_head.weight") == 0) continue;
+        rc = ERR("%s: unexpected tensor %s (not part of a %s with this config.json)", path, name,
+                 config_arch_name(m->cfg.arch));
+    }
+    if (rc < 0) model_free(m);
+    return rc;
+}
+
+size_t model_numel(const Model *m) {
+    size_t n = 0;
+    for (int i = 0; i < m->n_info; i++) n += m->info[i].numel;
+    return n;
+}
+
+size_t model_token_bytes(const Model *m) {
+    size_t bytes = 0, L = m->L;
+    for (int f = 0; f < F_N; f++) {
+        int64_t s[2];
+        int nd = fam_shape(s, m, f);
+        if (f == F_LM_HEAD && m->cfg.tie_word_embeddings) nd = fam_shape(s, m, F_EMBED);
+        if (!nd) continue;
+        size_t reps = FAM[f].per_layer ? L : 1, numel = (size_t)s[0] * (nd == 2 ? (size_t)s[1] : 1);
+        if (nd == 1) { bytes += reps * numel * sizeof(float); continue; }
+        for (size_t r = 0; r < reps; r++) {
+            const PackTensor *t = m->pack ? m->pack->t[(size_t)f * L + r] : NULL;
+            if (f == F_EMBED) // one row
+                bytes += t ? t->values_bytes / t->rows : m->C * sizeof(float);
+            else bytes += t ? spmv_bytes(t) : numel * sizeof(float);
+        }
+    }
+    return bytes;
+}
+
+int model_pack_file(const uint8_t **data, size_t *len, const Model *m, const char *name) {
+    const PackMember *pm = m->pack ? pack_member(&m->pack->p, name) : NULL;
+    if (!pm) return -1;
+    *data = m->pack->p.map.data + pm->offset;
+    *len = pm->size;
+    return 0;
+}

@@ -1,0 +1,241 @@
+// model.h: a LLaMA or Qwen3 decoder on the CPU: its parameters, loading and saving a
+// Hugging Face folder, the training forward and backward, the evaluation forward and
+// one-token decoding with a KV cache. fp32 throughout; this is the reference the CUDA
+// path is checked against.
+//
+// Memory follows llm.c: all parameters live in ONE contiguous fp32 block (m->params),
+// carved into named pointers (m->w) and described by a table (m->info) of
+// (HF name, offset, shape, prunable). Gradients (m->grads, m->g), Adam's m and v
+// (adamw.h) and masks (uint8, one byte per parameter, 1 = keep) use the same layout,
+// so zeroing, all-reducing, sharding and masking are flat loops over the block and a
+// mask lines up with its weights by offset.
+//
+// Inside the block each family of tensors is stacked over layers, e.g. wq is
+// (L, NH*HD, C) and layer l's q_proj.weight starts at wq + l*NH*HD*C.
+//
+// A model can also be backed by a packed checkpoint (pack.h; model_load detects the
+// file): then the 2-D weights (the seven Linear families, lm_head, the embedding) stay
+// in the file's memory map in their packed encoding and only the 1-D tensors (norms,
+// biases) are in the fp32 block. Evaluation decodes each weight into an fp32 buffer of
+// the activations and runs the same BLAS products as the folder's model, so its
+// results are bitwise the unpacked model's; one-token decoding multiplies straight
+// from the packed encoding (spmv.h). Training a packed model is an error.
+//
+// Not here: the kernels (layers.h, spmv.h), the optimizer and masks (adamw.h),
+// config.json parsing (config.h), the packed format (pack.h), tokenization, data loading.
+#ifndef BEST_MODEL_H
+#define BEST_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "io/config.h"      // defines: ModelConfig
+#include "io/safetensors.h" // defines: StDtype
+
+// One tensor of the parameter block, under its Hugging Face name.
+typedef struct {
+    char name[96];       // "model.layers.3.self_attn.q_proj.weight"
+    size_t offset;       // first float inside the block; SIZE_MAX when the tensor stays
+                         // in a packed checkpoint (the 2-D ones of a pack-backed model)
+    size_t numel;
+    int ndim;            // 1 or 2
+    int64_t shape[2];    // as in the safetensors file: (out, in) for Linear weights
+    int prunable;        // q,k,v,o,gate,up,down _proj.weight of a block
+} ParamInfo;
+
+// Named pointers into a parameter-shaped block (weights or gradients).
+// Q = NH*HD, KVD = KV*HD, I = intermediate_size.
+typedef struct {
+    float *embed;        // (V, C)        model.embed_tokens.weight
+    float *attn_norm;    // (L, C)        input_layernorm
+    float *wq;           // (L, Q, C)
+    float *bq;           // (L, Q)        NULL without attention_bias
+    float *wk;           // (L, KVD, C)
+    float *bk;           // (L, KVD)
+    float *wv;           // (L, KVD, C)
+    float *bv;           // (L, KVD)
+    float *q_norm;       // (L, HD)       Qwen3 only, else NULL
+    float *k_norm;       // (L, HD)
+    float *wo;           // (L, C, Q)
+    float *bo;           // (L, C)
+    float *mlp_norm;     // (L, C)        post_attention_layernorm
+    float *wgate;        // (L, I, C)
+    float *bgate;        // (L, I)        NULL without mlp_bias
+    float *wup;          // (L, I, C)
+    float *bup;          // (L, I)
+    float *wdown;        // (L, C, I)
+    float *bdown;        // (L, C)
+    float *final_norm;   // (C)           model.norm.weight
+    float *lm_head;      // (V, C)        == embed when the embeddings are tied
+} ModelParams;
+
+struct ModelPack;         // a packed checkpoint's map and tensors (model.c)
+
+typedef struct {
+    ModelConfig cfg;
+    size_t V, C, I, L, NH, KV, HD, Q, KVD; // sizes from cfg, as size_t
+    int qk_norm;          // Qwen3: RMSNorm over HD on q and k before RoPE
+    ParamInfo *info;      // (n_info,) in block order
+    int n_info;
+    size_t n_params;      // floats in the block (pack-backed: the 1-D tensors only)
+    size_t n_prunable;    // of which in prunable tensors (pack-backed: 0)
+    float *params;        // (n_params,)
+    float *grads;         // (n_params,) NULL until model_grads_init
+    ModelParams w;        // into params
+    ModelParams g;        // into grads (all NULL until model_grads_init)
+    StDtype dtype;        // dtype of the weights we loaded (F32 for model_create)
+    char *src_dir;        // folder loaded from (tokenizer files for saving), or NULL
+    char *config_json;    // the config.json bytes, written back by model_save
+    size_t config_len;
+    struct ModelPack *pack; // non-NULL when loaded from a packed checkpoint
+} Model;
+
+// A model with all parameters zero, shaped by the config.json at path (a file or a
+// folder holding one); for random initialisation by the caller.
+int model_create(Model *m, const char *config_path);
+// A Hugging Face folder: config.json, model.safetensors or model.safetensors.index.json
+// + shards; F32, BF16 or F16 weights become fp32. Or a packed checkpoint file (pack.h,
+// recognised by its tar header): mapped, validated, and kept mapped until model_free.
+// Errors name the file and the tensor.
+int model_load(Model *m, const char *path);
+void model_free(Model *m);
+// 0, or ERR when m is backed by a packed checkpoint, whose 2-D weights are not in the
+// fp32 block: `what` ("best-mask", "training", ...) needs the model's folder.
+int model_need_folder(const Model *m, const char *what);
+// Writes dir/model.safetensors (metadata {"format": "pt"}; no lm_head.weight when
+// tied) in dtype (ST_F32, ST_BF16, ST_F16, or -1 for the dtype loaded), config.json
+// (torch_dtype updated if the dtype changed) and the tokenizer files of the source
+// folder. Creates dir if needed; every file goes through temp + rename. ERR for a
+// pack-backed model (best-pack --unpack writes its folder).
+int model_save(const Model *m, const char *dir, int dtype);
+
+// The table entry of a HF tensor name, or NULL.
+const ParamInfo *model_param(const Model *m, const char *name);
+// Parameters of the model, wherever they are (the block or the pack).
+size_t model_numel(const Model *m);
+// Bytes of weights one model_forward_token reads: every 2-D weight but the embedding
+// in full (packed: index, values, row pointers and scales, spmv_bytes), one embedding
+// row, and the fp32 1-D tensors; not the KV cache.
+size_t model_token_bytes(const Model *m);
+// A file of the packed checkpoint m came from (config.json, tokenizer.json, ...):
+// its bytes, inside the map, valid until model_free. -1 (no ERR) when m is not
+// pack-backed or the pack has no such member.
+int model_pack_file(const uint8_t **data, size_t *len, const Model *m, const char *name);
+// Allocates the gradient block (zeroed) and m->g; model_zero_grad zeroes it again.
+void model_grads_init(Model *m);
+void model_zero_grad(Model *m);
+
+// Activations for one (B, T), allocated once and reused by every call.
+//
+// Training mode keeps what the backward needs, per token (floats):
+//   per layer  4C (block input, its norm, mid residual, its norm) + 2 (rstd)
+//              + 2Q + 2KVD (q and k after RoPE, v, attention output) + NH (softmax lse)
+//              + 2I (gate, up; silu(gate)*up is recomputed in the backward)
+//              + Qwen3: Q + KVD + NH + KV (q, k before their norms, and the norms' rstd)
+//   once       2C + 3 + V + I (final norm, loss, logits, h) and the backward's scratch
+//              2C + 4Q + 2KVD + 3I
+// plus, per thread, 2*ATT_BLOCK*T of attention scores (never T^2 per head: the
+// backward recomputes the probabilities). model_acts_bytes() gives the exact figure;
+// at T = 2048 it is 23 KB/token for stories260K, 301 KB for a 32M LLaMA (V 32000),
+// 7.3 MB for LLaMA-2-7B (15 GB per 2048 tokens), 8.9 MB for Qwen3-8B.
+// Evaluation mode keeps one layer's buffers, reused by every layer, and 128 rows of
+// logits: 298 KB/token for LLaMA-2-7B.
+typedef struct {
+    float *res;    // (N, C)    block input (the residual stream)
+    float *rstd1;  // (N)
+    float *xn1;    // (N, C)    input_layernorm(res)
+    float *qraw;   // (N, Q)    q_proj output before q_norm (Qwen3), else NULL
+    float *qrstd;  // (N, NH)
+    float *kraw;   // (N, KVD)
+    float *krstd;  // (N, KV)
+    float *q;      // (N, Q)    after q_norm and RoPE, (B, T, NH, HD)
+    float *k;      // (N, KVD)  (B, T, KV, HD)
+    float *v;      // (N, KVD)
+    float *lse;    // (B, NH, T) log-sum-exp of each attention row
+    float *att;    // (N, Q)    attention output, o_proj input
+    float *res2;   // (N, C)    res + o_proj(att)
+    float *rstd2;  // (N)
+    float *xn2;    // (N, C)    post_attention_layernorm(res2)
+    float *gate;   // (N, I)
+    float *up;     // (N, I)
+} LayerActs;
+
+typedef struct {
+    int B, T, train;
+    size_t N;             // B*T
+    int n_slots;          // L when training, 1 for evaluation (reused by every layer)
+    LayerActs *layer;     // (n_slots,)
+    float *resf;          // (N, C) output of the last block
+    float *rstdf;         // (N)
+    float *xnf;           // (N, C) model.norm(resf)
+    float *logits;        // (logits_rows, V); the backward overwrites it with dlogits
+    size_t logits_rows;   // N when training, min(N, 128) for evaluation
+    float *lse_ce;        // (N)
+    float *nll;           // (N) per position, 0 where the target is -1
+    float *h;             // (N, I) silu(gate) * up, recomputed in the backward
+    float *rope_cos;      // (T, HD/2)
+    float *rope_sin;      // (T, HD/2)
+    float *scratch;       // (n_scratch, attention_scratch(T)) per-thread attention blocks
+    int n_scratch;
+    float *wbuf;          // pack-backed models only: (largest 2-D weight) one weight
+                          // decoded to fp32 for a BLAS product, else NULL
+    // backward scratch (training mode only)
+    float *dres, *dxn;    // (N, C)
+    float *datt, *dq;     // (N, Q)
+    float *dk, *dv;       // (N, KVD)
+    float *dkh, *dvh;     // (B, NH, T, HD)
+    float *dh, *dgate, *dup; // (N, I)
+    int32_t *tokens;      // (N) copies of the last forward's inputs
+    int32_t *targets;     // (N)
+    int has_targets;
+    float loss;           // mean NLL over positions with a target (0 if none)
+    int n_valid;          // positions with a target
+    float *block;         // the one allocation behind all of the above
+    size_t bytes;
+} ModelActs;
+
+int model_acts_init(ModelActs *a, const Model *m, int B, int T, int train);
+void model_acts_free(ModelActs *a);
+// Bytes model_acts_init would allocate.
+size_t model_acts_bytes(const Model *m, int B, int T, int train);
+
+// Training forward over tokens (B*T); targets (B*T) are the next tokens, -1 = ignore,
+// or NULL (no loss). Keeps activations in a (which must be in training mode); sets
+// a->loss, a->n_valid, a->nll, a->logits. -1 if an id is outside [0, V) or m is
+// pack-backed.
+int model_forward(const Model *m, ModelActs *a, const int32_t *tokens, const int32_t *targets);
+// Adds into m->grads the gradient of loss_scale * a->loss (the last forward's mean
+// loss). Gradient accumulation: with micro-batches i of n_i valid targets out of n,
+// loss_scale_i = n_i / n reproduces the gradient of the whole batch's mean loss.
+// Destroys a->logits.
+void model_backward(Model *m, ModelActs *a, float loss_scale);
+// Evaluation forward (any ModelActs; nothing kept for a backward). logits (B*T, V) and
+// nll (B*T) are outputs, each may be NULL; nll needs targets.
+int model_eval(float *logits, float *nll, const Model *m, ModelActs *a,
+               const int32_t *tokens, const int32_t *targets);
+
+// Generation state: keys and values of every position so far, and one token's buffers.
+typedef struct {
+    int max_T;
+    float *k, *v;          // (L, max_T, KVD) keys after q/k norm and RoPE, values
+    float *x, *xn;         // (C) residual, normed
+    float *q, *att;        // (Q)
+    float *gate, *up;      // (I)
+    float *rstd;           // (NH)
+    float *cos, *sin;      // (HD/2)
+    float *logits;         // (V)
+    float *scratch;        // (n_scratch, attention_scratch(max_T))
+    int n_scratch;
+    float *block;
+} KVCache;
+
+int kvcache_init(KVCache *c, const Model *m, int max_T);
+void kvcache_free(KVCache *c);
+// Runs token at position pos (0, 1, 2, ... in order; positions before pos must have
+// been run) and returns the logits (V) of the next token, valid until the next call,
+// or NULL after ERR (token out of range, pos >= max_T). A pack-backed model computes
+// its products with spmv_forward (fp32 sums in another order than BLAS: logits agree
+// with the unpacked model's to fp32 rounding, not bit for bit).
+const float *model_forward_token(const Model *m, KVCache *c, int32_t token, int pos);
+
+#endif

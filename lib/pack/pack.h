@@ -1,0 +1,143 @@
+// pack.h: packed sparse checkpoints: one uncompressed tar whose members hold each
+// tensor's nonzeros in a compact index encoding plus their values, readable in place
+// from a memory map (every member's data starts at a multiple of 512 bytes).
+//
+// Members, in this order (docs/formats.md, "Packed checkpoints", byte by byte):
+//   manifest.json        format "best-pack", version 2, quant, and per member its
+//                        size and xxh64, per tensor its name, shape, original dtype,
+//                        encoding, value type and nonzero count; it ends with its own
+//                        xxh64 (,"xxh64":"<hex>"} over every byte before that tail)
+//   config.json          and the tokenizer files of the source folder, verbatim
+//   NAME                 dense tensor: values, row-major, in the value type
+//   NAME.nnz             sparse tensor: (rows+1) u32, prefix count of stored elements
+//                        (tiles: (panels+1), per panel of 32 rows)
+//   NAME.index           bitmap: rows * ceil(cols/8) bytes, column c of a row in bit
+//                        c%8 of byte c/8 (LSB first), 1 = stored.
+//                        delta: per row, per stored element, its gap g (zeros skipped
+//                        since the previous stored element of the row, or since the
+//                        row's start) as g/255 escape bytes 255 then one byte g%255
+//                        tiles: per stored element its column within its block of 32
+//                        columns (0..31), in slot order (below)
+//   NAME.ixptr           delta: (rows+1) u32, prefix byte count of the index;
+//                        tiles: (panels+1) u32, prefix count of slots
+//   NAME.slots           tiles only: S u32 masks, then S u8 block steps. The rows are
+//                        cut in panels of 32 and the columns in blocks of 32; a panel
+//                        is a list of slots, each a block (the previous slot's block,
+//                        or 0 at the panel's start, plus its step) and a mask (bit i:
+//                        row 32p+i has one element in this slot, the next in the
+//                        index and values). A row's elements come in column order.
+//   NAME.values          stored elements in row-major order (tiles: slot order,
+//                        within a slot by row): F32/BF16/F16 as in the
+//                        model; I8 one signed byte each; I4 two per byte, element i in
+//                        the low nibble of byte i/2 when i is even, signed [-7, 7]
+//   NAME.scales          I8/I4 only: (rows) f32; weight = q * scale[row]
+// A tensor is 2-D (rows, cols) = (out, in); a 1-D tensor has rows = 1. An element is
+// stored when its bit pattern is not all zero (so -0.0 survives a round trip). The
+// encoding is chosen per tensor (PackIndex): by default the one a decoder reads
+// fastest, else the one with the fewest bytes; non-prunable tensors are always dense
+// in the model's dtype. All integers are little-endian. Version 1 packs (no tiles)
+// are read as well.
+//
+// Reading maps the file, parses the tar headers (ours: ustar, strict), the manifest,
+// and checks every stream's length and every index stream (bitmaps count to nnz,
+// deltas stay inside their row and their ixptr range) at open, so the kernels
+// (spmv.h) can trust a PackTensor. pack_verify additionally hashes every member.
+//
+// Not here: computing with packed tensors (spmv.h), the decode benchmark (bench/).
+#ifndef BEST_PACK_H
+#define BEST_PACK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/fileio.h"      // defines: MappedFile
+#include "nn/model.h"       // defines: Model
+#include "io/safetensors.h" // defines: StDtype
+
+#define PACK_VERSION 2
+
+typedef enum { PACK_DENSE, PACK_BITMAP, PACK_DELTA, PACK_TILES } PackEnc;
+typedef enum { PACK_F32, PACK_BF16, PACK_F16, PACK_I8, PACK_I4 } PackVal;
+typedef enum { QUANT_NONE, QUANT_BF16, QUANT_INT8, QUANT_INT4 } PackQuant;
+// How the writer picks a prunable tensor's encoding: SPEED, the least estimated
+// decoding time (pack.c: pack_cost); SIZE, the fewest bytes; or always the one named
+// (dense when the tensor has no stored element to spare).
+typedef enum { INDEX_SPEED, INDEX_SIZE, INDEX_BITMAP, INDEX_DELTA, INDEX_TILES } PackIndex;
+
+#define TILE 32 // tiles: rows per panel and columns per block
+
+int pack_quant_parse(PackQuant *out, const char *name); // none|bf16|int8|int4; -1 (no ERR)
+int pack_index_parse(PackIndex *out, const char *name); // speed|size|bitmap|delta|tiles; -1
+const char *pack_enc_name(PackEnc e);                   // "dense", "bitmap", "delta", "tiles"
+const char *pack_val_name(PackVal v);                   // "F32", "BF16", "F16", "I8", "I4"
+
+// One tensor as it lies in the mapped file (pointers into the map, aligned).
+typedef struct {
+    char name[96];             // HF name
+    int ndim;                  // 1 or 2
+    int64_t shape[2];
+    size_t rows, cols;         // (out, in); 1-D: (1, n)
+    StDtype dtype;             // of the tensor in the source model (restored by unpack)
+    PackEnc enc;
+    PackVal val;
+    size_t nnz;                // stored elements (rows*cols when dense)
+    const uint32_t *nnz_ptr;   // (rows+1) sparse only, else NULL; tiles: (panels+1)
+    const uint32_t *ix_ptr;    // (rows+1) delta only, else NULL; tiles: (panels+1) slots
+    const uint8_t *index;      // bitmap, delta or tiles stream, NULL when dense
+    const uint32_t *masks;     // (slots) tiles only, else NULL
+    const uint8_t *steps;      // (slots) tiles only
+    size_t slots;
+    size_t index_bytes;
+    const void *values;        // (nnz) in val (I4: (nnz+1)/2 bytes)
+    size_t values_bytes;
+    const float *scales;       // (rows) I8/I4 only, else NULL
+    int prunable;              // one of the seven Linear weights of a block (manifest)
+} PackTensor;
+
+typedef struct {
+    char name[100];            // tar member name
+    size_t offset, size;       // of the data inside the file
+    uint64_t xxh64;            // from the manifest (manifest.json: of itself but its tail)
+} PackMember;
+
+typedef struct {
+    MappedFile map;
+    int version;
+    PackQuant quant;
+    PackMember *members;       // (n_members) in file order, manifest.json first
+    int n_members;
+    PackTensor *t;             // (n) in the order of the source model's table
+    int n;
+    const char *config_json;   // into the map, config_len bytes (not NUL-terminated)
+    size_t config_len;
+    char *path;                // for messages
+} Pack;
+
+// Writes m (its weights as loaded, dtype m->dtype) to path (temp + rename; "-" is
+// stdout). quant NONE keeps the model's dtype, BF16 turns the prunable tensors'
+// F32/F16 values into bf16, INT8/INT4 quantize the stored elements of prunable
+// tensors per row (round to nearest, scale = max|w| / 127 or / 7). config.json is
+// m->config_json; the tokenizer files come from m->src_dir (when set).
+int pack_write(const char *path, const Model *m, PackQuant quant, PackIndex index);
+// Opens, parses and validates (not the hashes); errors name the file and the member.
+int pack_open(Pack *p, const char *path);
+// The same over a buffer (8-byte aligned) that must outlive p; name is for messages.
+int pack_open_mem(Pack *p, const void *buf, size_t size, const char *name);
+void pack_close(Pack *p);
+// Hashes every member against the manifest; the first mismatch is an ERR.
+int pack_verify(const Pack *p);
+const PackTensor *pack_find(const Pack *p, const char *name);
+const PackMember *pack_member(const Pack *p, const char *name);
+// Bytes t takes in the pack: all its members' data, without tar headers and padding.
+size_t pack_tensor_bytes(const PackTensor *t);
+// Rows [r0, r1) of t as dense fp32 (r1-r0, cols), dequantized, zeros where not stored.
+void pack_decode_rows(float *out, const PackTensor *t, size_t r0, size_t r1);
+// A Hugging Face folder with the tensors of the pack (dtype restored; with quant NONE
+// bit-identical to the packed model), config.json and the tokenizer files. Only plain
+// file names from the allow-list (config.json, generation_config.json, tokenizer.model,
+// tokenizer.json, tokenizer_config.json, special_tokens_map.json, added_tokens.json,
+// vocab.json, merges.txt) are ever written, inside dir; pack_open already refuses a
+// pack holding any other member name.
+int pack_unpack(const char *dir, const Pack *p);
+
+#endif

@@ -1,0 +1,655 @@
+// spmv.c: y = W x for one packed tensor, read in place (see spmv.h for the contract).
+//
+// Layout of the work: spmv_forward cuts the rows into chunks of about equal nonzero
+// count and OpenMP hands the chunks out; a chunk calls one row kernel per row. A row
+// kernel is chosen once per call from (encoding, value type) and from whether the
+// AVX-512 kernels are on. Each returns the row's dot product; scales, the bias and
+// the accumulation are applied by the caller, in matmul_forward's order
+// (y = [y +] W x, then + b).
+//
+// The portable kernels are plain C: the compiler's vector lanes for dense rows, a ctz
+// walk for bitmaps, a byte walk for deltas (four sums when a row has no escape byte).
+// The AVX-512 ones exist because the sparse loops are bound by instructions, not by
+// memory: the portable bitmap walk costs a ctz, a load of x and a multiply-add per
+// stored element, ~2 ns each here, while memory delivers a BF16 element and its index
+// in well under one. Measured with one thread on the 220M model of bench/decode.sh
+// (CPU time, so that the VM's other jobs count less; a shared 2-core Xeon Ice Lake):
+//   bitmap BF16  32 columns a step: the row's 32 bits place the next popcount values
+//                at their columns (vpexpandw, AVX512-VBMI2), and the pair trick below
+//                turns them into fp32 without a shuffle: 4.7 GB/s at 70% sparsity,
+//                against 2.5-3.0 for the first version (16 columns a step, x
+//                compressed to the stored columns with vcompressps, kept for CPUs
+//                without VBMI2 and for F32/I8) and 1.1 for the portable walk;
+//   tiles        (pack.h) exist for this: at 95% sparsity the AVX-512 BF16 kernel read
+//                the delta model's 84 matrices, re-encoded as tiles (27.3 MB against
+//                24.2), in 3.1-3.5 ms where the delta loop below took 6.9-9.7 (~8 GB/s,
+//                about what one thread's memory gives: the kernel is no longer bound by
+//                instructions; ~4 ns a slot when the tensor sits in cache). The
+//                VBMI2 kernel expands a slot's 32 words and 32 column bytes at once;
+//                without VBMI2 two 16-lane halves expand dwords (AVX-512 F);
+//   delta        stays portable. An AVX-512 version took 16 escape-free gap bytes a
+//                step (their columns by a 4-step prefix sum across lanes, x gathered
+//                there); on this host a 16-lane gather costs ~50 cycles (microcode),
+//                and on the idle machine the portable loop (four sums, no escape
+//                test in rows without escapes) read the 90% model's delta tensors at
+//                3.6-3.7 GB/s against 3.1-3.3 for the gather; it was removed. Its
+//                first version also kept its scalar state in a vector register between
+//                steps, which halved the speed at 99% sparsity, where rows hold only
+//                10-30 elements: such rows want plain scalar code.
+// bench/decode.sh measures both sets (spmv_simd(0) turns the AVX-512 kernels off).
+#include "pack/spmv.h"
+
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define SPMV_X86 1
+#endif
+
+#include "base/error.h"       // defines: xmalloc
+#include "io/safetensors.h" // defines: st_f16_to_f32
+
+// A product smaller than this (stored elements + rows) runs on the calling thread: a
+// fork-join costs a few microseconds, as much as a 64x64 product.
+#define PAR_MIN_WORK 32768
+
+typedef float (*RowFn)(const PackTensor *t, size_t r, const float *x);
+
+static inline float f_of(uint32_t u) { float f; memcpy(&f, &u, sizeof f); return f; }
+static inline float bf16_f(uint16_t h) { return f_of((uint32_t)h << 16); }
+// I4 element i: low nibble of byte i/2 when i is even, high nibble when odd, 4-bit two's
+// complement (pack.h: signed, [-7, 7]).
+static inline float i4_f(const uint8_t *v, size_t i) {
+    int q = (v[i >> 1] >> ((i & 1) * 4)) & 15;
+    return (float)((q ^ 8) - 8);
+}
+
+#define VAL_F32(v, i) (((const float *)(v))[i])
+#define VAL_BF16(v, i) bf16_f(((const uint16_t *)(v))[i])
+#define VAL_F16(v, i) st_f16_to_f32(((const uint16_t *)(v))[i])
+#define VAL_I8(v, i) ((float)((const int8_t *)(v))[i])
+#define VAL_I4(v, i) i4_f((const uint8_t *)(v), (i))
+
+// --- portable kernels -----------------------------------------------------------------
+
+#ifdef __clang__
+// clang reports an `omp simd` loop it did not vectorise (at -O1 under the sanitizers, as
+// the fuzz build compiles lib/) as a warning, an error with -Werror: it is only slower.
+#pragma clang diagnostic ignored "-Wpass-failed"
+#endif
+
+// Dense: row r is values[r*cols, (r+1)*cols). Vector lanes sum the row (one order per
+// vector width, like layers.c's kernels).
+#define DEF_DENSE(NAME, VAL)                                                               \
+    static float NAME(const PackTensor *t, size_t r, const float *x) {                     \
+        const void *v = t->values;                                                         \
+        size_t n = t->cols, o = r * n;                                                     \
+        float s = 0;                                                                       \
+        _Pragma("omp simd reduction(+ : s)") for (size_t c = 0; c < n; c++) s +=          \
+            VAL(v, o + c) * x[c];                                                          \
+        return s;                                                                          \
+    }
+
+// Bitmap: row r's bits are index[r*ceil(cols/8), ...), its values start at nnz_ptr[r].
+// Whole 64-bit words first (little-endian hosts: bit c%64 of a word is column c), then
+// the row's last bytes.
+#define DEF_BITMAP(NAME, VAL)                                                              \
+    static float NAME(const PackTensor *t, size_t r, const float *x) {                     \
+        size_t nb = (t->cols + 7) / 8, k = t->nnz_ptr[r], j = 0;                           \
+        const uint8_t *bm = t->index + r * nb;                                             \
+        const void *v = t->values;                                                         \
+        float s = 0;                                                                       \
+        for (; j + 8 <= nb; j += 8) {                                                      \
+            uint64_t w;                                                                    \
+            memcpy(&w, bm + j, 8);                                                         \
+            for (; w; w &= w - 1) s += VAL(v, k++) * x[j * 8 + (size_t)__builtin_ctzll(w)]; \
+        }                                                                                  \
+        for (; j < nb; j++)                                                                \
+            for (unsigned w = bm[j]; w; w &= w - 1)                                        \
+                s += VAL(v, k++) * x[j * 8 + (size_t)__builtin_ctz(w)];                    \
+        return s;                                                                          \
+    }
+
+// Delta: each stored element is its gap g (zeros since the previous one) as g/255
+// bytes 255 then g%255; the column is the previous column + 1 + g. A row with as many
+// index bytes as elements has no escape: its loop needs no test and keeps four sums
+// going (one sum's add latency bound the loop).
+#define DEF_DELTA(NAME, VAL)                                                               \
+    static float NAME(const PackTensor *t, size_t r, const float *x) {                     \
+        const uint8_t *p = t->index + t->ix_ptr[r];                                        \
+        size_t k = t->nnz_ptr[r], k1 = t->nnz_ptr[r + 1], col = 0;                         \
+        const void *v = t->values;                                                         \
+        float s0 = 0, s1 = 0, s2 = 0, s3 = 0;                                              \
+        if (t->ix_ptr[r + 1] - t->ix_ptr[r] == k1 - k) {                                   \
+            for (; k + 4 <= k1; k += 4, p += 4) {                                          \
+                col += p[0];                                                               \
+                s0 += VAL(v, k) * x[col++];                                                \
+                col += p[1];                                                               \
+                s1 += VAL(v, k + 1) * x[col++];                                            \
+                col += p[2];                                                               \
+                s2 += VAL(v, k + 2) * x[col++];                                            \
+                col += p[3];                                                               \
+                s3 += VAL(v, k + 3) * x[col++];                                            \
+            }                                                                              \
+        }                                                                                  \
+        for (; k < k1; k++) {                                                              \
+            while (*p == 255) { col += 255; p++; }                                         \
+            col += *p++;                                                                   \
+            s0 += VAL(v, k) * x[col++];                                                    \
+        }                                                                                  \
+        return (s0 + s1) + (s2 + s3);                                                      \
+    }
+
+// Tiles: d (32) = the rows of panel p; slot by slot, each stored element added to
+// its row (x is read where the index says; pack_open checked every column).
+#define DEF_TILES(NAME, VAL)                                                               \
+    static void NAME(float *d, const PackTensor *t, size_t p, const float *x) {            \
+        const void *v = t->values;                                                         \
+        size_t k = t->nnz_ptr[p], blk = 0;                                                 \
+        memset(d, 0, TILE * sizeof *d);                                                    \
+        for (size_t s = t->ix_ptr[p]; s < t->ix_ptr[p + 1]; s++) {                         \
+            blk += t->steps[s];                                                            \
+            const float *xb = x + blk * TILE;                                              \
+            for (uint32_t m = t->masks[s]; m; m &= m - 1, k++)                             \
+                d[__builtin_ctz(m)] += VAL(v, k) * xb[t->index[k]];                        \
+        }                                                                                  \
+    }
+
+#define DEF_ALL(SUFFIX, VAL)              \
+    DEF_DENSE(dense_##SUFFIX, VAL)        \
+    DEF_BITMAP(bitmap_##SUFFIX, VAL)      \
+    DEF_DELTA(delta_##SUFFIX, VAL)        \
+    DEF_TILES(tiles_##SUFFIX, VAL)
+DEF_ALL(f32, VAL_F32)
+DEF_ALL(bf16, VAL_BF16)
+DEF_ALL(f16, VAL_F16)
+DEF_ALL(i8, VAL_I8)
+DEF_ALL(i4, VAL_I4)
+
+typedef void (*PanelFn)(float *d, const PackTensor *t, size_t p, const float *x);
+static const PanelFn GENERIC_TILES[5] = {tiles_f32, tiles_bf16, tiles_f16, tiles_i8, tiles_i4};
+
+// (encoding, value type) -> portable kernel.
+static const RowFn GENERIC[3][5] = {
+    {dense_f32, dense_bf16, dense_f16, dense_i8, dense_i4},
+    {bitmap_f32, bitmap_bf16, bitmap_f16, bitmap_i8, bitmap_i4},
+    {delta_f32, delta_bf16, delta_f16, delta_i8, delta_i4},
+};
+
+// --- AVX-512 kernels --------------------------------------------------------------------
+
+#ifdef SPMV_X86
+#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,popcnt,bmi")))
+
+// The 16 values v[o .. o+16) as fp32, lanes outside m zero (and not read).
+AVX512 static inline __m512 load16_f32(const void *v, size_t o, __mmask16 m) {
+    return _mm512_maskz_loadu_ps(m, (const float *)v + o);
+}
+AVX512 static inline __m512 load16_bf16(const void *v, size_t o, __mmask16 m) {
+    __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)v + o);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+AVX512 static inline __m512 load16_i8(const void *v, size_t o, __mmask16 m) {
+    __m128i b = _mm_maskz_loadu_epi8(m, (const int8_t *)v + o);
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b));
+}
+
+static inline __mmask16 low_mask(size_t n) { return (__mmask16)(n >= 16 ? 0xffff : (1u << n) - 1); }
+
+// Dense: two accumulators over 32 columns a step, then a masked tail.
+#define DEF_DENSE512(NAME, LOAD)                                                           \
+    AVX512 static float NAME(const PackTensor *t, size_t r, const float *x) {              \
+        size_t n = t->cols, o = r * n, c = 0;                                              \
+        __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();                         \
+        for (; c + 32 <= n; c += 32) {                                                     \
+            a0 = _mm512_fmadd_ps(LOAD(t->values, o + c, 0xffff), _mm512_loadu_ps(x + c), a0); \
+            a1 = _mm512_fmadd_ps(LOAD(t->values, o + c + 16, 0xffff),                       \
+                                 _mm512_loadu_ps(x + c + 16), a1);                         \
+        }                                                                                  \
+        for (; c < n; c += 16) {                                                           \
+            __mmask16 m = low_mask(n - c);                                                 \
+            a0 = _mm512_fmadd_ps(LOAD(t->values, o + c, m), _mm512_maskz_loadu_ps(m, x + c), a0); \
+        }                                                                                  \
+        return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));                                \
+    }
+
+// Bitmap: 64 columns (one word) a step in four groups of 16, two accumulators; the
+// row's last columns (fewer than 64) in groups of 16 read byte by byte.
+#define DEF_BITMAP512(NAME, LOAD)                                                          \
+    AVX512 static float NAME(const PackTensor *t, size_t r, const float *x) {              \
+        size_t cols = t->cols, nb = (cols + 7) / 8, k = t->nnz_ptr[r], c = 0;              \
+        const uint8_t *bm = t->index + r * nb;                                             \
+        __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();                         \
+        for (; c + 64 <= cols; c += 64) {                                                  \
+            uint64_t w;                                                                    \
+            memcpy(&w, bm + c / 8, 8);                                                     \
+            if (!w) continue;                                                              \
+            for (int q = 0; q < 4; q += 2) {                                               \
+                __mmask16 m0 = (__mmask16)(w >> (16 * q)), m1 = (__mmask16)(w >> (16 * q + 16)); \
+                size_t n0 = (size_t)__builtin_popcount(m0), n1 = (size_t)__builtin_popcount(m1); \
+                __m512 x0 = _mm512_maskz_compress_ps(m0, _mm512_loadu_ps(x + c + 16 * q));  \
+                __m512 x1 = _mm512_maskz_compress_ps(m1, _mm512_loadu_ps(x + c + 16 * q + 16)); \
+                a0 = _mm512_fmadd_ps(LOAD(t->values, k, low_mask(n0)), x0, a0);            \
+                a1 = _mm512_fmadd_ps(LOAD(t->values, k + n0, low_mask(n1)), x1, a1);       \
+                k += n0 + n1;                                                              \
+            }                                                                              \
+        }                                                                                  \
+        for (; c < cols; c += 16) {                                                        \
+            __mmask16 m = (__mmask16)(bm[c / 8] | (cols - c > 8 ? bm[c / 8 + 1] << 8 : 0)); \
+            size_t n = (size_t)__builtin_popcount(m);                                      \
+            __m512 xs = _mm512_maskz_compress_ps(m, _mm512_maskz_loadu_ps(m, x + c));      \
+            a0 = _mm512_fmadd_ps(LOAD(t->values, k, low_mask(n)), xs, a0);                 \
+            k += n;                                                                        \
+        }                                                                                  \
+        return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));                                \
+    }
+
+#define DEF_ALL512(SUFFIX, LOAD)                 \
+    DEF_DENSE512(dense512_##SUFFIX, LOAD)        \
+    DEF_BITMAP512(bitmap512_##SUFFIX, LOAD)
+DEF_ALL512(f32, load16_f32)
+DEF_BITMAP512(bitmap512_bf16, load16_bf16) // without VBMI2; else bitmap512p_bf16 below
+DEF_ALL512(i8, load16_i8)
+
+// BF16 in pairs. A 32-bit lane holding the bf16 elements 2i and 2i+1 gives element 2i as
+// fp32 by a left shift of 16 and element 2i+1 by clearing the low half: 32 columns
+// become two fp32 vectors without a shuffle (port 5 was the bound of the kernels above).
+// They pair with x reordered once per product (x_pairs): per block of 32 columns, the
+// 16 even ones, then the 16 odd ones.
+#define HI16 _mm512_set1_epi32((int)0xffff0000u)
+
+AVX512 static float dense512p_bf16(const PackTensor *t, size_t r, const float *xp) {
+    size_t n = t->cols, c = 0;
+    const uint16_t *v = (const uint16_t *)t->values + r * n;
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+    for (; c + 32 <= n; c += 32) {
+        __m512i w = _mm512_loadu_si512(v + c);
+        a0 = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(w, 16)), _mm512_loadu_ps(xp + c), a0);
+        a1 = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(w, HI16)), _mm512_loadu_ps(xp + c + 16), a1);
+    }
+    if (c < n) { // xp is padded with zeros to a multiple of 32
+        __m512i w = _mm512_maskz_loadu_epi16((__mmask32)((1u << (n - c)) - 1), v + c);
+        a0 = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(w, 16)), _mm512_loadu_ps(xp + c), a0);
+        a1 = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(w, HI16)), _mm512_loadu_ps(xp + c + 16), a1);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+}
+
+#ifndef DENSE_PF
+#define DENSE_PF 8192 // bytes: four rows of 1024 bf16 ahead
+#endif
+
+// Four rows of dense512p_bf16 at once, each with exactly its operations (so a row's
+// bits do not depend on whether it was done alone or in a group), the loads of x
+// shared, and a software prefetch DENSE_PF bytes ahead in each row. The prefetch is
+// what counts: one thread read the lm_head of bench/decode.sh's model (65.5 MB, in the
+// file's map) at 7.0-7.8 GB/s one row or four rows at a time without it, 10.2-11.9
+// GB/s with it at 8 KiB (4 KiB: ~8.2, 16 KiB: ~10.3), where OpenBLAS's sgemv reads an
+// fp32 matrix at 11.3-12.0.
+AVX512 static void dense512p4_bf16(float *d, const PackTensor *t, size_t r, const float *xp) {
+    size_t n = t->cols, c = 0;
+    const uint16_t *v0 = (const uint16_t *)t->values + r * n, *v1 = v0 + n, *v2 = v1 + n, *v3 = v2 + n;
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, b0 = a0, b1 = a0, c0 = a0, c1 = a0, e0 = a0, e1 = a0;
+#define PAIR_FMA(V, A0, A1, M)                                                                         \
+    do {                                                                                               \
+        __m512i w = _mm512_maskz_loadu_epi16(M, (V) + c);                                              \
+        A0 = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(w, 16)), xe, A0);                   \
+        A1 = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(w, HI16)), xo, A1);                  \
+    } while (0)
+    for (; c < n; c += 32) {
+        __mmask32 m = c + 32 <= n ? 0xffffffffu : (__mmask32)((1u << (n - c)) - 1);
+        __m512 xe = _mm512_loadu_ps(xp + c), xo = _mm512_loadu_ps(xp + c + 16);
+        _mm_prefetch((const char *)(v0 + c) + DENSE_PF, _MM_HINT_T0);
+        _mm_prefetch((const char *)(v1 + c) + DENSE_PF, _MM_HINT_T0);
+        _mm_prefetch((const char *)(v2 + c) + DENSE_PF, _MM_HINT_T0);
+        _mm_prefetch((const char *)(v3 + c) + DENSE_PF, _MM_HINT_T0);
+        PAIR_FMA(v0, a0, a1, m);
+        PAIR_FMA(v1, b0, b1, m);
+        PAIR_FMA(v2, c0, c1, m);
+        PAIR_FMA(v3, e0, e1, m);
+    }
+#undef PAIR_FMA
+    d[0] = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+    d[1] = _mm512_reduce_add_ps(_mm512_add_ps(b0, b1));
+    d[2] = _mm512_reduce_add_ps(_mm512_add_ps(c0, c1));
+    d[3] = _mm512_reduce_add_ps(_mm512_add_ps(e0, e1));
+}
+
+// Bitmap: 32 bits of the row select where the next popcount values go (vpexpandw,
+// AVX512-VBMI2): the stored values land at their columns, zeros elsewhere, and the
+// product is then a dense one.
+#define AVX512V __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi2,popcnt,bmi")))
+AVX512V static float bitmap512p_bf16(const PackTensor *t, size_t r, const float *xp) {
+    size_t cols = t->cols, nb = (cols + 7) / 8, k = t->nnz_ptr[r];
+    const uint8_t *bm = t->index + r * nb;
+    const uint16_t *v = t->values;
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+    for (size_t c = 0; c < cols; c += 32) {
+        uint32_t m = 0;
+        if (c + 32 <= cols) memcpy(&m, bm + c / 8, 4);
+        else
+            for (size_t j = c / 8; j < nb; j++) m |= (uint32_t)bm[j] << (8 * (j - c / 8));
+        if (!m) continue;
+        __m512i w = _mm512_maskz_expandloadu_epi16((__mmask32)m, v + k);
+        k += (size_t)__builtin_popcount(m);
+        a0 = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(w, 16)), _mm512_loadu_ps(xp + c), a0);
+        a1 = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(w, HI16)), _mm512_loadu_ps(xp + c + 16), a1);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+}
+
+// Tiles, 16 rows a vector: per slot, the low 16 bits of the mask place the next values
+// of rows 0-15 in their lanes (vexpand), the high 16 those of rows 16-31; x of the
+// slot's block lies in two registers, and each lane's column picks its x from them
+// (vpermt2ps): no gather. xp is x padded with zeros to a multiple of 32 columns.
+#define DEF_TILES512(NAME, LOAD)                                                           \
+    AVX512 static void NAME(float *d, const PackTensor *t, size_t p, const float *xp) {    \
+        const uint8_t *ix = t->index;                                                      \
+        size_t k = t->nnz_ptr[p], blk = 0;                                                 \
+        __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();                         \
+        for (size_t s = t->ix_ptr[p]; s < t->ix_ptr[p + 1]; s++) {                         \
+            blk += t->steps[s];                                                            \
+            uint32_t m = t->masks[s];                                                      \
+            __mmask16 m0 = (__mmask16)m, m1 = (__mmask16)(m >> 16);                        \
+            size_t n0 = (size_t)__builtin_popcount(m & 0xffffu), n1 = (size_t)__builtin_popcount(m >> 16); \
+            const float *xb = xp + blk * TILE;                                             \
+            __m512 xlo = _mm512_loadu_ps(xb), xhi = _mm512_loadu_ps(xb + 16);              \
+            __m512i c0 = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(low_mask(n0), ix + k));  \
+            __m512i c1 = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(low_mask(n1), ix + k + n0)); \
+            __m512 x0 = _mm512_permutex2var_ps(xlo, _mm512_maskz_expand_epi32(m0, c0), xhi); \
+            __m512 x1 = _mm512_permutex2var_ps(xlo, _mm512_maskz_expand_epi32(m1, c1), xhi); \
+            a0 = _mm512_fmadd_ps(_mm512_maskz_expand_ps(m0, LOAD(t->values, k, low_mask(n0))), x0, a0); \
+            a1 = _mm512_fmadd_ps(_mm512_maskz_expand_ps(m1, LOAD(t->values, k + n0, low_mask(n1))), x1, a1); \
+            k += n0 + n1;                                                                  \
+        }                                                                                  \
+        _mm512_storeu_ps(d, a0);                                                           \
+        _mm512_storeu_ps(d + 16, a1);                                                      \
+    }
+DEF_TILES512(tiles512_f32, load16_f32)
+DEF_TILES512(tiles512_bf16, load16_bf16)
+DEF_TILES512(tiles512_i8, load16_i8)
+
+// Tiles of BF16 with VBMI2, 32 rows a step: the mask expands the 32 rows' values as
+// words (vpexpandw) and their columns as bytes (vpexpandb) in one go; the pair trick
+// (above) splits the words into the even rows' and the odd rows' fp32, and the column
+// bytes, read as 16-bit lanes, give the even rows' columns in their low byte and the
+// odd rows' in their high one.
+AVX512V static void tiles512p_bf16(float *d, const PackTensor *t, size_t p, const float *xp) {
+    const uint16_t *v = t->values;
+    size_t k = t->nnz_ptr[p], blk = 0;
+    __m512 ae = _mm512_setzero_ps(), ao = _mm512_setzero_ps();
+    for (size_t s = t->ix_ptr[p]; s < t->ix_ptr[p + 1]; s++) {
+        blk += t->steps[s];
+        uint32_t m = t->masks[s];
+        const float *xb = xp + blk * TILE;
+        __m512i w = _mm512_maskz_expandloadu_epi16((__mmask32)m, v + k);
+        __m512i c = _mm512_cvtepu16_epi32(_mm256_maskz_expandloadu_epi8((__mmask32)m, t->index + k));
+        k += (size_t)__builtin_popcount(m);
+        __m512 xlo = _mm512_loadu_ps(xb), xhi = _mm512_loadu_ps(xb + 16);
+        __m512 xe = _mm512_permutex2var_ps(xlo, c, xhi);
+        __m512 xo = _mm512_permutex2var_ps(xlo, _mm512_srli_epi32(c, 8), xhi);
+        ae = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(w, 16)), xe, ae);
+        ao = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(w, HI16)), xo, ao);
+    }
+    float e[16], o[16];
+    _mm512_storeu_ps(e, ae);
+    _mm512_storeu_ps(o, ao);
+    for (int i = 0; i < 16; i++) {
+        d[2 * i] = e[i];
+        d[2 * i + 1] = o[i];
+    }
+}
+
+static int have_vbmi2;
+
+static const PanelFn SIMD_TILES[5] = {tiles512_f32, tiles512_bf16, NULL, tiles512_i8, NULL};
+
+static const RowFn SIMD[3][5] = {
+    {dense512_f32, dense512p_bf16, NULL, dense512_i8, NULL},
+    {bitmap512_f32, bitmap512p_bf16, NULL, bitmap512_i8, NULL},
+    {NULL, NULL, NULL, NULL, NULL}, // delta: the portable loop (see the top of the file)
+};
+
+static int simd_have(void) {
+    __builtin_cpu_init();
+    have_vbmi2 = __builtin_cpu_supports("avx512vbmi2");
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+}
+#else
+static const RowFn SIMD[3][5];
+static const PanelFn SIMD_TILES[5];
+static int have_vbmi2;
+static int simd_have(void) { return 0; }
+#endif
+
+typedef void (*Rows4Fn)(float *d, const PackTensor *t, size_t r, const float *x);
+
+// The four-row kernel that goes with f, or NULL.
+static Rows4Fn rows4(RowFn f) {
+#ifdef SPMV_X86
+    if (f == dense512p_bf16) return dense512p4_bf16;
+#endif
+    (void)f;
+    return NULL;
+}
+
+// The kernels that take x in pairs (x_pairs), not as it is.
+static int takes_pairs(RowFn f) {
+#ifdef SPMV_X86
+    return f == dense512p_bf16 || f == bitmap512p_bf16;
+#else
+    (void)f;
+    return 0;
+#endif
+}
+
+// xp (cols rounded up to 32): per block of 32 columns, x's 16 even then 16 odd ones;
+// zeros past cols.
+static void x_pairs(float *xp, const float *x, size_t cols) {
+    size_t n = (cols + 31) & ~(size_t)31;
+    for (size_t c = 0; c < n; c += 32)
+        for (size_t i = 0; i < 16; i++) {
+            xp[c + i] = c + 2 * i < cols ? x[c + 2 * i] : 0.0f;
+            xp[c + 16 + i] = c + 2 * i + 1 < cols ? x[c + 2 * i + 1] : 0.0f;
+        }
+}
+
+// -1 until the first call decides; then 0 or 1.
+static int simd_on = -1;
+
+int spmv_simd(int enable) {
+    simd_on = enable && simd_have();
+    return simd_on;
+}
+
+static RowFn kernel(const PackTensor *t, int *is_simd) {
+    if (simd_on < 0) spmv_simd(1);
+    RowFn f = simd_on ? SIMD[t->enc][t->val] : NULL;
+#ifdef SPMV_X86
+    if (f == bitmap512p_bf16 && !have_vbmi2) f = bitmap512_bf16;
+#endif
+    *is_simd = f != NULL;
+    return f ? f : GENERIC[t->enc][t->val];
+}
+
+// The tiles kernel for t (pf) and whether it is AVX-512 (it then reads x padded).
+static PanelFn panel_kernel(const PackTensor *t, int *is_simd) {
+    if (simd_on < 0) spmv_simd(1);
+    PanelFn f = simd_on ? SIMD_TILES[t->val] : NULL;
+#ifdef SPMV_X86
+    if (f == tiles512_bf16 && have_vbmi2) f = tiles512p_bf16;
+#endif
+    *is_simd = f != NULL;
+    return f ? f : GENERIC_TILES[t->val];
+}
+
+const char *spmv_kernel_name(const PackTensor *t) {
+    // (pack.h's pack_enc_name would do, but then every user of spmv.o links pack.o.)
+    static const char *enc[] = {"dense", "bitmap", "delta", "tiles"}, *val[] = {"F32", "BF16", "F16", "I8", "I4"};
+    static __thread char buf[48];
+    int s;
+    if (t->enc == PACK_TILES) panel_kernel(t, &s);
+    else kernel(t, &s);
+    snprintf(buf, sizeof buf, "%s/%s %s", enc[t->enc], val[t->val], s ? "avx512" : "portable");
+    return buf;
+}
+
+// --- the product ------------------------------------------------------------------------
+
+// The units a product is cut into: rows, or panels of TILE rows for tiles.
+static size_t units(const PackTensor *t) {
+    return t->enc == PACK_TILES ? (t->rows + TILE - 1) / TILE : t->rows;
+}
+
+// Work before unit u: its stored elements plus one per unit (a row's or panel's fixed
+// cost), so that chunks of equal work have about equal time. Strictly increasing.
+static size_t work_before(const PackTensor *t, size_t u) {
+    return (t->nnz_ptr ? t->nnz_ptr[u] : u * t->cols) + u;
+}
+
+// The first unit u with work_before(u) >= w (units when none).
+static size_t unit_at(const PackTensor *t, size_t w) {
+    size_t lo = 0, hi = units(t);
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (work_before(t, mid) < w) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+// x rearranged for the kernel that reads it: in pairs (x_pairs) or padded with zeros
+// to a multiple of 32 columns (tiles); the calling thread's buffer, grown as needed,
+// read by the team.
+static const float *x_for(const float *x, size_t cols, int pairs) {
+    static __thread float *xp;
+    static __thread size_t cap;
+    size_t n = (cols + 31) & ~(size_t)31;
+    if (n > cap) {
+        free(xp);
+        xp = xmalloc(n * sizeof *xp);
+        cap = n;
+    }
+    if (pairs) {
+        x_pairs(xp, x, cols);
+    } else {
+        memcpy(xp, x, cols * sizeof *xp);
+        memset(xp + cols, 0, (n - cols) * sizeof *xp);
+    }
+    return xp;
+}
+
+// Row r's result v as y[r]: scaled (I8/I4), added to y[r] (acc), plus the bias.
+static inline void y_put(float *y, size_t r, float v, const float *scales, const float *b, int acc) {
+    if (scales) v *= scales[r];
+    if (acc) v = y[r] + v;
+    if (b) v += b[r];
+    y[r] = v;
+}
+
+void spmv_forward(float *y, const float *x, const PackTensor *t, const float *b, int acc) {
+    int simd;
+    RowFn f = NULL;
+    PanelFn pf = NULL;
+    if (t->enc == PACK_TILES) {
+        pf = panel_kernel(t, &simd);
+        if (simd) x = x_for(x, t->cols, 0);
+    } else {
+        f = kernel(t, &simd);
+        if (takes_pairs(f)) x = x_for(x, t->cols, 1);
+    }
+    size_t nu = units(t), total = work_before(t, nu);
+    size_t nt = (size_t)omp_get_max_threads();
+    size_t nchunks = total < PAR_MIN_WORK || nt < 2 ? 1 : 4 * nt;
+    if (nchunks > nu) nchunks = nu ? nu : 1;
+    const float *scales = t->scales;
+    Rows4Fn f4 = f ? rows4(f) : NULL;
+#pragma omp parallel for schedule(dynamic, 1) if (nchunks > 1)
+    for (size_t ch = 0; ch < nchunks; ch++) {
+        size_t u0 = unit_at(t, total / nchunks * ch + total % nchunks * ch / nchunks);
+        size_t u1 = ch + 1 == nchunks ? nu
+                                      : unit_at(t, total / nchunks * (ch + 1) + total % nchunks * (ch + 1) / nchunks);
+        if (pf) {
+            float d[TILE];
+            for (size_t p = u0; p < u1; p++) {
+                pf(d, t, p, x);
+                for (size_t r = p * TILE; r < (p + 1) * TILE && r < t->rows; r++) y_put(y, r, d[r - p * TILE], scales, b, acc);
+            }
+            continue;
+        }
+        float d[4];
+        for (size_t r = u0; r < u1; r++) {
+            size_t j = (r - u0) % 4;
+            if (f4 && j == 0 && r + 4 <= u1) f4(d, t, r, x);
+            y_put(y, r, f4 && u0 + (r - u0) / 4 * 4 + 4 <= u1 ? d[j] : f(t, r, x), scales, b, acc);
+        }
+    }
+}
+
+// --- rows as fp32 -----------------------------------------------------------------------
+
+static float value_at(const PackTensor *t, size_t i) {
+    switch (t->val) {
+    case PACK_F32: return VAL_F32(t->values, i);
+    case PACK_BF16: return VAL_BF16(t->values, i);
+    case PACK_F16: return VAL_F16(t->values, i);
+    case PACK_I8: return VAL_I8(t->values, i);
+    case PACK_I4: return VAL_I4(t->values, i);
+    }
+    return 0;
+}
+
+// out (cols) = row r of t, dequantized (q * scale in fp32), zeros where not stored.
+static void row_decode(float *out, const PackTensor *t, size_t r) {
+    size_t cols = t->cols;
+    float sc = t->scales ? t->scales[r] : 1.0f;
+    if (t->enc == PACK_DENSE) {
+        if (t->val == PACK_F32) memcpy(out, (const float *)t->values + r * cols, cols * sizeof *out);
+        else if (t->val == PACK_BF16)
+            for (size_t c = 0; c < cols; c++) out[c] = VAL_BF16(t->values, r * cols + c);
+        else
+            for (size_t c = 0; c < cols; c++)
+                out[c] = t->scales ? value_at(t, r * cols + c) * sc : value_at(t, r * cols + c);
+        return;
+    }
+    memset(out, 0, cols * sizeof *out);
+    size_t k = t->nnz_ptr[t->enc == PACK_TILES ? r / TILE : r];
+    if (t->enc == PACK_TILES) {
+        size_t p = r / TILE, blk = 0;
+        for (size_t s = t->ix_ptr[p]; s < t->ix_ptr[p + 1]; s++) {
+            blk += t->steps[s];
+            uint32_t m = t->masks[s];
+            // this row's element, if the slot has one, comes after the rows below it
+            size_t j = k + (size_t)__builtin_popcount(m & ((1u << (r % TILE)) - 1));
+            if (m >> (r % TILE) & 1) out[blk * TILE + t->index[j]] = value_at(t, j);
+            k += (size_t)__builtin_popcount(m);
+        }
+    } else if (t->enc == PACK_BITMAP) {
+        const uint8_t *bm = t->index + r * ((cols + 7) / 8);
+        for (size_t c = 0; c < cols; c++)
+            if (bm[c / 8] >> (c % 8) & 1) out[c] = value_at(t, k++);
+    } else {
+        const uint8_t *p = t->index + t->ix_ptr[r];
+        for (size_t col = 0; k < t->nnz_ptr[r + 1]; k++) {
+            while (*p == 255) { col += 255; p++; }
+            col += *p++;
+            out[col++] = value_at(t, k);
+        }
+    }
+    if (t->scales)
+        for (size_t c = 0; c < cols; c++) out[c] *= sc;
+}
+
+void spmv_embed(float *x, const int32_t *tokens, const PackTensor *t, size_t N) {
+#pragma omp parallel for schedule(static) if (N * t->cols > PAR_MIN_WORK)
+    for (size_t n = 0; n < N; n++) row_decode(x + n * t->cols, t, (size_t)tokens[n]);
+}
+
+size_t spmv_bytes(const PackTensor *t) {
+    size_t ptr = (units(t) + 1) * sizeof(uint32_t);
+    return t->index_bytes + t->values_bytes + 5 * t->slots + (t->nnz_ptr ? ptr : 0) + (t->ix_ptr ? ptr : 0) +
+           (t->scales ? t->rows * sizeof(float) : 0);
+}

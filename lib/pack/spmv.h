@@ -1,0 +1,49 @@
+// spmv.h: products with one packed tensor read straight from its encoding (pack.h),
+// for batch-1 decoding on the CPU: y = W x (+ b) for every encoding (dense, bitmap,
+// delta, tiles) and every value type (F32, BF16, F16, I8, I4), and embedding rows.
+//
+// Nothing is converted ahead of time: a packed model's weights are read once per
+// token, in place in the map, so decoding moves as few bytes as the format allows.
+// BF16 values become fp32 by a 16-bit shift as they are read, a bitmap is walked 64
+// bits at a time, a delta stream byte by byte; I8/I4 rows are summed in the integer
+// values and multiplied by the row's scale once. On CPUs with AVX-512 (F, BW, VL, DQ)
+// the dense and bitmap kernels of F32, BF16 and I8 take 16 or 32 columns a step (a
+// bitmap by expanding the values to their columns, BF16 with VBMI2, or by compressing
+// x to the stored ones), and the tiles kernels 32 rows a slot (x of the slot's block
+// in two registers, each lane's column picked by vpermt2ps); delta streams, F16 and
+// I4 use portable C (lib/pack/spmv.c says what was measured).
+//
+// Threads: OpenMP over chunks of rows (tiles: of 32-row panels) cut by nonzero count (handed out dynamically,
+// so that a thread on a busy core does not hold the others), every row summed by one
+// thread in a fixed order: y is the same bits for any thread count, on one machine
+// and kernel set. It is not the same bits as matmul_forward (BLAS sums in another
+// order): model.c uses these kernels only for one-token decoding and keeps BLAS, on
+// decoded weights, for anything that must match the dense model bit for bit.
+//
+// Not here: reading and validating the file (pack.h, whose checks at open are why
+// these kernels trust a PackTensor's streams), where the products are used (model.c).
+#ifndef BEST_SPMV_H
+#define BEST_SPMV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pack/pack.h" // defines: PackTensor
+
+// y (rows) = W x + b, or y += W x + b with acc; W = t (rows, cols), x (cols),
+// b (rows) or NULL. y must not overlap x.
+void spmv_forward(float *y, const float *x, const PackTensor *t, const float *b, int acc);
+// x (N, cols) = rows tokens (N) of t (an embedding (V, C)) in fp32, dequantized,
+// zeros where not stored; ids must already be in [0, rows). F32/BF16/F16 values
+// convert exactly, so a dense embedding gives the bits the fp32 model holds.
+void spmv_embed(float *x, const int32_t *tokens, const PackTensor *t, size_t N);
+
+// Bytes spmv_forward reads from t: index stream, values, row pointers, scales.
+size_t spmv_bytes(const PackTensor *t);
+// Turns the AVX-512 kernels off (0) or back on (1) for the whole process (tests and
+// benchmarks compare both); returns 1 when they are in use after the call.
+int spmv_simd(int enable);
+// "delta/BF16 avx512": the kernel spmv_forward picks for t, for logs.
+const char *spmv_kernel_name(const PackTensor *t);
+
+#endif

@@ -1,0 +1,143 @@
+// eval.c: perplexity over windows (the SparseGPT/Wanda protocol) and sampled generation.
+#include "run/eval.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"    // defines: ERR, xmalloc
+#include "base/progress.h" // defines: now_seconds
+
+int eval_perplexity(PplResult *r, const Model *m, const int32_t *tokens, size_t n, int seq,
+                    int batch, Progress *pr) {
+    memset(r, 0, sizeof *r);
+    if (seq < 2) return ERR("--seq must be at least 2 (got %d)", seq);
+    if (n < 2) return ERR("need at least 2 tokens to measure perplexity (got %zu)", n);
+    if ((size_t)seq > n) seq = (int)n;
+    size_t nwin = n / (size_t)seq;
+    if (batch < 1) batch = 1;
+    if ((size_t)batch > nwin) batch = (int)nwin;
+    ModelActs a;
+    TRY(model_acts_init(&a, m, batch, seq, 0));
+    size_t N = (size_t)batch * (size_t)seq;
+    int32_t *targets = xmalloc(N * sizeof *targets);
+    float *nll = xmalloc(N * sizeof *nll);
+    double total = 0;
+    int rc = 0;
+    for (size_t w0 = 0; w0 < nwin && rc == 0; w0 += (size_t)batch) {
+        size_t nb = nwin - w0 < (size_t)batch ? nwin - w0 : (size_t)batch;
+        if (nb < (size_t)batch) { // the last, smaller batch gets its own buffers
+            model_acts_free(&a);
+            if ((rc = model_acts_init(&a, m, (int)nb, seq, 0)) < 0) break;
+        }
+        const int32_t *x = tokens + w0 * (size_t)seq;
+        for (size_t b = 0; b < nb; b++)
+            for (int t = 0; t < seq; t++)
+                targets[b * seq + t] = t + 1 < seq ? x[b * seq + t + 1] : -1;
+        if ((rc = model_eval(NULL, nll, m, &a, x, targets)) < 0) break;
+        // Sum in double: 10^5 .. 10^7 terms.
+        for (size_t i = 0; i < nb * (size_t)seq; i++) total += nll[i];
+        if (pr) progress_update(pr, w0 + nb);
+    }
+    model_acts_free(&a);
+    free(targets);
+    free(nll);
+    TRY(rc);
+    r->nll = total;
+    r->windows = (int)nwin;
+    r->seq = seq;
+    r->tokens = (uint64_t)nwin * (uint64_t)(seq - 1);
+    r->ppl = exp(total / (double)r->tokens);
+    return 0;
+}
+
+// xorshift64*: small, fast, and the same stream on every platform.
+static uint64_t rng_next(uint64_t *s) {
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * 0x2545F4914F6CDD1Dull;
+}
+static float rng_uniform(uint64_t *s) { return (float)(rng_next(s) >> 40) / 16777216.0f; }
+
+static int cmp_desc(const void *a, const void *b) {
+    const float *x = a, *y = b; // pairs (prob, id)
+    if (x[0] != y[0]) return x[0] < y[0] ? 1 : -1;
+    return x[1] < y[1] ? -1 : x[1] > y[1];
+}
+
+int32_t sample_token(const float *logits, int V, float temperature, float top_p, uint64_t *rng,
+                     float *scratch) {
+    int best = 0;
+    for (int i = 1; i < V; i++)
+        if (logits[i] > logits[best]) best = i;
+    if (temperature <= 0) return best;
+    // softmax(logits / T), as (prob, id) pairs.
+    float *pairs = scratch;
+    double sum = 0;
+    for (int i = 0; i < V; i++) {
+        float p = expf((logits[i] - logits[best]) / temperature);
+        pairs[2 * i] = p;
+        pairs[2 * i + 1] = (float)i;
+        sum += p;
+    }
+    int n = V;
+    if (top_p < 1.0f) { // the smallest prefix of the sorted probabilities reaching top_p
+        qsort(pairs, (size_t)V, 2 * sizeof(float), cmp_desc);
+        double cum = 0;
+        for (n = 0; n < V;) {
+            cum += pairs[2 * n++] / sum;
+            if (cum >= top_p) break;
+        }
+        sum = 0;
+        for (int i = 0; i < n; i++) sum += pairs[2 * i];
+    }
+    double u = rng_uniform(rng) * sum, cum = 0;
+    for (int i = 0; i < n; i++) {
+        cum += pairs[2 * i];
+        if (u < cum) return (int32_t)pairs[2 * i + 1];
+    }
+    return (int32_t)pairs[2 * (n - 1) + 1]; // rounding left u at the very top
+}
+
+int eval_generate(IdVec *out, GenStats *st, const Model *m, const int32_t *prompt,
+                  size_t n_prompt, const GenOptions *o,
+                  void (*on_token)(const IdVec *so_far, void *ctx), void *ctx) {
+    GenStats dummy;
+    if (!st) st = &dummy;
+    memset(st, 0, sizeof *st);
+    if (n_prompt < 1) return ERR("generation needs a prompt of at least one token (BOS for LLaMA)");
+    size_t max_T = n_prompt + (size_t)o->max_new_tokens;
+    if (max_T > (size_t)m->cfg.max_position_embeddings)
+        return ERR("prompt (%zu tokens) + --max-new-tokens (%d) exceed the model's context of %d",
+                   n_prompt, o->max_new_tokens, m->cfg.max_position_embeddings);
+    KVCache c;
+    TRY(kvcache_init(&c, m, (int)max_T));
+    float *scratch = xmalloc(2 * m->V * sizeof *scratch);
+    uint64_t rng = o->seed ? o->seed : 0x9E3779B97F4A7C15ull;
+    const float *logits = NULL;
+    int rc = 0;
+    double t0 = now_seconds(), t1 = t0;
+    for (size_t i = 0; i < n_prompt && rc == 0; i++)
+        if (!(logits = model_forward_token(m, &c, prompt[i], (int)i))) rc = -1;
+    st->prompt_seconds = now_seconds() - t0;
+    for (int k = 0; k < o->max_new_tokens && rc == 0; k++) {
+        if (k == 0) t1 = now_seconds();
+        int32_t next = sample_token(logits, (int)m->V, o->temperature, o->top_p, &rng, scratch);
+        idvec_push(out, next);
+        if (on_token) { // streaming is not decoding: its time is left out
+            double t2 = now_seconds();
+            on_token(out, ctx);
+            t1 += now_seconds() - t2;
+        }
+        int stop = 0;
+        for (int s = 0; s < o->n_stop; s++) stop |= next == o->stop[s];
+        if (stop || k + 1 == o->max_new_tokens) break;
+        if (!(logits = model_forward_token(m, &c, next, (int)(n_prompt + (size_t)k)))) rc = -1;
+        st->decode_tokens++;
+    }
+    if (st->decode_tokens) st->decode_seconds = now_seconds() - t1;
+    free(scratch);
+    kvcache_free(&c);
+    return rc;
+}

@@ -1,0 +1,61 @@
+// eval.h: what best-eval measures: perplexity over token windows, and generation.
+//
+// Perplexity follows the protocol of the pruning literature (SparseGPT, Wanda): the
+// text is tokenized once, cut into non-overlapping windows of `seq` tokens (the
+// remainder that does not fill a window is dropped, as they do; a text shorter
+// than one window is one window), each window predicts its own tokens 1..seq-1
+// from the ones before (shift by one), and ppl = exp(total nll / predicted tokens).
+// With equal windows this equals their exp(mean over windows of the window's mean
+// loss). Not here: reading text or shards (tools/best-eval), the model (model.h).
+#ifndef BEST_EVAL_H
+#define BEST_EVAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nn/model.h"    // defines: Model
+#include "base/progress.h" // defines: Progress
+#include "base/vec.h"      // defines: IdVec
+
+typedef struct {
+    double nll;        // total negative log-likelihood (nats)
+    uint64_t tokens;   // predicted tokens
+    int windows, seq;
+    double ppl;        // exp(nll / tokens)
+} PplResult;
+
+// tokens (n); windows of seq evaluated `batch` at a time. Progress counts windows.
+int eval_perplexity(PplResult *r, const Model *m, const int32_t *tokens, size_t n, int seq,
+                    int batch, Progress *pr);
+
+typedef struct {
+    float temperature;   // 0 = greedy (argmax, lowest id on ties)
+    float top_p;         // nucleus sampling mass, 1 = off
+    uint64_t seed;
+    int max_new_tokens;
+    const int32_t *stop; // generation ends after one of these ids (EOS)
+    int n_stop;
+} GenOptions;
+
+// Where generation spent its time: the prompt's forward passes, then decoding (one
+// forward pass and one sample per new token after the first; on_token not counted).
+typedef struct {
+    double prompt_seconds;
+    double decode_seconds;
+    int decode_tokens;   // forward passes after the prompt
+} GenStats;
+
+// Appends to out the tokens generated after prompt (n_prompt >= 1), with a KV cache.
+// on_token (may be NULL) is called after each new token, for streaming output. st may
+// be NULL.
+int eval_generate(IdVec *out, GenStats *st, const Model *m, const int32_t *prompt,
+                  size_t n_prompt, const GenOptions *o,
+                  void (*on_token)(const IdVec *so_far, void *ctx), void *ctx);
+
+// Picks the next token from logits (V): argmax at temperature 0, else a sample from
+// softmax(logits / T) restricted to the smallest set whose mass reaches top_p.
+// rng: the state of a 64-bit generator, advanced by one draw.
+int32_t sample_token(const float *logits, int V, float temperature, float top_p, uint64_t *rng,
+                     float *scratch /* (2V) */);
+
+#endif

@@ -1,0 +1,629 @@
+// train.c: the training loop, its state files and metrics (see train.h).
+#include "run/train.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "base/error.h"       // defines: ERR, TRY, xmalloc
+#include "base/fileio.h"      // defines: AFile, path_join, path_is_dir
+#include "io/safetensors.h" // defines: StWriter, SafeTensors
+#include "sparse/select.h"      // defines: select_keep_count
+
+#define STATE_FORMAT "best-train-state"
+#define STATE_VERSION "1"
+
+// --- small helpers ------------------------------------------------------------------
+
+static char *path_fmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *path_fmt(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = NULL;
+    if (vasprintf(&s, fmt, ap) < 0) s = NULL;
+    va_end(ap);
+    CHECK(s, "out of memory");
+    return s;
+}
+
+static uint64_t splitmix64(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+// Uniform in (0, 1]: 53 random bits.
+static double uniform01(uint64_t *s) { return ((splitmix64(s) >> 11) + 1) * (1.0 / 9007199254740992.0); }
+
+void train_init_random(Model *m, uint64_t seed, double std) {
+    uint64_t s = seed;
+    for (int i = 0; i < m->n_info; i++) {
+        const ParamInfo *p = &m->info[i];
+        float *w = m->params + p->offset;
+        if (strstr(p->name, "norm")) {
+            for (size_t j = 0; j < p->numel; j++) w[j] = 1.0f;
+        } else if (p->ndim == 2) {
+            for (size_t j = 0; j < p->numel; j++) {  // Box-Muller, one normal per pair of uniforms
+                double u1 = uniform01(&s), u2 = uniform01(&s);
+                w[j] = (float)(std * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+            }
+        } else {
+            memset(w, 0, p->numel * sizeof *w);
+        }
+    }
+}
+
+// Zeros among the prunable weights, over n_prunable.
+static double count_sparsity(const Model *m) {
+    uint64_t zeros = 0;
+    for (int i = 0; i < m->n_info; i++) {
+        const ParamInfo *p = &m->info[i];
+        if (!p->prunable) continue;
+        const float *w = m->params + p->offset;
+        for (size_t j = 0; j < p->numel; j++) zeros += w[j] == 0.0f;
+    }
+    return m->n_prunable ? (double)zeros / (double)m->n_prunable : 0.0;
+}
+
+static const char *own(Trainer *tr, const char *s) {
+    tr->owned = xrealloc(tr->owned, (size_t)(tr->n_owned + 1) * sizeof *tr->owned);
+    return tr->owned[tr->n_owned++] = xstrdup(s);
+}
+
+// --- state: metadata ----------------------------------------------------------------
+
+static int meta_set(StWriter *w, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int meta_set(StWriter *w, const char *key, const char *fmt, ...) {
+    char buf[64];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    return st_writer_meta(w, key, buf);
+}
+
+static int meta_get(const SafeTensors *st, const char *key, const char **out) {
+    *out = st_meta(st, key);
+    return *out ? 0 : ERR("%s: no \"%s\" in the metadata (not a best-train state?)", st->path, key);
+}
+
+static int meta_double(const SafeTensors *st, const char *key, double *out) {
+    const char *v;
+    TRY(meta_get(st, key, &v));
+    char *end;
+    *out = strtod(v, &end);
+    return *end || end == v ? ERR("%s: metadata %s = \"%s\" is not a number", st->path, key, v) : 0;
+}
+
+static int meta_int(const SafeTensors *st, const char *key, int *out) {
+    double d;
+    TRY(meta_double(st, key, &d));
+    if (d != floor(d) || d < -2147483648.0 || d > 2147483647.0)
+        return ERR("%s: metadata %s = %g is not an int", st->path, key, d);
+    *out = (int)d;
+    return 0;
+}
+
+static int meta_u64(const SafeTensors *st, const char *key, uint64_t *out) {
+    const char *v;
+    TRY(meta_get(st, key, &v));
+    char *end;
+    errno = 0;
+    *out = strtoull(v, &end, 10);
+    return *end || end == v || errno ? ERR("%s: metadata %s = \"%s\" is not a count", st->path, key, v) : 0;
+}
+
+// Every hyperparameter that shapes the run, so that a resume continues the same run.
+static int state_meta_write(StWriter *w, const Trainer *tr) {
+    const TrainConfig *c = &tr->cfg;
+    int rc = 0;
+    rc |= st_writer_meta(w, "format", STATE_FORMAT);
+    rc |= st_writer_meta(w, "version", STATE_VERSION);
+    rc |= meta_set(w, "step", "%d", tr->step);
+    rc |= meta_set(w, "adam_t", "%d", tr->opt.t);
+    rc |= meta_set(w, "data_epoch", "%llu", (unsigned long long)tr->data.epoch);
+    rc |= meta_set(w, "data_pos", "%llu", (unsigned long long)tr->data.pos);
+    rc |= meta_set(w, "data_windows", "%llu", (unsigned long long)tr->data.n_windows);
+    rc |= meta_set(w, "seed", "%llu", (unsigned long long)c->seed);
+    rc |= meta_set(w, "steps", "%d", c->steps);
+    rc |= meta_set(w, "batch", "%d", c->batch);
+    rc |= meta_set(w, "micro_batch", "%d", c->micro_batch);
+    rc |= meta_set(w, "seq", "%d", c->seq);
+    rc |= meta_set(w, "lr", "%.17g", c->lr);
+    rc |= meta_set(w, "warmup", "%.17g", c->warmup);
+    rc |= meta_set(w, "beta1", "%.17g", c->beta1);
+    rc |= meta_set(w, "beta2", "%.17g", c->beta2);
+    rc |= meta_set(w, "eps", "%.17g", c->eps);
+    rc |= meta_set(w, "weight_decay", "%.17g", c->weight_decay);
+    rc |= meta_set(w, "clip", "%.17g", c->clip);
+    rc |= meta_set(w, "sparsity", "%.17g", c->sparsity);
+    rc |= st_writer_meta(w, "schedule", schedule_name(c->schedule));
+    rc |= meta_set(w, "prune_start", "%.17g", c->prune_start);
+    rc |= meta_set(w, "prune_end", "%.17g", c->prune_end);
+    rc |= meta_set(w, "prune_updates", "%d", c->prune_updates);
+    rc |= st_writer_meta(w, "saliency", saliency_name(c->saliency));
+    rc |= st_writer_meta(w, "group", mask_group_name(c->group));
+    rc |= meta_set(w, "masked", "%d", tr->masked);
+    rc |= st_writer_meta(w, "mask_file", c->mask_file ? c->mask_file : "");
+    json_t *a = json_array();
+    for (int i = 0; i < c->n_data; i++) json_array_append_new(a, json_string(c->data[i]));
+    char *js = json_dumps(a, JSON_COMPACT);
+    json_decref(a);
+    rc |= st_writer_meta(w, "data", js);
+    free(js);
+    return rc ? -1 : 0;
+}
+
+// Reads the hyperparameters of a state into tr->cfg (the outputs of this run stay).
+static int state_meta_read(Trainer *tr, const SafeTensors *st) {
+    TrainConfig *c = &tr->cfg;
+    const char *v;
+    TRY(meta_get(st, "format", &v));
+    if (strcmp(v, STATE_FORMAT) != 0) return ERR("%s: format \"%s\", want \"%s\"", st->path, v, STATE_FORMAT);
+    TRY(meta_get(st, "version", &v));
+    if (strcmp(v, STATE_VERSION) != 0) return ERR("%s: state version %s, this build reads %s", st->path, v, STATE_VERSION);
+    TRY(meta_u64(st, "seed", &c->seed));
+    TRY(meta_int(st, "steps", &c->steps));
+    TRY(meta_int(st, "batch", &c->batch));
+    TRY(meta_int(st, "micro_batch", &c->micro_batch));
+    TRY(meta_int(st, "seq", &c->seq));
+    TRY(meta_double(st, "lr", &c->lr));
+    TRY(meta_double(st, "warmup", &c->warmup));
+    TRY(meta_double(st, "beta1", &c->beta1));
+    TRY(meta_double(st, "beta2", &c->beta2));
+    TRY(meta_double(st, "eps", &c->eps));
+    TRY(meta_double(st, "weight_decay", &c->weight_decay));
+    TRY(meta_double(st, "clip", &c->clip));
+    TRY(meta_double(st, "sparsity", &c->sparsity));
+    TRY(meta_get(st, "schedule", &v));
+    if (schedule_parse(&c->schedule, v) < 0) return ERR("%s: unknown schedule \"%s\"", st->path, v);
+    TRY(meta_double(st, "prune_start", &c->prune_start));
+    TRY(meta_double(st, "prune_end", &c->prune_end));
+    TRY(meta_int(st, "prune_updates", &c->prune_updates));
+    TRY(meta_get(st, "saliency", &v));
+    if (saliency_parse(&c->saliency, v) < 0) return ERR("%s: unknown saliency \"%s\"", st->path, v);
+    TRY(meta_get(st, "group", &v));
+    if (mask_group_parse(&c->group, v) < 0) return ERR("%s: unknown group \"%s\"", st->path, v);
+    TRY(meta_int(st, "masked", &tr->masked));
+    TRY(meta_get(st, "mask_file", &v));
+    c->mask_file = *v ? own(tr, v) : NULL;
+    TRY(meta_int(st, "step", &tr->step));
+    if (c->n_data == 0) {
+        TRY(meta_get(st, "data", &v));
+        json_error_t je;
+        json_t *a = json_loads(v, 0, &je);
+        if (!json_is_array(a) || json_array_size(a) == 0) {
+            json_decref(a);
+            return ERR("%s: metadata \"data\" is not a list of shards", st->path);
+        }
+        c->n_data = (int)json_array_size(a);
+        tr->data_list = xcalloc((size_t)c->n_data, sizeof *tr->data_list);
+        for (int i = 0; i < c->n_data; i++) {
+            const char *s = json_string_value(json_array_get(a, (size_t)i));
+            tr->data_list[i] = own(tr, s ? s : "");
+        }
+        json_decref(a);
+        c->data = tr->data_list;
+    }
+    return 0;
+}
+
+// --- state: tensors ------------------------------------------------------------------
+
+static int tensor_copy_in(float *dst, const SafeTensors *st, const char *name, const ParamInfo *p) {
+    const StTensor *t = st_find(st, name);
+    if (!t) return ERR("%s: no tensor %s", st->path, name);
+    if (t->dtype != ST_F32 || t->ndim != p->ndim || t->shape[0] != p->shape[0] ||
+        (p->ndim == 2 && t->shape[1] != p->shape[1]))
+        return ERR("%s: tensor %s is not F32 of the parameter's shape", st->path, name);
+    memcpy(dst, t->data, p->numel * sizeof *dst);
+    return 0;
+}
+
+static int state_load(Trainer *tr, const SafeTensors *st) {
+    Model *m = &tr->m;
+    char name[128];
+    for (int i = 0; i < m->n_info; i++) {
+        const ParamInfo *p = &m->info[i];
+        TRY(tensor_copy_in(m->params + p->offset, st, p->name, p));
+        snprintf(name, sizeof name, "%s.exp_avg", p->name);
+        TRY(tensor_copy_in(tr->opt.m + p->offset, st, name, p));
+        snprintf(name, sizeof name, "%s.exp_avg_sq", p->name);
+        TRY(tensor_copy_in(tr->opt.v + p->offset, st, name, p));
+        if (!p->prunable) continue;
+        snprintf(name, sizeof name, "%s.mask", p->name);
+        const StTensor *t = st_find(st, name);
+        if (!t || t->dtype != ST_BOOL || t->nelem != p->numel)
+            return ERR("%s: no BOOL tensor %s of %zu elements", st->path, name, p->numel);
+        const uint8_t *b = t->data;
+        for (size_t j = 0; j < p->numel; j++) {
+            if (b[j] > 1) return ERR("%s: %s holds %u at %zu (BOOL is 0 or 1)", st->path, name, b[j], j);
+            tr->mask[p->offset + j] = b[j];
+        }
+    }
+    int adam_t;
+    TRY(meta_int(st, "adam_t", &adam_t));
+    tr->opt.t = adam_t;
+    uint64_t epoch, pos, nw;
+    TRY(meta_u64(st, "data_epoch", &epoch));
+    TRY(meta_u64(st, "data_pos", &pos));
+    TRY(meta_u64(st, "data_windows", &nw));
+    if (nw != tr->data.n_windows)
+        return ERR("%s: the state was trained on %llu windows, these shards give %llu (other --data or --seq?)",
+                   st->path, (unsigned long long)nw, (unsigned long long)tr->data.n_windows);
+    TRY(loader_seek(&tr->data, epoch, pos));
+    return 0;
+}
+
+int train_save(const Trainer *tr) {
+    const Model *m = &tr->m;
+    char *mdir = path_join(tr->cfg.out, "model"), *sdir = path_join(tr->cfg.out, "state");
+    int rc = model_save(m, mdir, -1);
+    if (rc == 0) rc = path_mkdir_p(sdir);
+    StWriter w;
+    st_writer_init(&w);
+    char name[128];
+    for (int i = 0; rc == 0 && i < m->n_info; i++) {
+        const ParamInfo *p = &m->info[i];
+        rc = st_writer_add(&w, p->name, ST_F32, p->ndim, p->shape, m->params + p->offset);
+        snprintf(name, sizeof name, "%s.exp_avg", p->name);
+        if (rc == 0) rc = st_writer_add(&w, name, ST_F32, p->ndim, p->shape, tr->opt.m + p->offset);
+        snprintf(name, sizeof name, "%s.exp_avg_sq", p->name);
+        if (rc == 0) rc = st_writer_add(&w, name, ST_F32, p->ndim, p->shape, tr->opt.v + p->offset);
+        snprintf(name, sizeof name, "%s.mask", p->name);
+        if (rc == 0 && p->prunable) rc = st_writer_add(&w, name, ST_BOOL, p->ndim, p->shape, tr->mask + p->offset);
+    }
+    if (rc == 0) rc = state_meta_write(&w, tr);
+    char *path = path_join(sdir, "state.safetensors");
+    if (rc == 0) rc = st_writer_write(&w, path);
+    st_writer_free(&w);
+    free(path);
+    free(mdir);
+    free(sdir);
+    return rc;
+}
+
+int train_save_moments(const Trainer *tr) {
+    const Model *m = &tr->m;
+    char *dir = path_join(tr->cfg.out, "moments");
+    int rc = path_mkdir_p(dir);
+    StWriter w;
+    st_writer_init(&w);
+    char name[128];
+    for (int i = 0; rc == 0 && i < m->n_info; i++) {
+        const ParamInfo *p = &m->info[i];
+        snprintf(name, sizeof name, "%s.exp_avg", p->name);
+        rc = st_writer_add(&w, name, ST_F32, p->ndim, p->shape, tr->opt.m + p->offset);
+        snprintf(name, sizeof name, "%s.exp_avg_sq", p->name);
+        if (rc == 0) rc = st_writer_add(&w, name, ST_F32, p->ndim, p->shape, tr->opt.v + p->offset);
+    }
+    if (rc == 0) rc = meta_set(&w, "step", "%d", tr->step);
+    if (rc == 0) rc = meta_set(&w, "beta1", "%.17g", tr->cfg.beta1);
+    if (rc == 0) rc = meta_set(&w, "beta2", "%.17g", tr->cfg.beta2);
+    if (rc == 0) rc = st_writer_meta(&w, "schedule", schedule_name(tr->cfg.schedule));
+    if (rc == 0) rc = meta_set(&w, "sparsity", "%.17g", schedule_mask_target(&tr->sched, tr->step));
+    char *path = path_fmt("%s/step-%d.safetensors", dir, tr->step);
+    if (rc == 0) rc = st_writer_write(&w, path);
+    st_writer_free(&w);
+    free(path);
+    free(dir);
+    return rc;
+}
+
+// --- the log -------------------------------------------------------------------------
+
+// Keeps the lines of an existing log whose step is <= step (a killed run may have
+// logged steps after its last save; the resumed run logs them again).
+static int log_truncate(const char *path, int step) {
+    if (access(path, F_OK) != 0) return 0;
+    char *text;
+    size_t n;
+    TRY(file_read_all(&text, &n, path));
+    AFile f;
+    if (afile_open(&f, path) < 0) {
+        free(text);
+        return -1;
+    }
+    for (char *line = text, *next; line < text + n; line = next) {
+        char *nl = memchr(line, '\n', (size_t)(text + n - line));
+        next = nl ? nl + 1 : text + n;
+        int s;
+        if (!nl) break;  // a half-written last line
+        if (sscanf(line, "{\"step\":%d", &s) == 1 && s <= step) fwrite(line, 1, (size_t)(next - line), f.fp);
+    }
+    free(text);
+    return afile_commit(&f);
+}
+
+// Removes the temp files (".NAME.tmp.XXXXXX", fileio.h) a killed run left in OUT's
+// folders; only called on resume, when that run is known to be over.
+static void remove_stale_temps(const char *out) {
+    static const char *const sub[] = {"", "model", "state", "moments", "masks"};
+    for (size_t i = 0; i < sizeof sub / sizeof *sub; i++) {
+        char *dir = path_join(out, sub[i]);
+        DIR *d = opendir(dir);
+        for (struct dirent *e; d && (e = readdir(d));) {
+            if (e->d_name[0] != '.' || !strstr(e->d_name, ".tmp.")) continue;
+            char *p = path_join(dir, e->d_name);
+            unlink(p);
+            free(p);
+        }
+        if (d) closedir(d);
+        free(dir);
+    }
+}
+
+// --- open, step, run, close -------------------------------------------------------------
+
+static int config_check(const TrainConfig *c, const Model *m) {
+    if (c->steps < 1) return ERR("--steps %d must be >= 1", c->steps);
+    if (c->micro_batch < 1 || c->batch < c->micro_batch || c->batch % c->micro_batch)
+        return ERR("--batch %d must be a positive multiple of --micro-batch %d", c->batch, c->micro_batch);
+    if (c->seq < 1) return ERR("--seq %d must be >= 1", c->seq);
+    if (m->cfg.max_position_embeddings > 0 && c->seq > m->cfg.max_position_embeddings)
+        return ERR("--seq %d is longer than the model's max_position_embeddings %d", c->seq,
+                   m->cfg.max_position_embeddings);
+    if (!(c->sparsity >= 0 && c->sparsity < 1)) return ERR("--sparsity %g is outside [0, 1)", c->sparsity);
+    if (!(c->prune_start >= 0 && c->prune_start <= c->prune_end && c->prune_end <= 1))
+        return ERR("--prune-start %g and --prune-end %g must satisfy 0 <= start <= end <= 1", c->prune_start,
+                   c->prune_end);
+    if (c->prune_updates < 1) return ERR("--prune-updates %d must be >= 1", c->prune_updates);
+    return 0;
+}
+
+// Puts fresh (n_params, owned from here on) in force: pruned weights become 0 now, and
+// adamw_step keeps them 0. The one way a new mask enters a run, in-process
+// (mask_update) or from a file on resume (resume_with_mask).
+static void mask_install(Trainer *tr, uint8_t *fresh) {
+    free(tr->mask);
+    tr->mask = fresh;
+    tr->masked = 1;
+    mask_apply(tr->m.params, tr->mask, tr->m.n_params);
+}
+
+// --resume DIR --mask FILE: the schedule runs outside (best-mask on this run's moment
+// dump), so FILE replaces the state's mask from the next step on, exactly as an
+// in-process update would (both go through mask_install). It may only shrink the mask.
+static int resume_with_mask(Trainer *tr, const char *path) {
+    TrainConfig *c = &tr->cfg;
+    Model *m = &tr->m;
+    if (c->sparsity > 0)
+        return ERR("%s: --mask on --resume needs a run without a schedule (this one has --sparsity %g)", c->resume,
+                   c->sparsity);
+    uint8_t *fresh = xmalloc(m->n_params);
+    if (mask_load(fresh, path, m->info, m->n_info, m->n_params) < 0) {
+        free(fresh);
+        return -1;
+    }
+    for (size_t i = 0; i < m->n_params; i++)
+        if (fresh[i] && !tr->mask[i]) {
+            free(fresh);
+            return ERR("%s: keeps a weight the run has pruned already (pruned weights never return)", path);
+        }
+    mask_install(tr, fresh);
+    c->mask_file = own(tr, path);
+    return 0;
+}
+
+int train_open(Trainer *tr, const TrainConfig *cfg) {
+    memset(tr, 0, sizeof *tr);
+    tr->cfg = *cfg;
+    TrainConfig *c = &tr->cfg;
+    SafeTensors st;
+    int have_st = 0;
+    if (c->resume) {
+        char *sp = path_fmt("%s/state/state.safetensors", c->resume);
+        int rc = st_open(&st, sp);
+        free(sp);
+        if (rc < 0) goto fail;
+        have_st = 1;
+        if (state_meta_read(tr, &st) < 0) goto fail;
+        char *md = path_join(c->resume, "model");
+        rc = model_load(&tr->m, md);
+        free(md);
+        if (rc < 0) goto fail;
+    } else if (c->init_config) {
+        if (model_create(&tr->m, c->init_config) < 0) goto fail;
+        train_init_random(&tr->m, c->seed, 0.02);
+    } else {
+        if (model_load(&tr->m, c->model_dir) < 0) goto fail;
+    }
+    if (model_need_folder(&tr->m, "best-train") < 0) goto fail;
+    if (config_check(c, &tr->m) < 0) goto fail;
+    if (!c->resume && c->out) {
+        char *sp = path_fmt("%s/state/state.safetensors", c->out);
+        int exists = access(sp, F_OK) == 0;
+        free(sp);
+        if (exists) {
+            ERR("%s: holds a training state already; continue it with --resume %s, or choose another --out", c->out,
+                c->out);
+            goto fail;
+        }
+    }
+    Model *m = &tr->m;
+    model_grads_init(m);
+    adamw_init(&tr->opt, m->n_params);
+    tr->mask = xmalloc(m->n_params);
+    memset(tr->mask, 1, m->n_params);
+    if (loader_open(&tr->data, c->data, c->n_data, c->seq, c->seed, (uint32_t)m->V) < 0) goto fail;
+    if (have_st) {
+        if (state_load(tr, &st) < 0) goto fail;
+        st_close(&st);
+        have_st = 0;
+        if (cfg->mask_file && resume_with_mask(tr, cfg->mask_file) < 0) goto fail;
+    } else if (c->mask_file) {
+        if (mask_load(tr->mask, c->mask_file, m->info, m->n_info, m->n_params) < 0) goto fail;
+        mask_apply(m->params, tr->mask, m->n_params);
+        tr->masked = 1;
+    }
+    tr->sched = (PruneSchedule){c->schedule, c->mask_file ? 0.0 : c->sparsity, c->steps, c->prune_start,
+                                c->prune_end, c->prune_updates};
+    if (model_acts_init(&tr->acts, m, c->micro_batch, c->seq, 1) < 0) goto fail;
+    size_t n = (size_t)c->micro_batch * (size_t)c->seq;
+    tr->tokens = xmalloc(n * sizeof *tr->tokens);
+    tr->targets = xmalloc(n * sizeof *tr->targets);
+    // Everything checked: from here on we write.
+    char *logp = c->log ? xstrdup(c->log) : path_join(c->out, "log.jsonl");
+    int rc = path_mkdir_p(c->out);
+    if (rc == 0 && c->resume) {
+        remove_stale_temps(c->out);
+        rc = log_truncate(logp, tr->step);
+    }
+    if (rc == 0) {
+        tr->log = fopen(logp, c->resume ? "a" : "w");
+        if (!tr->log) rc = ERR("%s: cannot open the log: %s", logp, strerror(errno));
+    }
+    free(logp);
+    if (rc < 0) goto fail;
+    return 0;
+fail:
+    if (have_st) st_close(&st);
+    train_close(tr);
+    return -1;
+}
+
+void train_close(Trainer *tr) {
+    if (tr->log) fclose(tr->log);
+    if (tr->m.params) model_free(&tr->m);
+    if (tr->opt.m) adamw_free(&tr->opt);
+    if (tr->acts.block) model_acts_free(&tr->acts);
+    if (tr->data.perm || tr->data.shards) loader_close(&tr->data);
+    free(tr->mask);
+    free(tr->tokens);
+    free(tr->targets);
+    for (int i = 0; i < tr->n_owned; i++) free(tr->owned[i]);
+    free(tr->owned);
+    free(tr->data_list);
+    memset(tr, 0, sizeof *tr);
+}
+
+// Step 5 of train.h: shrink the mask to S(t) and apply it to the weights.
+static int mask_update(Trainer *tr, double S) {
+    Model *m = &tr->m;
+    MaskSpec spec = {tr->cfg.saliency, tr->cfg.group, S};
+    Moments mo;
+    moments_from_block(&mo, tr->opt.m, tr->opt.v);
+    uint8_t *fresh = xmalloc(m->n_params);
+    if (mask_compute(fresh, &spec, m->info, m->n_info, m->params, m->n_params, &mo, tr->mask) < 0) {
+        free(fresh);
+        err_prefix("step %d: mask update", tr->step);
+        return -1;
+    }
+    mask_install(tr, fresh);
+    if (!tr->cfg.save_masks) return 0;
+    char *path = path_fmt("%s/masks/step-%d.safetensors", tr->cfg.out, tr->step);
+    char *dir = path_join(tr->cfg.out, "masks");
+    MaskMeta meta = {S, saliency_name(tr->cfg.saliency), mask_group_name(tr->cfg.group), tr->step, 1};
+    int rc = path_mkdir_p(dir);
+    if (rc == 0) rc = mask_save(path, tr->mask, &meta, m->info, m->n_info);
+    free(dir);
+    free(path);
+    return rc;
+}
+
+int train_step(Trainer *tr, StepStats *stats) {
+    TrainConfig *c = &tr->cfg;
+    Model *m = &tr->m;
+    int t = tr->step + 1;
+    double t0 = now_seconds();
+    model_zero_grad(m);
+    int n_micro = c->batch / c->micro_batch;
+    double loss = 0;
+    for (int i = 0; i < n_micro; i++) {
+        for (int b = 0; b < c->micro_batch; b++)
+            loader_next(&tr->data, tr->tokens + (size_t)b * c->seq, tr->targets + (size_t)b * c->seq);
+        if (model_forward(m, &tr->acts, tr->tokens, tr->targets) < 0) {
+            err_prefix("step %d", t);
+            return -1;
+        }
+        loss += tr->acts.loss / n_micro;
+        model_backward(m, &tr->acts, (float)c->micro_batch / (float)c->batch);
+    }
+    if (tr->masked) mask_apply(m->grads, tr->mask, m->n_params);
+    double norm = c->clip > 0 ? grad_clip(m->grads, c->clip, m->n_params) : sqrt(grad_sumsq(m->grads, m->n_params));
+    if (!isfinite(loss) || !isfinite(norm))
+        return ERR("step %d: the %s is %g: training diverged (try a lower --lr); stopped, the last saved state "
+                   "is kept", t, isfinite(loss) ? "gradient norm" : "loss", isfinite(loss) ? norm : loss);
+    AdamWHyper h = {lr_at(c->lr, c->warmup, c->steps, t), c->beta1, c->beta2, c->eps, c->weight_decay};
+    adamw_step(&tr->opt, m->params, m->grads, tr->masked ? tr->mask : NULL, &h);
+    tr->step = t;
+    double tm = now_seconds(), mask_seconds = 0;
+    if (schedule_update_at(&tr->sched, t)) {
+        TRY(mask_update(tr, schedule_sparsity(&tr->sched, t)));
+        mask_seconds = now_seconds() - tm;
+    }
+    if (stats) {
+        double dt = tm - t0;  // tokens/s of the training step alone
+        *stats = (StepStats){t, loss, h.lr, tr->masked && tr->sched.final == 0 ? NAN : schedule_mask_target(&tr->sched, t),
+                             count_sparsity(m), norm, dt > 0 ? (double)c->batch * c->seq / dt : 0, mask_seconds};
+    }
+    return 0;
+}
+
+static void log_stats(FILE *f, const StepStats *s) {
+    // %.9g round-trips a float; NaN would not be JSON (target of a fixed mask file: null)
+    fprintf(f, "{\"step\":%d,\"loss\":%.9g,\"lr\":%.9g,\"sparsity_target\":", s->step, s->loss, s->lr);
+    if (isnan(s->target)) fprintf(f, "null");
+    else fprintf(f, "%.9g", s->target);
+    fprintf(f, ",\"sparsity\":%.9g,\"grad_norm\":%.9g,\"tokens_per_s\":%.1f", s->sparsity, s->grad_norm,
+            s->tokens_per_s);
+    if (s->mask_seconds > 0) fprintf(f, ",\"mask_update_s\":%.6f", s->mask_seconds);
+    fprintf(f, "}\n");
+    fflush(f);
+}
+
+int train_run(Trainer *tr) {
+    const TrainConfig *c = &tr->cfg;
+    int last = c->stop_at > 0 && c->stop_at < c->steps ? c->stop_at : c->steps;
+    progress_init(&tr->prog, "train", (uint64_t)c->steps, "steps", c->quiet);
+    tr->prog.done = (uint64_t)tr->step;
+    while (tr->step < last) {
+        StepStats s;
+        TRY(train_step(tr, &s));
+        log_stats(tr->log, &s);
+        snprintf(tr->prog.extra, sizeof tr->prog.extra, "loss %.4f, sparsity %.3f", s.loss, s.sparsity);
+        progress_update(&tr->prog, (uint64_t)tr->step);
+        if (c->moments_every > 0 && (tr->step % c->moments_every == 0 || tr->step == last))
+            TRY(train_save_moments(tr));
+        if (tr->step == last || (c->save_every > 0 && tr->step % c->save_every == 0)) TRY(train_save(tr));
+    }
+    progress_finish(&tr->prog);
+    return 0;
+}
+
+void train_print_config(FILE *f, const Trainer *tr) {
+    const TrainConfig *c = &tr->cfg;
+    const Model *m = &tr->m;
+    fprintf(f, "best-train: %s (%zu layers, dim %zu, %.2fM parameters, %.2fM prunable)\n",
+            c->resume ? c->resume : c->init_config ? "random init" : c->model_dir, m->L, m->C,
+            (double)m->n_params / 1e6, (double)m->n_prunable / 1e6);
+    fprintf(f, "best-train: %d shard%s, %llu windows of %d+1 tokens, cursor epoch %llu pos %llu\n", c->n_data,
+            c->n_data == 1 ? "" : "s", (unsigned long long)tr->data.n_windows, c->seq,
+            (unsigned long long)tr->data.epoch, (unsigned long long)tr->data.pos);
+    fprintf(f, "best-train: steps %d (from %d), batch %d = %d x micro-batch %d, lr %g, warmup %g, betas (%g, %g), "
+            "eps %g, weight decay %g, clip %g, seed %llu\n", c->steps, tr->step, c->batch, c->batch / c->micro_batch,
+            c->micro_batch, c->lr, c->warmup, c->beta1, c->beta2, c->eps, c->weight_decay, c->clip,
+            (unsigned long long)c->seed);
+    if (c->mask_file)
+        fprintf(f, "best-train: fixed mask %s, %llu of %zu prunable weights kept\n", c->mask_file,
+                (unsigned long long)mask_count(tr->mask, m->n_params) - (m->n_params - m->n_prunable), m->n_prunable);
+    else if (c->sparsity > 0)
+        fprintf(f, "best-train: sparsity %g (%llu kept), schedule %s, prune from %g to %g of the steps in %d updates "
+                "(steps %d..%d), saliency %s, group %s\n", c->sparsity,
+                (unsigned long long)select_keep_count(c->sparsity, m->n_prunable), schedule_name(c->schedule),
+                c->prune_start, c->prune_end, schedule_n_updates(&tr->sched),
+                schedule_update_step(&tr->sched, 1), schedule_update_step(&tr->sched, schedule_n_updates(&tr->sched)),
+                saliency_name(c->saliency), mask_group_name(c->group));
+    else
+        fprintf(f, "best-train: dense training (--sparsity 0)\n");
+    fprintf(f, "best-train: out %s, save every %d, moments every %d%s\n", c->out, c->save_every, c->moments_every,
+            c->stop_at ? " (stopping early)" : "");
+}

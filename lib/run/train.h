@@ -1,0 +1,114 @@
+// train.h: the training loop of best-train: AdamW on a (progressively) masked model,
+// with gradient accumulation, clipping, the sparsity and learning-rate schedules,
+// metrics, and a training state that resumes bitwise.
+//
+// One step t (1..T):
+//   1. zero the gradients; for each of batch/micro_batch micro-batches: the next
+//      windows of the loader, forward, backward with loss scale micro/batch (every
+//      position has a target, so this is the whole batch's mean loss)
+//   2. a loss or gradient norm that is NaN or inf stops the run (ERR, nothing saved)
+//   3. gradients of pruned weights set to 0, the norm taken (logged) and clipped
+//   4. adamw_step with lr(t) and the mask (pruned weights stay exactly 0)
+//   5. if a prune update falls on t (schedule.h): the mask is recomputed from the
+//      weights and Adam's moments as they stand after the step, shrinking the old
+//      mask to exactly k = select_keep_count(S(t), n_prunable) survivors (mask.h),
+//      and the weights are multiplied by it
+//   6. a JSON line to the log, the progress bar, and the saves that are due
+//
+// State (OUT/state/state.safetensors, docs/best-train.md): every parameter NAME as
+// F32, NAME.exp_avg and NAME.exp_avg_sq (F32), NAME.mask (BOOL, prunable tensors
+// only); __metadata__ holds format "best-train-state", the step, Adam's t, the data
+// cursor (epoch, pos; the seed is the only other randomness), every hyperparameter
+// and the schedule. OUT/model/ (model_save, dtype of the input) is written before the
+// state, so a state on disk always has its model folder beside it.
+//
+// Not here: the command line (tools/best-train), kernels (model.h), the optimizer
+// update (adamw.h), masks and their files (mask.h), schedules (schedule.h), data
+// order (loader.h).
+#ifndef BEST_TRAIN_H
+#define BEST_TRAIN_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "nn/adamw.h"    // defines: AdamW
+#include "io/loader.h"   // defines: Loader
+#include "sparse/mask.h"     // defines: MaskGroup
+#include "nn/model.h"    // defines: Model, ModelActs
+#include "base/progress.h" // defines: Progress
+#include "sparse/saliency.h" // defines: Saliency
+#include "sparse/schedule.h" // defines: PruneSchedule, SchedKind
+
+typedef struct {
+    // where from, where to
+    const char *model_dir;     // HF folder, or NULL with init_config
+    const char *init_config;   // config.json for a random init (normal(0, 0.02), norms 1)
+    const char *const *data;   // (n_data) token shards; n_data 0 on resume = the saved list
+    int n_data;
+    const char *out;           // OUT
+    const char *log;           // NULL: OUT/log.jsonl
+    const char *mask_file;     // fixed mask (no schedule), or NULL; with resume: the mask
+                               // that replaces the state's from the next step (it may
+                               // only shrink it; the run must have no schedule)
+    const char *resume;        // an earlier OUT, or NULL
+    // optimization (taken from the state on resume)
+    int steps, batch, micro_batch, seq;
+    double lr, warmup, beta1, beta2, eps, weight_decay, clip;
+    uint64_t seed;
+    // pruning (taken from the state on resume)
+    double sparsity;
+    SchedKind schedule;
+    double prune_start, prune_end;
+    int prune_updates;
+    Saliency saliency;
+    MaskGroup group;
+    // outputs of this run (never from the state)
+    int save_every, moments_every, save_masks, quiet;
+    int stop_at;               // stop (and save) after this step; 0 = run to the end
+} TrainConfig;
+
+// What step t measured (also the JSON line of the log).
+typedef struct {
+    int step;
+    double loss, lr, target, sparsity, grad_norm, tokens_per_s;
+    double mask_seconds;     // time of this step's mask update (scoring, select, apply), or 0
+} StepStats;
+
+typedef struct {
+    TrainConfig cfg;         // effective: the saved hyperparameters after a resume
+    Model m;
+    AdamW opt;               // moments (n_params), t = steps taken
+    uint8_t *mask;           // (n_params) 1 = keep
+    int masked;              // 0 while the mask is all ones (pure training)
+    ModelActs acts;          // (micro_batch, seq) training activations
+    Loader data;
+    PruneSchedule sched;
+    int step;                // optimizer steps done
+    int32_t *tokens, *targets; // (micro_batch * seq)
+    FILE *log;
+    Progress prog;
+    char **owned;            // strings read from a state, freed by train_close
+    int n_owned;
+    const char **data_list;  // the shard list in use (cfg.data points here)
+} Trainer;
+
+// Checks and opens everything (model or state, shards, mask) before writing
+// anything; then opens the log (truncated to the saved step on resume).
+int train_open(Trainer *tr, const TrainConfig *cfg);
+// Runs steps until cfg.steps (or cfg.stop_at), saving as configured. -1 after ERR
+// (a diverged loss included); the last saved state is left as it was.
+int train_run(Trainer *tr);
+// One step (1-6 above, without saves); stats may be NULL.
+int train_step(Trainer *tr, StepStats *stats);
+// OUT/model then OUT/state/state.safetensors, each file through temp + rename.
+int train_save(const Trainer *tr);
+// OUT/moments/step-N.safetensors: NAME.exp_avg, NAME.exp_avg_sq (F32) per parameter.
+int train_save_moments(const Trainer *tr);
+void train_close(Trainer *tr);
+// Prints the effective configuration (the banner) to f.
+void train_print_config(FILE *f, const Trainer *tr);
+// Sets every parameter: normal(0, std) for matrices (Linear, embeddings), 1 for
+// norms, 0 for biases, from splitmix64 seeded with seed (Box-Muller).
+void train_init_random(Model *m, uint64_t seed, double std);
+
+#endif

@@ -1,0 +1,586 @@
+// mask.c: computing masks, their files and their reports (see mask.h).
+#include "sparse/mask.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"  // defines: ERR, TRY, xmalloc
+#include "base/fileio.h" // defines: AFile
+#include "sparse/select.h" // defines: Select
+#include "base/vec.h"    // defines: ByteVec
+
+// Weights scored per step of the stream: 3 x 256 KiB of scratch, small next to any
+// tensor worth pruning, large enough that select_count's overhead vanishes.
+#define CHUNK ((size_t)1 << 16)
+
+const char *const MASK_MODULES[7] = {"q", "k", "v", "o", "gate", "up", "down"};
+static const char *const MODULE_SUFFIX[7] = {
+    "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+    "self_attn.o_proj.weight", "mlp.gate_proj.weight",    "mlp.up_proj.weight",
+    "mlp.down_proj.weight",
+};
+
+int mask_group_parse(MaskGroup *out, const char *name) {
+    if (strcmp(name, "global") == 0) { *out = GROUP_GLOBAL; return 0; }
+    if (strcmp(name, "layer") == 0) { *out = GROUP_LAYER; return 0; }
+    return -1;
+}
+
+const char *mask_group_name(MaskGroup g) { return g == GROUP_GLOBAL ? "global" : g == GROUP_LAYER ? "layer" : "?"; }
+
+uint64_t mask_count(const uint8_t *mask, size_t n) {
+    uint64_t c = 0;
+    for (size_t i = 0; i < n; i++) c += mask[i] != 0;
+    return c;
+}
+
+int mask_module_of(int *layer, const char *name) {
+    int l, pos = 0;
+    if (sscanf(name, "model.layers.%d.%n", &l, &pos) != 1 || pos == 0 || l < 0) return -1;
+    for (int i = 0; i < 7; i++)
+        if (strcmp(name + pos, MODULE_SUFFIX[i]) == 0) { *layer = l; return i; }
+    return -1;
+}
+
+// --- moments ------------------------------------------------------------------------
+
+static int info_find(const ParamInfo *info, int n_info, const char *name, size_t len) {
+    for (int i = 0; i < n_info; i++)
+        if (strlen(info[i].name) == len && memcmp(info[i].name, name, len) == 0) return i;
+    return -1;
+}
+
+static int shape_equal(const StTensor *t, const ParamInfo *p) {
+    if (t->ndim != p->ndim) return 0;
+    for (int d = 0; d < p->ndim; d++)
+        if (t->shape[d] != p->shape[d]) return 0;
+    return 1;
+}
+
+static void shape_str(char *buf, size_t cap, int ndim, const int64_t *shape) {
+    size_t n = (size_t)snprintf(buf, cap, "[");
+    for (int d = 0; d < ndim && n < cap; d++)
+        n += (size_t)snprintf(buf + n, cap - n, d ? ",%lld" : "%lld", (long long)shape[d]);
+    if (n < cap) snprintf(buf + n, cap - n, "]");
+}
+
+int moments_open(Moments *mo, const char *path, const ParamInfo *info, int n_info) {
+    memset(mo, 0, sizeof *mo);
+    TRY(st_open(&mo->st, path));
+    mo->is_file = 1;
+    mo->n_info = n_info;
+    mo->m = xcalloc((size_t)n_info, sizeof *mo->m);
+    mo->v = xcalloc((size_t)n_info, sizeof *mo->v);
+    for (int i = 0; i < mo->st.n_tensors; i++) {
+        const StTensor *t = &mo->st.tensors[i];
+        size_t len = strlen(t->name);
+        int sq = len > 11 && strcmp(t->name + len - 11, ".exp_avg_sq") == 0;
+        int avg = !sq && len > 8 && strcmp(t->name + len - 8, ".exp_avg") == 0;
+        int p = avg || sq ? info_find(info, n_info, t->name, len - (sq ? 11 : 8)) : -1;
+        if (p < 0) {
+            ERR("%s: tensor %s is not NAME.exp_avg or NAME.exp_avg_sq of a parameter of this model", path, t->name);
+            goto fail;
+        }
+        char want[64], got[64];
+        if (t->dtype != ST_F32 || !shape_equal(t, &info[p])) {
+            shape_str(want, sizeof want, info[p].ndim, info[p].shape);
+            shape_str(got, sizeof got, t->ndim, t->shape);
+            ERR("%s: tensor %s is %s %s, want F32 %s", path, t->name, st_dtype_name(t->dtype), got, want);
+            goto fail;
+        }
+        if (sq) mo->v[p] = t;
+        else mo->m[p] = t;
+    }
+    for (int p = 0; p < n_info; p++) {
+        if (!info[p].prunable) continue;
+        if (!mo->m[p] || !mo->v[p]) {
+            ERR("%s: no tensor %s.%s (a dump of another model?)", path, info[p].name, mo->m[p] ? "exp_avg_sq" : "exp_avg");
+            goto fail;
+        }
+    }
+    return 0;
+fail:
+    moments_close(mo);
+    return -1;
+}
+
+void moments_from_block(Moments *mo, const float *exp_avg, const float *exp_avg_sq) {
+    memset(mo, 0, sizeof *mo);
+    mo->flat_m = exp_avg;
+    mo->flat_v = exp_avg_sq;
+}
+
+void moments_close(Moments *mo) {
+    if (mo->is_file) st_close(&mo->st);
+    free(mo->m);
+    free(mo->v);
+    memset(mo, 0, sizeof *mo);
+}
+
+const char *moments_step(const Moments *mo) { return mo->is_file ? st_meta(&mo->st, "step") : NULL; }
+
+// --- computing ----------------------------------------------------------------------
+
+typedef struct {
+    const MaskSpec *spec;
+    const ParamInfo *info;
+    const float *params;     // (n_params)
+    const Moments *mo;
+    const uint8_t *old;      // (n_params) or NULL
+    float *s, *m, *v;        // (CHUNK) scratch: scores, exp_avg, exp_avg_sq
+} Scorer;
+
+// Moments of tensor p, elements [off, off + n), into buf (a file's data need not be
+// aligned, so it is copied); NULL when the criterion does not read them.
+static const float *moment_chunk(float *buf, const Moments *mo, const StTensor *const *ts, const float *flat,
+                                 const ParamInfo *p, int ip, size_t off, size_t n) {
+    if (!mo) return NULL;
+    if (flat) return flat + p->offset + off;
+    if (!ts || !ts[ip]) return NULL;
+    memcpy(buf, (const char *)ts[ip]->data + off * sizeof(float), n * sizeof(float));
+    return buf;
+}
+
+// sc->s (n) = scores of tensor ip, elements [off, off + n); weights an old mask
+// pruned get -1 (not candidates, select.h).
+static int score_chunk(Scorer *sc, int ip, size_t off, size_t n) {
+    const ParamInfo *p = &sc->info[ip];
+    Saliency sal = sc->spec->saliency;
+    const Moments *mo = sc->mo;
+    const float *m = NULL, *v = NULL;
+    if (sal == SAL_FIRST) m = moment_chunk(sc->m, mo, mo ? mo->m : NULL, mo ? mo->flat_m : NULL, p, ip, off, n);
+    if (sal == SAL_SECOND) v = moment_chunk(sc->v, mo, mo ? mo->v : NULL, mo ? mo->flat_v : NULL, p, ip, off, n);
+    if (saliency_score(sc->s, sal, sc->params + p->offset + off, m, v, n) < 0) {
+        err_prefix("%s", p->name);
+        return -1;
+    }
+    if (sc->old) {
+        const uint8_t *o = sc->old + p->offset + off;
+        for (size_t j = 0; j < n; j++)
+            if (!o[j]) sc->s[j] = -1.0f;
+    }
+    return 0;
+}
+
+// Keeps exactly k candidates among the tensors idx (n_idx), in their order, into mask.
+static int select_tensors(uint8_t *mask, Scorer *sc, const int *idx, int n_idx, uint64_t k) {
+    Select s;
+    select_init(&s, k);
+    int rc = 0;
+    while (!s.done && rc == 0) {
+        for (int t = 0; t < n_idx && rc == 0 && select_needs_data(&s); t++) {
+            size_t numel = sc->info[idx[t]].numel;
+            for (size_t off = 0; off < numel && rc == 0; off += CHUNK) {
+                size_t n = numel - off < CHUNK ? numel - off : CHUNK;
+                rc = score_chunk(sc, idx[t], off, n);
+                if (rc == 0) select_count(&s, sc->s, n);
+            }
+        }
+        if (rc == 0) rc = select_advance(&s);
+    }
+    uint64_t ties = 0;
+    for (int t = 0; t < n_idx && rc == 0; t++) {
+        const ParamInfo *p = &sc->info[idx[t]];
+        for (size_t off = 0; off < p->numel && rc == 0; off += CHUNK) {
+            size_t n = p->numel - off < CHUNK ? p->numel - off : CHUNK;
+            rc = score_chunk(sc, idx[t], off, n);
+            if (rc == 0) select_mark(mask + p->offset + off, &s, sc->s, n, &ties);
+        }
+    }
+    select_free(&s);
+    return rc;
+}
+
+int mask_compute(uint8_t *mask, const MaskSpec *spec, const ParamInfo *info, int n_info,
+                 const float *params, size_t n_params, const Moments *mo, const uint8_t *old) {
+    if (!(spec->sparsity >= 0.0 && spec->sparsity < 1.0))
+        return ERR("sparsity %g is outside [0, 1)", spec->sparsity);
+    if (saliency_needs_moments(spec->saliency) && !mo)
+        return ERR("%s-order saliency needs Adam moments", saliency_name(spec->saliency));
+    Scorer sc = {spec, info, params, mo, old, NULL, NULL, NULL};
+    sc.s = xmalloc(3 * CHUNK * sizeof(float));
+    sc.m = sc.s + CHUNK;
+    sc.v = sc.m + CHUNK;
+    int *idx = xmalloc((size_t)(n_info ? n_info : 1) * sizeof *idx);
+    int n_idx = 0, rc = 0;
+    uint64_t n_prunable = 0, cand = 0;
+    memset(mask, 1, n_params);
+    for (int i = 0; i < n_info; i++) {
+        if (!info[i].prunable) continue;
+        idx[n_idx++] = i;
+        n_prunable += info[i].numel;
+        cand += old ? mask_count(old + info[i].offset, info[i].numel) : info[i].numel;
+    }
+    if (spec->group == GROUP_GLOBAL) {
+        uint64_t k = select_keep_count(spec->sparsity, n_prunable);
+        if (k > cand)
+            rc = ERR("sparsity %g keeps %llu of %llu weights, but the old mask keeps only %llu: a mask only shrinks",
+                     spec->sparsity, (unsigned long long)k, (unsigned long long)n_prunable, (unsigned long long)cand);
+        else
+            rc = select_tensors(mask, &sc, idx, n_idx, k);
+    } else {
+        for (int t = 0; t < n_idx && rc == 0; t++) {
+            const ParamInfo *p = &info[idx[t]];
+            uint64_t k = select_keep_count(spec->sparsity, p->numel);
+            uint64_t c = old ? mask_count(old + p->offset, p->numel) : p->numel;
+            rc = select_tensors(mask, &sc, &idx[t], 1, k < c ? k : c);
+        }
+    }
+    free(idx);
+    free(sc.s);
+    return rc;
+}
+
+// --- file ---------------------------------------------------------------------------
+
+typedef struct { const uint8_t *mask; } PackCtx;  // one tensor's packed bytes (ceil(numel/8),)
+
+static int fill_bits(void *buf, size_t off, size_t n, void *ctx) {
+    // bytes [off, off + n) of the tensor's ceil(numel / 8), packed by mask_save
+    const PackCtx *c = ctx;
+    memcpy(buf, c->mask + off, n);
+    return 0;
+}
+
+int mask_save(const char *path, const uint8_t *mask, const MaskMeta *meta, const ParamInfo *info, int n_info) {
+    StWriter w;
+    st_writer_init(&w);
+    uint8_t *packed = NULL;
+    PackCtx *ctx = NULL;
+    char buf[64];
+    uint64_t n_prunable = 0, kept = 0;
+    int rc = 0;
+    for (int i = 0; i < n_info; i++)
+        if (info[i].prunable) {
+            n_prunable += info[i].numel;
+            kept += mask_count(mask + info[i].offset, info[i].numel);
+        }
+    if (meta->packed) {
+        // One packed buffer (n_prunable / 8 bytes) rather than packing on the fly: it
+        // is an eighth of the mask we already hold.
+        size_t total = 0;
+        for (int i = 0; i < n_info; i++)
+            if (info[i].prunable) total += (info[i].numel + 7) / 8;
+        packed = xcalloc(total ? total : 1, 1);
+        ctx = xcalloc((size_t)n_info, sizeof *ctx);
+        size_t at = 0;
+        for (int i = 0; i < n_info; i++) {
+            if (!info[i].prunable) continue;
+            const uint8_t *m = mask + info[i].offset;
+            for (size_t j = 0; j < info[i].numel; j++) packed[at + j / 8] |= (uint8_t)((m[j] != 0) << (j % 8));
+            ctx[i].mask = packed + at;
+            at += (info[i].numel + 7) / 8;
+        }
+    }
+    rc |= st_writer_meta(&w, "format", "best-mask");
+    rc |= st_writer_meta(&w, "version", "1");
+    rc |= st_writer_meta(&w, "packing", meta->packed ? "bits" : "bytes");
+    if (!isnan(meta->sparsity)) {
+        snprintf(buf, sizeof buf, "%.17g", meta->sparsity);
+        rc |= st_writer_meta(&w, "sparsity", buf);
+    }
+    if (meta->saliency) rc |= st_writer_meta(&w, "saliency", meta->saliency);
+    if (meta->group) rc |= st_writer_meta(&w, "group", meta->group);
+    if (meta->step >= 0) {
+        snprintf(buf, sizeof buf, "%lld", meta->step);
+        rc |= st_writer_meta(&w, "step", buf);
+    }
+    snprintf(buf, sizeof buf, "%llu", (unsigned long long)n_prunable);
+    rc |= st_writer_meta(&w, "prunable", buf);
+    snprintf(buf, sizeof buf, "%llu", (unsigned long long)kept);
+    rc |= st_writer_meta(&w, "kept", buf);
+    for (int i = 0; rc == 0 && i < n_info; i++) {
+        const ParamInfo *p = &info[i];
+        if (!p->prunable) continue;
+        if (meta->packed) {
+            char key[128];
+            snprintf(key, sizeof key, "shape:%s", p->name);
+            shape_str(buf, sizeof buf, p->ndim, p->shape);
+            rc = st_writer_meta(&w, key, buf);
+            int64_t nb = (int64_t)((p->numel + 7) / 8);
+            if (rc == 0) rc = st_writer_add_fn(&w, p->name, ST_U8, 1, &nb, fill_bits, &ctx[i]);
+        } else {
+            // the mask's bytes are 0/1 already: BOOL straight from the block
+            rc = st_writer_add(&w, p->name, ST_BOOL, p->ndim, p->shape, mask + p->offset);
+        }
+    }
+    if (rc == 0) rc = st_writer_write(&w, path);
+    st_writer_free(&w);
+    free(packed);
+    free(ctx);
+    return rc < 0 ? -1 : 0;
+}
+
+// Tensor t of the file for parameter p, into out (numel,) as 0/1 bytes.
+static int read_tensor(uint8_t *out, const SafeTensors *st, const StTensor *t, const ParamInfo *p, int bits) {
+    char want[64], got[64];
+    shape_str(want, sizeof want, p->ndim, p->shape);
+    shape_str(got, sizeof got, t->ndim, t->shape);
+    const uint8_t *d = t->data;
+    if (bits) {
+        size_t nb = (p->numel + 7) / 8;
+        if (t->dtype != ST_U8 || t->ndim != 1 || (size_t)t->shape[0] != nb)
+            return ERR("%s: tensor %s is %s %s, want bit-packed U8 [%zu] for shape %s", st->path, t->name,
+                       st_dtype_name(t->dtype), got, nb, want);
+        char key[128];
+        snprintf(key, sizeof key, "shape:%s", p->name);
+        const char *s = st_meta(st, key);
+        if (s && strcmp(s, want) != 0)
+            return ERR("%s: tensor %s: metadata says shape %s, the model's is %s", st->path, t->name, s, want);
+        for (size_t j = 0; j < p->numel; j++) out[j] = (d[j / 8] >> (j % 8)) & 1;
+        if (p->numel % 8 && (d[nb - 1] >> (p->numel % 8)))
+            return ERR("%s: tensor %s: padding bits of the last byte are not 0", st->path, t->name);
+        return 0;
+    }
+    if ((t->dtype != ST_BOOL && t->dtype != ST_U8) || !shape_equal(t, p))
+        return ERR("%s: tensor %s is %s %s, want BOOL %s", st->path, t->name, st_dtype_name(t->dtype), got, want);
+    for (size_t j = 0; j < p->numel; j++) {
+        if (d[j] > 1)
+            return ERR("%s: tensor %s: element %zu is %u, not 0 or 1", st->path, t->name, j, (unsigned)d[j]);
+        out[j] = d[j];
+    }
+    return 0;
+}
+
+int mask_read(uint8_t *mask, const SafeTensors *st, const ParamInfo *info, int n_info, size_t n_params) {
+    const char *fmt = st_meta(st, "format"), *ver = st_meta(st, "version"), *pk = st_meta(st, "packing");
+    if (fmt && strcmp(fmt, "best-mask") != 0)
+        return ERR("%s: format is \"%s\", not a best-mask file", st->path, fmt);
+    if (ver && strcmp(ver, "1") != 0)
+        return ERR("%s: mask version %s is not supported (1)", st->path, ver);
+    int bits = pk && strcmp(pk, "bits") == 0;
+    if (pk && !bits && strcmp(pk, "bytes") != 0)
+        return ERR("%s: unknown packing \"%s\" (bytes or bits)", st->path, pk);
+    int found = 0;
+    for (int i = 0; i < n_info; i++) {
+        const ParamInfo *p = &info[i];
+        if (p->offset + p->numel > n_params || p->offset + p->numel < p->offset)
+            return ERR("%s: parameter table does not fit the block", st->path);
+        if (!p->prunable) {
+            memset(mask + p->offset, 1, p->numel);
+            continue;
+        }
+        const StTensor *t = st_find(st, p->name);
+        if (!t) return ERR("%s: no tensor %s (a mask for another model?)", st->path, p->name);
+        TRY(read_tensor(mask + p->offset, st, t, p, bits));
+        found++;
+    }
+    if (found != st->n_tensors) {
+        for (int i = 0; i < st->n_tensors; i++) {
+            const char *name = st->tensors[i].name;
+            int p = info_find(info, n_info, name, strlen(name));
+            if (p < 0) return ERR("%s: tensor %s is not a parameter of this model", st->path, name);
+            if (!info[p].prunable) return ERR("%s: tensor %s is not prunable (only the block's Linear weights are)", st->path, name);
+        }
+    }
+    return 0;
+}
+
+int mask_load(uint8_t *mask, const char *path, const ParamInfo *info, int n_info, size_t n_params) {
+    SafeTensors st;
+    TRY(st_open(&st, path));
+    int rc = mask_read(mask, &st, info, n_info, n_params);
+    st_close(&st);
+    return rc;
+}
+
+// --- reports ------------------------------------------------------------------------
+
+typedef struct {
+    int L;                 // layers (1 + the highest layer index seen)
+    uint64_t (*numel)[7];  // (L, 7)
+    uint64_t (*kept)[7];   // (L, 7)
+} Grid;
+
+static void grid_init(Grid *g, const uint8_t *mask, const ParamInfo *info, int n_info) {
+    g->L = 0;
+    int l;
+    for (int i = 0; i < n_info; i++)
+        if (info[i].prunable && mask_module_of(&l, info[i].name) >= 0 && l + 1 > g->L) g->L = l + 1;
+    g->numel = xcalloc((size_t)(g->L ? g->L : 1), sizeof *g->numel);
+    g->kept = xcalloc((size_t)(g->L ? g->L : 1), sizeof *g->kept);
+    for (int i = 0; i < n_info; i++) {
+        int mod = info[i].prunable ? mask_module_of(&l, info[i].name) : -1;
+        if (mod < 0) continue;
+        g->numel[l][mod] += info[i].numel;
+        g->kept[l][mod] += mask_count(mask + info[i].offset, info[i].numel);
+    }
+}
+
+static void grid_free(Grid *g) {
+    free(g->numel);
+    free(g->kept);
+}
+
+static double sparsity_of(uint64_t kept, uint64_t numel) { return numel ? 1.0 - (double)kept / (double)numel : 0.0; }
+
+static json_t *counts_json(uint64_t numel, uint64_t kept) {
+    return json_pack("{s:I, s:I, s:I, s:f}", "numel", (json_int_t)numel, "kept", (json_int_t)kept, "pruned",
+                     (json_int_t)(numel - kept), "sparsity", sparsity_of(kept, numel));
+}
+
+static int write_text(const char *path, const char *text, size_t n) {
+    AFile f;
+    TRY(afile_open(&f, path));
+    if (fwrite(text, 1, n, f.fp) != n) {
+        afile_abort(&f);
+        return ERR("%s: write failed", path);
+    }
+    return afile_commit(&f);
+}
+
+int mask_report_json(const char *path, const uint8_t *mask, const MaskMeta *meta,
+                     const ParamInfo *info, int n_info) {
+    Grid g;
+    grid_init(&g, mask, info, n_info);
+    json_t *tensors = json_array(), *layers = json_array(), *modules = json_object();
+    uint64_t tn = 0, tk = 0;
+    for (int i = 0; i < n_info; i++) {
+        if (!info[i].prunable) continue;
+        int l = -1, mod = mask_module_of(&l, info[i].name);
+        uint64_t k = mask_count(mask + info[i].offset, info[i].numel);
+        json_t *o = counts_json(info[i].numel, k);
+        json_object_set_new(o, "name", json_string(info[i].name));
+        json_object_set_new(o, "layer", json_integer(l));
+        json_object_set_new(o, "module", mod >= 0 ? json_string(MASK_MODULES[mod]) : json_null());
+        json_array_append_new(tensors, o);
+        tn += info[i].numel;
+        tk += k;
+    }
+    for (int l = 0; l < g.L; l++) {
+        uint64_t n = 0, k = 0;
+        for (int j = 0; j < 7; j++) n += g.numel[l][j], k += g.kept[l][j];
+        json_t *o = counts_json(n, k);
+        json_object_set_new(o, "layer", json_integer(l));
+        json_array_append_new(layers, o);
+    }
+    for (int j = 0; j < 7; j++) {
+        uint64_t n = 0, k = 0;
+        for (int l = 0; l < g.L; l++) n += g.numel[l][j], k += g.kept[l][j];
+        json_object_set_new(modules, MASK_MODULES[j], counts_json(n, k));
+    }
+    json_t *root = json_pack("{s:s, s:o, s:o, s:o, s:o}", "format", "best-mask-report", "total", counts_json(tn, tk),
+                             "tensors", tensors, "layers", layers, "modules", modules);
+    json_object_set_new(root, "sparsity_requested", isnan(meta->sparsity) ? json_null() : json_real(meta->sparsity));
+    if (meta->saliency) json_object_set_new(root, "saliency", json_string(meta->saliency));
+    if (meta->group) json_object_set_new(root, "group", json_string(meta->group));
+    if (meta->step >= 0) json_object_set_new(root, "step", json_integer(meta->step));
+    char *s = json_dumps(root, JSON_INDENT(1) | JSON_REAL_PRECISION(10));
+    json_decref(root);
+    grid_free(&g);
+    size_t n = strlen(s);
+    s = xrealloc(s, n + 2);
+    s[n++] = '\n';
+    int rc = write_text(path, s, n);
+    free(s);
+    return rc;
+}
+
+// A colour for sparsity x in [0, 1]: a few stops of viridis, linearly interpolated
+// (dense = dark purple, sparse = yellow), so the figure reads like the paper's.
+static void colour_of(char out[8], double x) {
+    static const double stops[5][3] = {
+        {68, 1, 84}, {59, 82, 139}, {33, 145, 140}, {94, 201, 98}, {253, 231, 37},
+    };
+    if (!(x >= 0)) x = 0;
+    if (x > 1) x = 1;
+    double f = x * 4;
+    int i = f >= 4 ? 3 : (int)f;
+    double t = f - i;
+    int c[3];
+    for (int j = 0; j < 3; j++) c[j] = (int)lround(stops[i][j] + t * (stops[i + 1][j] - stops[i][j]));
+    snprintf(out, 8, "#%02x%02x%02x", c[0], c[1], c[2]);
+}
+
+static void xml_escape(ByteVec *b, const char *s) {
+    for (; *s; s++) {
+        switch (*s) {
+        case '<': bytevec_append(b, "&lt;", 4); break;
+        case '>': bytevec_append(b, "&gt;", 4); break;
+        case '&': bytevec_append(b, "&amp;", 5); break;
+        case '"': bytevec_append(b, "&quot;", 6); break;
+        default: bytevec_push(b, *s);
+        }
+    }
+}
+
+static void appendf(ByteVec *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void appendf(ByteVec *b, const char *fmt, ...) {
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    bytevec_append(b, buf, n < (int)sizeof buf ? (size_t)n : sizeof buf - 1);
+}
+
+int mask_plot_svg(const char *path, const uint8_t *mask, const ParamInfo *info, int n_info, const char *title) {
+    Grid g;
+    grid_init(&g, mask, info, n_info);
+    const int cw = 44, ch = g.L > 40 ? 10 : 18, left = 70, top = 50, legw = 16;
+    int W = left + 7 * cw + 90, H = top + g.L * ch + 50;
+    ByteVec b = {0};
+    appendf(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+                "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+                "font-family=\"sans-serif\" font-size=\"11\">\n",
+            W, H, W, H);
+    appendf(&b, "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n<text x=\"%d\" y=\"18\" font-size=\"13\">", W, H, left);
+    xml_escape(&b, title ? title : "sparsity per layer and module");
+    appendf(&b, "</text>\n");
+    for (int j = 0; j < 7; j++)
+        appendf(&b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", left + j * cw + cw / 2, top - 6,
+                MASK_MODULES[j]);
+    for (int l = 0; l < g.L; l++) {
+        int y = top + l * ch;
+        if (ch >= 14 || l % 5 == 0)
+            appendf(&b, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">layer %d</text>\n", left - 6, y + ch - 4, l);
+        for (int j = 0; j < 7; j++) {
+            double s = sparsity_of(g.kept[l][j], g.numel[l][j]);
+            char col[8];
+            colour_of(col, s);
+            appendf(&b, "<rect class=\"cell\" data-layer=\"%d\" data-module=\"%s\" data-sparsity=\"%.6f\" x=\"%d\" "
+                        "y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\"><title>layer %d %s: %.2f%% sparse</title></rect>\n",
+                    l, MASK_MODULES[j], s, left + j * cw, y, cw, ch, col, l, MASK_MODULES[j], 100 * s);
+        }
+    }
+    // legend: a vertical bar from 0 (bottom) to 1 (top) in 20 steps
+    int lx = left + 7 * cw + 20, lh = g.L * ch > 100 ? g.L * ch : 100;
+    for (int i = 0; i < 20; i++) {
+        char col[8];
+        colour_of(col, 1.0 - (i + 0.5) / 20);
+        appendf(&b, "<rect class=\"legend\" x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" fill=\"%s\"/>\n", lx,
+                top + i * lh / 20.0, legw, lh / 20.0 + 0.5, col);
+    }
+    appendf(&b, "<text x=\"%d\" y=\"%d\">1.0</text>\n<text x=\"%d\" y=\"%d\">0.0</text>\n"
+                "<text x=\"%d\" y=\"%d\">sparsity</text>\n</svg>\n",
+            lx + legw + 4, top + 10, lx + legw + 4, top + lh, lx - 10, top - 6);
+    grid_free(&g);
+    int rc = write_text(path, b.v, b.n);
+    bytevec_free(&b);
+    return rc;
+}
+
+void mask_print_table(FILE *f, const uint8_t *mask, const ParamInfo *info, int n_info) {
+    Grid g;
+    grid_init(&g, mask, info, n_info);
+    fprintf(f, "%6s", "layer");
+    for (int j = 0; j < 7; j++) fprintf(f, " %6s", MASK_MODULES[j]);
+    fprintf(f, " %7s\n", "total");
+    uint64_t tn = 0, tk = 0;
+    for (int l = 0; l < g.L; l++) {
+        uint64_t n = 0, k = 0;
+        fprintf(f, "%6d", l);
+        for (int j = 0; j < 7; j++) {
+            fprintf(f, " %5.1f%%", 100 * sparsity_of(g.kept[l][j], g.numel[l][j]));
+            n += g.numel[l][j], k += g.kept[l][j];
+        }
+        fprintf(f, " %6.2f%%\n", 100 * sparsity_of(k, n));
+        tn += n, tk += k;
+    }
+    fprintf(f, "%6s %*s %6.2f%% (%llu of %llu prunable weights kept)\n", "all", 7 * 7 - 1, "",
+            100 * sparsity_of(tk, tn), (unsigned long long)tk, (unsigned long long)tn);
+    grid_free(&g);
+}

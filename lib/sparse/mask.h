@@ -1,0 +1,106 @@
+// mask.h: a model's pruning mask: computing it from scores, its file, and reports.
+//
+// A mask is uint8, one byte per parameter of the block (model.h), 1 = keep, laid out
+// like the weights (adamw.h applies it). Only prunable tensors (the seven Linear
+// weights of each block) are ever 0; the others are all 1.
+//
+// Computing: mask_compute scores every prunable weight (saliency.h), streams the
+// scores chunk by chunk through the radix select (select.h) and keeps exactly
+// k = select_keep_count(S, n_prunable) weights of the whole model (group global), or
+// of each tensor (group layer). With an old mask the weights it pruned are not
+// candidates at all, so a new mask only shrinks the old one.
+//
+// File (docs/formats.md, "Masks"): safetensors with one tensor per prunable parameter
+// under the parameter's HF name, BOOL with the parameter's shape (default), or U8
+// bit-packed (shape (ceil(numel/8),), weight i in bit i%8 of byte i/8, LSB first,
+// metadata "packing": "bits" and "shape:NAME": "[out,in]"). Metadata: format
+// "best-mask", version "1", sparsity, saliency, group, step, prunable, kept.
+//
+// Adam moments (best-train's dump, read here for scoring): safetensors with F32
+// NAME.exp_avg and NAME.exp_avg_sq for each parameter NAME (all prunable ones at least).
+//
+// Not here: the threshold (select.h), scores (saliency.h), applying a mask to weights
+// and moments during training (adamw.h).
+#ifndef BEST_MASK_H
+#define BEST_MASK_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "nn/model.h"       // defines: ParamInfo
+#include "io/safetensors.h" // defines: SafeTensors
+#include "sparse/saliency.h"    // defines: Saliency
+
+typedef enum { GROUP_GLOBAL, GROUP_LAYER } MaskGroup;
+int mask_group_parse(MaskGroup *out, const char *name); // "global", "layer"; -1 (no ERR) if unknown
+const char *mask_group_name(MaskGroup g);
+
+// Adam moments laid out like the block, either a dump file (mapped; read chunk by
+// chunk, never copied whole) or arrays already in memory (best-train's own state).
+typedef struct {
+    SafeTensors st;          // the file, when opened from one
+    int is_file;
+    const StTensor **m, **v; // (n_info) NAME.exp_avg / NAME.exp_avg_sq, NULL if absent
+    int n_info;
+    const float *flat_m;     // (n_params) exp_avg, when from memory
+    const float *flat_v;     // (n_params) exp_avg_sq
+} Moments;
+
+// Opens a moment dump and checks it against the parameter table: every tensor is
+// NAME.exp_avg or NAME.exp_avg_sq of a known parameter, F32, of its shape; every
+// prunable parameter has both. Errors name the file and the tensor.
+int moments_open(Moments *mo, const char *path, const ParamInfo *info, int n_info);
+void moments_from_block(Moments *mo, const float *exp_avg, const float *exp_avg_sq);
+void moments_close(Moments *mo);
+// The dump's "step" metadata, or NULL.
+const char *moments_step(const Moments *mo);
+
+typedef struct {
+    Saliency saliency;
+    MaskGroup group;
+    double sparsity;     // in [0, 1): the fraction of prunable weights set to 0
+} MaskSpec;
+
+// mask (n_params) from the weights params (n_params) described by info (n_info).
+// mo is needed by first and second order (NULL for magnitude). old (n_params) is an
+// earlier mask or NULL: weights it pruned stay pruned. Group global needs the old mask
+// to keep at least k weights (else an error: a mask only shrinks); group layer keeps
+// min(k_t, what the old mask kept) in each tensor.
+int mask_compute(uint8_t *mask, const MaskSpec *spec, const ParamInfo *info, int n_info,
+                 const float *params, size_t n_params, const Moments *mo, const uint8_t *old);
+
+// Ones in mask (n).
+uint64_t mask_count(const uint8_t *mask, size_t n);
+
+typedef struct {
+    double sparsity;       // requested; NAN when not known
+    const char *saliency;  // or NULL
+    const char *group;     // or NULL
+    long long step;        // -1 when not known
+    int packed;            // write bit-packed U8 instead of BOOL
+} MaskMeta;
+
+// Writes the prunable tensors of mask (n_params) through temp + rename.
+int mask_save(const char *path, const uint8_t *mask, const MaskMeta *meta, const ParamInfo *info, int n_info);
+// Reads a mask file (BOOL or bit-packed) into mask (n_params); non-prunable entries
+// become 1. Checks names, dtypes, shapes and 0/1 values against info; errors name the
+// file and the tensor.
+int mask_read(uint8_t *mask, const SafeTensors *st, const ParamInfo *info, int n_info, size_t n_params);
+int mask_load(uint8_t *mask, const char *path, const ParamInfo *info, int n_info, size_t n_params);
+
+// Where a prunable tensor sits: *layer and the module index (0..6 = q, k, v, o, gate,
+// up, down) from its HF name; -1 for any other name.
+int mask_module_of(int *layer, const char *name);
+extern const char *const MASK_MODULES[7];  // "q", "k", "v", "o", "gate", "up", "down"
+
+// Sparsity per tensor, per layer, per module type and in total, as one JSON object.
+int mask_report_json(const char *path, const uint8_t *mask, const MaskMeta *meta,
+                     const ParamInfo *info, int n_info);
+// The allocation heatmap: layers (rows) x module types (columns), cell colour =
+// sparsity, with labels and a legend; plain SVG text.
+int mask_plot_svg(const char *path, const uint8_t *mask, const ParamInfo *info, int n_info, const char *title);
+// A short per-layer table (sparsity in % per module type and in total).
+void mask_print_table(FILE *f, const uint8_t *mask, const ParamInfo *info, int n_info);
+
+#endif

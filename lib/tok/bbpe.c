@@ -1,0 +1,1709 @@
+// bbpe.c: byte-level BPE (GPT-2, Qwen2/2.5/3) that gives the same ids as Hugging
+// Face `tokenizers` 0.23 encode(text, add_special_tokens=False), and its decoder.
+//
+// Encoding follows HF's pipeline step by step, because every step can change ids:
+//   1. added tokens with normalized=false are cut out of the raw text, leftmost-
+//      longest (HF uses Aho-Corasick LeftmostLongest), honouring lstrip, rstrip
+//      and single_word exactly as added_vocabulary.rs does;
+//   2. each remaining piece is NFC-normalized when the file asks for NFC (text
+//      below U+0300 is already NFC; otherwise only the spans around code points
+//      that NFC may touch go through utf8proc, see nfc_table_init);
+//   3. added tokens with normalized=true are cut out of the normalized pieces;
+//   4. pre-tokenizer stages split the pieces: Split{Regex, Isolated} and
+//      ByteLevel{add_prefix_space, use_regex}; the two regexes everyone uses
+//      (GPT-2's and Qwen2's) run through hand-written splitters, any other regex
+//      through PCRE2 (JIT) after a rewrite of its Unicode classes (below);
+//   5. each pre-token is mapped to the byte-level alphabet (one symbol per byte)
+//      and merged lowest rank first, leftmost on ties, as HF's Word::merge_all.
+//      A per-encoder cache maps pre-token bytes to ids, so a word is merged once.
+// Decoding maps each id back to bytes with HF's ByteLevel decoder rule.
+//
+// Unicode: HF's regexes run on Oniguruma (Unicode 16 tables) and its NFC on
+// unicode-normalization-alignments (Unicode 9 tables); we link PCRE2 10.42
+// (Unicode 14) and utf8proc 2.8 (Unicode 15). Measured differences and fixes:
+//   - \p{L} and \p{N}: 9272 / 120 code points differ from PCRE2 (new letters and
+//     digits). We carry Oniguruma's own sets (uni_ranges below, dumped from HF)
+//     and feed them to both our splitters and PCRE2 (the rewrite turns \p{L},
+//     \p{N}, \s, \S into explicit classes).
+//   - \s: Oniguruma matches the 25 White_Space code points; PCRE2 with UCP also
+//     matches U+180E. Same fix. (Rust's \s used for lstrip/rstrip is the same 25.)
+//   - NFC: for code points assigned after Unicode 9 that have a combining class
+//     or a canonical (de)composition in utf8proc, HF treats them as plain
+//     starters. nfc_unsafe below lists them (found by probing HF's normalizer
+//     against utf8proc for every code point); text is normalized in segments
+//     cut at those characters, which is exactly what HF's tables do. The table
+//     is tied to utf8proc's Unicode 15.0: tests/test_bbpe.c checks the version.
+//   - Case-insensitive "(?i:'s...)": both engines also accept U+017F (long s) for
+//     s; the Qwen2 splitter does too.
+//
+// Supported tokenizer.json settings: model BPE (vocab, merges as "a b" strings or
+// [a, b] pairs, unk_token, fuse_unk, ignore_merges; dropout null/0;
+// continuing_subword_prefix and end_of_word_suffix empty; byte_fallback only when
+// it can never fire); normalizer null, NFC or Sequence of NFC; pre_tokenizer
+// ByteLevel or Sequence of Split{Regex|String, Isolated, invert false} and
+// ByteLevel. Anything else is a load error naming the setting. Known gaps:
+// single_word uses an approximation of Rust's Unicode \w (letters, marks, Nd,
+// Nl, Pc, ZWJ/ZWNJ; misses Other_Alphabetic symbols such as circled letters);
+// in regexes other than the two known ones, \P{..} and \S inside a character
+// class, other Unicode properties (\p{Lu}, \d, \w) and Oniguruma's nested
+// classes keep PCRE2's meaning. The decoder is always ByteLevel. Added-token ids
+// are assigned as HF's deserializer does (see added_push), not read from the file.
+//
+// How it is checked: tests/test_bbpe.c (hand-derived ids, HF ids of tricky
+// strings, the splitters against PCRE2 on C4 and WikiText), the fuzz targets
+// tests/fuzz/fuzz_bbpe_encode.c (splitters == PCRE2, round trips) and
+// fuzz_tokenizer_json.c, and the end-to-end oracle (best-tokenize --ids vs HF).
+#include "tok/bbpe.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+#include <utf8proc.h>
+#define XXH_INLINE_ALL  // the short-key hash inlined: it runs once per pre-token
+#include <xxhash.h>
+
+#include "base/error.h"  // defines: ERR, TRY, xmalloc, xcalloc, xrealloc
+#include "base/fileio.h" // defines: file_read_all
+#include "base/utf8.h"   // defines: utf8_valid
+
+// ---------------------------------------------------------------------------
+// Unicode classes as Oniguruma sees them
+
+enum { UL = 1, UN = 2, UWS = 4 };  // \p{L}, \p{N}, \s; 0 = anything else
+typedef struct { uint32_t lo, hi; uint8_t cls; } UniRange;
+
+// \p{L} and \p{N} of Oniguruma inside HF tokenizers 0.23.3 (Unicode 16), sorted,
+// disjoint. Produced by removing Split(Regex(r'\p{L}'), 'removed') matches from a
+// string of every code point and printing the survivors' complement as ranges.
+static const UniRange uni_ranges[821] = {
+    {0x30,0x39,UN}, {0x41,0x5A,UL}, {0x61,0x7A,UL}, {0xAA,0xAA,UL}, {0xB2,0xB3,UN}, {0xB5,0xB5,UL},
+    {0xB9,0xB9,UN}, {0xBA,0xBA,UL}, {0xBC,0xBE,UN}, {0xC0,0xD6,UL}, {0xD8,0xF6,UL},
+    {0xF8,0x2C1,UL}, {0x2C6,0x2D1,UL}, {0x2E0,0x2E4,UL}, {0x2EC,0x2EC,UL}, {0x2EE,0x2EE,UL},
+    {0x370,0x374,UL}, {0x376,0x377,UL}, {0x37A,0x37D,UL}, {0x37F,0x37F,UL}, {0x386,0x386,UL},
+    {0x388,0x38A,UL}, {0x38C,0x38C,UL}, {0x38E,0x3A1,UL}, {0x3A3,0x3F5,UL}, {0x3F7,0x481,UL},
+    {0x48A,0x52F,UL}, {0x531,0x556,UL}, {0x559,0x559,UL}, {0x560,0x588,UL}, {0x5D0,0x5EA,UL},
+    {0x5EF,0x5F2,UL}, {0x620,0x64A,UL}, {0x660,0x669,UN}, {0x66E,0x66F,UL}, {0x671,0x6D3,UL},
+    {0x6D5,0x6D5,UL}, {0x6E5,0x6E6,UL}, {0x6EE,0x6EF,UL}, {0x6F0,0x6F9,UN}, {0x6FA,0x6FC,UL},
+    {0x6FF,0x6FF,UL}, {0x710,0x710,UL}, {0x712,0x72F,UL}, {0x74D,0x7A5,UL}, {0x7B1,0x7B1,UL},
+    {0x7C0,0x7C9,UN}, {0x7CA,0x7EA,UL}, {0x7F4,0x7F5,UL}, {0x7FA,0x7FA,UL}, {0x800,0x815,UL},
+    {0x81A,0x81A,UL}, {0x824,0x824,UL}, {0x828,0x828,UL}, {0x840,0x858,UL}, {0x860,0x86A,UL},
+    {0x870,0x887,UL}, {0x889,0x88E,UL}, {0x8A0,0x8C9,UL}, {0x904,0x939,UL}, {0x93D,0x93D,UL},
+    {0x950,0x950,UL}, {0x958,0x961,UL}, {0x966,0x96F,UN}, {0x971,0x980,UL}, {0x985,0x98C,UL},
+    {0x98F,0x990,UL}, {0x993,0x9A8,UL}, {0x9AA,0x9B0,UL}, {0x9B2,0x9B2,UL}, {0x9B6,0x9B9,UL},
+    {0x9BD,0x9BD,UL}, {0x9CE,0x9CE,UL}, {0x9DC,0x9DD,UL}, {0x9DF,0x9E1,UL}, {0x9E6,0x9EF,UN},
+    {0x9F0,0x9F1,UL}, {0x9F4,0x9F9,UN}, {0x9FC,0x9FC,UL}, {0xA05,0xA0A,UL}, {0xA0F,0xA10,UL},
+    {0xA13,0xA28,UL}, {0xA2A,0xA30,UL}, {0xA32,0xA33,UL}, {0xA35,0xA36,UL}, {0xA38,0xA39,UL},
+    {0xA59,0xA5C,UL}, {0xA5E,0xA5E,UL}, {0xA66,0xA6F,UN}, {0xA72,0xA74,UL}, {0xA85,0xA8D,UL},
+    {0xA8F,0xA91,UL}, {0xA93,0xAA8,UL}, {0xAAA,0xAB0,UL}, {0xAB2,0xAB3,UL}, {0xAB5,0xAB9,UL},
+    {0xABD,0xABD,UL}, {0xAD0,0xAD0,UL}, {0xAE0,0xAE1,UL}, {0xAE6,0xAEF,UN}, {0xAF9,0xAF9,UL},
+    {0xB05,0xB0C,UL}, {0xB0F,0xB10,UL}, {0xB13,0xB28,UL}, {0xB2A,0xB30,UL}, {0xB32,0xB33,UL},
+    {0xB35,0xB39,UL}, {0xB3D,0xB3D,UL}, {0xB5C,0xB5D,UL}, {0xB5F,0xB61,UL}, {0xB66,0xB6F,UN},
+    {0xB71,0xB71,UL}, {0xB72,0xB77,UN}, {0xB83,0xB83,UL}, {0xB85,0xB8A,UL}, {0xB8E,0xB90,UL},
+    {0xB92,0xB95,UL}, {0xB99,0xB9A,UL}, {0xB9C,0xB9C,UL}, {0xB9E,0xB9F,UL}, {0xBA3,0xBA4,UL},
+    {0xBA8,0xBAA,UL}, {0xBAE,0xBB9,UL}, {0xBD0,0xBD0,UL}, {0xBE6,0xBF2,UN}, {0xC05,0xC0C,UL},
+    {0xC0E,0xC10,UL}, {0xC12,0xC28,UL}, {0xC2A,0xC39,UL}, {0xC3D,0xC3D,UL}, {0xC58,0xC5A,UL},
+    {0xC5D,0xC5D,UL}, {0xC60,0xC61,UL}, {0xC66,0xC6F,UN}, {0xC78,0xC7E,UN}, {0xC80,0xC80,UL},
+    {0xC85,0xC8C,UL}, {0xC8E,0xC90,UL}, {0xC92,0xCA8,UL}, {0xCAA,0xCB3,UL}, {0xCB5,0xCB9,UL},
+    {0xCBD,0xCBD,UL}, {0xCDD,0xCDE,UL}, {0xCE0,0xCE1,UL}, {0xCE6,0xCEF,UN}, {0xCF1,0xCF2,UL},
+    {0xD04,0xD0C,UL}, {0xD0E,0xD10,UL}, {0xD12,0xD3A,UL}, {0xD3D,0xD3D,UL}, {0xD4E,0xD4E,UL},
+    {0xD54,0xD56,UL}, {0xD58,0xD5E,UN}, {0xD5F,0xD61,UL}, {0xD66,0xD78,UN}, {0xD7A,0xD7F,UL},
+    {0xD85,0xD96,UL}, {0xD9A,0xDB1,UL}, {0xDB3,0xDBB,UL}, {0xDBD,0xDBD,UL}, {0xDC0,0xDC6,UL},
+    {0xDE6,0xDEF,UN}, {0xE01,0xE30,UL}, {0xE32,0xE33,UL}, {0xE40,0xE46,UL}, {0xE50,0xE59,UN},
+    {0xE81,0xE82,UL}, {0xE84,0xE84,UL}, {0xE86,0xE8A,UL}, {0xE8C,0xEA3,UL}, {0xEA5,0xEA5,UL},
+    {0xEA7,0xEB0,UL}, {0xEB2,0xEB3,UL}, {0xEBD,0xEBD,UL}, {0xEC0,0xEC4,UL}, {0xEC6,0xEC6,UL},
+    {0xED0,0xED9,UN}, {0xEDC,0xEDF,UL}, {0xF00,0xF00,UL}, {0xF20,0xF33,UN}, {0xF40,0xF47,UL},
+    {0xF49,0xF6C,UL}, {0xF88,0xF8C,UL}, {0x1000,0x102A,UL}, {0x103F,0x103F,UL}, {0x1040,0x1049,UN},
+    {0x1050,0x1055,UL}, {0x105A,0x105D,UL}, {0x1061,0x1061,UL}, {0x1065,0x1066,UL},
+    {0x106E,0x1070,UL}, {0x1075,0x1081,UL}, {0x108E,0x108E,UL}, {0x1090,0x1099,UN},
+    {0x10A0,0x10C5,UL}, {0x10C7,0x10C7,UL}, {0x10CD,0x10CD,UL}, {0x10D0,0x10FA,UL},
+    {0x10FC,0x1248,UL}, {0x124A,0x124D,UL}, {0x1250,0x1256,UL}, {0x1258,0x1258,UL},
+    {0x125A,0x125D,UL}, {0x1260,0x1288,UL}, {0x128A,0x128D,UL}, {0x1290,0x12B0,UL},
+    {0x12B2,0x12B5,UL}, {0x12B8,0x12BE,UL}, {0x12C0,0x12C0,UL}, {0x12C2,0x12C5,UL},
+    {0x12C8,0x12D6,UL}, {0x12D8,0x1310,UL}, {0x1312,0x1315,UL}, {0x1318,0x135A,UL},
+    {0x1369,0x137C,UN}, {0x1380,0x138F,UL}, {0x13A0,0x13F5,UL}, {0x13F8,0x13FD,UL},
+    {0x1401,0x166C,UL}, {0x166F,0x167F,UL}, {0x1681,0x169A,UL}, {0x16A0,0x16EA,UL},
+    {0x16EE,0x16F0,UN}, {0x16F1,0x16F8,UL}, {0x1700,0x1711,UL}, {0x171F,0x1731,UL},
+    {0x1740,0x1751,UL}, {0x1760,0x176C,UL}, {0x176E,0x1770,UL}, {0x1780,0x17B3,UL},
+    {0x17D7,0x17D7,UL}, {0x17DC,0x17DC,UL}, {0x17E0,0x17E9,UN}, {0x17F0,0x17F9,UN},
+    {0x1810,0x1819,UN}, {0x1820,0x1878,UL}, {0x1880,0x1884,UL}, {0x1887,0x18A8,UL},
+    {0x18AA,0x18AA,UL}, {0x18B0,0x18F5,UL}, {0x1900,0x191E,UL}, {0x1946,0x194F,UN},
+    {0x1950,0x196D,UL}, {0x1970,0x1974,UL}, {0x1980,0x19AB,UL}, {0x19B0,0x19C9,UL},
+    {0x19D0,0x19DA,UN}, {0x1A00,0x1A16,UL}, {0x1A20,0x1A54,UL}, {0x1A80,0x1A89,UN},
+    {0x1A90,0x1A99,UN}, {0x1AA7,0x1AA7,UL}, {0x1B05,0x1B33,UL}, {0x1B45,0x1B4C,UL},
+    {0x1B50,0x1B59,UN}, {0x1B83,0x1BA0,UL}, {0x1BAE,0x1BAF,UL}, {0x1BB0,0x1BB9,UN},
+    {0x1BBA,0x1BE5,UL}, {0x1C00,0x1C23,UL}, {0x1C40,0x1C49,UN}, {0x1C4D,0x1C4F,UL},
+    {0x1C50,0x1C59,UN}, {0x1C5A,0x1C7D,UL}, {0x1C80,0x1C8A,UL}, {0x1C90,0x1CBA,UL},
+    {0x1CBD,0x1CBF,UL}, {0x1CE9,0x1CEC,UL}, {0x1CEE,0x1CF3,UL}, {0x1CF5,0x1CF6,UL},
+    {0x1CFA,0x1CFA,UL}, {0x1D00,0x1DBF,UL}, {0x1E00,0x1F15,UL}, {0x1F18,0x1F1D,UL},
+    {0x1F20,0x1F45,UL}, {0x1F48,0x1F4D,UL}, {0x1F50,0x1F57,UL}, {0x1F59,0x1F59,UL},
+    {0x1F5B,0x1F5B,UL}, {0x1F5D,0x1F5D,UL}, {0x1F5F,0x1F7D,UL}, {0x1F80,0x1FB4,UL},
+    {0x1FB6,0x1FBC,UL}, {0x1FBE,0x1FBE,UL}, {0x1FC2,0x1FC4,UL}, {0x1FC6,0x1FCC,UL},
+    {0x1FD0,0x1FD3,UL}, {0x1FD6,0x1FDB,UL}, {0x1FE0,0x1FEC,UL}, {0x1FF2,0x1FF4,UL},
+    {0x1FF6,0x1FFC,UL}, {0x2070,0x2070,UN}, {0x2071,0x2071,UL}, {0x2074,0x2079,UN},
+    {0x207F,0x207F,UL}, {0x2080,0x2089,UN}, {0x2090,0x209C,UL}, {0x2102,0x2102,UL},
+    {0x2107,0x2107,UL}, {0x210A,0x2113,UL}, {0x2115,0x2115,UL}, {0x2119,0x211D,UL},
+    {0x2124,0x2124,UL}, {0x2126,0x2126,UL}, {0x2128,0x2128,UL}, {0x212A,0x212D,UL},
+    {0x212F,0x2139,UL}, {0x213C,0x213F,UL}, {0x2145,0x2149,UL}, {0x214E,0x214E,UL},
+    {0x2150,0x2182,UN}, {0x2183,0x2184,UL}, {0x2185,0x2189,UN}, {0x2460,0x249B,UN},
+    {0x24EA,0x24FF,UN}, {0x2776,0x2793,UN}, {0x2C00,0x2CE4,UL}, {0x2CEB,0x2CEE,UL},
+    {0x2CF2,0x2CF3,UL}, {0x2CFD,0x2CFD,UN}, {0x2D00,0x2D25,UL}, {0x2D27,0x2D27,UL},
+    {0x2D2D,0x2D2D,UL}, {0x2D30,0x2D67,UL}, {0x2D6F,0x2D6F,UL}, {0x2D80,0x2D96,UL},
+    {0x2DA0,0x2DA6,UL}, {0x2DA8,0x2DAE,UL}, {0x2DB0,0x2DB6,UL}, {0x2DB8,0x2DBE,UL},
+    {0x2DC0,0x2DC6,UL}, {0x2DC8,0x2DCE,UL}, {0x2DD0,0x2DD6,UL}, {0x2DD8,0x2DDE,UL},
+    {0x2E2F,0x2E2F,UL}, {0x3005,0x3006,UL}, {0x3007,0x3007,UN}, {0x3021,0x3029,UN},
+    {0x3031,0x3035,UL}, {0x3038,0x303A,UN}, {0x303B,0x303C,UL}, {0x3041,0x3096,UL},
+    {0x309D,0x309F,UL}, {0x30A1,0x30FA,UL}, {0x30FC,0x30FF,UL}, {0x3105,0x312F,UL},
+    {0x3131,0x318E,UL}, {0x3192,0x3195,UN}, {0x31A0,0x31BF,UL}, {0x31F0,0x31FF,UL},
+    {0x3220,0x3229,UN}, {0x3248,0x324F,UN}, {0x3251,0x325F,UN}, {0x3280,0x3289,UN},
+    {0x32B1,0x32BF,UN}, {0x3400,0x4DBF,UL}, {0x4E00,0xA48C,UL}, {0xA4D0,0xA4FD,UL},
+    {0xA500,0xA60C,UL}, {0xA610,0xA61F,UL}, {0xA620,0xA629,UN}, {0xA62A,0xA62B,UL},
+    {0xA640,0xA66E,UL}, {0xA67F,0xA69D,UL}, {0xA6A0,0xA6E5,UL}, {0xA6E6,0xA6EF,UN},
+    {0xA717,0xA71F,UL}, {0xA722,0xA788,UL}, {0xA78B,0xA7CD,UL}, {0xA7D0,0xA7D1,UL},
+    {0xA7D3,0xA7D3,UL}, {0xA7D5,0xA7DC,UL}, {0xA7F2,0xA801,UL}, {0xA803,0xA805,UL},
+    {0xA807,0xA80A,UL}, {0xA80C,0xA822,UL}, {0xA830,0xA835,UN}, {0xA840,0xA873,UL},
+    {0xA882,0xA8B3,UL}, {0xA8D0,0xA8D9,UN}, {0xA8F2,0xA8F7,UL}, {0xA8FB,0xA8FB,UL},
+    {0xA8FD,0xA8FE,UL}, {0xA900,0xA909,UN}, {0xA90A,0xA925,UL}, {0xA930,0xA946,UL},
+    {0xA960,0xA97C,UL}, {0xA984,0xA9B2,UL}, {0xA9CF,0xA9CF,UL}, {0xA9D0,0xA9D9,UN},
+    {0xA9E0,0xA9E4,UL}, {0xA9E6,0xA9EF,UL}, {0xA9F0,0xA9F9,UN}, {0xA9FA,0xA9FE,UL},
+    {0xAA00,0xAA28,UL}, {0xAA40,0xAA42,UL}, {0xAA44,0xAA4B,UL}, {0xAA50,0xAA59,UN},
+    {0xAA60,0xAA76,UL}, {0xAA7A,0xAA7A,UL}, {0xAA7E,0xAAAF,UL}, {0xAAB1,0xAAB1,UL},
+    {0xAAB5,0xAAB6,UL}, {0xAAB9,0xAABD,UL}, {0xAAC0,0xAAC0,UL}, {0xAAC2,0xAAC2,UL},
+    {0xAADB,0xAADD,UL}, {0xAAE0,0xAAEA,UL}, {0xAAF2,0xAAF4,UL}, {0xAB01,0xAB06,UL},
+    {0xAB09,0xAB0E,UL}, {0xAB11,0xAB16,UL}, {0xAB20,0xAB26,UL}, {0xAB28,0xAB2E,UL},
+    {0xAB30,0xAB5A,UL}, {0xAB5C,0xAB69,UL}, {0xAB70,0xABE2,UL}, {0xABF0,0xABF9,UN},
+    {0xAC00,0xD7A3,UL}, {0xD7B0,0xD7C6,UL}, {0xD7CB,0xD7FB,UL}, {0xF900,0xFA6D,UL},
+    {0xFA70,0xFAD9,UL}, {0xFB00,0xFB06,UL}, {0xFB13,0xFB17,UL}, {0xFB1D,0xFB1D,UL},
+    {0xFB1F,0xFB28,UL}, {0xFB2A,0xFB36,UL}, {0xFB38,0xFB3C,UL}, {0xFB3E,0xFB3E,UL},
+    {0xFB40,0xFB41,UL}, {0xFB43,0xFB44,UL}, {0xFB46,0xFBB1,UL}, {0xFBD3,0xFD3D,UL},
+    {0xFD50,0xFD8F,UL}, {0xFD92,0xFDC7,UL}, {0xFDF0,0xFDFB,UL}, {0xFE70,0xFE74,UL},
+    {0xFE76,0xFEFC,UL}, {0xFF10,0xFF19,UN}, {0xFF21,0xFF3A,UL}, {0xFF41,0xFF5A,UL},
+    {0xFF66,0xFFBE,UL}, {0xFFC2,0xFFC7,UL}, {0xFFCA,0xFFCF,UL}, {0xFFD2,0xFFD7,UL},
+    {0xFFDA,0xFFDC,UL}, {0x10000,0x1000B,UL}, {0x1000D,0x10026,UL}, {0x10028,0x1003A,UL},
+    {0x1003C,0x1003D,UL}, {0x1003F,0x1004D,UL}, {0x10050,0x1005D,UL}, {0x10080,0x100FA,UL},
+    {0x10107,0x10133,UN}, {0x10140,0x10178,UN}, {0x1018A,0x1018B,UN}, {0x10280,0x1029C,UL},
+    {0x102A0,0x102D0,UL}, {0x102E1,0x102FB,UN}, {0x10300,0x1031F,UL}, {0x10320,0x10323,UN},
+    {0x1032D,0x10340,UL}, {0x10341,0x10341,UN}, {0x10342,0x10349,UL}, {0x1034A,0x1034A,UN},
+    {0x10350,0x10375,UL}, {0x10380,0x1039D,UL}, {0x103A0,0x103C3,UL}, {0x103C8,0x103CF,UL},
+    {0x103D1,0x103D5,UN}, {0x10400,0x1049D,UL}, {0x104A0,0x104A9,UN}, {0x104B0,0x104D3,UL},
+    {0x104D8,0x104FB,UL}, {0x10500,0x10527,UL}, {0x10530,0x10563,UL}, {0x10570,0x1057A,UL},
+    {0x1057C,0x1058A,UL}, {0x1058C,0x10592,UL}, {0x10594,0x10595,UL}, {0x10597,0x105A1,UL},
+    {0x105A3,0x105B1,UL}, {0x105B3,0x105B9,UL}, {0x105BB,0x105BC,UL}, {0x105C0,0x105F3,UL},
+    {0x10600,0x10736,UL}, {0x10740,0x10755,UL}, {0x10760,0x10767,UL}, {0x10780,0x10785,UL},
+    {0x10787,0x107B0,UL}, {0x107B2,0x107BA,UL}, {0x10800,0x10805,UL}, {0x10808,0x10808,UL},
+    {0x1080A,0x10835,UL}, {0x10837,0x10838,UL}, {0x1083C,0x1083C,UL}, {0x1083F,0x10855,UL},
+    {0x10858,0x1085F,UN}, {0x10860,0x10876,UL}, {0x10879,0x1087F,UN}, {0x10880,0x1089E,UL},
+    {0x108A7,0x108AF,UN}, {0x108E0,0x108F2,UL}, {0x108F4,0x108F5,UL}, {0x108FB,0x108FF,UN},
+    {0x10900,0x10915,UL}, {0x10916,0x1091B,UN}, {0x10920,0x10939,UL}, {0x10980,0x109B7,UL},
+    {0x109BC,0x109BD,UN}, {0x109BE,0x109BF,UL}, {0x109C0,0x109CF,UN}, {0x109D2,0x109FF,UN},
+    {0x10A00,0x10A00,UL}, {0x10A10,0x10A13,UL}, {0x10A15,0x10A17,UL}, {0x10A19,0x10A35,UL},
+    {0x10A40,0x10A48,UN}, {0x10A60,0x10A7C,UL}, {0x10A7D,0x10A7E,UN}, {0x10A80,0x10A9C,UL},
+    {0x10A9D,0x10A9F,UN}, {0x10AC0,0x10AC7,UL}, {0x10AC9,0x10AE4,UL}, {0x10AEB,0x10AEF,UN},
+    {0x10B00,0x10B35,UL}, {0x10B40,0x10B55,UL}, {0x10B58,0x10B5F,UN}, {0x10B60,0x10B72,UL},
+    {0x10B78,0x10B7F,UN}, {0x10B80,0x10B91,UL}, {0x10BA9,0x10BAF,UN}, {0x10C00,0x10C48,UL},
+    {0x10C80,0x10CB2,UL}, {0x10CC0,0x10CF2,UL}, {0x10CFA,0x10CFF,UN}, {0x10D00,0x10D23,UL},
+    {0x10D30,0x10D39,UN}, {0x10D40,0x10D49,UN}, {0x10D4A,0x10D65,UL}, {0x10D6F,0x10D85,UL},
+    {0x10E60,0x10E7E,UN}, {0x10E80,0x10EA9,UL}, {0x10EB0,0x10EB1,UL}, {0x10EC2,0x10EC4,UL},
+    {0x10F00,0x10F1C,UL}, {0x10F1D,0x10F26,UN}, {0x10F27,0x10F27,UL}, {0x10F30,0x10F45,UL},
+    {0x10F51,0x10F54,UN}, {0x10F70,0x10F81,UL}, {0x10FB0,0x10FC4,UL}, {0x10FC5,0x10FCB,UN},
+    {0x10FE0,0x10FF6,UL}, {0x11003,0x11037,UL}, {0x11052,0x1106F,UN}, {0x11071,0x11072,UL},
+    {0x11075,0x11075,UL}, {0x11083,0x110AF,UL}, {0x110D0,0x110E8,UL}, {0x110F0,0x110F9,UN},
+    {0x11103,0x11126,UL}, {0x11136,0x1113F,UN}, {0x11144,0x11144,UL}, {0x11147,0x11147,UL},
+    {0x11150,0x11172,UL}, {0x11176,0x11176,UL}, {0x11183,0x111B2,UL}, {0x111C1,0x111C4,UL},
+    {0x111D0,0x111D9,UN}, {0x111DA,0x111DA,UL}, {0x111DC,0x111DC,UL}, {0x111E1,0x111F4,UN},
+    {0x11200,0x11211,UL}, {0x11213,0x1122B,UL}, {0x1123F,0x11240,UL}, {0x11280,0x11286,UL},
+    {0x11288,0x11288,UL}, {0x1128A,0x1128D,UL}, {0x1128F,0x1129D,UL}, {0x1129F,0x112A8,UL},
+    {0x112B0,0x112DE,UL}, {0x112F0,0x112F9,UN}, {0x11305,0x1130C,UL}, {0x1130F,0x11310,UL},
+    {0x11313,0x11328,UL}, {0x1132A,0x11330,UL}, {0x11332,0x11333,UL}, {0x11335,0x11339,UL},
+    {0x1133D,0x1133D,UL}, {0x11350,0x11350,UL}, {0x1135D,0x11361,UL}, {0x11380,0x11389,UL},
+    {0x1138B,0x1138B,UL}, {0x1138E,0x1138E,UL}, {0x11390,0x113B5,UL}, {0x113B7,0x113B7,UL},
+    {0x113D1,0x113D1,UL}, {0x113D3,0x113D3,UL}, {0x11400,0x11434,UL}, {0x11447,0x1144A,UL},
+    {0x11450,0x11459,UN}, {0x1145F,0x11461,UL}, {0x11480,0x114AF,UL}, {0x114C4,0x114C5,UL},
+    {0x114C7,0x114C7,UL}, {0x114D0,0x114D9,UN}, {0x11580,0x115AE,UL}, {0x115D8,0x115DB,UL},
+    {0x11600,0x1162F,UL}, {0x11644,0x11644,UL}, {0x11650,0x11659,UN}, {0x11680,0x116AA,UL},
+    {0x116B8,0x116B8,UL}, {0x116C0,0x116C9,UN}, {0x116D0,0x116E3,UN}, {0x11700,0x1171A,UL},
+    {0x11730,0x1173B,UN}, {0x11740,0x11746,UL}, {0x11800,0x1182B,UL}, {0x118A0,0x118DF,UL},
+    {0x118E0,0x118F2,UN}, {0x118FF,0x11906,UL}, {0x11909,0x11909,UL}, {0x1190C,0x11913,UL},
+    {0x11915,0x11916,UL}, {0x11918,0x1192F,UL}, {0x1193F,0x1193F,UL}, {0x11941,0x11941,UL},
+    {0x11950,0x11959,UN}, {0x119A0,0x119A7,UL}, {0x119AA,0x119D0,UL}, {0x119E1,0x119E1,UL},
+    {0x119E3,0x119E3,UL}, {0x11A00,0x11A00,UL}, {0x11A0B,0x11A32,UL}, {0x11A3A,0x11A3A,UL},
+    {0x11A50,0x11A50,UL}, {0x11A5C,0x11A89,UL}, {0x11A9D,0x11A9D,UL}, {0x11AB0,0x11AF8,UL},
+    {0x11BC0,0x11BE0,UL}, {0x11BF0,0x11BF9,UN}, {0x11C00,0x11C08,UL}, {0x11C0A,0x11C2E,UL},
+    {0x11C40,0x11C40,UL}, {0x11C50,0x11C6C,UN}, {0x11C72,0x11C8F,UL}, {0x11D00,0x11D06,UL},
+    {0x11D08,0x11D09,UL}, {0x11D0B,0x11D30,UL}, {0x11D46,0x11D46,UL}, {0x11D50,0x11D59,UN},
+    {0x11D60,0x11D65,UL}, {0x11D67,0x11D68,UL}, {0x11D6A,0x11D89,UL}, {0x11D98,0x11D98,UL},
+    {0x11DA0,0x11DA9,UN}, {0x11EE0,0x11EF2,UL}, {0x11F02,0x11F02,UL}, {0x11F04,0x11F10,UL},
+    {0x11F12,0x11F33,UL}, {0x11F50,0x11F59,UN}, {0x11FB0,0x11FB0,UL}, {0x11FC0,0x11FD4,UN},
+    {0x12000,0x12399,UL}, {0x12400,0x1246E,UN}, {0x12480,0x12543,UL}, {0x12F90,0x12FF0,UL},
+    {0x13000,0x1342F,UL}, {0x13441,0x13446,UL}, {0x13460,0x143FA,UL}, {0x14400,0x14646,UL},
+    {0x16100,0x1611D,UL}, {0x16130,0x16139,UN}, {0x16800,0x16A38,UL}, {0x16A40,0x16A5E,UL},
+    {0x16A60,0x16A69,UN}, {0x16A70,0x16ABE,UL}, {0x16AC0,0x16AC9,UN}, {0x16AD0,0x16AED,UL},
+    {0x16B00,0x16B2F,UL}, {0x16B40,0x16B43,UL}, {0x16B50,0x16B59,UN}, {0x16B5B,0x16B61,UN},
+    {0x16B63,0x16B77,UL}, {0x16B7D,0x16B8F,UL}, {0x16D40,0x16D6C,UL}, {0x16D70,0x16D79,UN},
+    {0x16E40,0x16E7F,UL}, {0x16E80,0x16E96,UN}, {0x16F00,0x16F4A,UL}, {0x16F50,0x16F50,UL},
+    {0x16F93,0x16F9F,UL}, {0x16FE0,0x16FE1,UL}, {0x16FE3,0x16FE3,UL}, {0x17000,0x187F7,UL},
+    {0x18800,0x18CD5,UL}, {0x18CFF,0x18D08,UL}, {0x1AFF0,0x1AFF3,UL}, {0x1AFF5,0x1AFFB,UL},
+    {0x1AFFD,0x1AFFE,UL}, {0x1B000,0x1B122,UL}, {0x1B132,0x1B132,UL}, {0x1B150,0x1B152,UL},
+    {0x1B155,0x1B155,UL}, {0x1B164,0x1B167,UL}, {0x1B170,0x1B2FB,UL}, {0x1BC00,0x1BC6A,UL},
+    {0x1BC70,0x1BC7C,UL}, {0x1BC80,0x1BC88,UL}, {0x1BC90,0x1BC99,UL}, {0x1CCF0,0x1CCF9,UN},
+    {0x1D2C0,0x1D2D3,UN}, {0x1D2E0,0x1D2F3,UN}, {0x1D360,0x1D378,UN}, {0x1D400,0x1D454,UL},
+    {0x1D456,0x1D49C,UL}, {0x1D49E,0x1D49F,UL}, {0x1D4A2,0x1D4A2,UL}, {0x1D4A5,0x1D4A6,UL},
+    {0x1D4A9,0x1D4AC,UL}, {0x1D4AE,0x1D4B9,UL}, {0x1D4BB,0x1D4BB,UL}, {0x1D4BD,0x1D4C3,UL},
+    {0x1D4C5,0x1D505,UL}, {0x1D507,0x1D50A,UL}, {0x1D50D,0x1D514,UL}, {0x1D516,0x1D51C,UL},
+    {0x1D51E,0x1D539,UL}, {0x1D53B,0x1D53E,UL}, {0x1D540,0x1D544,UL}, {0x1D546,0x1D546,UL},
+    {0x1D54A,0x1D550,UL}, {0x1D552,0x1D6A5,UL}, {0x1D6A8,0x1D6C0,UL}, {0x1D6C2,0x1D6DA,UL},
+    {0x1D6DC,0x1D6FA,UL}, {0x1D6FC,0x1D714,UL}, {0x1D716,0x1D734,UL}, {0x1D736,0x1D74E,UL},
+    {0x1D750,0x1D76E,UL}, {0x1D770,0x1D788,UL}, {0x1D78A,0x1D7A8,UL}, {0x1D7AA,0x1D7C2,UL},
+    {0x1D7C4,0x1D7CB,UL}, {0x1D7CE,0x1D7FF,UN}, {0x1DF00,0x1DF1E,UL}, {0x1DF25,0x1DF2A,UL},
+    {0x1E030,0x1E06D,UL}, {0x1E100,0x1E12C,UL}, {0x1E137,0x1E13D,UL}, {0x1E140,0x1E149,UN},
+    {0x1E14E,0x1E14E,UL}, {0x1E290,0x1E2AD,UL}, {0x1E2C0,0x1E2EB,UL}, {0x1E2F0,0x1E2F9,UN},
+    {0x1E4D0,0x1E4EB,UL}, {0x1E4F0,0x1E4F9,UN}, {0x1E5D0,0x1E5ED,UL}, {0x1E5F0,0x1E5F0,UL},
+    {0x1E5F1,0x1E5FA,UN}, {0x1E7E0,0x1E7E6,UL}, {0x1E7E8,0x1E7EB,UL}, {0x1E7ED,0x1E7EE,UL},
+    {0x1E7F0,0x1E7FE,UL}, {0x1E800,0x1E8C4,UL}, {0x1E8C7,0x1E8CF,UN}, {0x1E900,0x1E943,UL},
+    {0x1E94B,0x1E94B,UL}, {0x1E950,0x1E959,UN}, {0x1EC71,0x1ECAB,UN}, {0x1ECAD,0x1ECAF,UN},
+    {0x1ECB1,0x1ECB4,UN}, {0x1ED01,0x1ED2D,UN}, {0x1ED2F,0x1ED3D,UN}, {0x1EE00,0x1EE03,UL},
+    {0x1EE05,0x1EE1F,UL}, {0x1EE21,0x1EE22,UL}, {0x1EE24,0x1EE24,UL}, {0x1EE27,0x1EE27,UL},
+    {0x1EE29,0x1EE32,UL}, {0x1EE34,0x1EE37,UL}, {0x1EE39,0x1EE39,UL}, {0x1EE3B,0x1EE3B,UL},
+    {0x1EE42,0x1EE42,UL}, {0x1EE47,0x1EE47,UL}, {0x1EE49,0x1EE49,UL}, {0x1EE4B,0x1EE4B,UL},
+    {0x1EE4D,0x1EE4F,UL}, {0x1EE51,0x1EE52,UL}, {0x1EE54,0x1EE54,UL}, {0x1EE57,0x1EE57,UL},
+    {0x1EE59,0x1EE59,UL}, {0x1EE5B,0x1EE5B,UL}, {0x1EE5D,0x1EE5D,UL}, {0x1EE5F,0x1EE5F,UL},
+    {0x1EE61,0x1EE62,UL}, {0x1EE64,0x1EE64,UL}, {0x1EE67,0x1EE6A,UL}, {0x1EE6C,0x1EE72,UL},
+    {0x1EE74,0x1EE77,UL}, {0x1EE79,0x1EE7C,UL}, {0x1EE7E,0x1EE7E,UL}, {0x1EE80,0x1EE89,UL},
+    {0x1EE8B,0x1EE9B,UL}, {0x1EEA1,0x1EEA3,UL}, {0x1EEA5,0x1EEA9,UL}, {0x1EEAB,0x1EEBB,UL},
+    {0x1F100,0x1F10C,UN}, {0x1FBF0,0x1FBF9,UN}, {0x20000,0x2A6DF,UL}, {0x2A700,0x2B739,UL},
+    {0x2B740,0x2B81D,UL}, {0x2B820,0x2CEA1,UL}, {0x2CEB0,0x2EBE0,UL}, {0x2EBF0,0x2EE5D,UL},
+    {0x2F800,0x2FA1D,UL}, {0x30000,0x3134A,UL}, {0x31350,0x323AF,UL},
+};
+
+// \s of Oniguruma (and of Rust's regex crate): Unicode White_Space.
+static const uint32_t uni_ws[][2] = {
+    {0x9, 0xD}, {0x20, 0x20}, {0x85, 0x85}, {0xA0, 0xA0}, {0x1680, 0x1680}, {0x2000, 0x200A},
+    {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000},
+};
+
+static uint8_t uni_bmp[0x10000];  // class of every BMP code point, filled once
+// Bit c set: NFC may change text around code point c (see nfc_table_init).
+static uint8_t nfc_bad[0x110000 / 8];
+static pthread_once_t uni_once = PTHREAD_ONCE_INIT;
+
+static inline int nfc_is_bad(uint32_t c) { return nfc_bad[c >> 3] >> (c & 7) & 1; }
+static inline void nfc_set_bad(uint32_t c) { nfc_bad[c >> 3] |= (uint8_t)(1u << (c & 7)); }
+
+// A code point is "boundary-safe" for NFC when it is a starter (ccc 0), NFC
+// leaves it alone, it is never the second half of a composition (so it cannot
+// join what precedes it), and its decomposition does not start with such a
+// second half or a mark. Cutting text before every boundary-safe code point
+// cuts it into pieces that NFC normalizes independently (UAX #15's quick
+// check, made a little stricter), so only the pieces around the other code
+// points need utf8proc. Built from utf8proc's own data so it follows its version.
+static void nfc_table_init(void) {
+    utf8proc_int32_t d[32];
+    int bound;
+    for (uint32_t pass = 0; pass < 2; pass++) {
+        for (uint32_t c = 0x300; c < 0x110000; c++) {
+            const utf8proc_property_t *p = utf8proc_get_property((utf8proc_int32_t)c);
+            if (pass == 0 && p->combining_class) nfc_set_bad(c);
+            if (p->decomp_seqindex == UINT16_MAX || p->decomp_type != 0) continue;  // no canonical decomposition
+            bound = 0;
+            utf8proc_ssize_t k = utf8proc_decompose_char((utf8proc_int32_t)c, d, 32, UTF8PROC_DECOMPOSE, &bound);
+            if (k < 1 || k > 32) { nfc_set_bad(c); continue; }
+            if (pass == 0) {  // second halves: every code point after the first
+                for (utf8proc_ssize_t i = 1; i < k; i++) nfc_set_bad((uint32_t)d[i]);
+                utf8proc_uint8_t u[4], *o = NULL;
+                utf8proc_ssize_t n = utf8proc_encode_char((utf8proc_int32_t)c, u);
+                utf8proc_ssize_t r = utf8proc_map(u, n, &o, UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+                if (r != n || memcmp(o, u, (size_t)n) != 0) nfc_set_bad(c);  // singletons, exclusions
+                free(o);
+            } else if (nfc_is_bad((uint32_t)d[0])) {
+                nfc_set_bad(c);
+            }
+        }
+    }
+    for (uint32_t c = 0x1161; c <= 0x1175; c++) nfc_set_bad(c);  // Hangul V and T jamo join
+    for (uint32_t c = 0x11A8; c <= 0x11C2; c++) nfc_set_bad(c);  // algorithmically
+}
+
+static void uni_init(void) {
+    for (size_t r = 0; r < sizeof uni_ranges / sizeof uni_ranges[0]; r++)
+        for (uint32_t c = uni_ranges[r].lo; c <= uni_ranges[r].hi && c < 0x10000; c++)
+            uni_bmp[c] = uni_ranges[r].cls;
+    for (size_t r = 0; r < sizeof uni_ws / sizeof uni_ws[0]; r++)
+        for (uint32_t c = uni_ws[r][0]; c <= uni_ws[r][1]; c++) uni_bmp[c] = UWS;
+    nfc_table_init();
+}
+
+static inline int uni_class(uint32_t c) {
+    if (c < 0x10000) return uni_bmp[c];
+    size_t lo = 0, hi = sizeof uni_ranges / sizeof uni_ranges[0];
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (c < uni_ranges[mid].lo) hi = mid;
+        else if (c > uni_ranges[mid].hi) lo = mid + 1;
+        else return uni_ranges[mid].cls;
+    }
+    return 0;
+}
+
+// Code points for which utf8proc 2.8 (Unicode 15) and HF's NFC (Unicode 9 tables)
+// disagree: assigned after Unicode 9 with a nonzero combining class, plus the
+// Dives Akuru pair U+11935 U+11930 -> U+11938 (a Unicode 13 composition). HF
+// treats all of them as starters that never compose. Found by comparing HF's
+// NFD of "a"+c+m and "a"+m+c (m a mark of each combining class) with utf8proc's
+// for every c, and the single-code-point NFD/NFC of every code point.
+static const uint32_t nfc_unsafe[][2] = {
+    {0x7FD, 0x7FD}, {0x898, 0x89F}, {0x8CA, 0x8D3}, {0x9FE, 0x9FE}, {0xC3C, 0xC3C},
+    {0xD3B, 0xD3C}, {0xEBA, 0xEBA}, {0x1715, 0x1715}, {0x1ABF, 0x1ACE}, {0x1DF6, 0x1DFA},
+    {0xA82C, 0xA82C}, {0x10D24, 0x10D27}, {0x10EAB, 0x10EAC}, {0x10EFD, 0x10EFF},
+    {0x10F46, 0x10F50}, {0x10F82, 0x10F85}, {0x11070, 0x11070}, {0x1133B, 0x1133B},
+    {0x1145E, 0x1145E}, {0x11839, 0x1183A}, {0x11930, 0x11930}, {0x11935, 0x11935},
+    {0x11938, 0x11938}, {0x1193D, 0x1193E}, {0x11943, 0x11943}, {0x119E0, 0x119E0},
+    {0x11A34, 0x11A34}, {0x11A47, 0x11A47}, {0x11A99, 0x11A99}, {0x11D42, 0x11D42},
+    {0x11D44, 0x11D45}, {0x11D97, 0x11D97}, {0x11F41, 0x11F42}, {0x16FF0, 0x16FF1},
+    {0x1E08F, 0x1E08F}, {0x1E130, 0x1E136}, {0x1E2AE, 0x1E2AE}, {0x1E2EC, 0x1E2EF},
+    {0x1E4EC, 0x1E4EF},
+};
+
+static int nfc_is_unsafe(uint32_t c) {
+    size_t lo = 0, hi = sizeof nfc_unsafe / sizeof nfc_unsafe[0];
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (c < nfc_unsafe[mid][0]) hi = mid;
+        else if (c > nfc_unsafe[mid][1]) lo = mid + 1;
+        else return 1;
+    }
+    return 0;
+}
+
+// Decodes one code point of valid UTF-8 (checked by utf8_valid beforehand).
+static inline uint32_t utf8_decode(const uint8_t *s, size_t *len) {
+    uint8_t c = s[0];
+    if (c < 0x80) { *len = 1; return c; }
+    if (c < 0xE0) { *len = 2; return ((uint32_t)(c & 0x1F) << 6) | (s[1] & 0x3F); }
+    if (c < 0xF0) {
+        *len = 3;
+        return ((uint32_t)(c & 0x0F) << 12) | ((uint32_t)(s[1] & 0x3F) << 6) | (s[2] & 0x3F);
+    }
+    *len = 4;
+    return ((uint32_t)(c & 0x07) << 18) | ((uint32_t)(s[1] & 0x3F) << 12) |
+           ((uint32_t)(s[2] & 0x3F) << 6) | (s[3] & 0x3F);
+}
+
+static inline size_t utf8_len(uint8_t c) { return c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4; }
+
+// Text whose code points are all below U+0300 is already NFC (U+0300 is the
+// first code point whose NFC_Quick_Check is not Yes). In UTF-8 that is: no byte
+// >= 0xCC, since 0xCC is the lead byte of U+0300 and continuation bytes are < 0xC0.
+static int maybe_not_nfc(const uint8_t *s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (s[i] >= 0xCC) return 1;
+    return 0;
+}
+
+// bytevec_append with n == 0 may pass NULL to memcpy, which UBSan rejects.
+static inline void append_bytes(ByteVec *o, const void *p, size_t n) {
+    if (n) bytevec_append(o, p, n);
+}
+
+// Appends NFC(s) as HF computes it: utf8proc on the segments between the
+// characters of nfc_unsafe, which are copied as they are (to HF they are
+// starters that block reordering and never compose, so the cut is exact).
+static int nfc_append(ByteVec *out, const uint8_t *s, size_t n) {
+    size_t seg = 0, i = 0;
+    for (;;) {
+        size_t len = 0;
+        int cut = i == n;
+        if (!cut) {
+            uint32_t c = utf8_decode(s + i, &len);
+            cut = c >= 0x7FD && nfc_is_unsafe(c);
+        }
+        if (cut && i > seg) {
+            utf8proc_uint8_t *dst = NULL;
+            utf8proc_ssize_t r = utf8proc_map(s + seg, (utf8proc_ssize_t)(i - seg), &dst,
+                                              UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+            if (r < 0) return ERR("NFC: %s", utf8proc_errmsg(r));
+            append_bytes(out, dst, (size_t)r);
+            free(dst);
+        }
+        if (i == n) return 0;
+        if (cut) { append_bytes(out, s + i, len); seg = i + len; }
+        i += len;
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Byte-level alphabet (GPT-2's bytes_to_unicode): printable bytes stand for
+// themselves, the other 68 map to U+0100.. in byte order.
+
+static uint32_t bytelevel_cp(int byte) {
+    static const int printable_lo[3] = {'!', 0xA1, 0xAE}, printable_hi[3] = {'~', 0xAC, 0xFF};
+    int below = 0;  // non-printable bytes before this one
+    for (int b = 0; b < byte; b++) {
+        int p = 0;
+        for (int r = 0; r < 3; r++) p |= b >= printable_lo[r] && b <= printable_hi[r];
+        below += !p;
+    }
+    for (int r = 0; r < 3; r++)
+        if (byte >= printable_lo[r] && byte <= printable_hi[r]) return (uint32_t)byte;
+    return 256 + (uint32_t)below;
+}
+
+// ---------------------------------------------------------------------------
+// Hash maps: token string -> id, and (left id, right id) -> (rank, merged id)
+
+typedef struct { uint64_t h; uint32_t off, len; int32_t id; } StrEnt;  // id < 0: empty
+typedef struct { StrEnt *tab; size_t mask, n; ByteVec keys; } StrMap;
+
+static void strmap_init(StrMap *m, size_t expect) {
+    size_t cap = 64;
+    while (cap < 2 * expect) cap *= 2;
+    m->tab = xmalloc(cap * sizeof *m->tab);
+    for (size_t i = 0; i < cap; i++) m->tab[i].id = -1;
+    m->mask = cap - 1;
+    m->n = 0;
+    memset(&m->keys, 0, sizeof m->keys);
+}
+
+static void strmap_free(StrMap *m) {
+    free(m->tab);
+    bytevec_free(&m->keys);
+    memset(m, 0, sizeof *m);
+}
+
+static StrEnt *strmap_slot(const StrMap *m, const char *s, size_t len, uint64_t h) {
+    for (size_t i = h & m->mask;; i = (i + 1) & m->mask) {
+        StrEnt *e = &m->tab[i];
+        if (e->id < 0) return e;
+        if (e->h == h && e->len == len && (len == 0 || memcmp(m->keys.v + e->off, s, len) == 0)) return e;
+    }
+}
+
+static void strmap_put(StrMap *m, const char *s, size_t len, int32_t id) {
+    if (2 * (m->n + 1) > m->mask + 1) {  // grow to keep the load under 1/2
+        StrEnt *old = m->tab;
+        size_t oldcap = m->mask + 1, cap = 2 * oldcap;
+        m->tab = xmalloc(cap * sizeof *m->tab);
+        for (size_t i = 0; i < cap; i++) m->tab[i].id = -1;
+        m->mask = cap - 1;
+        for (size_t i = 0; i < oldcap; i++) {
+            if (old[i].id < 0) continue;
+            size_t j = old[i].h & m->mask;
+            while (m->tab[j].id >= 0) j = (j + 1) & m->mask;
+            m->tab[j] = old[i];
+        }
+        free(old);
+    }
+    uint64_t h = XXH3_64bits(s, len);
+    StrEnt *e = strmap_slot(m, s, len, h);
+    if (e->id < 0) {
+        e->h = h;
+        e->off = (uint32_t)m->keys.n;
+        e->len = (uint32_t)len;
+        append_bytes(&m->keys, s, len);
+        m->n++;
+    }
+    e->id = id;  // a repeated key keeps the last id, as serde's HashMap does
+}
+
+static int32_t strmap_get(const StrMap *m, const char *s, size_t len) {
+    if (!m->tab) return -1;
+    return strmap_slot(m, s, len, XXH3_64bits(s, len))->id;
+}
+
+#define RANK_NONE UINT32_MAX
+typedef struct { uint64_t key; uint32_t rank; int32_t id; } PairEnt;  // key UINT64_MAX: empty
+typedef struct { PairEnt *tab; size_t mask; } PairMap;
+
+static inline size_t pair_hash(uint64_t key) { return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 29); }
+
+static void pairmap_init(PairMap *p, size_t expect) {
+    size_t cap = 64;
+    while (cap < 2 * expect) cap *= 2;
+    p->tab = xmalloc(cap * sizeof *p->tab);
+    for (size_t i = 0; i < cap; i++) p->tab[i].key = UINT64_MAX;
+    p->mask = cap - 1;
+}
+
+// A repeated pair keeps the later rank, as HF's collect() into a HashMap does.
+static void pairmap_put(PairMap *p, int32_t a, int32_t b, uint32_t rank, int32_t id) {
+    uint64_t key = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
+    size_t i = pair_hash(key) & p->mask;
+    while (p->tab[i].key != UINT64_MAX && p->tab[i].key != key) i = (i + 1) & p->mask;
+    p->tab[i].key = key;
+    p->tab[i].rank = rank;
+    p->tab[i].id = id;
+}
+
+static inline uint32_t pairmap_get(const PairMap *p, int32_t a, int32_t b, int32_t *id) {
+    uint64_t key = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
+    for (size_t i = pair_hash(key) & p->mask;; i = (i + 1) & p->mask) {
+        const PairEnt *e = &p->tab[i];
+        if (e->key == key) { *id = e->id; return e->rank; }
+        if (e->key == UINT64_MAX) return RANK_NONE;
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The tokenizer
+
+typedef struct {
+    char *s;              // content, as written in the file
+    size_t len;
+    char *ns;             // content as matched: NFC(content) when normalized and the normalizer is NFC
+    size_t nlen;
+    int32_t id;
+    uint8_t single_word, lstrip, rstrip, normalized, special;
+} Added;
+
+// Patterns of one Aho-Corasick set of HF, grouped by first byte, longest first.
+typedef struct {
+    const Added **pat;
+    size_t n;
+    uint32_t start[256], count[256];
+    int single_first;     // the only first byte when all patterns share it, else -1
+    int norm;             // match ns/nlen instead of s/len
+} AddedSet;
+
+typedef enum { SPLIT_NONE, SPLIT_QWEN2, SPLIT_GPT2, SPLIT_PCRE } SplitKind;
+typedef struct {
+    int prefix_space;     // ByteLevel add_prefix_space: prepend ' ' to pieces that lack one
+    SplitKind kind;
+    pcre2_code *re;       // SPLIT_PCRE
+} Stage;
+#define MAX_STAGES 8
+#define MAX_ID (1 << 24)  // ids beyond this are taken for a corrupt file
+
+static const char QWEN2_PATTERN[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"
+    "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+static const char GPT2_PATTERN[] =
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+
+struct Bbpe {
+    StrMap vocab;           // token string (byte-level alphabet) -> id
+    StrMap raw;             // token bytes -> id; only built for ignore_merges
+    PairMap merges;
+    int32_t byte_id[256];   // id of the one-symbol token of each byte, -1 if absent
+    int32_t unk_id;         // -1: unknown symbols are dropped (HF without unk_token)
+    int fuse_unk, ignore_merges, nfc;
+    Added *added;
+    size_t n_added, cap_added;
+    StrMap added_map;       // content -> index into added
+    int32_t max_added;      // largest added id, -1 when none
+    AddedSet raw_set, norm_set;
+    Stage stages[MAX_STAGES];
+    int n_stages;
+    int has_pcre;
+    int32_t max_id;         // -1 when empty
+    uint32_t *dec_off;      // (max_id + 2,) offsets into dec
+    char *dec;              // decoded bytes of every id, back to back
+};
+
+static Bbpe *bbpe_alloc(void) {
+    pthread_once(&uni_once, uni_init);
+    Bbpe *b = xcalloc(1, sizeof *b);
+    b->unk_id = -1;
+    b->max_id = -1;
+    b->max_added = -1;
+    return b;
+}
+
+void bbpe_free(Bbpe *b) {
+    if (!b) return;
+    strmap_free(&b->vocab);
+    strmap_free(&b->raw);
+    strmap_free(&b->added_map);
+    free(b->merges.tab);
+    for (size_t i = 0; i < b->n_added; i++) {
+        if (b->added[i].ns != b->added[i].s) free(b->added[i].ns);
+        free(b->added[i].s);
+    }
+    free(b->added);
+    free(b->raw_set.pat);
+    free(b->norm_set.pat);
+    for (int i = 0; i < b->n_stages; i++) pcre2_code_free(b->stages[i].re);
+    free(b->dec_off);
+    free(b->dec);
+    free(b);
+}
+
+int32_t bbpe_vocab_size(const Bbpe *b) { return b->max_id + 1; }
+
+int32_t bbpe_token_id(const Bbpe *b, const char *s) {
+    size_t n = strlen(s);
+    int32_t k = strmap_get(&b->added_map, s, n);
+    return k >= 0 ? b->added[k].id : strmap_get(&b->vocab, s, n);
+}
+
+// ---------------------------------------------------------------------------
+// Loading
+
+static int vocab_load(Bbpe *b, const json_t *v, const char *path) {
+    if (!json_is_object(v)) return ERR("%s: vocab is not a JSON object", path);
+    strmap_init(&b->vocab, json_object_size(v));
+    const char *k;
+    json_t *val;
+    json_object_foreach((json_t *)v, k, val) {
+        if (!json_is_integer(val))
+            return ERR("%s: vocab entry \"%.40s\" has no integer id", path, k);
+        json_int_t id = json_integer_value(val);
+        if (id < 0 || id >= MAX_ID)
+            return ERR("%s: vocab entry \"%.40s\" has id %lld, outside [0, %d)", path, k,
+                       (long long)id, MAX_ID);
+        strmap_put(&b->vocab, k, strlen(k), (int32_t)id);
+        if (id > b->max_id) b->max_id = (int32_t)id;
+    }
+    return 0;
+}
+
+// One merge "a b" of rank `rank`; where says where it came from for messages.
+static int merge_add(Bbpe *b, ByteVec *tmp, const char *a, size_t al, const char *c, size_t cl,
+                     uint32_t rank, const char *path, const char *where, size_t line) {
+    int32_t ia = strmap_get(&b->vocab, a, al), ic = strmap_get(&b->vocab, c, cl);
+    const char *miss = ia < 0 ? a : ic < 0 ? c : NULL;
+    size_t mlen = ia < 0 ? al : cl;
+    int32_t im = -1;
+    if (!miss) {
+        tmp->n = 0;
+        append_bytes(tmp, a, al);
+        append_bytes(tmp, c, cl);
+        im = strmap_get(&b->vocab, tmp->v, tmp->n);
+        if (im < 0) { miss = tmp->v; mlen = tmp->n; }
+    }
+    if (miss)
+        return ERR("%s: %s %zu: token \"%.*s\" is not in the vocab", path, where, line,
+                   (int)(mlen > 60 ? 60 : mlen), miss);
+    pairmap_put(&b->merges, ia, ic, rank, im);
+    return 0;
+}
+
+static int merges_load_json(Bbpe *b, const json_t *m, const char *path) {
+    if (!json_is_array(m)) return ERR("%s: model.merges is not an array", path);
+    pairmap_init(&b->merges, json_array_size(m));
+    ByteVec tmp = {0};
+    uint32_t rank = 0;
+    int rc = 0;
+    for (size_t i = 0; i < json_array_size(m) && rc == 0; i++) {
+        const json_t *e = json_array_get(m, i);
+        if (json_is_string(e)) {  // legacy "a b"
+            const char *s = json_string_value(e);
+            size_t n = json_string_length(e);
+            if (n >= 8 && memcmp(s, "#version", 8) == 0) continue;
+            const char *sp = memchr(s, ' ', n);
+            if (!sp || memchr(sp + 1, ' ', n - (size_t)(sp + 1 - s)))
+                rc = ERR("%s: merge %zu is not two tokens separated by one space", path, i);
+            else
+                rc = merge_add(b, &tmp, s, (size_t)(sp - s), sp + 1, n - (size_t)(sp + 1 - s), rank++,
+                               path, "merge", i);
+        } else if (json_is_array(e) && json_array_size(e) == 2 &&
+                   json_is_string(json_array_get(e, 0)) && json_is_string(json_array_get(e, 1))) {
+            const json_t *x = json_array_get(e, 0), *y = json_array_get(e, 1);
+            rc = merge_add(b, &tmp, json_string_value(x), json_string_length(x), json_string_value(y),
+                           json_string_length(y), rank++, path, "merge", i);
+        } else {
+            rc = ERR("%s: merge %zu is neither \"a b\" nor [\"a\", \"b\"]", path, i);
+        }
+    }
+    bytevec_free(&tmp);
+    return rc;
+}
+
+// merges.txt: one "a b" per line; lines starting with "#version" are skipped.
+static int merges_load_txt(Bbpe *b, const char *buf, size_t n, const char *path) {
+    size_t lines = 1;
+    for (size_t i = 0; i < n; i++) lines += buf[i] == '\n';
+    pairmap_init(&b->merges, lines);
+    ByteVec tmp = {0};
+    uint32_t rank = 0;
+    size_t lineno = 0;
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0;) {
+        const char *s = buf + i, *nl = memchr(s, '\n', n - i);
+        size_t len = nl ? (size_t)(nl - s) : n - i;
+        i += len + (nl != NULL);
+        lineno++;
+        if (len > 0 && s[len - 1] == '\r') len--;  // Rust's lines() drops "\r\n" too
+        if (len >= 8 && memcmp(s, "#version", 8) == 0) continue;
+        const char *sp = memchr(s, ' ', len);
+        if (!sp || memchr(sp + 1, ' ', len - (size_t)(sp + 1 - s)))
+            rc = ERR("%s: line %zu is not two tokens separated by one space", path, lineno);
+        else
+            rc = merge_add(b, &tmp, s, (size_t)(sp - s), sp + 1, len - (size_t)(sp + 1 - s), rank++,
+                           path, "line", lineno);
+    }
+    bytevec_free(&tmp);
+    return rc;
+}
+
+static int json_flag(const json_t *o, const char *key, int dflt) {
+    const json_t *v = json_object_get(o, key);
+    return json_is_boolean(v) ? json_is_true(v) : dflt;
+}
+
+// One added token from a tokenizer.json added_tokens entry or a
+// tokenizer_config.json added_tokens_decoder entry. With hf_ids the id is the one
+// HF's deserializer assigns, which ignores the file's id (it only warns when they
+// differ): a content seen before keeps its id and takes the new flags, a content
+// in the vocab takes the vocab id, anything else the next id after the largest
+// added id, but at least the number of vocab entries.
+static int added_push(Bbpe *b, const json_t *o, json_int_t id, int hf_ids, const char *path) {
+    const json_t *c = json_object_get(o, "content");
+    if (!json_is_string(c)) return ERR("%s: added token %lld has no string content", path, (long long)id);
+    size_t len = json_string_length(c);
+    const char *s = json_string_value(c);
+    if (len == 0) return 0;  // HF ignores empty added tokens
+    if (!b->added_map.tab) strmap_init(&b->added_map, 16);
+    int32_t k = strmap_get(&b->added_map, s, len);
+    Added *a = k >= 0 ? &b->added[k] : NULL;
+    if (!a) {
+        if (hf_ids) {
+            int32_t max = b->max_added, nvocab = (int32_t)b->vocab.n;
+            id = strmap_get(&b->vocab, s, len);
+            if (id < 0) id = max < 0 ? nvocab : (max >= nvocab || nvocab == 0) ? max + 1 : nvocab;
+        }
+        if (id < 0 || id >= MAX_ID)
+            return ERR("%s: added token id %lld outside [0, %d)", path, (long long)id, MAX_ID);
+        if (b->n_added == b->cap_added) {
+            b->cap_added = b->cap_added ? 2 * b->cap_added : 16;
+            b->added = xrealloc(b->added, b->cap_added * sizeof *b->added);
+        }
+        a = &b->added[b->n_added++];
+        memset(a, 0, sizeof *a);
+        a->s = xmalloc(len + 1);
+        memcpy(a->s, s, len + 1);
+        a->len = len;
+        a->id = (int32_t)id;
+        strmap_put(&b->added_map, s, len, (int32_t)(b->n_added - 1));
+        if (id > b->max_added) b->max_added = (int32_t)id;
+        if (id > b->max_id) b->max_id = (int32_t)id;
+    }
+    a->single_word = (uint8_t)json_flag(o, "single_word", 0);
+    a->lstrip = (uint8_t)json_flag(o, "lstrip", 0);
+    a->rstrip = (uint8_t)json_flag(o, "rstrip", 0);
+    a->special = (uint8_t)json_flag(o, "special", 0);
+    a->normalized = (uint8_t)json_flag(o, "normalized", !a->special);
+    return 0;
+}
+
+// Builds the escaped body of a character class (no brackets) for cls.
+static void class_body(ByteVec *o, int cls) {
+    char t[40];
+    if (cls == UWS) {
+        for (size_t r = 0; r < sizeof uni_ws / sizeof uni_ws[0]; r++) {
+            int k = snprintf(t, sizeof t, "\\x{%X}-\\x{%X}", uni_ws[r][0], uni_ws[r][1]);
+            bytevec_append(o, t, (size_t)k);
+        }
+        return;
+    }
+    for (size_t r = 0; r < sizeof uni_ranges / sizeof uni_ranges[0]; r++) {
+        if (uni_ranges[r].cls != cls) continue;
+        int k = snprintf(t, sizeof t, "\\x{%X}-\\x{%X}", uni_ranges[r].lo, uni_ranges[r].hi);
+        bytevec_append(o, t, (size_t)k);
+    }
+}
+
+// Rewrites \p{L}, \p{N}, \pL, \pN, \s (anywhere) and \P{L}, \P{N}, \S (outside
+// classes) into explicit classes of Oniguruma's sets, so that PCRE2's older
+// Unicode tables and its wider \s do not leak in. Everything else is copied.
+static void regex_rewrite(ByteVec *o, const char *p, size_t n) {
+    int in_class = 0;
+    for (size_t i = 0; i < n;) {
+        char c = p[i];
+        if (c == '\\' && i + 1 < n) {
+            char d = p[i + 1];
+            if (d == 'Q') {  // \Q...\E: literal text
+                const char *e = memmem(p + i + 2, n - i - 2, "\\E", 2);
+                size_t end = e ? (size_t)(e - p) + 2 : n;
+                bytevec_append(o, p + i, end - i);
+                i = end;
+                continue;
+            }
+            int cls = 0, neg = 0;
+            size_t len = 2;
+            if (d == 's' || d == 'S') { cls = UWS; neg = d == 'S'; }
+            else if ((d == 'p' || d == 'P') && i + 2 < n) {
+                neg = d == 'P';
+                if ((p[i + 2] == 'L' || p[i + 2] == 'N')) { cls = p[i + 2] == 'L' ? UL : UN; len = 3; }
+                else if (i + 4 < n && p[i + 2] == '{' && (p[i + 3] == 'L' || p[i + 3] == 'N') &&
+                         p[i + 4] == '}') { cls = p[i + 3] == 'L' ? UL : UN; len = 5; }
+            }
+            if (cls && !(neg && in_class)) {
+                if (!in_class) bytevec_append(o, neg ? "[^" : "[", neg ? 2 : 1);
+                class_body(o, cls);
+                if (!in_class) bytevec_push(o, ']');
+                i += len;
+                continue;
+            }
+            // any other escape: copy it whole (\x{..}, \p{..} and friends included)
+            size_t end = i + 2;
+            if (end < n && p[end] == '{' && strchr("xpPgkoN", d)) {
+                const char *cb = memchr(p + end, '}', n - end);
+                if (cb) end = (size_t)(cb - p) + 1;
+            }
+            bytevec_append(o, p + i, end - i);
+            i = end;
+            continue;
+        }
+        if (in_class) {
+            if (c == '[' && i + 1 < n && p[i + 1] == ':') {  // [:alpha:]
+                const char *e = memmem(p + i + 2, n - i - 2, ":]", 2);
+                size_t end = e ? (size_t)(e - p) + 2 : i + 1;
+                bytevec_append(o, p + i, end - i);
+                i = end;
+                continue;
+            }
+            if (c == ']') in_class = 0;
+            bytevec_push(o, c);
+            i++;
+            continue;
+        }
+        bytevec_push(o, c);
+        i++;
+        if (c == '[') {
+            in_class = 1;
+            if (i < n && p[i] == '^') bytevec_push(o, p[i++]);
+            if (i < n && p[i] == ']') bytevec_push(o, p[i++]);  // a leading ] is literal
+        }
+    }
+}
+
+static int stage_add(Bbpe *b, int prefix_space, const char *pat, size_t len, int literal,
+                     const char *path) {
+    if (b->n_stages == MAX_STAGES) return ERR("%s: more than %d pre-tokenizer stages", path, MAX_STAGES);
+    Stage *st = &b->stages[b->n_stages];
+    memset(st, 0, sizeof *st);
+    st->prefix_space = prefix_space;
+    if (!pat) st->kind = SPLIT_NONE;
+    else if (!literal && len == strlen(QWEN2_PATTERN) && memcmp(pat, QWEN2_PATTERN, len) == 0)
+        st->kind = SPLIT_QWEN2;
+    else if (!literal && len == strlen(GPT2_PATTERN) && memcmp(pat, GPT2_PATTERN, len) == 0)
+        st->kind = SPLIT_GPT2;
+    else {
+        ByteVec re = {0};
+        if (literal) append_bytes(&re, pat, len);
+        else regex_rewrite(&re, pat, len);
+        int errc;
+        PCRE2_SIZE erroff;
+        pcre2_compile_context *cc = pcre2_compile_context_create(NULL);
+        pcre2_set_newline(cc, PCRE2_NEWLINE_LF);
+        // Oniguruma's default (Ruby) syntax: ^ and $ match at line breaks
+        uint32_t opt = literal ? PCRE2_LITERAL | PCRE2_UTF : PCRE2_UTF | PCRE2_UCP | PCRE2_MULTILINE;
+        st->re = pcre2_compile((PCRE2_SPTR)(re.n ? re.v : ""), re.n, opt, &errc, &erroff, cc);
+        pcre2_compile_context_free(cc);
+        bytevec_free(&re);
+        if (!st->re) {
+            PCRE2_UCHAR msg[160];
+            pcre2_get_error_message(errc, msg, sizeof msg);
+            return ERR("%s: split regex \"%.60s\" does not compile: %s", path, pat, (char *)msg);
+        }
+        pcre2_jit_compile(st->re, PCRE2_JIT_COMPLETE);  // falls back to the interpreter if JIT is absent
+        st->kind = SPLIT_PCRE;
+        b->has_pcre = 1;
+    }
+    if (st->kind != SPLIT_NONE || st->prefix_space) b->n_stages++;
+    return 0;
+}
+
+static const char *json_type_str(const json_t *o) {
+    const char *t = json_string_value(json_object_get(o, "type"));
+    return t ? t : "(no type)";
+}
+
+static int normalizer_load(Bbpe *b, const json_t *n, const char *path) {
+    if (!n || json_is_null(n)) return 0;
+    const char *t = json_type_str(n);
+    if (strcmp(t, "NFC") == 0) { b->nfc = 1; return 0; }
+    if (strcmp(t, "Sequence") == 0) {
+        const json_t *list = json_object_get(n, "normalizers");
+        if (!json_is_array(list)) return ERR("%s: normalizer Sequence without a list", path);
+        for (size_t i = 0; i < json_array_size(list); i++) TRY(normalizer_load(b, json_array_get(list, i), path));
+        return 0;
+    }
+    return ERR("%s: normalizer %s is not supported (only NFC)", path, t);
+}
+
+static int pretok_load(Bbpe *b, const json_t *p, const char *path, int *seen_bytelevel) {
+    const char *t = json_type_str(p);
+    if (strcmp(t, "Sequence") == 0) {
+        const json_t *list = json_object_get(p, "pretokenizers");
+        if (!json_is_array(list)) return ERR("%s: pre_tokenizer Sequence without a list", path);
+        for (size_t i = 0; i < json_array_size(list); i++)
+            TRY(pretok_load(b, json_array_get(list, i), path, seen_bytelevel));
+        return 0;
+    }
+    if (strcmp(t, "ByteLevel") == 0) {
+        *seen_bytelevel = 1;
+        int aps = json_flag(p, "add_prefix_space", 1), use_regex = json_flag(p, "use_regex", 1);
+        return stage_add(b, aps, use_regex ? GPT2_PATTERN : NULL, use_regex ? strlen(GPT2_PATTERN) : 0,
+                         0, path);
+    }
+    if (strcmp(t, "Split") == 0) {
+        const json_t *pat = json_object_get(p, "pattern");
+        const json_t *re = json_object_get(pat, "Regex"), *str = json_object_get(pat, "String");
+        const char *beh = json_string_value(json_object_get(p, "behavior"));
+        if (!json_is_string(re) && !json_is_string(str))
+            return ERR("%s: Split pre_tokenizer without a Regex or String pattern", path);
+        if (!beh || strcmp(beh, "Isolated") != 0)
+            return ERR("%s: Split behavior %s is not supported (only Isolated)", path, beh ? beh : "(none)");
+        if (json_flag(p, "invert", 0)) return ERR("%s: Split with invert=true is not supported", path);
+        const json_t *s = json_is_string(re) ? re : str;
+        return stage_add(b, 0, json_string_value(s), json_string_length(s), !json_is_string(re), path);
+    }
+    return ERR("%s: pre_tokenizer %s is not supported (ByteLevel, Split, Sequence)", path, t);
+}
+
+static int cmp_added(const void *x, const void *y) {
+    const Added *a = *(const Added *const *)x, *b = *(const Added *const *)y;
+    size_t al = a->nlen, bl = b->nlen;  // nlen == len for raw sets (see added_sets)
+    uint8_t af = (uint8_t)a->ns[0], bf = (uint8_t)b->ns[0];
+    if (af != bf) return af < bf ? -1 : 1;
+    if (al != bl) return al > bl ? -1 : 1;
+    return a < b ? -1 : a > b;  // earlier first among equals: qsort is not stable
+}
+
+// Splits the added tokens into HF's two sets and orders each for matching:
+// specials first, then the others, each in file order (HF's pattern order),
+// then grouped by first byte, longest first.
+static int added_sets(Bbpe *b) {
+    // matching text of each token: NFC(content) for normalized tokens under NFC
+    for (size_t i = 0; i < b->n_added; i++) {
+        Added *a = &b->added[i];
+        a->ns = a->s;
+        a->nlen = a->len;
+        if (a->normalized && b->nfc && maybe_not_nfc((const uint8_t *)a->s, a->len)) {
+            ByteVec v = {0};
+            if (nfc_append(&v, (const uint8_t *)a->s, a->len) < 0) { bytevec_free(&v); return -1; }
+            bytevec_push(&v, '\0');
+            a->ns = v.v;
+            a->nlen = v.n - 1;
+        }
+    }
+    // order: specials first (HF chains special_tokens then added_tokens)
+    Added *ord = xmalloc((b->n_added ? b->n_added : 1) * sizeof *ord);
+    size_t k = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < b->n_added; i++)
+            if (b->added[i].special == (pass == 0)) ord[k++] = b->added[i];
+    if (k) memcpy(b->added, ord, k * sizeof *ord);
+    free(ord);
+    strmap_free(&b->added_map);  // indices moved
+    strmap_init(&b->added_map, b->n_added);
+    for (size_t i = 0; i < b->n_added; i++) strmap_put(&b->added_map, b->added[i].s, b->added[i].len, (int32_t)i);
+    for (int norm = 0; norm < 2; norm++) {
+        AddedSet *set = norm ? &b->norm_set : &b->raw_set;
+        set->norm = norm;
+        set->pat = xmalloc((b->n_added ? b->n_added : 1) * sizeof *set->pat);
+        for (size_t i = 0; i < b->n_added; i++)
+            if (b->added[i].normalized == norm && b->added[i].nlen > 0) set->pat[set->n++] = &b->added[i];
+        qsort(set->pat, set->n, sizeof *set->pat, cmp_added);
+        set->single_first = -1;
+        for (size_t i = 0; i < set->n; i++) {
+            uint8_t f = (uint8_t)set->pat[i]->ns[0];
+            if (set->count[f]++ == 0) set->start[f] = (uint32_t)i;
+        }
+        if (set->n > 0 && set->count[(uint8_t)set->pat[0]->ns[0]] == set->n)
+            set->single_first = (uint8_t)set->pat[0]->ns[0];
+    }
+    return 0;
+}
+
+// Appends the bytes HF's ByteLevel decoder makes of token string t: the bytes
+// of its byte-level characters, or t itself when any character is not one.
+static void token_decode(ByteVec *o, const int16_t *byte_of, const char *t, size_t n) {
+    size_t start = o->n;
+    for (size_t i = 0; i < n;) {
+        size_t len;
+        uint32_t c = utf8_decode((const uint8_t *)t + i, &len);
+        if (len > n - i || c >= 0x144 || byte_of[c] < 0) {  // not byte-level: keep the text
+            o->n = start;
+            append_bytes(o, t, n);
+            return;
+        }
+        bytevec_push(o, (char)byte_of[c]);
+        i += len;
+    }
+}
+
+// Everything that depends on the whole vocab: byte symbols, decode table,
+// ignore_merges map, added-token sets.
+static int bbpe_finish(Bbpe *b, const char *path) {
+    if (b->vocab.n == 0) return ERR("%s: empty vocab", path);
+    int16_t byte_of[0x144];
+    memset(byte_of, 0xFF, sizeof byte_of);
+    for (int x = 0; x < 256; x++) {
+        uint32_t cp = bytelevel_cp(x);
+        byte_of[cp] = (int16_t)x;
+        uint8_t u[4];
+        size_t n = (size_t)utf8proc_encode_char((utf8proc_int32_t)cp, u);
+        b->byte_id[x] = strmap_get(&b->vocab, (const char *)u, n);
+    }
+    // decode table: vocab strings, then added tokens over them (HF looks there first)
+    size_t nid = (size_t)b->max_id + 1;
+    uint32_t *src = xmalloc(nid * sizeof *src);  // StrEnt index + 1 per id, 0: none
+    memset(src, 0, nid * sizeof *src);
+    for (size_t i = 0; i <= b->vocab.mask; i++)
+        if (b->vocab.tab[i].id >= 0) src[b->vocab.tab[i].id] = (uint32_t)i + 1;
+    int32_t *from_added = xmalloc(nid * sizeof *from_added);
+    for (size_t i = 0; i < nid; i++) from_added[i] = -1;
+    for (size_t i = 0; i < b->n_added; i++) from_added[b->added[i].id] = (int32_t)i;
+    ByteVec dec = {0};
+    b->dec_off = xmalloc((nid + 1) * sizeof *b->dec_off);
+    for (size_t id = 0; id < nid; id++) {
+        b->dec_off[id] = (uint32_t)dec.n;
+        if (from_added[id] >= 0) {
+            const Added *a = &b->added[from_added[id]];
+            token_decode(&dec, byte_of, a->s, a->len);
+        } else if (src[id]) {
+            const StrEnt *e = &b->vocab.tab[src[id] - 1];
+            token_decode(&dec, byte_of, b->vocab.keys.v + e->off, e->len);
+        }
+        if (dec.n > UINT32_MAX / 2) { free(src); free(from_added); bytevec_free(&dec); return ERR("%s: vocab too large", path); }
+    }
+    b->dec_off[nid] = (uint32_t)dec.n;
+    b->dec = dec.v;
+    if (b->ignore_merges) {  // raw bytes -> id for the whole-word shortcut
+        strmap_init(&b->raw, b->vocab.n);
+        for (size_t id = 0; id < nid; id++)
+            if (src[id]) strmap_put(&b->raw, b->dec + b->dec_off[id], b->dec_off[id + 1] - b->dec_off[id], (int32_t)id);
+    }
+    free(src);
+    free(from_added);
+    return added_sets(b);
+}
+
+static int model_load(Bbpe *b, const json_t *m, const char *path) {
+    if (!json_is_object(m)) return ERR("%s: no model object", path);
+    const char *t = json_string_value(json_object_get(m, "type"));
+    if (t && strcmp(t, "BPE") != 0) return ERR("%s: model type %s is not BPE", path, t);
+    const json_t *d = json_object_get(m, "dropout");
+    if (d && !json_is_null(d) && !(json_is_number(d) && json_number_value(d) == 0.0))
+        return ERR("%s: BPE dropout is not supported", path);
+    const char *fix[2] = {"continuing_subword_prefix", "end_of_word_suffix"};
+    for (int i = 0; i < 2; i++) {
+        const json_t *v = json_object_get(m, fix[i]);
+        if (v && !json_is_null(v) && !(json_is_string(v) && json_string_length(v) == 0))
+            return ERR("%s: BPE %s is not supported", path, fix[i]);
+    }
+    TRY(vocab_load(b, json_object_get(m, "vocab"), path));
+    TRY(merges_load_json(b, json_object_get(m, "merges"), path));
+    b->fuse_unk = json_flag(m, "fuse_unk", 0);
+    b->ignore_merges = json_flag(m, "ignore_merges", 0);
+    const json_t *unk = json_object_get(m, "unk_token");
+    if (json_is_string(unk)) b->unk_id = strmap_get(&b->vocab, json_string_value(unk), json_string_length(unk));
+    return 0;
+}
+
+int bbpe_load_json(Bbpe **out, const json_t *root, const char *path) {
+    *out = NULL;
+    if (!json_is_object(root)) return ERR("%s: not a JSON object", path);
+    Bbpe *b = bbpe_alloc();
+    int seen_bl = 0;
+    const json_t *pre = json_object_get(root, "pre_tokenizer"), *added = json_object_get(root, "added_tokens");
+    if (model_load(b, json_object_get(root, "model"), path) < 0) goto fail;
+    if (normalizer_load(b, json_object_get(root, "normalizer"), path) < 0) goto fail;
+    if (!json_is_object(pre)) { ERR("%s: no pre_tokenizer: not a byte-level BPE tokenizer", path); goto fail; }
+    if (pretok_load(b, pre, path, &seen_bl) < 0) goto fail;
+    if (!seen_bl) { ERR("%s: pre_tokenizer has no ByteLevel: not a byte-level BPE tokenizer", path); goto fail; }
+    if (added && !json_is_null(added)) {
+        if (!json_is_array(added)) { ERR("%s: added_tokens is not an array", path); goto fail; }
+        for (size_t i = 0; i < json_array_size(added); i++) {
+            const json_t *o = json_array_get(added, i);
+            if (!json_is_object(o)) { ERR("%s: added token %zu is not an object", path, i); goto fail; }
+            if (added_push(b, o, (json_int_t)i, 1, path) < 0) goto fail;
+        }
+    }
+    const json_t *bf = json_object_get(json_object_get(root, "model"), "byte_fallback");
+    if (bbpe_finish(b, path) < 0) goto fail;
+    if (json_is_true(bf))  // harmless only when every byte has its own token
+        for (int x = 0; x < 256; x++)
+            if (b->byte_id[x] < 0) { ERR("%s: byte_fallback with an incomplete byte alphabet is not supported", path); goto fail; }
+    *out = b;
+    return 0;
+fail:
+    bbpe_free(b);
+    return -1;
+}
+
+static json_t *json_file(const char *path) {
+    char *buf;
+    size_t n;
+    if (file_read_all(&buf, &n, path) < 0) return NULL;
+    json_error_t je;
+    json_t *j = json_loadb(buf, n, 0, &je);
+    free(buf);
+    if (!j) ERR("%s:%d:%d: bad JSON: %s", path, je.line, je.column, je.text);
+    return j;
+}
+
+int bbpe_load_files(Bbpe **out, const char *vocab_path, const char *merges_path, const char *config_path) {
+    *out = NULL;
+    Bbpe *b = bbpe_alloc();
+    json_t *vocab = NULL, *config = NULL;
+    char *mbuf = NULL;
+    size_t mn;
+    int qwen = 0;
+    if (!(vocab = json_file(vocab_path))) goto fail;
+    if (vocab_load(b, vocab, vocab_path) < 0) goto fail;
+    if (file_read_all(&mbuf, &mn, merges_path) < 0) goto fail;
+    if (merges_load_txt(b, mbuf, mn, merges_path) < 0) goto fail;
+    if (config_path) {
+        if (!(config = json_file(config_path))) goto fail;
+        if (!json_is_object(config)) { ERR("%s: not a JSON object", config_path); goto fail; }
+        const char *cls = json_string_value(json_object_get(config, "tokenizer_class"));
+        qwen = cls && strncmp(cls, "Qwen2Tokenizer", 14) == 0;  // also Qwen2TokenizerFast
+        const json_t *dec = json_object_get(config, "added_tokens_decoder");
+        if (dec && !json_is_object(dec)) { ERR("%s: added_tokens_decoder is not an object", config_path); goto fail; }
+        const char *k;
+        json_t *o;
+        json_object_foreach((json_t *)dec, k, o) {
+            char *end;
+            long long id = strtoll(k, &end, 10);
+            if (!*k || *end || !json_is_object(o)) { ERR("%s: bad added_tokens_decoder entry \"%.20s\"", config_path, k); goto fail; }
+            if (added_push(b, o, id, 0, config_path) < 0) goto fail;
+        }
+    }
+    b->nfc = qwen;
+    const char *pat = qwen ? QWEN2_PATTERN : GPT2_PATTERN;
+    if (stage_add(b, 0, pat, strlen(pat), 0, vocab_path) < 0) goto fail;
+    if (bbpe_finish(b, vocab_path) < 0) goto fail;
+    json_decref(vocab);
+    json_decref(config);
+    free(mbuf);
+    *out = b;
+    return 0;
+fail:
+    json_decref(vocab);
+    json_decref(config);
+    free(mbuf);
+    bbpe_free(b);
+    return -1;
+}
+
+// ---------------------------------------------------------------------------
+// Encoder
+
+typedef struct { uint64_t h; uint32_t koff, ioff; uint16_t klen, nids; } CacheEnt;  // klen 0: empty
+#define CACHE_SLOTS (1u << 17)     // 3 MiB of slots; flushed when half full
+#define CACHE_MAX_KEY 48           // longer pre-tokens are rare and not worth keeping
+#define SCAN_MAX 48                // words up to this many symbols merge by linear scan
+
+struct BbpeEncoder {
+    const Bbpe *b;
+    CacheEnt *cache;
+    size_t cache_n;
+    ByteVec ckeys;                 // cached pre-token bytes
+    IdVec cids;                    // their ids
+    ByteVec norm;                  // NFC output of the current segment
+    ByteVec pre[MAX_STAGES];       // prefix-space copies, one per stage
+    size_t scap;                   // capacity of the merge scratch below
+    int32_t *sym, *nxt, *prv, *pid;  // (scap,) symbols, links, merged id of pair at i
+    uint32_t *rk;                  // (scap,) rank of the pair (i, nxt[i]), RANK_NONE if none
+    uint64_t *heap;                // (scap,) rank << 32 | position
+    pcre2_match_data *md;
+    pcre2_match_context *mctx;
+    pcre2_jit_stack *jstack;
+};
+
+BbpeEncoder *bbpe_encoder_new(const Bbpe *b) {
+    BbpeEncoder *e = xcalloc(1, sizeof *e);
+    e->b = b;
+    e->cache = xcalloc(CACHE_SLOTS, sizeof *e->cache);
+    if (b->has_pcre) {
+        e->md = pcre2_match_data_create(1, NULL);
+        e->mctx = pcre2_match_context_create(NULL);
+        e->jstack = pcre2_jit_stack_create(32 * 1024, 64 * 1024 * 1024, NULL);
+        CHECK(e->md && e->mctx && e->jstack, "out of memory");
+        pcre2_jit_stack_assign(e->mctx, NULL, e->jstack);
+    }
+    return e;
+}
+
+void bbpe_encoder_free(BbpeEncoder *e) {
+    if (!e) return;
+    free(e->cache);
+    bytevec_free(&e->ckeys);
+    idvec_free(&e->cids);
+    bytevec_free(&e->norm);
+    for (int i = 0; i < MAX_STAGES; i++) bytevec_free(&e->pre[i]);
+    free(e->sym); free(e->nxt); free(e->prv); free(e->pid); free(e->rk); free(e->heap);
+    pcre2_match_data_free(e->md);
+    pcre2_match_context_free(e->mctx);
+    pcre2_jit_stack_free(e->jstack);
+    free(e);
+}
+
+static void scratch_reserve(BbpeEncoder *e, size_t n) {
+    if (n <= e->scap) return;
+    size_t cap = e->scap ? e->scap : 64;
+    while (cap < n) cap *= 2;
+    e->sym = xrealloc(e->sym, cap * sizeof *e->sym);
+    e->nxt = xrealloc(e->nxt, cap * sizeof *e->nxt);
+    e->prv = xrealloc(e->prv, cap * sizeof *e->prv);
+    e->pid = xrealloc(e->pid, cap * sizeof *e->pid);
+    e->rk = xrealloc(e->rk, cap * sizeof *e->rk);
+    e->heap = xrealloc(e->heap, cap * sizeof *e->heap);
+    e->scap = cap;
+}
+
+static inline void heap_push(uint64_t *h, size_t *n, uint64_t x) {
+    size_t i = (*n)++;
+    while (i > 0 && h[(i - 1) / 2] > x) { h[i] = h[(i - 1) / 2]; i = (i - 1) / 2; }
+    h[i] = x;
+}
+
+static inline uint64_t heap_pop(uint64_t *h, size_t *n) {
+    uint64_t top = h[0], x = h[--*n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= *n) break;
+        if (c + 1 < *n && h[c + 1] < h[c]) c++;
+        if (h[c] >= x) break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = x;
+    return top;
+}
+
+// Rank and merged id of the pair starting at symbol i (RANK_NONE at the end).
+static inline void pair_update(BbpeEncoder *e, int32_t i) {
+    int32_t j = e->nxt[i];
+    e->rk[i] = j < 0 ? RANK_NONE : pairmap_get(&e->b->merges, e->sym[i], e->sym[j], &e->pid[i]);
+}
+
+// Merges symbol i with the next one; returns the previous symbol (or -1).
+static inline int32_t merge_at(BbpeEncoder *e, int32_t i) {
+    int32_t j = e->nxt[i], k = e->nxt[j];
+    e->sym[i] = e->pid[i];
+    e->nxt[i] = k;
+    if (k >= 0) e->prv[k] = i;
+    e->rk[j] = RANK_NONE;
+    pair_update(e, i);
+    int32_t p = e->prv[i];
+    if (p >= 0) pair_update(e, p);
+    return p;
+}
+
+// BPE of one pre-token: one symbol per byte, then repeatedly the pair of lowest
+// rank (leftmost among equals) is merged, which is what HF's heap of
+// (rank, position) in Word::merge_all computes.
+static void bpe_merge(BbpeEncoder *e, IdVec *out, const uint8_t *s, size_t n) {
+    const Bbpe *b = e->b;
+    scratch_reserve(e, n + 1);
+    int32_t *sym = e->sym;
+    size_t m = 0;
+    int unk = 0;  // an unknown symbol is pending (HF adds it lazily to fuse runs)
+    for (size_t i = 0; i < n; i++) {
+        int32_t id = b->byte_id[s[i]];
+        if (id >= 0) {
+            if (unk) { sym[m++] = b->unk_id; unk = 0; }
+            sym[m++] = id;
+        } else if (b->unk_id >= 0) {
+            if (unk && !b->fuse_unk) sym[m++] = b->unk_id;
+            unk = 1;
+        }
+    }
+    if (unk) sym[m++] = b->unk_id;
+    if (m == 0) return;
+    for (size_t i = 0; i < m; i++) {
+        e->prv[i] = (int32_t)i - 1;
+        e->nxt[i] = i + 1 < m ? (int32_t)i + 1 : -1;
+    }
+    for (size_t i = 0; i < m; i++) pair_update(e, (int32_t)i);
+    if (m <= SCAN_MAX) {
+        for (;;) {
+            uint32_t best = RANK_NONE;
+            int32_t bi = -1;
+            for (int32_t i = 0; i >= 0; i = e->nxt[i])
+                if (e->rk[i] < best) { best = e->rk[i]; bi = i; }
+            if (bi < 0) break;
+            merge_at(e, bi);
+        }
+    } else {
+        size_t hn = 0;
+        for (size_t i = 0; i < m; i++)
+            if (e->rk[i] != RANK_NONE) heap_push(e->heap, &hn, (uint64_t)e->rk[i] << 32 | i);
+        while (hn > 0) {
+            uint64_t top = heap_pop(e->heap, &hn);
+            int32_t i = (int32_t)(uint32_t)top;
+            // stale entries: the pair at i changed (ranks are unique per pair)
+            if (e->rk[i] != (uint32_t)(top >> 32)) continue;
+            int32_t p = merge_at(e, i);
+            if (e->rk[i] != RANK_NONE) heap_push(e->heap, &hn, (uint64_t)e->rk[i] << 32 | (uint32_t)i);
+            if (p >= 0 && e->rk[p] != RANK_NONE) heap_push(e->heap, &hn, (uint64_t)e->rk[p] << 32 | (uint32_t)p);
+        }
+    }
+    for (int32_t i = 0; i >= 0; i = e->nxt[i]) idvec_push(out, sym[i]);
+}
+
+static void cache_clear(BbpeEncoder *e) {
+    memset(e->cache, 0, CACHE_SLOTS * sizeof *e->cache);
+    e->cache_n = 0;
+    e->ckeys.n = 0;
+    e->cids.n = 0;
+}
+
+// Ids of one pre-token, through the word cache.
+static void bpe_piece(BbpeEncoder *e, IdVec *out, const uint8_t *s, size_t n) {
+    const Bbpe *b = e->b;
+    if (n == 1 && b->byte_id[s[0]] >= 0) { idvec_push(out, b->byte_id[s[0]]); return; }
+    if (b->ignore_merges) {
+        int32_t id = strmap_get(&b->raw, (const char *)s, n);
+        if (id >= 0) { idvec_push(out, id); return; }
+    }
+    if (n > CACHE_MAX_KEY) { bpe_merge(e, out, s, n); return; }
+    uint64_t h = XXH3_64bits(s, n);
+    size_t slot = h & (CACHE_SLOTS - 1);
+    for (;; slot = (slot + 1) & (CACHE_SLOTS - 1)) {
+        const CacheEnt *c = &e->cache[slot];
+        if (c->klen == 0) break;
+        if (c->h == h && c->klen == n && memcmp(e->ckeys.v + c->koff, s, n) == 0) {
+            if (c->nids) {
+                idvec_reserve(out, c->nids);
+                memcpy(out->v + out->n, e->cids.v + c->ioff, c->nids * sizeof *out->v);
+                out->n += c->nids;
+            }
+            return;
+        }
+    }
+    size_t start = out->n;
+    bpe_merge(e, out, s, n);
+    if (e->cache_n >= CACHE_SLOTS / 2 || e->ckeys.n > (64u << 20)) {
+        cache_clear(e);
+        slot = h & (CACHE_SLOTS - 1);
+    }
+    CacheEnt *c = &e->cache[slot];
+    c->h = h;
+    c->koff = (uint32_t)e->ckeys.n;
+    c->klen = (uint16_t)n;
+    c->ioff = (uint32_t)e->cids.n;
+    c->nids = (uint16_t)(out->n - start);
+    bytevec_append(&e->ckeys, s, n);
+    if (out->n > start) {
+        idvec_reserve(&e->cids, out->n - start);
+        memcpy(e->cids.v + e->cids.n, out->v + start, (out->n - start) * sizeof *out->v);
+        e->cids.n += out->n - start;
+    }
+    e->cache_n++;
+}
+
+// ---- the two known split regexes, by hand ---------------------------------
+
+static inline int class_at(const uint8_t *s, size_t i, uint32_t *c, size_t *len) {
+    if (s[i] < 0x80) { *c = s[i]; *len = 1; return uni_bmp[s[i]]; }
+    *c = utf8_decode(s + i, len);
+    return uni_class(*c);
+}
+
+// End of the run of characters whose class is in mask (mask 0: class 0) from i.
+static inline size_t run_end(const uint8_t *s, size_t n, size_t i, int mask) {
+    while (i < n) {
+        uint32_t c;
+        size_t len;
+        int k = class_at(s, i, &c, &len);
+        if (mask ? !(k & mask) : k != 0) break;
+        i += len;
+    }
+    return i;
+}
+
+static inline size_t crlf_end(const uint8_t *s, size_t n, size_t i) {
+    while (i < n && (s[i] == '\r' || s[i] == '\n')) i++;
+    return i;
+}
+
+// Length after the apostrophe of 's 't 're 've 'm 'll 'd; caseless as
+// Oniguruma's (?i:...), where U+017F (long s) folds to s.
+static inline size_t contraction_len(const uint8_t *s, size_t n, int caseless) {
+    uint8_t c = s[0], d = n > 1 ? s[1] : 0;
+    if (caseless) {
+        if (c == 0xC5 && d == 0xBF) return 2;
+        if (c >= 'A' && c <= 'Z') c += 32;
+        if (d >= 'A' && d <= 'Z') d += 32;
+    }
+    if (c == 's' || c == 't' || c == 'm' || c == 'd') return 1;
+    if (((c == 'r' || c == 'v') && d == 'e') || (c == 'l' && d == 'l')) return 2;
+    return 0;
+}
+
+// Whitespace at i: the regex tail \s*[\r\n]+ | \s+(?!\S) | \s+ (with_crlf: Qwen2
+// has the first alternative, GPT-2 does not).
+static inline size_t split_space(const uint8_t *s, size_t n, size_t i, int with_crlf) {
+    size_t j = i, last = i, nl = SIZE_MAX;
+    while (j < n) {
+        uint32_t c;
+        size_t len;
+        if (!(class_at(s, j, &c, &len) & UWS)) break;
+        if (c == '\r' || c == '\n') nl = j;
+        last = j;
+        j += len;
+    }
+    if (with_crlf && nl != SIZE_MAX) return nl + 1;  // \s* backs off to the last line break
+    if (j == n) return n;                              // \s+(?!\S) at the end
+    if (last > i) return last;                         // \s+(?!\S): leave one for the next word
+    return j;                                          // \s+
+}
+
+// End of the Qwen2 pre-token starting at i < n; see QWEN2_PATTERN.
+static size_t split_qwen2(const uint8_t *s, size_t n, size_t i) {
+    uint32_t c0, c1;
+    size_t l0, l1;
+    int k0 = class_at(s, i, &c0, &l0);
+    size_t j = i + l0;
+    if (c0 == '\'' && j < n) {
+        size_t m = contraction_len(s + j, n - j, 1);
+        if (m) return j + m;
+    }
+    if (k0 & UL) return run_end(s, n, j, UL);
+    int k1 = j < n ? class_at(s, j, &c1, &l1) : -1;
+    if (!(k0 & UN) && c0 != '\r' && c0 != '\n' && k1 >= 0 && (k1 & UL)) return run_end(s, n, j, UL);
+    if (k0 & UN) return j;
+    if (k0 == 0) return crlf_end(s, n, run_end(s, n, j, 0));
+    if (c0 == ' ' && k1 == 0) return crlf_end(s, n, run_end(s, n, j, 0));
+    return split_space(s, n, i, 1);
+}
+
+// End of the GPT-2 pre-token starting at i < n; see GPT2_PATTERN.
+static size_t split_gpt2(const uint8_t *s, size_t n, size_t i) {
+    uint32_t c0, c1;
+    size_t l0, l1;
+    int k0 = class_at(s, i, &c0, &l0);
+    size_t j = i + l0;
+    if (c0 == '\'' && j < n) {
+        size_t m = contraction_len(s + j, n - j, 0);
+        if (m) return j + m;
+    }
+    if (c0 == ' ' && j < n) {
+        int k1 = class_at(s, j, &c1, &l1);
+        if (k1 == UL || k1 == UN) return run_end(s, n, j, k1);
+        if (k1 == 0) return run_end(s, n, j, 0);
+    }
+    if (k0 == UL || k0 == UN) return run_end(s, n, j, k0);
+    if (k0 == 0) return run_end(s, n, j, 0);
+    return split_space(s, n, i, 0);
+}
+
+// ---- pre-tokenizer stages --------------------------------------------------
+
+static int run_stage(BbpeEncoder *e, IdVec *out, int k, const uint8_t *s, size_t n);
+
+// HF's Split(Isolated) over Oniguruma's find_iter: matches and the gaps between
+// them become pieces; after an empty match the search resumes one character
+// later, and an empty match right where the previous match ended is skipped.
+static int split_pcre(BbpeEncoder *e, IdVec *out, int k, const pcre2_code *re, const uint8_t *s, size_t n) {
+    size_t prev = 0, pos = 0, last_end = SIZE_MAX;
+    while (pos <= n) {
+        int rc = pcre2_match(re, s, n, pos, PCRE2_NO_UTF_CHECK, e->md, e->mctx);
+        if (rc == PCRE2_ERROR_NOMATCH) break;
+        if (rc < 0) {
+            PCRE2_UCHAR msg[120];
+            pcre2_get_error_message(rc, msg, sizeof msg);
+            return ERR("split regex: %s", (char *)msg);
+        }
+        const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(e->md);
+        size_t ms = ov[0], me = ov[1];
+        if (ms == me) {
+            pos = me < n ? me + utf8_len(s[me]) : n + 1;
+            if (me == last_end) continue;
+        } else {
+            pos = me;
+        }
+        last_end = me;
+        if (ms > prev) TRY(run_stage(e, out, k + 1, s + prev, ms - prev));
+        if (me > ms) TRY(run_stage(e, out, k + 1, s + ms, me - ms));
+        prev = me;
+    }
+    if (prev < n) TRY(run_stage(e, out, k + 1, s + prev, n - prev));
+    return 0;
+}
+
+static int run_stage(BbpeEncoder *e, IdVec *out, int k, const uint8_t *s, size_t n) {
+    const Bbpe *b = e->b;
+    if (n == 0) return 0;
+    if (k == b->n_stages) { bpe_piece(e, out, s, n); return 0; }
+    const Stage *st = &b->stages[k];
+    if (st->prefix_space && s[0] != ' ') {
+        ByteVec *p = &e->pre[k];
+        p->n = 0;
+        bytevec_push(p, ' ');
+        bytevec_append(p, s, n);
+        s = (const uint8_t *)p->v;
+        n = p->n;
+    }
+    int last = k + 1 == b->n_stages;
+    switch (st->kind) {
+    case SPLIT_NONE:
+        return run_stage(e, out, k + 1, s, n);
+    case SPLIT_QWEN2:
+        for (size_t i = 0, j; i < n; i = j) {
+            j = split_qwen2(s, n, i);
+            if (last) bpe_piece(e, out, s + i, j - i);
+            else TRY(run_stage(e, out, k + 1, s + i, j - i));
+        }
+        return 0;
+    case SPLIT_GPT2:
+        for (size_t i = 0, j; i < n; i = j) {
+            j = split_gpt2(s, n, i);
+            if (last) bpe_piece(e, out, s + i, j - i);
+            else TRY(run_stage(e, out, k + 1, s + i, j - i));
+        }
+        return 0;
+    case SPLIT_PCRE:
+        return split_pcre(e, out, k, st->re, s, n);
+    }
+    return 0;
+}
+
+// ---- added tokens -----------------------------------------------------------
+
+// Leftmost-longest match of set in s[from, n).
+static int added_find(const AddedSet *set, const uint8_t *s, size_t n, size_t from, size_t *at,
+                      const Added **tok) {
+    for (size_t p = from; p < n; p++) {
+        if (set->single_first >= 0) {
+            const uint8_t *q = memchr(s + p, set->single_first, n - p);
+            if (!q) return 0;
+            p = (size_t)(q - s);
+        }
+        uint32_t cnt = set->count[s[p]];
+        for (uint32_t i = set->start[s[p]]; cnt && i < set->start[s[p]] + cnt; i++) {
+            const Added *a = set->pat[i];
+            const char *t = set->norm ? a->ns : a->s;
+            size_t len = set->norm ? a->nlen : a->len;
+            if (len <= n - p && memcmp(s + p, t, len) == 0) { *at = p; *tok = a; return 1; }
+        }
+    }
+    return 0;
+}
+
+// Rust's Unicode \w, approximately: letters, marks, decimal and letter numbers,
+// connector punctuation, ZWNJ/ZWJ.
+static int is_word(uint32_t c) {
+    if (c < 0x80) return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
+    if (c == 0x200C || c == 0x200D || (uni_class(c) & UL)) return 1;
+    switch (utf8proc_category((utf8proc_int32_t)c)) {
+    case UTF8PROC_CATEGORY_MN: case UTF8PROC_CATEGORY_MC: case UTF8PROC_CATEGORY_ME:
+    case UTF8PROC_CATEGORY_ND: case UTF8PROC_CATEGORY_NL: case UTF8PROC_CATEGORY_PC:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static size_t char_start_before(const uint8_t *s, size_t i) {
+    do i--; while (i > 0 && (s[i] & 0xC0) == 0x80);
+    return i;
+}
+
+static int encode_segment(BbpeEncoder *e, IdVec *out, const uint8_t *s, size_t n, int maybe_nfc);
+
+// HF's AddedVocabulary::find_matches + split: the tokens of set become ids, the
+// text around them goes on (raw pieces to normalization, normalized pieces to
+// the pre-tokenizer).
+static int encode_added(BbpeEncoder *e, IdVec *out, const AddedSet *set, const uint8_t *s, size_t n,
+                        int maybe_nfc) {
+    size_t start_off = 0, scan = 0, at;
+    const Added *a;
+    while (scan < n && added_find(set, s, n, scan, &at, &a)) {
+        size_t start = at, stop = at + (set->norm ? a->nlen : a->len);
+        scan = stop;  // the automaton resumes after the match, whatever strip does
+        if (a->single_word) {
+            uint32_t c;
+            size_t len;
+            int word_before = start > 0 && is_word(utf8_decode(s + char_start_before(s, start), &len));
+            int word_after = stop < n && (c = utf8_decode(s + stop, &len), is_word(c));
+            if (word_before || word_after) continue;
+        }
+        if (a->lstrip) {
+            size_t ns = start;
+            while (ns > 0) {
+                size_t p = char_start_before(s, ns), len;
+                if (!(uni_class(utf8_decode(s + p, &len)) & UWS)) break;
+                ns = p;
+            }
+            start = ns > start_off ? ns : start_off;
+        }
+        if (a->rstrip) {
+            while (stop < n) {
+                size_t len;
+                if (!(uni_class(utf8_decode(s + stop, &len)) & UWS)) break;
+                stop += len;
+            }
+        }
+        if (start_off < start) {
+            if (set->norm) TRY(run_stage(e, out, 0, s + start_off, start - start_off));
+            else TRY(encode_segment(e, out, s + start_off, start - start_off, maybe_nfc));
+        }
+        idvec_push(out, a->id);
+        start_off = stop;
+    }
+    if (start_off < n) {
+        if (set->norm) return run_stage(e, out, 0, s + start_off, n - start_off);
+        return encode_segment(e, out, s + start_off, n - start_off, maybe_nfc);
+    }
+    return 0;
+}
+
+// Appends NFC(s): boundary-safe stretches are copied, and only the spans from
+// the last boundary-safe code point before a doubtful one to the next
+// boundary-safe code point go through nfc_append.
+static int nfc_fast(ByteVec *out, const uint8_t *s, size_t n) {
+    size_t i = 0, safe = 0, copied = 0;  // safe: start of the last boundary-safe code point
+    while (i < n) {
+        if (s[i] < 0xCC) {  // below U+0300 (or a continuation byte): always boundary-safe
+            if (s[i] < 0x80 || s[i] >= 0xC0) safe = i;
+            i++;
+            continue;
+        }
+        size_t len;
+        uint32_t c = utf8_decode(s + i, &len);
+        if (!nfc_is_bad(c)) { safe = i; i += len; continue; }
+        size_t j = i + len;
+        while (j < n) {
+            if (s[j] < 0xCC) break;
+            if (!nfc_is_bad(utf8_decode(s + j, &len))) break;
+            j += len;
+        }
+        append_bytes(out, s + copied, safe - copied);
+        TRY(nfc_append(out, s + safe, j - safe));
+        copied = safe = i = j;
+    }
+    append_bytes(out, s + copied, n - copied);
+    return 0;
+}
+
+// A piece of raw text between added tokens: normalize, then normalized added
+// tokens, then the pre-tokenizer.
+static int encode_segment(BbpeEncoder *e, IdVec *out, const uint8_t *s, size_t n, int maybe_nfc) {
+    const Bbpe *b = e->b;
+    if (b->nfc && maybe_nfc && maybe_not_nfc(s, n)) {
+        e->norm.n = 0;
+        TRY(nfc_fast(&e->norm, s, n));
+        s = (const uint8_t *)e->norm.v;
+        n = e->norm.n;
+    }
+    if (b->norm_set.n) return encode_added(e, out, &b->norm_set, s, n, 0);
+    return run_stage(e, out, 0, s, n);
+}
+
+int bbpe_encode(BbpeEncoder *e, IdVec *out, const char *text, size_t len) {
+    const uint8_t *s = (const uint8_t *)text;
+    size_t bad;
+    if (!utf8_valid(text, len, &bad)) return ERR("bbpe: input is not valid UTF-8 (byte %zu of %zu)", bad, len);
+    int maybe_nfc = e->b->nfc && maybe_not_nfc(s, len);
+    if (e->b->raw_set.n) return encode_added(e, out, &e->b->raw_set, s, len, maybe_nfc);
+    return encode_segment(e, out, s, len, maybe_nfc);
+}
+
+int bbpe_decode(const Bbpe *b, ByteVec *out, const int32_t *ids, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        int32_t id = ids[i];
+        if (id < 0 || id > b->max_id)
+            return ERR("bbpe: token id %d outside [0, %d)", (int)id, (int)b->max_id + 1);
+        append_bytes(out, b->dec + b->dec_off[id], b->dec_off[id + 1] - b->dec_off[id]);
+    }
+    return 0;
+}
