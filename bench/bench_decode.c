@@ -26,12 +26,13 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "base/args.h"   // defines: ArgSpec, args_parse
-#include "base/error.h"  // defines: TRY_OR_DIE, DIE, xmalloc
-#include "nn/layers.h" // defines: layers_blas_info
-#include "nn/model.h"  // defines: Model, KVCache, model_forward_token
-#include "pack/spmv.h"   // defines: spmv_simd
-#include "run/train.h"  // defines: train_init_random
+#include "base/args.h"       // defines: ArgSpec, args_parse
+#include "base/error.h"      // defines: TRY_OR_DIE, DIE, xmalloc
+#include "nn/layers.h"       // defines: layers_blas_info
+#include "nn/model.h"        // defines: Model, KVCache, model_forward_token
+#include "pack/pack_model.h" // defines: model_open
+#include "pack/spmv.h"       // defines: spmv_simd
+#include "run/train.h"       // defines: train_init_random
 
 static uint64_t splitmix64(uint64_t *s) {
     uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
@@ -81,7 +82,7 @@ static void init_model(const char *config, const char *out, uint64_t seed, float
 static void decode(const char *path, int n_prompt, int n_tokens, uint64_t seed, const char *kern) {
     double t0 = now();
     Model m;
-    TRY_OR_DIE(model_load(&m, path));
+    TRY_OR_DIE(model_open(&m, path));
     double load_s = now() - t0;
     KVCache c;
     TRY_OR_DIE(kvcache_init(&c, &m, n_prompt + n_tokens));
@@ -115,7 +116,7 @@ static void decode(const char *path, int n_prompt, int n_tokens, uint64_t seed, 
            "\"sec_median\": %.6g, \"sec_best\": %.6g, \"tok_s\": %.3f, \"tok_s_total\": %.3f, "
            "\"weight_bytes\": %zu, \"kv_bytes\": %.0f, \"rss_peak_mb\": %.1f, \"rss_mb\": %.1f, "
            "\"ids\": [",
-           path, m.pack ? "true" : "false", m.pack ? kern : "openblas",
+           path, m.ext ? "true" : "false", m.ext ? kern : "openblas",
            omp_get_max_threads(), model_numel(&m), n_prompt, n_tokens, load_s, med, sec[0],
            1.0 / med, n_tokens / total, wbytes, kv, rss_peak_mb(), rss_now_mb());
     for (int k = 0; k < n_tokens && k < 16; k++) printf(k ? ", %d" : "%d", ids[k]);

@@ -23,11 +23,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "nn/adamw.h"  // defines: AdamW, adamw_step
-#include "base/args.h"   // defines: ArgSpec, args_parse
-#include "base/error.h"  // defines: TRY_OR_DIE, DIE
-#include "nn/layers.h" // defines: layers_blas_info
-#include "nn/model.h"  // defines: Model, ModelActs, model_eval, model_forward
+#include "nn/adamw.h"   // defines: AdamW, adamw_step
+#include "base/args.h"  // defines: ArgSpec, args_parse
+#include "base/error.h" // defines: TRY_OR_DIE, DIE
+#include "nn/layers.h"  // defines: layers_blas_info
+#include "nn/model.h"   // defines: Model, ModelActs, model_eval, model_forward
 
 // splitmix64: the same stream in bench/model.py gives the same token ids there.
 static uint64_t splitmix64(uint64_t *s) {

@@ -14,7 +14,7 @@
 #include "base/error.h"    // defines: DIE, TRY_OR_DIE
 #include "base/fileio.h"   // defines: mapped_open
 #include "base/progress.h" // defines: now_seconds
-#include "sparse/select.h"   // defines: Select
+#include "sparse/select.h" // defines: Select
 
 int main(int argc, char **argv) {
     err_set_prog("bench_select");

@@ -10,10 +10,10 @@
 #include <jansson.h>
 #include <utf8proc.h>
 
-#include "tok/bbpe.h"   // defines: Bbpe, BbpeEncoder, bbpe_*
+#include "tok/bbpe.h"    // defines: Bbpe, BbpeEncoder, bbpe_*
 #include "base/error.h"  // defines: err_msg
 #include "base/fileio.h" // defines: file_read_all, path_join
-#include "test.h"   // defines: T_OK, T_SKIP, T_DONE, test_shared
+#include "test.h"        // defines: T_OK, T_SKIP, T_DONE, test_shared
 
 #define QWEN2_RE "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 #define GPT2_RE "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"

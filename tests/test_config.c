@@ -7,10 +7,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "io/config.h" // defines: ModelConfig, config_load
+#include "io/config.h"   // defines: ModelConfig, config_load
 #include "base/error.h"  // defines: err_msg
 #include "base/fileio.h" // defines: path_join
-#include "test.h"   // defines: T_OK, T_SKIP, T_DONE
+#include "test.h"        // defines: T_OK, T_SKIP, T_DONE
 
 static char tmpdir[] = "/tmp/test_config.XXXXXX";
 

@@ -23,14 +23,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "nn/adamw.h"       // defines: AdamW, grad_clip, mask_apply
-#include "base/error.h"       // defines: err_msg, xmalloc
-#include "base/fileio.h"      // defines: path_join, file_read_all
+#include "nn/adamw.h"       // defines: AdamW, grad_clip
+#include "sparse/mask.h"    // defines: mask_apply
+#include "base/error.h"     // defines: err_msg, xmalloc
+#include "base/fileio.h"    // defines: path_join, file_read_all
 #include "nn/layers.h"      // defines: layers_init, layers_blas_info
 #include "nn/model.h"       // defines: Model, ModelActs, KVCache
 #include "io/safetensors.h" // defines: SafeTensors, StWriter
-#include "test.h"        // defines: T_OK, T_SKIP, T_DONE
-#include "tok/tokenizer.h"   // defines: tokenizer_load, tok_decode
+#include "test.h"           // defines: T_OK, T_SKIP, T_DONE
+#include "tok/tokenizer.h"  // defines: tokenizer_load, tok_decode
 
 #define TOL 1e-5
 

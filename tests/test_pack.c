@@ -20,11 +20,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "base/error.h"  // defines: err_msg
-#include "base/fileio.h" // defines: file_read_all, path_join
-#include "nn/model.h"  // defines: Model, model_create, model_load
-#include "pack/pack.h"   // defines: the API under test
-#include "test.h"   // defines: T_OK, T_DONE
+#include "base/error.h"      // defines: err_msg
+#include "base/fileio.h"     // defines: file_read_all, path_join
+#include "nn/model.h"        // defines: Model, model_create, model_load
+#include "pack/pack.h"       // defines: the API under test
+#include "pack/pack_write.h" // defines: pack_write, pack_unpack
+#include "test.h"            // defines: T_OK, T_DONE
 
 static char TMP[64];
 

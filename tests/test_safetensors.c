@@ -14,10 +14,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "base/error.h"       // defines: err_msg, xmalloc
-#include "base/fileio.h"      // defines: path_join
+#include "base/error.h"     // defines: err_msg, xmalloc
+#include "base/fileio.h"    // defines: path_join
 #include "io/safetensors.h" // defines: SafeTensors, StWriter
-#include "test.h"        // defines: T_OK, T_SKIP, T_DONE
+#include "test.h"           // defines: T_OK, T_SKIP, T_DONE
 
 // --- the fixture (tests/t_safetensors_py.sh builds the same tensors in numpy) ---
 

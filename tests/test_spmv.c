@@ -23,11 +23,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/error.h"       // defines: xmalloc, err_msg
-#include "nn/model.h"       // defines: Model, model_load, model_forward_token
-#include "io/safetensors.h" // defines: st_f32_to_bf16, st_bf16_to_f32, st_f16_to_f32
-#include "pack/spmv.h"        // defines: spmv_forward, spmv_embed
-#include "test.h"        // defines: T_OK, T_DONE
+#include "base/error.h"      // defines: xmalloc, err_msg
+#include "nn/model.h"        // defines: Model, model_load, model_forward_token
+#include "io/safetensors.h"  // defines: st_f32_to_bf16, st_bf16_to_f32, st_f16_to_f32
+#include "pack/pack_model.h" // defines: model_open
+#include "pack/pack_write.h" // defines: pack_write
+#include "pack/spmv.h"       // defines: spmv_forward, spmv_embed
+#include "test.h"            // defines: T_OK, T_DONE
 
 static uint64_t rng = 0x1234567;
 static uint64_t next_u64(void) {
@@ -371,9 +373,9 @@ static void check_model(const char *fixture) {
     model_free(&m);
     if (rc == 0) rc = model_load(&d, dir);
     if (rc == 0 && (rc = pack_write(pack, &d, QUANT_NONE, INDEX_SPEED)) < 0) model_free(&d);
-    if (rc == 0 && (rc = model_load(&p, pack)) < 0) model_free(&d);
+    if (rc == 0 && (rc = model_open(&p, pack)) < 0) model_free(&d);
     if (!T_OK(rc == 0, "%s: save, pack and load the pack %s", fixture, rc ? err_msg() : "")) return;
-    T_OK(p.pack && p.n_params < d.n_params && model_numel(&p) == model_numel(&d),
+    T_OK(p.ext && p.n_params < d.n_params && model_numel(&p) == model_numel(&d),
          "%s: the pack's 2-D weights stay in the map (%zu floats in the block, %zu parameters)",
          fixture, p.n_params, model_numel(&p));
 

@@ -6,10 +6,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/error.h"    // defines: xmalloc
-#include "io/loader.h"   // defines: Loader, loader_permute
+#include "base/error.h"      // defines: xmalloc
+#include "io/loader.h"       // defines: Loader, loader_permute
 #include "sparse/schedule.h" // defines: PruneSchedule, lr_at
-#include "test.h"     // defines: T_OK
+#include "test.h"            // defines: T_OK
 
 static double cubic(double Sf, double t, double t0, double P) {
     double f = (t - t0) / P;

@@ -89,9 +89,3 @@ double grad_clip(float *g, double max_norm, size_t n) {
     if (c < 1.0f) grad_scale(g, c, n); // torch multiplies by 1.0 too, which changes nothing
     return norm;
 }
-
-void mask_apply(float *x, const uint8_t *mask, size_t n) {
-#pragma omp parallel for schedule(static) if (n > PAR_MIN_WORK)
-    for (size_t i = 0; i < n; i++)
-        if (!mask[i]) x[i] = 0.0f;
-}

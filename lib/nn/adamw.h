@@ -1,13 +1,13 @@
 // adamw.h: the optimizer of the CPU path: AdamW exactly as torch.optim.AdamW
 // (single-tensor implementation of torch 1.13-2.x: bias correction, decoupled weight
 // decay, fp32 moments), global gradient-norm clipping as
-// torch.nn.utils.clip_grad_norm_, and masks.
+// torch.nn.utils.clip_grad_norm_; a mask keeps pruned weights at zero through a step.
 //
 // Everything works on flat arrays laid out like the parameter block (model.h), so a
 // rank that owns a slice of the block (ZeRO stage 1) passes pointers into that slice
 // and the same offsets into the mask. A mask is uint8, one per parameter, 1 = keep.
 //
-// Not here: which weights a mask keeps (the mask tool), learning-rate schedules.
+// Not here: which weights a mask keeps (sparse/mask.h), learning-rate schedules.
 #ifndef BEST_ADAMW_H
 #define BEST_ADAMW_H
 
@@ -46,7 +46,5 @@ void grad_scale(float *g, float s, size_t n);
 // The single-process clip_grad_norm_: returns the norm before clipping.
 double grad_clip(float *g, double max_norm, size_t n);
 
-// x[i] = 0 where mask[i] == 0 (gradients before clipping, weights after loading).
-void mask_apply(float *x, const uint8_t *mask, size_t n);
 
 #endif

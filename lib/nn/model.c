@@ -12,8 +12,8 @@
 //   logits = norm(x) lm_head^T;  loss = mean cross-entropy of the shifted targets.
 // The kernels are in layers.c; this file is the order in which they run. Every
 // product with a 2-D weight goes through linear() (and the embedding through
-// embed_rows()), which reads the weight from the fp32 block or from a packed
-// checkpoint (the last section of this file).
+// embed_rows()), which reads the weight from the fp32 block or asks its store
+// (weight.h; the last section of this file).
 #include "nn/model.h"
 
 #include <errno.h>
@@ -27,9 +27,7 @@
 
 #include "base/error.h"  // defines: ERR, TRY, CHECK, xmalloc
 #include "base/fileio.h" // defines: file_read_all, path_join, AFile
-#include "nn/layers.h" // defines: the kernels
-#include "pack/pack.h"   // defines: Pack, PackTensor, pack_open, pack_decode_rows
-#include "pack/spmv.h"   // defines: spmv_forward, spmv_embed, spmv_bytes
+#include "nn/layers.h"   // defines: the kernels
 
 // --- parameter layout ---------------------------------------------------------------
 
@@ -73,14 +71,6 @@ static const float *fam_w(const Model *m, int f) {
     return *(float *const *)((const char *)&m->w + FAM[f].field);
 }
 
-// A packed checkpoint behind a Model: the map stays open, the 2-D weights are read in it.
-struct ModelPack {
-    Pack p;
-    const PackTensor **t; // (F_N, L): family f of layer l (l = 0 for the others); NULL
-                          // for the 1-D families, which are copied into the block
-    size_t wbuf;          // floats of the largest 2-D tensor (ModelActs.wbuf)
-};
-
 // Shape of one tensor of family f (one layer's); 0 when the model has no such tensor.
 static int fam_shape(int64_t shape[2], const Model *m, int f) {
     const ModelConfig *c = &m->cfg;
@@ -110,9 +100,20 @@ static int fam_shape(int64_t shape[2], const Model *m, int f) {
     return 0;
 }
 
+// The stored weight of family f, layer l (a tied lm_head is the embedding's).
+static const void *stored_weight(const Model *m, int f, size_t l) {
+    if (f == F_LM_HEAD && m->cfg.tie_word_embeddings) f = F_EMBED;
+    size_t i = 0; // table index: the entries of the families before f, then l
+    for (int g = 0; g < f; g++) {
+        int64_t s[2];
+        if (fam_shape(s, m, g)) i += FAM[g].per_layer ? m->L : 1;
+    }
+    return m->ext->t[i + l];
+}
+
 // Fills m->info, m->n_params and m->w (pointing into m->params, allocated here). With
-// packed set, the 2-D families get no room in the block (offset SIZE_MAX, NULL pointers).
-static int params_layout(Model *m, int packed) {
+// stored set, the 2-D families get no room in the block (offset SIZE_MAX, NULL pointers).
+static int params_layout(Model *m, int stored) {
     size_t off[F_N], n = 0, npr = 0;
     int count = 0;
     for (int f = 0; f < F_N; f++) {
@@ -131,7 +132,7 @@ static int params_layout(Model *m, int packed) {
         total += (double)s[0] * (nd == 2 ? (double)s[1] : 1) * (double)reps;
         if (total > 1e12)
             return ERR("config.json: the model would have more than 1e12 parameters");
-        int in_block = !(packed && nd == 2);
+        int in_block = !(stored && nd == 2);
         off[f] = in_block ? n : SIZE_MAX;
         for (size_t r = 0; r < reps; r++) {
             ParamInfo *p = &m->info[m->n_info++];
@@ -157,19 +158,11 @@ static int params_layout(Model *m, int packed) {
     return 0;
 }
 
-// Reads the config file (path: file or folder) into m->cfg and m->config_json.
-static int read_config(Model *m, const char *path) {
-    char *file = path_is_dir(path) ? path_join(path, "config.json") : xstrdup(path);
-    int rc = file_read_all(&m->config_json, &m->config_len, file);
-    if (rc == 0) rc = config_parse(&m->cfg, m->config_json, m->config_len, file);
-    if (rc == 0 && m->cfg.head_dim % 2)
-        rc = ERR("%s: head_dim %d is odd; RoPE needs pairs", file, m->cfg.head_dim);
-    free(file);
-    return rc;
-}
-
-// Sizes from m->cfg, then the layout (packed: see params_layout).
-static int model_setup(Model *m, int packed) {
+// Sizes from m->config_json (name: for messages), then the layout (stored: see
+// params_layout).
+static int model_setup(Model *m, const char *name, int stored) {
+    TRY(config_parse(&m->cfg, m->config_json, m->config_len, name));
+    if (m->cfg.head_dim % 2) return ERR("%s: head_dim %d is odd; RoPE needs pairs", name, m->cfg.head_dim);
     const ModelConfig *c = &m->cfg;
     m->V = (size_t)c->vocab_size;
     m->C = (size_t)c->hidden_size;
@@ -181,22 +174,33 @@ static int model_setup(Model *m, int packed) {
     m->Q = m->NH * m->HD;
     m->KVD = m->KV * m->HD;
     m->qk_norm = c->arch == ARCH_QWEN3;
-    return params_layout(m, packed);
+    return params_layout(m, stored);
 }
 
 int model_create(Model *m, const char *config_path) {
     memset(m, 0, sizeof *m);
     m->dtype = ST_F32;
-    if (read_config(m, config_path) < 0 || model_setup(m, 0) < 0) { model_free(m); return -1; }
+    char *file = path_is_dir(config_path) ? path_join(config_path, "config.json") : xstrdup(config_path);
+    int rc = file_read_all(&m->config_json, &m->config_len, file);
+    if (rc == 0) rc = model_setup(m, file, 0);
+    free(file);
+    if (rc < 0) model_free(m);
+    return rc;
+}
+
+int model_create_stored(Model *m, const char *config_json, size_t len, const char *name) {
+    memset(m, 0, sizeof *m);
+    m->dtype = ST_F32;
+    m->config_len = len;
+    m->config_json = xmalloc(len + 1);
+    memcpy(m->config_json, config_json, len);
+    m->config_json[len] = 0;
+    if (model_setup(m, name, 1) < 0) { model_free(m); return -1; }
     return 0;
 }
 
 void model_free(Model *m) {
-    if (m->pack) {
-        pack_close(&m->pack->p);
-        free(m->pack->t);
-        free(m->pack);
-    }
+    if (m->ext) m->ext->close(m->ext);
     free(m->info);
     free(m->params);
     free(m->grads);
@@ -313,42 +317,41 @@ static void shape_str(char *buf, size_t n, int ndim, const int64_t *shape) {
     if (k < n) snprintf(buf + k, n - k, "]");
 }
 
+int model_check_shape(const ParamInfo *p, int ndim, const int64_t *shape, const char *where) {
+    if (ndim == p->ndim && shape[0] == p->shape[0] && (p->ndim == 1 || shape[1] == p->shape[1])) return 0;
+    char got[64], want[64];
+    shape_str(got, sizeof got, ndim, shape);
+    shape_str(want, sizeof want, p->ndim, p->shape);
+    return ERR("%s: tensor %s has shape %s, config.json implies %s", where, p->name, got, want);
+}
+
+int model_check_name(const Model *m, const char *name, const char *where) {
+    if (model_param(m, name) || ends_with(name, ".rotary_emb.inv_freq")) return 0;
+    if (m->cfg.tie_word_embeddings && strcmp(name, "lm_head.weight") == 0) return 0;
+    return ERR("%s: unexpected tensor %s (not part of a %s with this config.json)", where, name,
+               config_arch_name(m->cfg.arch));
+}
+
 static int load_tensors(Model *m, const Shards *s) {
     for (int i = 0; i < m->n_info; i++) {
         const ParamInfo *p = &m->info[i];
         const SafeTensors *st;
         const StTensor *t = shards_find(s, &st, p->name);
         if (!t) return ERR("%s: missing tensor %s", s->where, p->name);
-        if (t->ndim != p->ndim || t->shape[0] != p->shape[0] ||
-            (p->ndim == 2 && t->shape[1] != p->shape[1])) {
-            char got[64], want[64];
-            shape_str(got, sizeof got, t->ndim, t->shape);
-            shape_str(want, sizeof want, p->ndim, p->shape);
-            return ERR("%s: tensor %s has shape %s, config.json implies %s", st->path,
-                       p->name, got, want);
-        }
+        TRY(model_check_shape(p, t->ndim, t->shape, st->path));
         TRY(st_to_f32(m->params + p->offset, st, t));
         if (i == 0) m->dtype = t->dtype;
     }
     // Anything else in the files would be silently ignored by us but not by the model
     // it came from (a bias the config does not announce, say): refuse it.
     for (int k = 0; k < s->n; k++)
-        for (int j = 0; j < s->st[k].n_tensors; j++) {
-            const char *name = s->st[k].tensors[j].name;
-            if (model_param(m, name) || ends_with(name, ".rotary_emb.inv_freq")) continue;
-            if (m->cfg.tie_word_embeddings && strcmp(name, "lm_head.weight") == 0) continue;
-            return ERR("%s: unexpected tensor %s (not part of a %s with this config.json)",
-                       s->st[k].path, name, config_arch_name(m->cfg.arch));
-        }
+        for (int j = 0; j < s->st[k].n_tensors; j++)
+            TRY(model_check_name(m, s->st[k].tensors[j].name, s->st[k].path));
     return 0;
 }
 
-static int model_load_pack(Model *m, const char *path);
-static int is_pack_file(const char *path);
-
 int model_load(Model *m, const char *dir) {
-    if (!path_is_dir(dir) && is_pack_file(dir)) return model_load_pack(m, dir);
-    if (!path_is_dir(dir)) return ERR("%s: not a model folder (nor a packed checkpoint)", dir);
+    if (!path_is_dir(dir)) return ERR("%s: not a model folder", dir);
     TRY(model_create(m, dir));
     m->src_dir = xstrdup(dir);
     Shards s;
@@ -458,9 +461,8 @@ static int copy_tokenizer_files(const char *src, const char *dir) {
 }
 
 int model_need_folder(const Model *m, const char *what) {
-    if (!m->pack) return 0;
-    return ERR("%s: a packed checkpoint; %s needs the model's folder (best-pack --unpack writes it)",
-               m->pack->p.path, what);
+    if (!m->ext) return 0;
+    return ERR("%s: %s; %s needs the model's folder (%s)", m->ext->path, m->ext->what, what, m->ext->hint);
 }
 
 int model_save(const Model *m, const char *dir, int dtype) {
@@ -537,7 +539,7 @@ static void acts_layout(ModelActs *a, const Model *m, Carver *cv) {
     a->rope_cos = take(cv, T * m->HD / 2);
     a->rope_sin = take(cv, T * m->HD / 2);
     a->scratch = take(cv, (size_t)a->n_scratch * attention_scratch(T));
-    a->wbuf = take(cv, m->pack ? m->pack->wbuf : 0);
+    a->wbuf = take(cv, m->ext ? m->ext->max_numel : 0);
     if (!a->train) return;
     a->dres = take(cv, N * C);
     a->dxn = take(cv, N * C);
@@ -609,7 +611,6 @@ static int check_ids(const int32_t *ids, size_t n, size_t V, int32_t lo, const c
 
 static void linear(float *y, const float *x, const Model *m, int f, size_t l, const float *b,
                    float *wbuf, size_t N, size_t IC, size_t OC, int acc);
-static void decode_weight(float *w, const PackTensor *t);
 static void embed_rows(float *x, const Model *m, const int32_t *tokens, size_t N);
 
 // One decoder block: s->res in, out (N, C) out (out may be s->res of the next slot).
@@ -687,8 +688,8 @@ int model_eval(float *logits, float *nll, const Model *m, ModelActs *a,
     if (targets) TRY(check_ids(targets, N, V, -1, "target"));
     trunk_forward(m, a, tokens);
     const float *head = m->w.lm_head;
-    if (m->pack) { // decoded once for all the rows below
-        decode_weight(a->wbuf, m->pack->t[F_LM_HEAD * m->L]);
+    if (m->ext) { // decoded once for all the rows below
+        m->ext->ops->decode(a->wbuf, stored_weight(m, F_LM_HEAD, 0));
         head = a->wbuf;
     }
     // With an output array the logits go straight there; otherwise a few rows at a time.
@@ -748,7 +749,7 @@ static void block_backward(Model *m, ModelActs *a, size_t l) {
 
 void model_backward(Model *m, ModelActs *a, float loss_scale) {
     CHECK(a->train && a->has_targets, "model_backward needs a training forward with targets");
-    CHECK(!m->pack, "model_backward on a pack-backed model");
+    CHECK(!m->ext, "model_backward on a model with stored weights");
     CHECK(m->grads, "model_backward before model_grads_init");
     if (!a->n_valid) return; // the loss is a constant 0
     size_t N = a->N, C = m->C;
@@ -841,124 +842,34 @@ const float *model_forward_token(const Model *m, KVCache *c, int32_t token, int 
     return c->logits;
 }
 
-// --- weights from the block or from a packed checkpoint -------------------------------
-
-// w (rows, cols) = t in fp32, in slices of rows across threads (pack_decode_rows is
-// one thread; a 7B model's evaluation decodes 6.5G weights per forward pass).
-static void decode_weight(float *w, const PackTensor *t) {
-    size_t rows = t->rows, cols = t->cols, slice = 64;
-#pragma omp parallel for schedule(dynamic) if (rows * cols > (1 << 18))
-    for (size_t r0 = 0; r0 < rows; r0 += slice)
-        pack_decode_rows(w + r0 * cols, t, r0, r0 + slice < rows ? r0 + slice : rows);
-}
+// --- weights from the block or from a store --------------------------------------------
 
 // y (N, OC) = x (N, IC) @ W^T + b (acc: y += ...), W (OC, IC) = family f of layer l.
-// A folder's model: BLAS on the fp32 block. A pack-backed one: with wbuf, W decoded into
+// A folder's model: BLAS on the fp32 block. A stored weight: with wbuf, W decoded into
 // wbuf (the fp32 bits the block would hold) and the very same BLAS call, so that
-// evaluation is bitwise the unpacked model's; without (one token, N = 1), spmv straight
-// from the packed encoding, reading the fewest bytes.
+// evaluation is bitwise the unpacked model's; without (one token, N = 1), the store's
+// matvec straight from its encoding, reading the fewest bytes.
 static void linear(float *y, const float *x, const Model *m, int f, size_t l, const float *b,
                    float *wbuf, size_t N, size_t IC, size_t OC, int acc) {
-    if (!m->pack) {
+    if (!m->ext) {
         matmul_forward(y, x, fam_w(m, f) + l * OC * IC, b, N, IC, OC, acc);
         return;
     }
-    const PackTensor *t = m->pack->t[(size_t)f * m->L + l];
+    const void *t = stored_weight(m, f, l);
     if (wbuf) {
-        decode_weight(wbuf, t);
+        m->ext->ops->decode(wbuf, t);
         matmul_forward(y, x, wbuf, b, N, IC, OC, acc);
     } else {
-        CHECK(N == 1, "linear: a packed product of %zu rows needs a decode buffer", N);
-        spmv_forward(y, x, t, b, acc);
+        CHECK(N == 1, "linear: a stored product of %zu rows needs a decode buffer", N);
+        m->ext->ops->matvec(y, x, t, b, acc);
     }
 }
 
 // x (N, C) = the embeddings of tokens (N), already checked to be in [0, V).
 static void embed_rows(float *x, const Model *m, const int32_t *tokens, size_t N) {
-    if (m->pack) spmv_embed(x, tokens, m->pack->t[F_EMBED * m->L], N);
+    if (m->ext) m->ext->ops->embed(x, tokens, stored_weight(m, F_EMBED, 0), N);
     else if (N == 1) memcpy(x, m->w.embed + (size_t)tokens[0] * m->C, m->C * sizeof *x);
     else embedding_forward(x, tokens, m->w.embed, N, m->C);
-}
-
-// A tar file's header block has "ustar" at offset 257 (POSIX and GNU both).
-static int is_pack_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return 0;
-    char h[512];
-    int ok = fread(h, 1, sizeof h, f) == sizeof h && memcmp(h + 257, "ustar", 5) == 0;
-    fclose(f);
-    return ok;
-}
-
-// The (family, layer) of every table entry, in table order (params_layout's).
-static void for_each_tensor(const Model *m, int *fam, size_t *layer) {
-    int i = 0;
-    for (int f = 0; f < F_N; f++) {
-        int64_t s[2];
-        if (!fam_shape(s, m, f)) continue;
-        size_t reps = FAM[f].per_layer ? m->L : 1;
-        for (size_t r = 0; r < reps; r++, i++) {
-            fam[i] = f;
-            layer[i] = r;
-        }
-    }
-}
-
-static int model_load_pack(Model *m, const char *path) {
-    memset(m, 0, sizeof *m);
-    struct ModelPack *mp = xcalloc(1, sizeof *mp);
-    if (pack_open(&mp->p, path) < 0) {
-        free(mp);
-        return -1;
-    }
-    m->pack = mp;
-    m->config_len = mp->p.config_len;
-    m->config_json = xmalloc(m->config_len + 1);
-    memcpy(m->config_json, mp->p.config_json, m->config_len);
-    m->config_json[m->config_len] = 0;
-    int rc = config_parse(&m->cfg, m->config_json, m->config_len, path);
-    if (rc == 0 && m->cfg.head_dim % 2)
-        rc = ERR("%s: head_dim %d is odd; RoPE needs pairs", path, m->cfg.head_dim);
-    if (rc == 0) rc = model_setup(m, 1);
-    if (rc < 0) { model_free(m); return -1; }
-    mp->t = xcalloc((size_t)F_N * m->L, sizeof *mp->t);
-    int *fam = xmalloc((size_t)m->n_info * sizeof *fam);
-    size_t *layer = xmalloc((size_t)m->n_info * sizeof *layer);
-    for_each_tensor(m, fam, layer);
-    for (int i = 0; rc == 0 && i < m->n_info; i++) {
-        const ParamInfo *p = &m->info[i];
-        const PackTensor *t = pack_find(&mp->p, p->name);
-        if (!t) { rc = ERR("%s: missing tensor %s", path, p->name); break; }
-        size_t cols = p->ndim == 2 ? (size_t)p->shape[1] : (size_t)p->shape[0];
-        size_t rows = p->ndim == 2 ? (size_t)p->shape[0] : 1;
-        if (t->ndim != p->ndim || t->rows != rows || t->cols != cols) {
-            char got[64], want[64];
-            shape_str(got, sizeof got, t->ndim, t->shape);
-            shape_str(want, sizeof want, p->ndim, p->shape);
-            rc = ERR("%s: tensor %s has shape %s, config.json implies %s", path, p->name, got, want);
-            break;
-        }
-        if (i == 0) m->dtype = t->dtype;
-        if (p->ndim == 1) {
-            pack_decode_rows(m->params + p->offset, t, 0, 1);
-        } else {
-            mp->t[(size_t)fam[i] * m->L + layer[i]] = t;
-            if (rows * cols > mp->wbuf) mp->wbuf = rows * cols;
-        }
-    }
-    free(fam);
-    free(layer);
-    if (m->cfg.tie_word_embeddings) mp->t[F_LM_HEAD * m->L] = mp->t[F_EMBED * m->L];
-    // As for folders: a tensor we would ignore is refused.
-    for (int j = 0; rc == 0 && j < mp->p.n; j++) {
-        const char *name = mp->p.t[j].name;
-        if (model_param(m, name) || ends_with(name, ".rotary_emb.inv_freq")) continue;
-        if (m->cfg.tie_word_embeddings && strcmp(name, "lm_head.weight") == 0) continue;
-        rc = ERR("%s: unexpected tensor %s (not part of a %s with this config.json)", path, name,
-                 config_arch_name(m->cfg.arch));
-    }
-    if (rc < 0) model_free(m);
-    return rc;
 }
 
 size_t model_numel(const Model *m) {
@@ -977,19 +888,11 @@ size_t model_token_bytes(const Model *m) {
         size_t reps = FAM[f].per_layer ? L : 1, numel = (size_t)s[0] * (nd == 2 ? (size_t)s[1] : 1);
         if (nd == 1) { bytes += reps * numel * sizeof(float); continue; }
         for (size_t r = 0; r < reps; r++) {
-            const PackTensor *t = m->pack ? m->pack->t[(size_t)f * L + r] : NULL;
+            const void *t = m->ext ? stored_weight(m, f, r) : NULL;
             if (f == F_EMBED) // one row
-                bytes += t ? t->values_bytes / t->rows : m->C * sizeof(float);
-            else bytes += t ? spmv_bytes(t) : numel * sizeof(float);
+                bytes += t ? m->ext->ops->row_bytes(t) : m->C * sizeof(float);
+            else bytes += t ? m->ext->ops->bytes(t) : numel * sizeof(float);
         }
     }
     return bytes;
-}
-
-int model_pack_file(const uint8_t **data, size_t *len, const Model *m, const char *name) {
-    const PackMember *pm = m->pack ? pack_member(&m->pack->p, name) : NULL;
-    if (!pm) return -1;
-    *data = m->pack->p.map.data + pm->offset;
-    *len = pm->size;
-    return 0;
 }

@@ -13,16 +13,16 @@
 // Inside the block each family of tensors is stacked over layers, e.g. wq is
 // (L, NH*HD, C) and layer l's q_proj.weight starts at wq + l*NH*HD*C.
 //
-// A model can also be backed by a packed checkpoint (pack.h; model_load detects the
-// file): then the 2-D weights (the seven Linear families, lm_head, the embedding) stay
-// in the file's memory map in their packed encoding and only the 1-D tensors (norms,
-// biases) are in the fp32 block. Evaluation decodes each weight into an fp32 buffer of
-// the activations and runs the same BLAS products as the folder's model, so its
-// results are bitwise the unpacked model's; one-token decoding multiplies straight
-// from the packed encoding (spmv.h). Training a packed model is an error.
+// A model's 2-D weights can also live outside the block, in a store (weight.h): a
+// packed checkpoint keeps them in the file's memory map in their packed encoding
+// (pack/pack_model.h loads such a model) and only the 1-D tensors (norms, biases) are
+// in the fp32 block. Evaluation decodes each stored weight into an fp32 buffer of the
+// activations and runs the same BLAS products as the folder's model, so its results
+// are bitwise the unpacked model's; one-token decoding multiplies straight from the
+// storage. Training such a model is an error.
 //
-// Not here: the kernels (layers.h, spmv.h), the optimizer and masks (adamw.h),
-// config.json parsing (config.h), the packed format (pack.h), tokenization, data loading.
+// Not here: the kernels (layers.h), the optimizer (adamw.h), masks (sparse/mask.h),
+// config.json parsing (config.h), packed checkpoints (lib/pack/), tokenization, data.
 #ifndef BEST_MODEL_H
 #define BEST_MODEL_H
 
@@ -31,17 +31,8 @@
 
 #include "io/config.h"      // defines: ModelConfig
 #include "io/safetensors.h" // defines: StDtype
-
-// One tensor of the parameter block, under its Hugging Face name.
-typedef struct {
-    char name[96];       // "model.layers.3.self_attn.q_proj.weight"
-    size_t offset;       // first float inside the block; SIZE_MAX when the tensor stays
-                         // in a packed checkpoint (the 2-D ones of a pack-backed model)
-    size_t numel;
-    int ndim;            // 1 or 2
-    int64_t shape[2];    // as in the safetensors file: (out, in) for Linear weights
-    int prunable;        // q,k,v,o,gate,up,down _proj.weight of a block
-} ParamInfo;
+#include "nn/params.h"      // defines: ParamInfo
+#include "nn/weight.h"      // defines: WeightStore
 
 // Named pointers into a parameter-shaped block (weights or gradients).
 // Q = NH*HD, KVD = KV*HD, I = intermediate_size.
@@ -69,16 +60,14 @@ typedef struct {
     float *lm_head;      // (V, C)        == embed when the embeddings are tied
 } ModelParams;
 
-struct ModelPack;         // a packed checkpoint's map and tensors (model.c)
-
 typedef struct {
     ModelConfig cfg;
     size_t V, C, I, L, NH, KV, HD, Q, KVD; // sizes from cfg, as size_t
     int qk_norm;          // Qwen3: RMSNorm over HD on q and k before RoPE
     ParamInfo *info;      // (n_info,) in block order
     int n_info;
-    size_t n_params;      // floats in the block (pack-backed: the 1-D tensors only)
-    size_t n_prunable;    // of which in prunable tensors (pack-backed: 0)
+    size_t n_params;      // floats in the block (with a store: the 1-D tensors only)
+    size_t n_prunable;    // of which in prunable tensors (with a store: 0)
     float *params;        // (n_params,)
     float *grads;         // (n_params,) NULL until model_grads_init
     ModelParams w;        // into params
@@ -87,40 +76,45 @@ typedef struct {
     char *src_dir;        // folder loaded from (tokenizer files for saving), or NULL
     char *config_json;    // the config.json bytes, written back by model_save
     size_t config_len;
-    struct ModelPack *pack; // non-NULL when loaded from a packed checkpoint
+    WeightStore *ext;     // the 2-D weights when they are not in the block, else NULL
 } Model;
 
 // A model with all parameters zero, shaped by the config.json at path (a file or a
 // folder holding one); for random initialisation by the caller.
 int model_create(Model *m, const char *config_path);
+// A model shaped by config_json (len bytes; name is for messages) whose 2-D weights
+// will be stored outside the block: the caller sets m->ext, with one stored weight per
+// 2-D table entry, and the 1-D tensors in m->params (pack/pack_model.c).
+int model_create_stored(Model *m, const char *config_json, size_t len, const char *name);
 // A Hugging Face folder: config.json, model.safetensors or model.safetensors.index.json
-// + shards; F32, BF16 or F16 weights become fp32. Or a packed checkpoint file (pack.h,
-// recognised by its tar header): mapped, validated, and kept mapped until model_free.
-// Errors name the file and the tensor.
-int model_load(Model *m, const char *path);
+// + shards; F32, BF16 or F16 weights become fp32. Errors name the file and the tensor.
+// (pack/pack_model.h's model_open also takes a packed checkpoint.)
+int model_load(Model *m, const char *dir);
 void model_free(Model *m);
-// 0, or ERR when m is backed by a packed checkpoint, whose 2-D weights are not in the
-// fp32 block: `what` ("best-mask", "training", ...) needs the model's folder.
+// 0, or ERR when m's 2-D weights are in a store (a packed checkpoint), not in the fp32
+// block: `what` ("best-mask", "training", ...) needs the model's folder.
 int model_need_folder(const Model *m, const char *what);
 // Writes dir/model.safetensors (metadata {"format": "pt"}; no lm_head.weight when
 // tied) in dtype (ST_F32, ST_BF16, ST_F16, or -1 for the dtype loaded), config.json
 // (torch_dtype updated if the dtype changed) and the tokenizer files of the source
 // folder. Creates dir if needed; every file goes through temp + rename. ERR for a
-// pack-backed model (best-pack --unpack writes its folder).
+// model with stored weights (best-pack --unpack writes a pack's folder).
 int model_save(const Model *m, const char *dir, int dtype);
 
 // The table entry of a HF tensor name, or NULL.
 const ParamInfo *model_param(const Model *m, const char *name);
-// Parameters of the model, wherever they are (the block or the pack).
+// What every checkpoint reader checks, so that a folder and a pack are refused alike:
+// a tensor (ndim, shape) found for table entry p has p's shape; a tensor name found in
+// a checkpoint belongs to the model (a parameter, a rotary inv_freq buffer, or a tied
+// lm_head). 0, or ERR naming where (a file) and the tensor.
+int model_check_shape(const ParamInfo *p, int ndim, const int64_t *shape, const char *where);
+int model_check_name(const Model *m, const char *name, const char *where);
+// Parameters of the model, wherever they are (the block or the store).
 size_t model_numel(const Model *m);
 // Bytes of weights one model_forward_token reads: every 2-D weight but the embedding
-// in full (packed: index, values, row pointers and scales, spmv_bytes), one embedding
-// row, and the fp32 1-D tensors; not the KV cache.
+// in full (stored: what its matvec reads), one embedding row, and the fp32 1-D
+// tensors; not the KV cache.
 size_t model_token_bytes(const Model *m);
-// A file of the packed checkpoint m came from (config.json, tokenizer.json, ...):
-// its bytes, inside the map, valid until model_free. -1 (no ERR) when m is not
-// pack-backed or the pack has no such member.
-int model_pack_file(const uint8_t **data, size_t *len, const Model *m, const char *name);
 // Allocates the gradient block (zeroed) and m->g; model_zero_grad zeroes it again.
 void model_grads_init(Model *m);
 void model_zero_grad(Model *m);
@@ -177,8 +171,8 @@ typedef struct {
     float *rope_sin;      // (T, HD/2)
     float *scratch;       // (n_scratch, attention_scratch(T)) per-thread attention blocks
     int n_scratch;
-    float *wbuf;          // pack-backed models only: (largest 2-D weight) one weight
-                          // decoded to fp32 for a BLAS product, else NULL
+    float *wbuf;          // models with a store only: (largest 2-D weight) one stored
+                          // weight decoded to fp32 for a BLAS product, else NULL
     // backward scratch (training mode only)
     float *dres, *dxn;    // (N, C)
     float *datt, *dq;     // (N, Q)
@@ -201,8 +195,8 @@ size_t model_acts_bytes(const Model *m, int B, int T, int train);
 
 // Training forward over tokens (B*T); targets (B*T) are the next tokens, -1 = ignore,
 // or NULL (no loss). Keeps activations in a (which must be in training mode); sets
-// a->loss, a->n_valid, a->nll, a->logits. -1 if an id is outside [0, V) or m is
-// pack-backed.
+// a->loss, a->n_valid, a->nll, a->logits. -1 if an id is outside [0, V) or m has
+// stored weights.
 int model_forward(const Model *m, ModelActs *a, const int32_t *tokens, const int32_t *targets);
 // Adds into m->grads the gradient of loss_scale * a->loss (the last forward's mean
 // loss). Gradient accumulation: with micro-batches i of n_i valid targets out of n,
@@ -233,9 +227,10 @@ int kvcache_init(KVCache *c, const Model *m, int max_T);
 void kvcache_free(KVCache *c);
 // Runs token at position pos (0, 1, 2, ... in order; positions before pos must have
 // been run) and returns the logits (V) of the next token, valid until the next call,
-// or NULL after ERR (token out of range, pos >= max_T). A pack-backed model computes
-// its products with spmv_forward (fp32 sums in another order than BLAS: logits agree
-// with the unpacked model's to fp32 rounding, not bit for bit).
+// or NULL after ERR (token out of range, pos >= max_T). A model with stored weights
+// computes its products with their matvec (a packed one: spmv_forward, fp32 sums in
+// another order than BLAS: logits agree with the unpacked model's to fp32 rounding,
+// not bit for bit).
 const float *model_forward_token(const Model *m, KVCache *c, int32_t token, int pos);
 
 #endif

@@ -43,7 +43,8 @@
 // deltas stay inside their row and their ixptr range) at open, so the kernels
 // (spmv.h) can trust a PackTensor. pack_verify additionally hashes every member.
 //
-// Not here: computing with packed tensors (spmv.h), the decode benchmark (bench/).
+// Not here: writing and unpacking (pack_write.h), computing with packed tensors
+// (spmv.h), a model backed by a pack (pack_model.h), the decode benchmark (bench/).
 #ifndef BEST_PACK_H
 #define BEST_PACK_H
 
@@ -51,23 +52,17 @@
 #include <stdint.h>
 
 #include "base/fileio.h"      // defines: MappedFile
-#include "nn/model.h"       // defines: Model
-#include "io/safetensors.h" // defines: StDtype
+#include "io/safetensors.h"   // defines: StDtype
+#include "pack/pack_format.h" // defines: PackEnc, PackVal, PackQuant, TILE, PACK_VERSION
 
-#define PACK_VERSION 2
-
-typedef enum { PACK_DENSE, PACK_BITMAP, PACK_DELTA, PACK_TILES } PackEnc;
-typedef enum { PACK_F32, PACK_BF16, PACK_F16, PACK_I8, PACK_I4 } PackVal;
-typedef enum { QUANT_NONE, QUANT_BF16, QUANT_INT8, QUANT_INT4 } PackQuant;
 // How the writer picks a prunable tensor's encoding: SPEED, the least estimated
 // decoding time (pack.c: pack_cost); SIZE, the fewest bytes; or always the one named
 // (dense when the tensor has no stored element to spare).
 typedef enum { INDEX_SPEED, INDEX_SIZE, INDEX_BITMAP, INDEX_DELTA, INDEX_TILES } PackIndex;
 
-#define TILE 32 // tiles: rows per panel and columns per block
-
 int pack_quant_parse(PackQuant *out, const char *name); // none|bf16|int8|int4; -1 (no ERR)
 int pack_index_parse(PackIndex *out, const char *name); // speed|size|bitmap|delta|tiles; -1
+const char *pack_quant_name(PackQuant q);               // "none", "bf16", "int8", "int4"
 const char *pack_enc_name(PackEnc e);                   // "dense", "bitmap", "delta", "tiles"
 const char *pack_val_name(PackVal v);                   // "F32", "BF16", "F16", "I8", "I4"
 
@@ -113,12 +108,6 @@ typedef struct {
     char *path;                // for messages
 } Pack;
 
-// Writes m (its weights as loaded, dtype m->dtype) to path (temp + rename; "-" is
-// stdout). quant NONE keeps the model's dtype, BF16 turns the prunable tensors'
-// F32/F16 values into bf16, INT8/INT4 quantize the stored elements of prunable
-// tensors per row (round to nearest, scale = max|w| / 127 or / 7). config.json is
-// m->config_json; the tokenizer files come from m->src_dir (when set).
-int pack_write(const char *path, const Model *m, PackQuant quant, PackIndex index);
 // Opens, parses and validates (not the hashes); errors name the file and the member.
 int pack_open(Pack *p, const char *path);
 // The same over a buffer (8-byte aligned) that must outlive p; name is for messages.
@@ -132,12 +121,4 @@ const PackMember *pack_member(const Pack *p, const char *name);
 size_t pack_tensor_bytes(const PackTensor *t);
 // Rows [r0, r1) of t as dense fp32 (r1-r0, cols), dequantized, zeros where not stored.
 void pack_decode_rows(float *out, const PackTensor *t, size_t r0, size_t r1);
-// A Hugging Face folder with the tensors of the pack (dtype restored; with quant NONE
-// bit-identical to the packed model), config.json and the tokenizer files. Only plain
-// file names from the allow-list (config.json, generation_config.json, tokenizer.model,
-// tokenizer.json, tokenizer_config.json, special_tokens_map.json, added_tokens.json,
-// vocab.json, merges.txt) are ever written, inside dir; pack_open already refuses a
-// pack holding any other member name.
-int pack_unpack(const char *dir, const Pack *p);
-
 #endif

@@ -48,7 +48,7 @@
 #define SPMV_X86 1
 #endif
 
-#include "base/error.h"       // defines: xmalloc
+#include "base/error.h"     // defines: xmalloc
 #include "io/safetensors.h" // defines: st_f16_to_f32
 
 // A product smaller than this (stored elements + rows) runs on the calling thread: a

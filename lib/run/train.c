@@ -12,10 +12,12 @@
 
 #include <jansson.h>
 
-#include "base/error.h"       // defines: ERR, TRY, xmalloc
-#include "base/fileio.h"      // defines: AFile, path_join, path_is_dir
-#include "io/safetensors.h" // defines: StWriter, SafeTensors
-#include "sparse/select.h"      // defines: select_keep_count
+#include "base/error.h"      // defines: ERR, TRY, xmalloc
+#include "base/fileio.h"     // defines: AFile, path_join, path_is_dir
+#include "io/safetensors.h"  // defines: StWriter, SafeTensors
+#include "sparse/select.h"   // defines: select_keep_count
+#include "pack/pack_model.h" // defines: model_open
+#include "dist/dist.h"       // defines: dist_sum_f64
 
 #define STATE_FORMAT "best-train-state"
 #define STATE_VERSION "1"
@@ -434,7 +436,7 @@ int train_open(Trainer *tr, const TrainConfig *cfg) {
         if (model_create(&tr->m, c->init_config) < 0) goto fail;
         train_init_random(&tr->m, c->seed, 0.02);
     } else {
-        if (model_load(&tr->m, c->model_dir) < 0) goto fail;
+        if (model_open(&tr->m, c->model_dir) < 0) goto fail;
     }
     if (model_need_folder(&tr->m, "best-train") < 0) goto fail;
     if (config_check(c, &tr->m) < 0) goto fail;
@@ -548,7 +550,12 @@ int train_step(Trainer *tr, StepStats *stats) {
         model_backward(m, &tr->acts, (float)c->micro_batch / (float)c->batch);
     }
     if (tr->masked) mask_apply(m->grads, tr->mask, m->n_params);
-    double norm = c->clip > 0 ? grad_clip(m->grads, c->clip, m->n_params) : sqrt(grad_sumsq(m->grads, m->n_params));
+    // clip_grad_norm_ over the ranks: each adds its slice's squares (dist.h), then clips
+    double sumsq = grad_sumsq(m->grads, m->n_params);
+    dist_sum_f64(&sumsq, 1);
+    double norm = sqrt(sumsq);
+    float coef = c->clip > 0 ? grad_clip_coef(norm, c->clip) : 1.0f;
+    if (coef < 1.0f) grad_scale(m->grads, coef, m->n_params);
     if (!isfinite(loss) || !isfinite(norm))
         return ERR("step %d: the %s is %g: training diverged (try a lower --lr); stopped, the last saved state "
                    "is kept", t, isfinite(loss) ? "gradient norm" : "loss", isfinite(loss) ? norm : loss);

@@ -31,11 +31,11 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "nn/adamw.h"    // defines: AdamW
-#include "io/loader.h"   // defines: Loader
+#include "nn/adamw.h"        // defines: AdamW
+#include "io/loader.h"       // defines: Loader
 #include "sparse/mask.h"     // defines: MaskGroup
-#include "nn/model.h"    // defines: Model, ModelActs
-#include "base/progress.h" // defines: Progress
+#include "nn/model.h"        // defines: Model, ModelActs
+#include "base/progress.h"   // defines: Progress
 #include "sparse/saliency.h" // defines: Saliency
 #include "sparse/schedule.h" // defines: PruneSchedule, SchedKind
 

@@ -7,14 +7,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/error.h"  // defines: ERR, TRY, xmalloc
-#include "base/fileio.h" // defines: AFile
+#include "base/error.h"    // defines: ERR, TRY, xmalloc
+#include "base/fileio.h"   // defines: AFile
+#include "dist/dist.h"     // defines: dist_sum_u64, dist_exscan_u64
 #include "sparse/select.h" // defines: Select
-#include "base/vec.h"    // defines: ByteVec
+#include "base/vec.h"      // defines: ByteVec
 
 // Weights scored per step of the stream: 3 x 256 KiB of scratch, small next to any
 // tensor worth pruning, large enough that select_count's overhead vanishes.
 #define CHUNK ((size_t)1 << 16)
+#define PAR_MIN_WORK 32768 // below this a fork-join costs more than the loop
 
 const char *const MASK_MODULES[7] = {"q", "k", "v", "o", "gate", "up", "down"};
 static const char *const MODULE_SUFFIX[7] = {
@@ -35,6 +37,12 @@ uint64_t mask_count(const uint8_t *mask, size_t n) {
     uint64_t c = 0;
     for (size_t i = 0; i < n; i++) c += mask[i] != 0;
     return c;
+}
+
+void mask_apply(float *x, const uint8_t *mask, size_t n) {
+#pragma omp parallel for schedule(static) if (n > PAR_MIN_WORK)
+    for (size_t i = 0; i < n; i++)
+        if (!mask[i]) x[i] = 0.0f;
 }
 
 int mask_module_of(int *layer, const char *name) {
@@ -179,9 +187,21 @@ static int select_tensors(uint8_t *mask, Scorer *sc, const int *idx, int n_idx, 
                 if (rc == 0) select_count(&s, sc->s, n);
             }
         }
+        if (rc == 0) dist_sum_u64(s.hist, SELECT_HIST_LEN); // the ranks' counts
         if (rc == 0) rc = select_advance(&s);
     }
-    uint64_t ties = 0;
+    uint64_t ties = 0; // ties on the ranks before this one (select.h)
+    if (rc == 0 && dist_size() > 1) {
+        for (int t = 0; t < n_idx && rc == 0; t++) {
+            const ParamInfo *p = &sc->info[idx[t]];
+            for (size_t off = 0; off < p->numel && rc == 0; off += CHUNK) {
+                size_t n = p->numel - off < CHUNK ? p->numel - off : CHUNK;
+                rc = score_chunk(sc, idx[t], off, n);
+                if (rc == 0) ties += select_count_ties(&s, sc->s, n);
+            }
+        }
+        ties = dist_exscan_u64(ties);
+    }
     for (int t = 0; t < n_idx && rc == 0; t++) {
         const ParamInfo *p = &sc->info[idx[t]];
         for (size_t off = 0; off < p->numel && rc == 0; off += CHUNK) {

@@ -19,8 +19,8 @@
 // Adam moments (best-train's dump, read here for scoring): safetensors with F32
 // NAME.exp_avg and NAME.exp_avg_sq for each parameter NAME (all prunable ones at least).
 //
-// Not here: the threshold (select.h), scores (saliency.h), applying a mask to weights
-// and moments during training (adamw.h).
+// Not here: the threshold (select.h), scores (saliency.h), the optimizer step that
+// keeps pruned weights at zero (nn/adamw.h).
 #ifndef BEST_MASK_H
 #define BEST_MASK_H
 
@@ -28,9 +28,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "nn/model.h"       // defines: ParamInfo
-#include "io/safetensors.h" // defines: SafeTensors
-#include "sparse/saliency.h"    // defines: Saliency
+#include "nn/params.h"       // defines: ParamInfo
+#include "io/safetensors.h"  // defines: SafeTensors
+#include "sparse/saliency.h" // defines: Saliency
 
 typedef enum { GROUP_GLOBAL, GROUP_LAYER } MaskGroup;
 int mask_group_parse(MaskGroup *out, const char *name); // "global", "layer"; -1 (no ERR) if unknown
@@ -72,6 +72,8 @@ int mask_compute(uint8_t *mask, const MaskSpec *spec, const ParamInfo *info, int
 
 // Ones in mask (n).
 uint64_t mask_count(const uint8_t *mask, size_t n);
+// x[i] = 0 where mask[i] == 0 (gradients before clipping, weights after loading).
+void mask_apply(float *x, const uint8_t *mask, size_t n);
 
 typedef struct {
     double sparsity;       // requested; NAN when not known

@@ -7,10 +7,10 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "tok/bbpe.h"   // defines: bbpe_load_json, bbpe_load_files, bbpe_encode
+#include "tok/bbpe.h"    // defines: bbpe_load_json, bbpe_load_files, bbpe_encode
 #include "base/error.h"  // defines: ERR, TRY
 #include "base/fileio.h" // defines: file_read_all, path_join, path_is_dir
-#include "tok/spm.h"    // defines: spm_load_model, spm_load_json, spm_encode
+#include "tok/spm.h"     // defines: spm_load_model, spm_load_json, spm_encode
 
 static int exists(const char *p) {
     FILE *f = fopen(p, "rb");

@@ -10,15 +10,16 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/args.h"      // defines: ArgSpec, args_parse
-#include "io/docs.h"      // defines: docs_open, docs_next
-#include "base/error.h"     // defines: TRY_OR_DIE, DIE
-#include "run/eval.h"      // defines: eval_perplexity, eval_generate
-#include "base/fileio.h"    // defines: path_is_dir, path_join
-#include "base/progress.h"  // defines: Progress, now_seconds
-#include "io/shard.h"     // defines: Shard
-#include "tok/tokenizer.h" // defines: Tokenizer
-#include "base/utf8.h"      // defines: utf8_repair
+#include "base/args.h"       // defines: ArgSpec, args_parse
+#include "io/docs.h"         // defines: docs_open, docs_next
+#include "base/error.h"      // defines: TRY_OR_DIE, DIE
+#include "run/eval.h"        // defines: eval_perplexity, eval_generate
+#include "pack/pack_model.h" // defines: model_open, pack_model_file
+#include "base/fileio.h"     // defines: path_is_dir, path_join
+#include "base/progress.h"   // defines: Progress, now_seconds
+#include "io/shard.h"        // defines: Shard
+#include "tok/tokenizer.h"   // defines: Tokenizer
+#include "base/utf8.h"       // defines: utf8_repair
 
 typedef struct {
     const char *model, *data, *tokenizer, *generate, *tasks, *task_dir, *join;
@@ -30,7 +31,7 @@ typedef struct {
 // checkpoint (its files are copied to a temporary folder for tokenizer_load, which
 // reads paths, and removed after).
 static void load_tokenizer(Tokenizer *tok, const Opts *o, const Model *m) {
-    if (o->tokenizer || !m->pack) {
+    if (o->tokenizer || !m->ext) {
         TRY_OR_DIE(tokenizer_load(tok, o->tokenizer ? o->tokenizer : o->model));
         return;
     }
@@ -46,7 +47,7 @@ static void load_tokenizer(Tokenizer *tok, const Opts *o, const Model *m) {
     for (int i = 0; i < NF; i++) {
         const uint8_t *data;
         size_t len;
-        if (model_pack_file(&data, &len, m, files[i]) < 0) continue;
+        if (pack_model_file(&data, &len, m, files[i]) < 0) continue;
         char *path = path_join(dir, files[i]);
         FILE *f = fopen(path, "wb");
         int ok = f && fwrite(data, 1, len, f) == len;
@@ -252,10 +253,10 @@ int main(int argc, char **argv) {
     if (o.threads > 0) omp_set_num_threads(o.threads);
 
     Model m;
-    TRY_OR_DIE(model_load(&m, o.model));
+    TRY_OR_DIE(model_open(&m, o.model));
     if (!o.quiet)
         fprintf(stderr, "best-eval: %s (%s%s, %zu layers, dim %zu, %.1fM parameters), %d threads\n", o.model,
-                config_arch_name(m.cfg.arch), m.pack ? ", packed" : "", m.L, m.C, (double)model_numel(&m) / 1e6,
+                config_arch_name(m.cfg.arch), m.ext ? ", packed" : "", m.L, m.C, (double)model_numel(&m) / 1e6,
                 omp_get_max_threads());
     if (o.data) run_ppl(&o, &m);
     else run_generate(&o, &m);

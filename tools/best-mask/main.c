@@ -2,9 +2,9 @@
 // and the masked model.
 //
 // The command line only: options, the effective configuration on stderr, then
-// lib/model (loading, saving), lib/mask (moments, scores through lib/saliency, the
-// global threshold through lib/select, mask files, report, heatmap) and adamw.h's
-// mask_apply. Every output is checked for before anything is written, and every
+// nn/model (loading, saving), sparse/mask (moments, scores through sparse/saliency,
+// the global threshold through sparse/select, mask files, report, heatmap, and
+// mask_apply). Every output is checked for before anything is written, and every
 // file goes through temp + rename. Usage: docs/best-mask.md.
 #include <math.h>
 #include <omp.h>
@@ -12,12 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn/adamw.h"    // defines: mask_apply
-#include "base/args.h"     // defines: ArgSpec, args_parse
-#include "base/error.h"    // defines: TRY_OR_DIE, DIE
+#include "base/args.h"       // defines: ArgSpec, args_parse
+#include "base/error.h"      // defines: TRY_OR_DIE, DIE
 #include "sparse/mask.h"     // defines: mask_compute, mask_save, Moments
-#include "nn/model.h"    // defines: Model, model_load, model_save
-#include "base/progress.h" // defines: now_seconds
+#include "nn/model.h"        // defines: Model, model_save
+#include "pack/pack_model.h" // defines: model_open
+#include "base/progress.h"   // defines: now_seconds
 
 typedef struct {
     const char *model, *moments, *saliency, *group, *method, *calib, *out, *out_model, *report, *plot, *from_mask;
@@ -84,7 +84,7 @@ int main(int argc, char **argv) {
 
     double t0 = now_seconds();
     Model m;
-    TRY_OR_DIE(model_load(&m, o.model));
+    TRY_OR_DIE(model_open(&m, o.model));
     TRY_OR_DIE(model_need_folder(&m, "best-mask"));
     Moments mo, *mop = NULL;
     if (o.moments && saliency_needs_moments(ms.saliency)) {

@@ -10,11 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/args.h"     // defines: ArgSpec, args_parse
-#include "base/error.h"    // defines: TRY_OR_DIE
-#include "nn/model.h"    // defines: Model, model_load
-#include "pack/pack.h"     // defines: Pack, pack_write, pack_open, pack_unpack
-#include "base/progress.h" // defines: now_seconds
+#include "base/args.h"       // defines: ArgSpec, args_parse
+#include "base/error.h"      // defines: TRY_OR_DIE
+#include "nn/model.h"        // defines: Model
+#include "pack/pack.h"       // defines: Pack, pack_open, pack_verify
+#include "pack/pack_model.h" // defines: model_open
+#include "pack/pack_write.h" // defines: pack_write, pack_unpack
+#include "base/progress.h"   // defines: now_seconds
 
 typedef struct {
     const char *model, *out, *unpack, *info, *verify, *quant, *index;
@@ -166,7 +168,7 @@ int main(int argc, char **argv) {
     double t0 = now_seconds();
     if (o.model) {
         Model m;
-        TRY_OR_DIE(model_load(&m, o.model));
+        TRY_OR_DIE(model_open(&m, o.model));
         TRY_OR_DIE(model_need_folder(&m, "best-pack"));
         if (!o.quiet)
             fprintf(stderr, "best-pack: %s (%s, %.2fM prunable of %.2fM parameters) -> %s, quant %s\n", o.model,

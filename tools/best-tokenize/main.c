@@ -11,13 +11,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "base/args.h"      // defines: ArgSpec, args_parse
+#include "base/args.h"     // defines: ArgSpec, args_parse
 #include "tok/docbatch.h"  // defines: DocBatch, ids_parse_line, ids_format_line
-#include "io/docs.h"      // defines: docs_open, docs_next
-#include "base/error.h"     // defines: TRY_OR_DIE, DIE
-#include "base/fileio.h"    // defines: AFile
-#include "base/progress.h"  // defines: Progress
-#include "io/shard.h"     // defines: ShardWriter, Shard
+#include "io/docs.h"       // defines: docs_open, docs_next
+#include "base/error.h"    // defines: TRY_OR_DIE, DIE
+#include "base/fileio.h"   // defines: AFile
+#include "base/progress.h" // defines: Progress
+#include "io/shard.h"      // defines: ShardWriter, Shard
 #include "tok/tokenizer.h" // defines: Tokenizer, TokEncoder
 
 typedef struct {

@@ -12,7 +12,7 @@
 
 #include "base/args.h"  // defines: ArgSpec, args_parse
 #include "base/error.h" // defines: TRY_OR_DIE, err_set_prog
-#include "run/train.h" // defines: Trainer, TrainConfig, train_open, train_run
+#include "run/train.h"  // defines: Trainer, TrainConfig, train_open, train_run
 
 int main(int argc, char **argv) {
     const char *init = NULL, *schedule = "cubic", *saliency = "second", *group = "global";

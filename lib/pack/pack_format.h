@@ -1,0 +1,83 @@
+// pack_format.h: the vocabulary of the packed checkpoint format (pack.h has its
+// summary, docs/formats.md every byte), shared by the reader (pack.c), the writer
+// (pack_write.c) and the kernels (spmv.c): the version, the encodings, value types and
+// quantizations, the tile size, name limits, the member suffixes of a tensor, the
+// allow-list of plain files, and the value types' sizes.
+#ifndef BEST_PACK_FORMAT_H
+#define BEST_PACK_FORMAT_H
+
+#include <stddef.h>
+#include <string.h>
+
+#include "io/safetensors.h" // defines: StDtype
+
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "packs are little-endian streams read and written in place"
+#endif
+
+#define PACK_VERSION 2
+
+typedef enum { PACK_DENSE, PACK_BITMAP, PACK_DELTA, PACK_TILES } PackEnc;
+typedef enum { PACK_F32, PACK_BF16, PACK_F16, PACK_I8, PACK_I4 } PackVal;
+typedef enum { QUANT_NONE, QUANT_BF16, QUANT_INT8, QUANT_INT4 } PackQuant;
+#define TILE 32 // tiles: rows per panel and columns per block
+
+#define MEMBER_NAME_MAX 99        // ustar name field without a prefix, NUL included
+#define TENSOR_NAME_MAX 92        // + ".values" still fits MEMBER_NAME_MAX
+#define MANIFEST_TAIL 28          // ,"xxh64":"<16 hex digits>"} ending the manifest
+
+// Files besides tensors that a pack may hold (config.json first); nothing else is ever
+// unpacked.
+#define PACK_N_FILES 9
+extern const char *const PACK_FILES[PACK_N_FILES];
+
+// The members of one tensor, in the order they are written.
+enum { S_DENSE, S_NNZ, S_INDEX, S_IXPTR, S_SLOTS, S_VALUES, S_SCALES, S_N };
+extern const char *const PACK_SUFFIX[S_N]; // "", ".nnz", ".index", ...
+
+static inline int pack_is_file_name(const char *s) {
+    for (int i = 0; i < PACK_N_FILES; i++)
+        if (strcmp(PACK_FILES[i], s) == 0) return 1;
+    return 0;
+}
+
+// Bytes of n stored values of type v.
+static inline size_t pack_val_bytes(PackVal v, size_t n) {
+    switch (v) {
+    case PACK_F32: return 4 * n;
+    case PACK_BF16: case PACK_F16: return 2 * n;
+    case PACK_I8: return n;
+    case PACK_I4: return (n + 1) / 2;
+    }
+    return 0;
+}
+
+static inline int pack_val_is_quant(PackVal v) { return v == PACK_I8 || v == PACK_I4; }
+
+static inline int pack_val_of_dtype(PackVal *v, StDtype d) {
+    if (d == ST_F32) *v = PACK_F32;
+    else if (d == ST_BF16) *v = PACK_BF16;
+    else if (d == ST_F16) *v = PACK_F16;
+    else return -1;
+    return 0;
+}
+
+// The value type of a prunable tensor under quant (non-prunable ones keep dval).
+static inline PackVal pack_val_of_quant(PackQuant q, PackVal dval) {
+    return q == QUANT_BF16 ? PACK_BF16 : q == QUANT_INT8 ? PACK_I8 : q == QUANT_INT4 ? PACK_I4 : dval;
+}
+
+// Plain names only: [A-Za-z0-9._-], not starting with '.', no "..".
+static inline int pack_name_ok(const char *s, size_t max) {
+    size_t n = strlen(s);
+    if (n == 0 || n > max || s[0] == '.' || strstr(s, "..")) return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+#endif

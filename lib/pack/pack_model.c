@@ -1,0 +1,117 @@
+// pack_model.c: a Model whose 2-D weights stay in a packed checkpoint (a WeightStore
+// of nn/weight.h over pack.h's tensors and spmv.h's kernels), and model_open.
+#include "pack/pack_model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"  // defines: ERR, TRY, xcalloc
+#include "base/fileio.h" // defines: path_is_dir
+#include "pack/pack.h"   // defines: Pack, PackTensor, pack_open, pack_decode_rows
+#include "pack/spmv.h"   // defines: spmv_forward, spmv_embed, spmv_bytes
+
+// The store: the open pack and, per table entry, its tensor (NULL for 1-D ones).
+typedef struct {
+    WeightStore base; // first: a WeightStore * is a PackStore *
+    Pack p;
+} PackStore;
+
+// w (rows, cols) = t in fp32, in slices of rows across threads (pack_decode_rows is
+// one thread; a 7B model's evaluation decodes 6.5G weights per forward pass).
+static void decode(float *w, const void *tv) {
+    const PackTensor *t = tv;
+    size_t rows = t->rows, cols = t->cols, slice = 64;
+#pragma omp parallel for schedule(dynamic) if (rows * cols > (1 << 18))
+    for (size_t r0 = 0; r0 < rows; r0 += slice)
+        pack_decode_rows(w + r0 * cols, t, r0, r0 + slice < rows ? r0 + slice : rows);
+}
+
+static void matvec(float *y, const float *x, const void *t, const float *b, int acc) {
+    spmv_forward(y, x, t, b, acc);
+}
+
+static void embed(float *x, const int32_t *tokens, const void *t, size_t N) { spmv_embed(x, tokens, t, N); }
+
+static size_t bytes(const void *t) { return spmv_bytes(t); }
+
+static size_t row_bytes(const void *tv) {
+    const PackTensor *t = tv;
+    return t->values_bytes / t->rows;
+}
+
+static const WeightOps PACK_OPS = {decode, matvec, embed, bytes, row_bytes};
+
+static void store_close(WeightStore *s) {
+    PackStore *ps = (PackStore *)s;
+    pack_close(&ps->p);
+    free((void *)s->t);
+    free(ps);
+}
+
+// A tar file's header block has "ustar" at offset 257 (POSIX and GNU both).
+static int is_pack_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    char h[512];
+    int ok = fread(h, 1, sizeof h, f) == sizeof h && memcmp(h + 257, "ustar", 5) == 0;
+    fclose(f);
+    return ok;
+}
+
+static int pack_model_load(Model *m, const char *path) {
+    memset(m, 0, sizeof *m);
+    PackStore *ps = xcalloc(1, sizeof *ps);
+    if (pack_open(&ps->p, path) < 0) {
+        free(ps);
+        return -1;
+    }
+    if (model_create_stored(m, ps->p.config_json, ps->p.config_len, path) < 0) {
+        pack_close(&ps->p);
+        free(ps);
+        return -1;
+    }
+    WeightStore *s = &ps->base;
+    s->ops = &PACK_OPS;
+    s->t = xcalloc((size_t)m->n_info, sizeof *s->t);
+    s->path = ps->p.path;
+    s->what = "a packed checkpoint";
+    s->hint = "best-pack --unpack writes it";
+    s->close = store_close;
+    m->ext = s;
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < m->n_info; i++) {
+        const ParamInfo *p = &m->info[i];
+        const PackTensor *t = pack_find(&ps->p, p->name);
+        if (!t) { rc = ERR("%s: missing tensor %s", path, p->name); break; }
+        if ((rc = model_check_shape(p, t->ndim, t->shape, path)) < 0) break;
+        if (i == 0) m->dtype = t->dtype;
+        if (p->ndim == 1) {
+            pack_decode_rows(m->params + p->offset, t, 0, 1);
+        } else {
+            s->t[i] = t;
+            if (t->rows * t->cols > s->max_numel) s->max_numel = t->rows * t->cols;
+        }
+    }
+    // As for folders: a tensor we would ignore is refused.
+    for (int j = 0; rc == 0 && j < ps->p.n; j++) rc = model_check_name(m, ps->p.t[j].name, path);
+    if (rc < 0) model_free(m);
+    return rc;
+}
+
+int model_open(Model *m, const char *path) {
+    if (path_is_dir(path)) return model_load(m, path);
+    if (is_pack_file(path)) return pack_model_load(m, path);
+    memset(m, 0, sizeof *m);
+    return ERR("%s: not a model folder (nor a packed checkpoint)", path);
+}
+
+int pack_model_file(const uint8_t **data, size_t *len, const Model *m, const char *name) {
+    if (!m->ext || m->ext->ops != &PACK_OPS) return -1;
+    const Pack *p = &((const PackStore *)m->ext)->p;
+    const PackMember *pm = pack_member(p, name);
+    if (!pm) return -1;
+    *data = p->map.data + pm->offset;
+    *len = pm->size;
+    return 0;
+}

@@ -1,0 +1,27 @@
+// pack_model.h: a model backed by a packed checkpoint (pack.h), and the one way the
+// tools open a model: a Hugging Face folder or a pack.
+//
+// A packed model keeps its 2-D weights (the seven Linear families, lm_head, the
+// embedding) in the file's memory map in their packed encoding, as a store of
+// nn/weight.h: evaluation decodes each into fp32 for the same BLAS products as the
+// folder's model (bitwise the unpacked model's results), one-token decoding multiplies
+// straight from the encoding (spmv.h). Only the 1-D tensors (norms, biases) are copied
+// into the model's fp32 block. The map stays open until model_free.
+#ifndef BEST_PACK_MODEL_H
+#define BEST_PACK_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nn/model.h" // defines: Model
+
+// path a folder (model_load) or a packed checkpoint file (recognised by its tar
+// header): mapped, validated, its tensors checked against its config.json as a
+// folder's are. Errors name the file and the tensor.
+int model_open(Model *m, const char *path);
+// A file of the packed checkpoint m came from (config.json, tokenizer.json, ...): its
+// bytes, inside the map, valid until model_free. -1 (no ERR) when m is not backed by a
+// pack or the pack has no such member.
+int pack_model_file(const uint8_t **data, size_t *len, const Model *m, const char *name);
+
+#endif

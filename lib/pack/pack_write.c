@@ -1,0 +1,586 @@
+// pack_write.c: packed sparse checkpoints, writing: the per-tensor encoding choice,
+// int8/int4 quantization, the manifest, the tar through libarchive; and unpacking a
+// pack back into a Hugging Face folder. Both need a Model (nn/model.h), which the
+// reader (pack.c) does not.
+//
+// The writer makes two passes over the tensors: the first encodes each one to learn
+// its members' sizes and xxh64 (the manifest comes first in the tar and lists them),
+// the second encodes again and writes. Encoding is deterministic, so the second pass
+// reproduces the first; it costs one more pass over the weights instead of holding
+// the whole pack in memory. The format: docs/formats.md ("Packed checkpoints").
+#include "pack/pack_write.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "base/error.h"       // defines: ERR, TRY, xmalloc
+#include "base/fileio.h"      // defines: AFile, path_join, file_read_all
+#include "pack/pack_format.h" // defines: PACK_FILES, PACK_SUFFIX, pack_val_bytes, pack_name_ok
+
+static int is_stored(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return u != 0;
+}
+
+// --- writing: values ----------------------------------------------------------------------
+
+// Writes stored values one by one, quantizing with the row's scale.
+typedef struct {
+    uint8_t *buf;
+    PackVal val;
+    size_t k;           // values written so far
+} ValWriter;
+
+static void val_put(ValWriter *vw, float x, float scale) {
+    uint8_t *b = vw->buf;
+    size_t k = vw->k++;
+    switch (vw->val) {
+    case PACK_F32: memcpy(b + 4 * k, &x, 4); break;
+    case PACK_BF16: { uint16_t h = st_f32_to_bf16(x); memcpy(b + 2 * k, &h, 2); break; }
+    case PACK_F16: { uint16_t h = st_f32_to_f16(x); memcpy(b + 2 * k, &h, 2); break; }
+    case PACK_I8: case PACK_I4: {
+        int qmax = vw->val == PACK_I8 ? 127 : 7;
+        long q = scale > 0 ? lrintf(x / scale) : 0;
+        if (q > qmax) q = qmax;
+        if (q < -qmax) q = -qmax;
+        if (vw->val == PACK_I8) b[k] = (uint8_t)(int8_t)q;
+        else b[k / 2] |= (uint8_t)(((unsigned)q & 15u) << (4 * (k & 1)));
+        break;
+    }
+    }
+}
+
+// --- writing: tiles ----------------------------------------------------------------------
+
+// Where tiles_walk puts a tensor's tiles; with every pointer NULL it only counts.
+typedef struct {
+    uint32_t *pnnz, *pslots; // (panels+1) prefix counts of elements and slots
+    uint32_t *masks;         // (slots)
+    uint8_t *steps;          // (slots)
+    uint8_t *cols;           // (nnz) column within the block
+    ValWriter *vw;           // values, quantized with scales[row] when set
+    const float *scales;
+    size_t slots, nnz;       // so far
+} TileOut;
+
+static void tile_slot(TileOut *o, uint32_t mask, size_t step) {
+    if (o->masks) {
+        o->masks[o->slots] = mask;
+        o->steps[o->slots] = (uint8_t)step;
+    }
+    o->slots++;
+}
+
+// The first stored column of row at or after c (cols when none).
+static size_t next_stored(const float *row, size_t cols, size_t c) {
+    while (c < cols && !is_stored(row[c])) c++;
+    return c;
+}
+
+// w (rows, cols) as tiles (pack.h): per panel, the nonempty blocks in order, and in
+// each as many slots as its fullest row has elements there, slot j holding every
+// row's j-th element of the block. A step over more than 255 blocks goes in slots
+// of step 255 and no element.
+static void tiles_walk(TileOut *o, const float *w, size_t rows, size_t cols) {
+    size_t pos[TILE]; // per row of the panel: its next stored column
+    for (size_t r0 = 0; r0 < rows; r0 += TILE) {
+        size_t n = rows - r0 < TILE ? rows - r0 : TILE, prev = 0;
+        if (o->pnnz) {
+            o->pnnz[r0 / TILE] = (uint32_t)o->nnz;
+            o->pslots[r0 / TILE] = (uint32_t)o->slots;
+        }
+        for (size_t i = 0; i < n; i++) pos[i] = next_stored(w + (r0 + i) * cols, cols, 0);
+        for (;;) {
+            size_t c = cols;
+            for (size_t i = 0; i < n; i++) c = pos[i] < c ? pos[i] : c;
+            if (c == cols) break;
+            size_t b = c / TILE, end = (b + 1) * TILE < cols ? (b + 1) * TILE : cols, step = b - prev;
+            for (; step > 255; step -= 255) tile_slot(o, 0, 255);
+            prev = b;
+            for (;; step = 0) {
+                uint32_t m = 0;
+                for (size_t i = 0; i < n; i++) m |= (uint32_t)(pos[i] < end) << i;
+                if (!m) break;
+                tile_slot(o, m, step);
+                for (size_t i = 0; i < n; i++) {
+                    if (!(m >> i & 1)) continue;
+                    const float *row = w + (r0 + i) * cols;
+                    if (o->cols) {
+                        o->cols[o->nnz] = (uint8_t)(pos[i] - b * TILE);
+                        val_put(o->vw, row[pos[i]], o->scales ? o->scales[r0 + i] : 0);
+                    }
+                    o->nnz++;
+                    pos[i] = next_stored(row, cols, pos[i] + 1);
+                }
+            }
+        }
+    }
+    if (o->pnnz) {
+        o->pnnz[(rows + TILE - 1) / TILE] = (uint32_t)o->nnz;
+        o->pslots[(rows + TILE - 1) / TILE] = (uint32_t)o->slots;
+    }
+}
+
+// --- writing: the plan of one tensor ---------------------------------------------------
+
+typedef struct {
+    PackEnc enc;
+    PackVal val;
+    size_t rows, cols;
+    size_t nnz;          // stored elements (rows*cols when dense)
+    size_t delta_bytes;  // of the delta stream, whichever encoding is chosen
+    size_t slots;        // of the tiles, whichever encoding is chosen
+} Plan;
+
+static void dims_of(size_t *rows, size_t *cols, const ParamInfo *pi) {
+    *rows = pi->ndim == 2 ? (size_t)pi->shape[0] : 1;
+    *cols = pi->ndim == 2 ? (size_t)pi->shape[1] : (size_t)pi->shape[0];
+}
+
+// The decoding work of each sparse encoding, as the bytes memory delivers in the same
+// time (~9 GB/s): a bitmap step (32 columns of a row), a delta element and a delta
+// row, a tiles slot; dense rows read at memory speed. Fitted to one-thread decode
+// times of bench/decode.sh's 220M model with every prunable tensor forced to one
+// encoding (AVX-512 BF16 kernels, the Ice Lake of docs/benchmarks.md): ms per token
+// at 70 / 90 / 99% sparsity, bitmap 28.9 / 28.8 / 28.1, delta - / 21.7 / 12.8,
+// tiles 25.3 / 14.9 / 8.5 (~7.5 of them the dense lm_head, attention and norms).
+#define COST_BITMAP_STEP 39
+#define COST_DELTA_ELEM 6
+#define COST_DELTA_ROW 300
+#define COST_TILES_SLOT 32
+
+// Chooses the encoding by pl's index rule (pack.h, PackIndex; ties: dense, bitmap,
+// delta, tiles). Sparse encodings need nnz to fit the u32 prefix counts, delta its
+// stream to fit ixptr, tiles their slots to fit theirs.
+static int plan_tensor(Plan *pl, const ParamInfo *pi, const float *w, PackVal dval, PackQuant q,
+                       PackIndex index, const char *path) {
+    memset(pl, 0, sizeof *pl);
+    dims_of(&pl->rows, &pl->cols, pi);
+    size_t rows = pl->rows, cols = pl->cols, n = rows * cols;
+    pl->enc = PACK_DENSE;
+    pl->val = pi->prunable ? pack_val_of_quant(q, dval) : dval;
+    pl->nnz = n;
+    if (!pi->prunable) return 0;
+    size_t nnz = 0, db = 0;
+    for (size_t r = 0; r < rows; r++) {
+        const float *row = w + r * cols;
+        size_t next = 0; // first column after the previous stored element
+        for (size_t c = 0; c < cols; c++) {
+            if (!is_stored(row[c])) continue;
+            if (pack_val_is_quant(pl->val) && !isfinite(row[c]))
+                return ERR("%s: tensor %s row %zu column %zu is %g: cannot quantize", path, pi->name,
+                           r, c, (double)row[c]);
+            size_t g = c - next;
+            db += g / 255 + 1;
+            next = c + 1;
+            nnz++;
+        }
+    }
+    if (nnz > UINT32_MAX) return 0;
+    TileOut count = {0};
+    tiles_walk(&count, w, rows, cols);
+    pl->delta_bytes = db;
+    pl->slots = count.slots;
+    size_t scales = pack_val_is_quant(pl->val) ? 4 * rows : 0;
+    size_t vals = pack_val_bytes(pl->val, nnz) + scales, panels = (rows + TILE - 1) / TILE;
+    // Per encoding: usable, bytes, and bytes plus decoding work.
+    int ok[4] = {1, 1, db <= UINT32_MAX, count.slots <= UINT32_MAX};
+    double bytes[4] = {
+        (double)(pack_val_bytes(pl->val, n) + scales),
+        (double)(4 * (rows + 1) + rows * ((cols + 7) / 8) + vals),
+        (double)(8 * (rows + 1) + db + vals),
+        (double)(8 * (panels + 1) + 5 * count.slots + nnz + vals),
+    };
+    double work[4] = {0, (double)COST_BITMAP_STEP * (double)rows * (double)((cols + TILE - 1) / TILE),
+                      (double)COST_DELTA_ELEM * (double)nnz + (double)COST_DELTA_ROW * (double)rows,
+                      (double)COST_TILES_SLOT * (double)count.slots};
+    int best = 0;
+    if (index == INDEX_BITMAP) best = PACK_BITMAP;
+    else if (index == INDEX_DELTA && ok[PACK_DELTA]) best = PACK_DELTA;
+    else if (index == INDEX_TILES && ok[PACK_TILES]) best = PACK_TILES;
+    else
+        for (int e = 1; e < 4; e++) {
+            double ce = bytes[e] + (index == INDEX_SPEED ? work[e] : 0);
+            double cb = bytes[best] + (index == INDEX_SPEED ? work[best] : 0);
+            if (ok[e] && ce < cb) best = e;
+        }
+    pl->enc = (PackEnc)best;
+    if (pl->enc != PACK_DENSE) pl->nnz = nnz;
+    return 0;
+}
+
+// --- writing: encoding one tensor into its members ------------------------------------
+
+typedef struct {
+    char name[MEMBER_NAME_MAX + 1];
+    const uint8_t *data;
+    size_t size;
+    uint8_t *owned;      // freed by blobs_free (data == owned), or NULL when borrowed
+    uint64_t xxh64;
+} Blob;
+
+static void blobs_free(Blob *b, int n) {
+    for (int i = 0; i < n; i++) free(b[i].owned);
+}
+
+static Blob *blob_new(Blob *b, int *n, const char *tensor, int suffix, size_t size) {
+    Blob *x = &b[(*n)++];
+    memset(x, 0, sizeof *x);
+    snprintf(x->name, sizeof x->name, "%s%s", tensor, PACK_SUFFIX[suffix]);
+    x->owned = xcalloc(size ? size : 1, 1);
+    x->data = x->owned;
+    x->size = size;
+    return x;
+}
+
+// scale[r] = max |w| of row r / 127 (I8) or / 7 (I4).
+static void row_scales(float *scales, const float *w, size_t rows, size_t cols, PackVal val) {
+    float qmax = val == PACK_I8 ? 127.0f : 7.0f;
+    for (size_t r = 0; r < rows; r++) {
+        float m = 0;
+        for (size_t c = 0; c < cols; c++) m = fmaxf(m, fabsf(w[r * cols + c]));
+        scales[r] = m / qmax;
+    }
+}
+
+// The members of one tensor as planned (b holds up to 6). An F32 dense tensor is
+// borrowed from the weights, everything else is a fresh buffer.
+static void encode_tensor(Blob *b, int *nb, const Plan *pl, const ParamInfo *pi, const float *w) {
+    size_t rows = pl->rows, cols = pl->cols;
+    *nb = 0;
+    float *scales = NULL;
+    if (pack_val_is_quant(pl->val)) {
+        scales = xmalloc(rows * sizeof *scales);
+        row_scales(scales, w, rows, cols, pl->val);
+    }
+    if (pl->enc == PACK_DENSE) {
+        if (pl->val == PACK_F32) {
+            Blob *x = &b[(*nb)++];
+            memset(x, 0, sizeof *x);
+            snprintf(x->name, sizeof x->name, "%s", pi->name);
+            x->data = (const uint8_t *)w;
+            x->size = 4 * rows * cols;
+        } else {
+            ValWriter vw = {blob_new(b, nb, pi->name, S_DENSE, pack_val_bytes(pl->val, rows * cols))->owned, pl->val, 0};
+            for (size_t r = 0; r < rows; r++)
+                for (size_t c = 0; c < cols; c++) val_put(&vw, w[r * cols + c], scales ? scales[r] : 0);
+        }
+    } else if (pl->enc == PACK_TILES) {
+        size_t panels = (rows + TILE - 1) / TILE;
+        TileOut o = {0};
+        o.pnnz = (uint32_t *)blob_new(b, nb, pi->name, S_NNZ, 4 * (panels + 1))->owned;
+        o.cols = blob_new(b, nb, pi->name, S_INDEX, pl->nnz)->owned;
+        o.pslots = (uint32_t *)blob_new(b, nb, pi->name, S_IXPTR, 4 * (panels + 1))->owned;
+        uint8_t *sl = blob_new(b, nb, pi->name, S_SLOTS, 5 * pl->slots)->owned;
+        o.masks = (uint32_t *)sl;
+        o.steps = sl + 4 * pl->slots;
+        ValWriter vw = {blob_new(b, nb, pi->name, S_VALUES, pack_val_bytes(pl->val, pl->nnz))->owned, pl->val, 0};
+        o.vw = &vw;
+        o.scales = scales;
+        tiles_walk(&o, w, rows, cols);
+        CHECK(o.nnz == pl->nnz && o.slots == pl->slots && vw.k == pl->nnz, "pack: %s: plan and tiles disagree", pi->name);
+    } else {
+        uint32_t *nnz = (uint32_t *)blob_new(b, nb, pi->name, S_NNZ, 4 * (rows + 1))->owned;
+        size_t stride = (cols + 7) / 8;
+        Blob *ix = blob_new(b, nb, pi->name, S_INDEX, pl->enc == PACK_BITMAP ? rows * stride : pl->delta_bytes);
+        uint32_t *ixptr = NULL;
+        if (pl->enc == PACK_DELTA) ixptr = (uint32_t *)blob_new(b, nb, pi->name, S_IXPTR, 4 * (rows + 1))->owned;
+        ValWriter vw = {blob_new(b, nb, pi->name, S_VALUES, pack_val_bytes(pl->val, pl->nnz))->owned, pl->val, 0};
+        size_t db = 0;
+        for (size_t r = 0; r < rows; r++) {
+            const float *row = w + r * cols;
+            nnz[r] = (uint32_t)vw.k;
+            if (ixptr) ixptr[r] = (uint32_t)db;
+            size_t next = 0;
+            for (size_t c = 0; c < cols; c++) {
+                if (!is_stored(row[c])) continue;
+                if (pl->enc == PACK_BITMAP) {
+                    ix->owned[r * stride + c / 8] |= (uint8_t)(1u << (c % 8));
+                } else {
+                    size_t g = c - next;
+                    for (; g >= 255; g -= 255) ix->owned[db++] = 255;
+                    ix->owned[db++] = (uint8_t)g;
+                    next = c + 1;
+                }
+                val_put(&vw, row[c], scales ? scales[r] : 0);
+            }
+        }
+        nnz[rows] = (uint32_t)vw.k;
+        if (ixptr) ixptr[rows] = (uint32_t)db;
+        CHECK(vw.k == pl->nnz && (!ixptr || db == pl->delta_bytes), "pack: %s: plan and encoding disagree", pi->name);
+    }
+    if (scales) {
+        Blob *s = blob_new(b, nb, pi->name, S_SCALES, 4 * rows);
+        memcpy(s->owned, scales, 4 * rows);
+        free(scales);
+    }
+}
+
+// --- writing: the tar -------------------------------------------------------------------
+
+static int tar_add(struct archive *a, const char *path, const char *name, const uint8_t *data, size_t size) {
+    struct archive_entry *e = archive_entry_new();
+    archive_entry_set_pathname(e, name);
+    archive_entry_set_size(e, (la_int64_t)size);
+    archive_entry_set_filetype(e, AE_IFREG);
+    archive_entry_set_perm(e, 0644);
+    archive_entry_set_mtime(e, 0, 0); // same inputs, same bytes
+    int rc = archive_write_header(a, e);
+    archive_entry_free(e);
+    if (rc != ARCHIVE_OK) return ERR("%s: member %s: %s", path, name, archive_error_string(a));
+    for (size_t off = 0; off < size;) {
+        size_t n = size - off < ((size_t)1 << 24) ? size - off : (size_t)1 << 24;
+        la_ssize_t got = archive_write_data(a, data + off, n);
+        if (got <= 0) return ERR("%s: member %s: %s", path, name, archive_error_string(a));
+        off += (size_t)got;
+    }
+    return 0;
+}
+
+static json_t *json_hex64(uint64_t x) {
+    char s[17];
+    snprintf(s, sizeof s, "%016llx", (unsigned long long)x);
+    return json_string(s);
+}
+
+typedef struct {
+    char *name;
+    char *data;
+    size_t size;
+} FileBlob;
+
+// config.json (as loaded) and the tokenizer files of m->src_dir that exist.
+static int files_collect(FileBlob *f, int *n, const Model *m) {
+    *n = 0;
+    f[0].name = xstrdup("config.json");
+    f[0].data = xmalloc(m->config_len + 1);
+    memcpy(f[0].data, m->config_json, m->config_len);
+    f[0].size = m->config_len;
+    *n = 1;
+    for (int i = 1; m->src_dir && i < PACK_N_FILES; i++) {
+        char *path = path_join(m->src_dir, PACK_FILES[i]);
+        int rc = 0;
+        if (access(path, R_OK) == 0) {
+            rc = file_read_all(&f[*n].data, &f[*n].size, path);
+            if (rc == 0) f[(*n)++].name = xstrdup(PACK_FILES[i]);
+        }
+        free(path);
+        TRY(rc);
+    }
+    return 0;
+}
+
+static void files_free(FileBlob *f, int n) {
+    for (int i = 0; i < n; i++) { free(f[i].name); free(f[i].data); }
+}
+
+// The manifest's JSON text (compact: no whitespace, so no byte of it is meaningless).
+static char *manifest_build(const Model *m, PackQuant quant, StDtype dt, const Plan *plans,
+                            const FileBlob *files, int nfiles, const Blob *members, int nm) {
+    json_t *root = json_object();
+    json_object_set_new(root, "format", json_string("best-pack"));
+    json_object_set_new(root, "version", json_integer(PACK_VERSION));
+    json_object_set_new(root, "quant", json_string(pack_quant_name(quant)));
+    json_object_set_new(root, "dtype", json_string(st_dtype_name(dt)));
+    json_t *mem = json_array();
+    for (int i = 0; i < nfiles; i++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "name", json_string(files[i].name));
+        json_object_set_new(o, "size", json_integer((json_int_t)files[i].size));
+        json_object_set_new(o, "xxh64", json_hex64(XXH64(files[i].data, files[i].size, 0)));
+        json_array_append_new(mem, o);
+    }
+    for (int i = 0; i < nm; i++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "name", json_string(members[i].name));
+        json_object_set_new(o, "size", json_integer((json_int_t)members[i].size));
+        json_object_set_new(o, "xxh64", json_hex64(members[i].xxh64));
+        json_array_append_new(mem, o);
+    }
+    json_object_set_new(root, "members", mem);
+    json_t *ts = json_array();
+    for (int i = 0; i < m->n_info; i++) {
+        const ParamInfo *pi = &m->info[i];
+        json_t *o = json_object(), *shape = json_array();
+        json_object_set_new(o, "name", json_string(pi->name));
+        for (int d = 0; d < pi->ndim; d++) json_array_append_new(shape, json_integer(pi->shape[d]));
+        json_object_set_new(o, "shape", shape);
+        json_object_set_new(o, "dtype", json_string(st_dtype_name(dt)));
+        json_object_set_new(o, "prunable", json_boolean(pi->prunable));
+        json_object_set_new(o, "encoding", json_string(pack_enc_name(plans[i].enc)));
+        json_object_set_new(o, "values", json_string(pack_val_name(plans[i].val)));
+        json_object_set_new(o, "nnz", json_integer((json_int_t)plans[i].nnz));
+        json_array_append_new(ts, o);
+    }
+    json_object_set_new(root, "tensors", ts);
+    char *text = json_dumps(root, JSON_COMPACT);
+    json_decref(root);
+    CHECK(text, "pack: cannot serialise the manifest");
+    // The manifest protects itself: its last key is the xxh64 of every byte before it.
+    size_t n = strlen(text) - 1; // without the closing brace
+    char *out = xmalloc(n + MANIFEST_TAIL + 1);
+    memcpy(out, text, n);
+    snprintf(out + n, MANIFEST_TAIL + 1, ",\"xxh64\":\"%016llx\"}", (unsigned long long)XXH64(text, n, 0));
+    free(text);
+    return out;
+}
+
+// Pass 2: the tar itself, into an open temp file.
+static int tar_write(int fd, const char *path, const char *manifest, const FileBlob *files, int nfiles,
+                     const Model *m, const Plan *plans, const Blob *members) {
+    struct archive *a = archive_write_new();
+    int rc = 0;
+    // ustar with no filter and no padding after the end-of-archive blocks: the file
+    // ends exactly 1024 zero bytes after the last member, so any truncation shows.
+    if (archive_write_set_format_ustar(a) != ARCHIVE_OK || archive_write_add_filter_none(a) != ARCHIVE_OK ||
+        archive_write_set_bytes_in_last_block(a, 1) != ARCHIVE_OK || archive_write_open_fd(a, fd) != ARCHIVE_OK)
+        rc = ERR("%s: %s", path, archive_error_string(a));
+    if (rc == 0) rc = tar_add(a, path, "manifest.json", (const uint8_t *)manifest, strlen(manifest));
+    for (int i = 0; rc == 0 && i < nfiles; i++)
+        rc = tar_add(a, path, files[i].name, (const uint8_t *)files[i].data, files[i].size);
+    int k = 0; // index into members, the flat list of pass 1
+    for (int i = 0; rc == 0 && i < m->n_info; i++) {
+        Blob b[S_N];
+        int nb;
+        encode_tensor(b, &nb, &plans[i], &m->info[i], m->params + m->info[i].offset);
+        for (int j = 0; rc == 0 && j < nb; j++, k++) {
+            CHECK(strcmp(b[j].name, members[k].name) == 0 && b[j].size == members[k].size &&
+                      XXH64(b[j].data, b[j].size, 0) == members[k].xxh64,
+                  "pack: %s: the second encoding differs from the first", b[j].name);
+            rc = tar_add(a, path, b[j].name, b[j].data, b[j].size);
+        }
+        blobs_free(b, nb);
+    }
+    if (rc == 0 && archive_write_close(a) != ARCHIVE_OK) rc = ERR("%s: %s", path, archive_error_string(a));
+    archive_write_free(a);
+    return rc;
+}
+
+int pack_write(const char *path, const Model *m, PackQuant quant, PackIndex index) {
+    TRY(model_need_folder(m, "packing"));
+    PackVal dval;
+    if (pack_val_of_dtype(&dval, m->dtype) < 0)
+        return ERR("%s: cannot pack weights of dtype %s (F32, BF16 or F16)", path, st_dtype_name(m->dtype));
+    if ((unsigned)quant > QUANT_INT4) return ERR("%s: unknown quantization %d", path, (int)quant);
+    if ((unsigned)index > INDEX_TILES) return ERR("%s: unknown index rule %d", path, (int)index);
+    for (int i = 0; i < m->n_info; i++)
+        if (!pack_name_ok(m->info[i].name, TENSOR_NAME_MAX))
+            return ERR("%s: tensor name %s is not a plain name of at most %d characters", path,
+                       m->info[i].name, TENSOR_NAME_MAX);
+    Plan *plans = xcalloc((size_t)m->n_info + 1, sizeof *plans);
+    for (int i = 0; i < m->n_info; i++)
+        if (plan_tensor(&plans[i], &m->info[i], m->params + m->info[i].offset, dval, quant, index, path) < 0) {
+            free(plans);
+            return -1;
+        }
+    FileBlob files[PACK_N_FILES];
+    int nfiles, rc = files_collect(files, &nfiles, m);
+    // Pass 1: every member's name, size and hash.
+    Blob *members = xcalloc((size_t)m->n_info * S_N + 1, sizeof *members);
+    int nm = 0;
+    for (int i = 0; rc == 0 && i < m->n_info; i++) {
+        Blob b[S_N];
+        int nb;
+        encode_tensor(b, &nb, &plans[i], &m->info[i], m->params + m->info[i].offset);
+        for (int j = 0; j < nb; j++) {
+            members[nm] = b[j];
+            members[nm].xxh64 = XXH64(b[j].data, b[j].size, 0);
+            members[nm].data = NULL;
+            members[nm++].owned = NULL;
+        }
+        blobs_free(b, nb);
+    }
+    char *manifest = NULL;
+    if (rc == 0) manifest = manifest_build(m, quant, m->dtype, plans, files, nfiles, members, nm);
+    AFile f = {0};
+    if (rc == 0) rc = afile_open(&f, path);
+    if (rc == 0) {
+        fflush(f.fp);
+        rc = tar_write(fileno(f.fp), path, manifest, files, nfiles, m, plans, members);
+        if (rc == 0) rc = afile_commit(&f);
+        else afile_abort(&f);
+    }
+    free(manifest);
+    free(members);
+    files_free(files, nfiles);
+    free(plans);
+    return rc;
+}
+
+// --- unpacking ------------------------------------------------------------------------
+
+static int write_file(const char *dir, const char *name, const void *data, size_t n) {
+    char *path = path_join(dir, name);
+    AFile f;
+    int rc = afile_open(&f, path);
+    if (rc == 0 && n && fwrite(data, 1, n, f.fp) != n) {
+        rc = ERR("%s: write failed: %s", path, strerror(errno));
+        afile_abort(&f);
+    } else if (rc == 0) {
+        rc = afile_commit(&f);
+    }
+    free(path);
+    return rc;
+}
+
+// Every parameter of the model that config.json describes, from the pack.
+static int unpack_params(Model *m, const Pack *p) {
+    if (p->n != m->n_info)
+        return ERR("%s: %d tensors, but its config.json describes a model of %d", p->path, p->n, m->n_info);
+    for (int i = 0; i < m->n_info; i++) {
+        const ParamInfo *pi = &m->info[i];
+        const PackTensor *t = pack_find(p, pi->name);
+        if (!t) return ERR("%s: no tensor %s, which its config.json implies", p->path, pi->name);
+        if (t->ndim != pi->ndim || t->shape[0] != pi->shape[0] || (pi->ndim == 2 && t->shape[1] != pi->shape[1]))
+            return ERR("%s: tensor %s has another shape than its config.json implies", p->path, pi->name);
+        pack_decode_rows(m->params + pi->offset, t, 0, t->rows);
+    }
+    return 0;
+}
+
+int pack_unpack(const char *dir, const Pack *p) {
+    if (!p->config_json) return ERR("%s: no config.json", p->path);
+    StDtype dt = p->n ? p->t[0].dtype : ST_F32;
+    TRY(path_mkdir_p(dir));
+    // config.json goes to a temp file that shapes the model and is renamed into place
+    // last, over the one model_save writes, so the folder gets the packed bytes verbatim.
+    char *cfg = path_join(dir, "config.json");
+    AFile f;
+    int rc = afile_open(&f, cfg);
+    free(cfg);
+    TRY(rc);
+    if (fwrite(p->config_json, 1, p->config_len, f.fp) != p->config_len || fflush(f.fp) != 0) {
+        afile_abort(&f);
+        return ERR("%s: cannot write config.json: %s", dir, strerror(errno));
+    }
+    Model m;
+    rc = model_create(&m, f.tmp);
+    if (rc < 0) {
+        err_prefix("%s: config.json", p->path);
+        afile_abort(&f);
+        return -1;
+    }
+    rc = unpack_params(&m, p);
+    if (rc == 0) {
+        m.dtype = dt;
+        rc = model_save(&m, dir, dt);
+    }
+    for (int i = 1; rc == 0 && i < p->n_members; i++) {
+        const PackMember *mb = &p->members[i];
+        if (pack_is_file_name(mb->name) && strcmp(mb->name, "config.json") != 0)
+            rc = write_file(dir, mb->name, p->map.data + mb->offset, mb->size);
+    }
+    model_free(&m);
+    if (rc == 0) rc = afile_commit(&f);
+    else afile_abort(&f);
+    return rc;
+}

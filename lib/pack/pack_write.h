@@ -1,0 +1,24 @@
+// pack_write.h: writing a packed checkpoint from a model, and unpacking one into a
+// Hugging Face folder (the format: pack.h, docs/formats.md). Separate from the reader
+// because both need a Model (nn/model.h), which reading a pack does not.
+#ifndef BEST_PACK_WRITE_H
+#define BEST_PACK_WRITE_H
+
+#include "nn/model.h"  // defines: Model
+#include "pack/pack.h" // defines: Pack, PackQuant, PackIndex
+
+// Writes m (its weights as loaded, dtype m->dtype) to path (temp + rename; "-" is
+// stdout). quant NONE keeps the model's dtype, BF16 turns the prunable tensors'
+// F32/F16 values into bf16, INT8/INT4 quantize the stored elements of prunable
+// tensors per row (round to nearest, scale = max|w| / 127 or / 7). config.json is
+// m->config_json; the tokenizer files come from m->src_dir (when set).
+int pack_write(const char *path, const Model *m, PackQuant quant, PackIndex index);
+// A Hugging Face folder with the tensors of the pack (dtype restored; with quant NONE
+// bit-identical to the packed model), config.json and the tokenizer files. Only plain
+// file names from the allow-list (config.json, generation_config.json, tokenizer.model,
+// tokenizer.json, tokenizer_config.json, special_tokens_map.json, added_tokens.json,
+// vocab.json, merges.txt) are ever written, inside dir; pack_open already refuses a
+// pack holding any other member name.
+int pack_unpack(const char *dir, const Pack *p);
+
+#endif
