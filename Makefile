@@ -1,6 +1,7 @@
 # Makefile: builds libbest and the tools, runs tests, fuzzers, benchmarks and the demo.
 #
-#   make            lib/libbest.a and bin/best-*  (-O2 -Wall -Wextra -Werror)
+#   make            lib/libbest.a, bin/best-*, the test and bench programs (-O2 -Wall -Wextra -Werror)
+#   make tools      lib/libbest.a and bin/best-* only
 #   make test       installs missing packages, builds, runs tests/run.sh twice:
 #                   plain and under AddressSanitizer + UBSan (objects in build-san/),
 #                   plus a short run of every fuzz target
@@ -8,11 +9,21 @@
 #   make fuzz       runs every libFuzzer target in tests/fuzz for FUZZ_SECONDS each
 #   make deps       installs missing Debian packages and the Python test oracles
 #   make bench      runs the benchmarks in bench/ (needs ../shared)
-#   make demo       the whole pipeline on a synthetic corpus, on the CPU (pipelines/demo.mk)
+#   make demo       installs missing packages, builds the tools, runs the whole pipeline on
+#                   a synthetic corpus on the CPU (pipelines/demo.mk)
 #   make report     the demo's report (RUNS="OUT...": compare pipeline runs)
 #
 # Optional dependencies are probed and reported, never guessed: nvcc is not
 # needed yet; the CPU path is always built.
+#
+# Fresh machines: the pkg-config flags below are read when make parses this file, so a
+# target that installs the packages (deps) must build in a new make process that parses
+# it again: `test` and `demo` run deps, then $(MAKE) for the build. (`demo` used to list
+# `all` beside deps as prerequisites; on a machine without the -dev packages it then
+# linked without -ljansson -larchive ...: the first `make demo` failed, the second
+# worked. tests/t_demo.sh now runs `make demo` on a copy of the tree as on a fresh
+# machine.) A build started while a package is missing stops at once with one line
+# naming it. `demo` builds only the tools (`make tools`), not the test and bench programs.
 
 CC      ?= gcc
 SAN     ?= 0
@@ -33,6 +44,15 @@ endif
 PKGS    := libarchive jansson libutf8proc libpcre2-8 libxxhash
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+# The packages pkg-config does not find (openblas too: it is linked as -lopenblas). Only
+# the targets that install them, or build nothing, may run without them.
+PKG_MISSING := $(shell pkg-config --exists $(PKGS) openblas 2>/dev/null || \
+                 for p in $(PKGS) openblas; do pkg-config --exists $$p 2>/dev/null || echo $$p; done)
+ifneq ($(PKG_MISSING),)
+ifneq ($(filter-out deps test demo clean,$(or $(MAKECMDGOALS),all)),)
+$(error missing pkg-config packages: $(PKG_MISSING); run 'make deps' to install them (or 'make demo' / 'make test', which do))
+endif
+endif
 CFLAGS  := $(OPT) -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fopenmp -MMD -MP \
            -Ilib $(SANFLAGS) $(PKG_CFLAGS) $(EXTRA_CFLAGS)
 LDFLAGS := -fopenmp $(SANFLAGS)
@@ -47,10 +67,11 @@ TEST_BINS := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BINS := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all test deps fuzz fuzz-build bench demo report clean
+.PHONY: all tools test deps fuzz fuzz-build bench demo report clean
 # keep objects made through pattern chains (tests, fuzz targets): no "rm *.o" after a build
 .SECONDARY:
 all: $(LIBA) $(BINS) $(TEST_BINS) $(BENCH_BINS)
+tools: $(LIBA) $(BINS)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -116,8 +137,11 @@ bench: all
 # report): pipelines/demo.mk, one target per product under out/demo, so an interrupted
 # demo resumes where it stopped. `make report` redraws its report; with RUNS="OUT..." it
 # compares the perplexities of pipeline runs (pipelines/best.mk) in out/report.
+# deps first, then a new make for the build (see the top of this file); the demo needs
+# only the tools.
 DEMO := out/demo
-demo: deps all
+demo: deps
+	@$(MAKE) --no-print-directory tools
 	@$(MAKE) --no-print-directory -f pipelines/demo.mk OUT=$(DEMO) BIN=$(BINDIR)
 
 RUNS ?=
