@@ -111,6 +111,14 @@ ns = '{http://www.w3.org/2000/svg}'
 r = ET.parse('$D/report/ppl.svg').getroot()
 got = {e.get('data-label') for e in r.iter() if e.get('class') in ('series', 'ref')}
 assert {'BEST', 'magnitude', 'dense'} <= got, got"
+# The README shows what `make demo` printed on one machine: its figures must be this run's
+# (tests/readme_demo.py: perplexities within 0.2%, the pack within 1%, as they differ
+# between CPUs; timings, token counts and the sample text are not compared).
+if python3 tests/readme_demo.py README.md "$D/report/table.md" 2>"$TMP/readme.err"; then
+    ok "README: the demo's output block matches this run (perplexities within 0.2%, the pack within 1%)"
+else
+    fail "README: the demo's output block is not this run's: $(tr '\n' ';' <"$TMP/readme.err")"
+fi
 python3 pipelines/make_corpus.py "$TMP/again.jsonl" 20000 1234
 python3 pipelines/make_tokenizer.py "$TMP/tok" "$TMP/again.jsonl" 255 2>/dev/null
 check "corpus and tokenizer are reproducible byte for byte" sh -c \
