@@ -96,18 +96,20 @@ $(D)/dense/DONE: $(D)/data/train.bin $(D)/config.json
 	cp $(D)/tokenizer/tokenizer.json $(@D)/model/tokenizer.json.tmp && mv $(@D)/model/tokenizer.json.tmp $(@D)/model/tokenizer.json
 	tail -n 1 $(@D)/log.jsonl $(SAVE)
 
+# --save-masks: the mask of every prune update, in best/masks/step-N.safetensors.
 $(D)/best/DONE: $(D)/data/train.bin $(D)/dense/DONE
-	if [ -f $(@D)/state/state.safetensors ]; then $(BIN)/best-train --resume $(@D) --quiet $(TH); else \
+	if [ -f $(@D)/state/state.safetensors ]; then $(BIN)/best-train --resume $(@D) --save-masks --quiet $(TH); else \
 	    $(BIN)/best-train --model $(D)/dense/model --data $< --out $(@D) --steps $(STEPS) --batch $(BATCH) \
 	        --seq $(SEQ) --lr $(LR) --sparsity $(SPARSITY) --prune-updates $(PRUNE_UPDATES) --seed 1 \
-	        --save-every 100 --quiet $(TH); fi
+	        --save-every 100 --save-masks --quiet $(TH); fi
 	tail -n 1 $(@D)/log.jsonl $(SAVE)
 
-# Where BEST put its sparsity: the trained model holds exactly k nonzero prunable weights,
-# so the magnitude mask at SPARSITY is its nonzero pattern.
+# Where BEST put its sparsity: the run's own last mask (the one in force from the last
+# update to the end), its report and its heatmap, titled from the mask's metadata
+# ("BEST, cubic schedule, second-order saliency, global, sparsity 0.9, step 100").
 $(D)/best/mask-report.json: $(D)/best/DONE
-	$(BIN)/best-mask --model $(D)/best/model --sparsity $(SPARSITY) --saliency magnitude --quiet $(TH) \
-	    --plot $(@D)/heatmap.svg --report $@
+	last=$$(ls -v $(@D)/masks/step-*.safetensors | tail -n 1) && \
+	$(BIN)/best-mask --model $(D)/best/model --mask $$last --quiet $(TH) --plot $(@D)/heatmap.svg --report $@
 
 # --- the one-shot baseline: global magnitude, no training ------------------------------------
 $(D)/magnitude/model/model.safetensors: $(D)/dense/DONE

@@ -12,8 +12,11 @@
 # installs, the tools are built and linked, the pipeline runs) and builds only the tools;
 # the printed table (BEST at 90% close to the dense model, one-shot magnitude at 90% far
 # worse, the pack lossless), a sample, the report's SVGs (parsed), that the corpus and
-# tokenizer are reproducible, and that a finished demo is up to date for make.
-# About 2-3 minutes on 2 cores (the build is most of the extra); not in the sanitizer pass.
+# tokenizer are reproducible, that the BEST heatmap is drawn from the run's own mask and
+# says so in its title, that the README's output block is this run's (tests/readme_demo.py),
+# and that a finished demo is up to date for make.
+# About a minute on 2 cores (46 to 77 s measured, the build of the tools included); not in
+# the sanitizer pass.
 . tests/lib.sh
 if [ "${SAN:-0}" = 1 ]; then skip "demo: not in the sanitizer pass (minutes under ASan)"; finish; fi
 for t in python3 pkg-config dpkg-query tar; do
@@ -105,6 +108,24 @@ assert all(all(a[0] < b[0] for a, b in zip(p, p[1:])) for p in pl)
 assert [t.text for t in r.iter(ns + 'text') if t.get('class') == 'xlabel'] == ['step']
 h = ET.parse('$D/report/heatmap-1.svg').getroot()
 assert len([c for c in h.iter(ns + 'rect') if c.get('class') == 'cell']) == 4 * 7"
+# The BEST heatmap is the run's own last mask, titled by what made it; not a magnitude
+# mask of the trained model (it was, and said "magnitude saliency").
+check "report: the BEST heatmap is titled 'BEST, cubic schedule, second-order saliency, global, sparsity 0.9, step 100', the magnitude one 'magnitude saliency, ...'" python3 -c "
+import xml.etree.ElementTree as ET
+title = lambda f: next(ET.parse(f).getroot().iter('{http://www.w3.org/2000/svg}text')).text
+t = [title('$D/report/heatmap-%d.svg' % i) for i in (1, 2)]
+assert t == ['BEST, cubic schedule, second-order saliency, global, sparsity 0.9, step 100',
+             'magnitude saliency, global, sparsity 0.9'], t"
+check "the BEST mask report is of the run's last mask: per tensor, its kept count is the trained model's nonzero count" python3 -c "
+import array, json, struct
+f = open('$D/best/model/model.safetensors', 'rb')
+n = struct.unpack('<Q', f.read(8))[0]; h = json.loads(f.read(n)); base = 8 + n
+r = json.load(open('$D/best/mask-report.json'))
+assert (r['method'], r['schedule'], r['step']) == ('BEST', 'cubic', 100), r
+for t in r['tensors']:
+    e = h[t['name']]; assert e['dtype'] == 'F32', e
+    f.seek(base + e['data_offsets'][0]); a = array.array('f'); a.frombytes(f.read(e['data_offsets'][1] - e['data_offsets'][0]))
+    assert t['kept'] == sum(1 for x in a if x != 0) and t['numel'] == len(a), (t, sum(1 for x in a if x != 0))"
 check "report: ppl.svg has BEST and magnitude, and dense as a reference line" python3 -c "
 import xml.etree.ElementTree as ET
 ns = '{http://www.w3.org/2000/svg}'

@@ -195,10 +195,41 @@ m = safe_open('$TMP/llama.second.mask', 'np').metadata()
 assert m['format'] == 'best-mask' and m['saliency'] == 'second' and m['step'] == '40' and m['group'] == 'global', m
 assert int(m['kept']) == int(round(0.4 * int(m['prunable']))), m"
 
+# --mask FILE: an existing mask reported, drawn and applied as it is. The same mask's
+# outputs are byte for byte those of the run that computed it (title included), and the
+# title comes from the file's metadata (here a copy that says best-train made it).
+"$M" --model $D --mask "$TMP/llama.a.mask" --report "$TMP/given.json" --plot "$TMP/given.svg" \
+    --apply --out-model "$TMP/given.pruned" --quiet
+check "--mask: report, heatmap and masked model identical to those of the run that made the mask" sh -c \
+    "cmp '$TMP/given.json' '$TMP/llama.json' && cmp '$TMP/given.svg' '$TMP/llama.svg' && cmp '$TMP/given.pruned/model.safetensors' '$TMP/llama.pruned/model.safetensors'"
+python3 -c "
+from safetensors import safe_open
+from safetensors.numpy import load_file, save_file
+m = safe_open('$TMP/llama.bits.mask', 'np').metadata()
+m.update(method='BEST', schedule='cubic', saliency='second', step='100', sparsity='0.5')
+save_file(load_file('$TMP/llama.bits.mask'), '$TMP/best.mask', metadata=m)
+m['sparsity'] = 'half'
+save_file(load_file('$TMP/llama.bits.mask'), '$TMP/badmeta.mask', metadata=m)"
+"$M" --model $D --mask "$TMP/best.mask" --plot "$TMP/best.svg" --report "$TMP/best.json" --quiet
+check "--mask: the heatmap's title and the report say what made the mask (method, schedule, saliency, step)" python3 -c "
+import json, xml.etree.ElementTree as ET
+t = [e.text for e in ET.parse('$TMP/best.svg').getroot().iter('{http://www.w3.org/2000/svg}text')]
+assert t[0] == 'BEST, cubic schedule, second-order saliency, global, sparsity 0.5, step 100', t[0]
+r = json.load(open('$TMP/best.json'))
+assert (r['method'], r['schedule'], r['saliency'], r['step'], r['sparsity_requested']) == ('BEST', 'cubic', 'second', 100, 0.5), r"
+
 # Bad input: one error line, the right exit code, and no output file left behind.
 $REF moments $D "$TMP/badname.moments" bad-name
 $REF moments $D "$TMP/badshape.moments" bad-shape
 O="$TMP/never"
+expect_error "--mask with --sparsity" 2 "takes the mask as it is" "$M" --model $D --mask "$TMP/best.mask" --sparsity 0.5 --plot "$O"
+expect_error "--mask with --out" 2 "takes the mask as it is" "$M" --model $D --mask "$TMP/best.mask" --out "$O"
+expect_error "--mask with nothing to write" 2 "nothing to write" "$M" --model $D --mask "$TMP/best.mask"
+expect_error "--mask of another shape" 1 "best.mask: tensor .* want bit-packed U8" "$M" --model tests/fixtures/model/qwen3 \
+    --mask "$TMP/best.mask" --plot "$O"
+expect_error "--mask with a sparsity that is not a number" 1 "badmeta.mask: metadata sparsity = \"half\" is not a number" \
+    "$M" --model $D --mask "$TMP/badmeta.mask" --plot "$O"
+expect_error "--mask that is not there" 1 "nowhere.mask" "$M" --model $D --mask "$TMP/nowhere.mask" --plot "$O"
 expect_error "moments with an unknown name" 1 "qq_proj" "$M" --model $D --sparsity 0.5 --moments "$TMP/badname.moments" --out "$O"
 expect_error "moments of the wrong shape" 1 "up_proj.weight.exp_avg_sq is F32 \[48,64\], want F32 \[64,48\]" \
     "$M" --model $D --sparsity 0.5 --moments "$TMP/badshape.moments" --out "$O"

@@ -80,6 +80,11 @@ def masks(out, S, T, start, end, U):
         prev = m
     report(ok_k, f"exactly k_t survivors at each of {len(files)} updates (final {kept} of {n_pr})")
     report(ok_shrink, "masks only shrink: no pruned weight returns")
+    mm = safe_open(files[-1], "np").metadata()
+    report(mm.get("method") == "BEST" and mm.get("schedule") == "cubic" and mm.get("saliency") == "second" and
+           mm.get("group") == "global" and mm.get("step") == str(steps[-1]) and float(mm.get("sparsity")) == S,
+           f"the last mask's metadata names what made it: method BEST, schedule cubic, step {steps[-1]} "
+           f"({ {k: v for k, v in mm.items() if not k.startswith('shape:')} })")
     fin = {n: st[n + ".mask"] for n in pr}
     report(all((fin[n] == prev[n]).all() for n in pr), "the state's mask is the last update's (frozen after)")
     report(all((w[n][~fin[n]] == 0).all() for n in pr) and all((st[n][~fin[n]] == 0).all() for n in pr),

@@ -112,7 +112,7 @@ static void test_files(void) {
     char path[64];
     snprintf(path, sizeof path, "/tmp/test_mask_%d.safetensors", (int)getpid());
     for (int packed = 0; packed < 2; packed++) {
-        MaskMeta meta = {0.5, "magnitude", "global", 12, packed};
+        MaskMeta meta = {0.5, "magnitude", "global", 12, packed, packed ? "BEST" : NULL, packed ? "cubic" : NULL};
         memset(back, 7, NP);
         int ok = mask_save(path, mask, &meta, INFO, 5) == 0 && mask_load(back, path, INFO, 5, NP) == 0;
         T_OK(ok && memcmp(mask, back, NP) == 0, "mask file round trip (%s)", packed ? "bit-packed U8" : "BOOL");
@@ -120,16 +120,19 @@ static void test_files(void) {
         ok = st_open(&st, path) == 0;
         const char *pk = ok ? st_meta(&st, "packing") : NULL;
         const StTensor *t = ok ? st_find(&st, "model.layers.0.mlp.down_proj.weight") : NULL;
+        const char *method = ok ? st_meta(&st, "method") : NULL, *sched = ok ? st_meta(&st, "schedule") : NULL;
         T_OK(pk && strcmp(pk, packed ? "bits" : "bytes") == 0 && t && t->nbytes == (packed ? 3u : 21u) &&
-                 strcmp(st_meta(&st, "step"), "12") == 0 && !st_find(&st, "model.norm.weight"),
-             "metadata, sizes, and only prunable tensors in the file");
+                 strcmp(st_meta(&st, "step"), "12") == 0 && !st_find(&st, "model.norm.weight") &&
+                 (packed ? method && sched && strcmp(method, "BEST") == 0 && strcmp(sched, "cubic") == 0
+                         : !method && !sched),
+             "metadata (method and schedule only when given), sizes, and only prunable tensors in the file");
         if (ok) st_close(&st);
     }
     // the same file read against a table with another shape
     ParamInfo other[5];
     memcpy(other, INFO, sizeof other);
     other[4].shape[0] = 7, other[4].shape[1] = 3;
-    MaskMeta meta = {0.5, NULL, NULL, -1, 0};
+    MaskMeta meta = {0.5, NULL, NULL, -1, 0, NULL, NULL};
     T_OK(mask_save(path, mask, &meta, INFO, 5) == 0 && mask_load(back, path, other, 5, NP) < 0 &&
              strstr(err_msg(), path) && strstr(err_msg(), "down_proj.weight is BOOL [3,7], want BOOL [7,3]"),
          "wrong shape: %s", err_msg());

@@ -523,7 +523,8 @@ static int mask_update(Trainer *tr, double S) {
     if (!tr->cfg.save_masks) return 0;
     char *path = path_fmt("%s/masks/step-%d.safetensors", tr->cfg.out, tr->step);
     char *dir = path_join(tr->cfg.out, "masks");
-    MaskMeta meta = {S, saliency_name(tr->cfg.saliency), mask_group_name(tr->cfg.group), tr->step, 1};
+    MaskMeta meta = {S, saliency_name(tr->cfg.saliency), mask_group_name(tr->cfg.group), tr->step, 1, "BEST",
+                     schedule_name(tr->cfg.schedule)};
     int rc = path_mkdir_p(dir);
     if (rc == 0) rc = mask_save(path, tr->mask, &meta, m->info, m->n_info);
     free(dir);

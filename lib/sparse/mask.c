@@ -304,6 +304,8 @@ int mask_save(const char *path, const uint8_t *mask, const MaskMeta *meta, const
     }
     if (meta->saliency) rc |= st_writer_meta(&w, "saliency", meta->saliency);
     if (meta->group) rc |= st_writer_meta(&w, "group", meta->group);
+    if (meta->method) rc |= st_writer_meta(&w, "method", meta->method);
+    if (meta->schedule) rc |= st_writer_meta(&w, "schedule", meta->schedule);
     if (meta->step >= 0) {
         snprintf(buf, sizeof buf, "%lld", meta->step);
         rc |= st_writer_meta(&w, "step", buf);
@@ -487,6 +489,8 @@ int mask_report_json(const char *path, const uint8_t *mask, const MaskMeta *meta
     json_object_set_new(root, "sparsity_requested", isnan(meta->sparsity) ? json_null() : json_real(meta->sparsity));
     if (meta->saliency) json_object_set_new(root, "saliency", json_string(meta->saliency));
     if (meta->group) json_object_set_new(root, "group", json_string(meta->group));
+    if (meta->method) json_object_set_new(root, "method", json_string(meta->method));
+    if (meta->schedule) json_object_set_new(root, "schedule", json_string(meta->schedule));
     if (meta->step >= 0) json_object_set_new(root, "step", json_integer(meta->step));
     char *s = json_dumps(root, JSON_INDENT(1) | JSON_REAL_PRECISION(10));
     json_decref(root);

@@ -14,7 +14,8 @@
 // under the parameter's HF name, BOOL with the parameter's shape (default), or U8
 // bit-packed (shape (ceil(numel/8),), weight i in bit i%8 of byte i/8, LSB first,
 // metadata "packing": "bits" and "shape:NAME": "[out,in]"). Metadata: format
-// "best-mask", version "1", sparsity, saliency, group, step, prunable, kept.
+// "best-mask", version "1", sparsity, saliency, group, step, prunable, kept, and method
+// and schedule when the maker names them (best-train: "BEST" and its schedule).
 //
 // Adam moments (best-train's dump, read here for scoring): safetensors with F32
 // NAME.exp_avg and NAME.exp_avg_sq for each parameter NAME (all prunable ones at least).
@@ -81,6 +82,8 @@ typedef struct {
     const char *group;     // or NULL
     long long step;        // -1 when not known
     int packed;            // write bit-packed U8 instead of BOOL
+    const char *method;    // what made the mask ("BEST": best-train's schedule), or NULL
+    const char *schedule;  // the sparsity schedule that reached it ("cubic"), or NULL
 } MaskMeta;
 
 // Writes the prunable tensors of mask (n_params) through temp + rename.

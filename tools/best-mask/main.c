@@ -1,5 +1,6 @@
 // best-mask: a pruning mask from weights (and Adam moments), its report and picture,
-// and the masked model.
+// and the masked model; or, with --mask FILE, the report, picture and masked model of
+// a mask made before (by best-mask or best-train --save-masks), titled from its metadata.
 //
 // The command line only: options, the effective configuration on stderr, then
 // nn/model (loading, saving), sparse/mask (moments, scores through sparse/saliency,
@@ -20,13 +21,55 @@
 #include "base/progress.h"   // defines: now_seconds
 
 typedef struct {
-    const char *model, *moments, *saliency, *group, *method, *calib, *out, *out_model, *report, *plot, *from_mask;
+    const char *model, *moments, *saliency, *group, *method, *calib, *out, *out_model, *report, *plot, *from_mask, *mask;
     double sparsity;
     int apply, pack_bits, nsamples, seq, step, threads, quiet;
 } Opts;
 
+// The heatmap's title, from what made the mask: "BEST, cubic schedule, second-order
+// saliency, global, sparsity 0.9, step 100" (the parts the metadata has).
+static void title_add(char *buf, size_t n, const char *part) {
+    size_t at = strlen(buf);
+    if (at < n) snprintf(buf + at, n - at, "%s%s", at ? ", " : "", part);
+}
+static void mask_title(char *buf, size_t n, const MaskMeta *mm) {
+    char part[96];
+    buf[0] = 0;
+    if (mm->method) title_add(buf, n, mm->method);
+    if (mm->schedule) {
+        snprintf(part, sizeof part, "%s schedule", mm->schedule);
+        title_add(buf, n, part);
+    }
+    if (mm->saliency) {
+        const char *s = mm->saliency;
+        snprintf(part, sizeof part, "%s saliency", strcmp(s, "second") == 0 ? "second-order"
+                                                   : strcmp(s, "first") == 0 ? "first-order" : s);
+        title_add(buf, n, part);
+    }
+    if (mm->group) title_add(buf, n, mm->group);
+    if (!isnan(mm->sparsity)) {
+        snprintf(part, sizeof part, "sparsity %g", mm->sparsity);
+        title_add(buf, n, part);
+    }
+    if (mm->step >= 0) {
+        snprintf(part, sizeof part, "step %lld", mm->step);
+        title_add(buf, n, part);
+    }
+}
+
+// A number from a mask file's metadata; *out stays as it is when the key is absent.
+static int meta_number(double *out, const SafeTensors *st, const char *key) {
+    const char *v = st_meta(st, key);
+    if (!v) return 0;
+    char *end;
+    double x = strtod(v, &end);
+    if (end == v || *end || !isfinite(x)) return ERR("%s: metadata %s = \"%s\" is not a number", st->path, key, v);
+    *out = x;
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    Opts o = {.saliency = "second", .group = "global", .sparsity = NAN, .nsamples = 128, .seq = 2048, .step = -1};
+    Opts o = {.sparsity = NAN, .nsamples = 128, .seq = 2048, .step = -1};
     const Option opts[] = {
         {"model", OPT_STRING, &o.model, "DIR", "Hugging Face model folder (required)"},
         {"sparsity", OPT_DOUBLE, &o.sparsity, "S", "fraction of prunable weights set to 0, in [0, 1) (required)"},
@@ -38,6 +81,7 @@ int main(int argc, char **argv) {
         {"nsamples", OPT_INT, &o.nsamples, "N", "calibration windows (not yet used)"},
         {"seq", OPT_INT, &o.seq, "N", "calibration window length (not yet used)"},
         {"from-mask", OPT_STRING, &o.from_mask, "FILE", "an earlier mask: the new one only shrinks it"},
+        {"mask", OPT_STRING, &o.mask, "FILE", "an existing mask to report, plot or apply instead of computing one"},
         {"out", OPT_STRING, &o.out, "MASK", "write the mask (safetensors, one BOOL tensor per prunable weight)"},
         {"pack-bits", OPT_FLAG, &o.pack_bits, NULL, "write the mask bit-packed (U8, 8 weights a byte)"},
         {"apply", OPT_FLAG, &o.apply, NULL, "write the masked model to --out-model"},
@@ -51,7 +95,8 @@ int main(int argc, char **argv) {
     };
     const ArgSpec spec = {
         "best-mask", "--model DIR --sparsity S [--moments FILE] [--saliency second|first|magnitude] [--group global|layer] "
-                     "[--out MASK] [--apply --out-model DIR] [--report FILE.json] [--plot FILE.svg] [--from-mask FILE]",
+                     "[--out MASK] [--apply --out-model DIR] [--report FILE.json] [--plot FILE.svg] [--from-mask FILE]\n"
+                     "       best-mask --model DIR --mask FILE [--apply --out-model DIR] [--report FILE.json] [--plot FILE.svg]",
         "Keeps exactly round((1 - S) * n) of the n prunable weights (the seven Linear weights of\n"
         "every block), those of highest saliency, ranked over the whole model (--group global)\n"
         "or within each tensor (--group layer). Ties at the threshold go to the lowest index.",
@@ -62,8 +107,14 @@ int main(int argc, char **argv) {
     free(pos);
     if (npos) args_usage_error(&spec, "unexpected argument");
     if (!o.model) args_usage_error(&spec, "--model is required");
-    if (isnan(o.sparsity)) args_usage_error(&spec, "--sparsity is required");
-    if (!(o.sparsity >= 0 && o.sparsity < 1)) args_usage_error(&spec, "--sparsity %g is outside [0, 1)", o.sparsity);
+    if (o.mask && (!isnan(o.sparsity) || o.moments || o.saliency || o.group || o.method || o.from_mask || o.step >= 0 ||
+                   o.out || o.pack_bits))
+        args_usage_error(&spec, "--mask FILE takes the mask as it is: no --sparsity, --moments, --saliency, --group, "
+                                "--method, --from-mask, --step, --out, --pack-bits");
+    if (!o.mask && isnan(o.sparsity)) args_usage_error(&spec, "--sparsity is required (or --mask FILE)");
+    if (!o.saliency) o.saliency = "second";
+    if (!o.group) o.group = "global";
+    if (!o.mask && !(o.sparsity >= 0 && o.sparsity < 1)) args_usage_error(&spec, "--sparsity %g is outside [0, 1)", o.sparsity);
     MaskSpec ms = {SAL_SECOND, GROUP_GLOBAL, o.sparsity};
     if (o.method) {
         if (strcmp(o.method, "wanda") == 0 || strcmp(o.method, "sparsegpt") == 0)
@@ -74,11 +125,11 @@ int main(int argc, char **argv) {
     if (saliency_parse(&ms.saliency, o.saliency) < 0)
         args_usage_error(&spec, "unknown --saliency %s (second, first, magnitude)", o.saliency);
     if (mask_group_parse(&ms.group, o.group) < 0) args_usage_error(&spec, "unknown --group %s (global, layer)", o.group);
-    if (saliency_needs_moments(ms.saliency) && !o.moments)
+    if (!o.mask && saliency_needs_moments(ms.saliency) && !o.moments)
         args_usage_error(&spec, "--saliency %s needs --moments FILE (or use --saliency magnitude)", o.saliency);
     if (o.apply != !!o.out_model) args_usage_error(&spec, "--apply and --out-model go together");
     if (!o.out && !o.apply && !o.report && !o.plot)
-        args_usage_error(&spec, "nothing to write: give --out, --apply --out-model, --report or --plot");
+        args_usage_error(&spec, "nothing to write: give %s--apply --out-model, --report or --plot", o.mask ? "" : "--out, ");
     if (o.threads < 0) args_usage_error(&spec, "--threads must be >= 0");
     if (o.threads > 0) omp_set_num_threads(o.threads);
 
@@ -86,29 +137,41 @@ int main(int argc, char **argv) {
     Model m;
     TRY_OR_DIE(model_open(&m, o.model));
     TRY_OR_DIE(model_need_folder(&m, "best-mask"));
-    Moments mo, *mop = NULL;
-    if (o.moments && saliency_needs_moments(ms.saliency)) {
-        TRY_OR_DIE(moments_open(&mo, o.moments, m.info, m.n_info));
-        mop = &mo;
-        const char *st = moments_step(&mo);
-        if (o.step < 0 && st) o.step = atoi(st);
-    }
-    uint8_t *old = NULL;
-    if (o.from_mask) {
-        old = xmalloc(m.n_params);
-        TRY_OR_DIE(mask_load(old, o.from_mask, m.info, m.n_info, m.n_params));
-    }
     if (!o.quiet)
-        fprintf(stderr,
-                "best-mask: %s (%zu layers, %.2fM prunable of %.2fM parameters)\n"
-                "best-mask: sparsity %g, saliency %s, group %s%s%s, %d threads\n",
-                o.model, m.L, (double)m.n_prunable / 1e6, (double)m.n_params / 1e6, o.sparsity,
-                saliency_name(ms.saliency), mask_group_name(ms.group), o.from_mask ? ", shrinking " : "",
-                o.from_mask ? o.from_mask : "", omp_get_max_threads());
-
-    uint8_t *mask = xmalloc(m.n_params);
-    TRY_OR_DIE(mask_compute(mask, &ms, m.info, m.n_info, m.params, m.n_params, mop, old));
-    MaskMeta meta = {o.sparsity, saliency_name(ms.saliency), mask_group_name(ms.group), o.step, o.pack_bits};
+        fprintf(stderr, "best-mask: %s (%zu layers, %.2fM prunable of %.2fM parameters)\n", o.model, m.L,
+                (double)m.n_prunable / 1e6, (double)m.n_params / 1e6);
+    uint8_t *mask = xmalloc(m.n_params), *old = NULL;
+    Moments mo, *mop = NULL;
+    MaskMeta meta;
+    SafeTensors given; // --mask: kept open to the end, meta's strings point into it
+    if (o.mask) {
+        TRY_OR_DIE(st_open(&given, o.mask));
+        TRY_OR_DIE(mask_read(mask, &given, m.info, m.n_info, m.n_params));
+        double sparsity = NAN, step = -1;
+        TRY_OR_DIE(meta_number(&sparsity, &given, "sparsity"));
+        TRY_OR_DIE(meta_number(&step, &given, "step"));
+        if (step != floor(step) || step < -1) DIE("%s: metadata step = %s is not a step", o.mask, st_meta(&given, "step"));
+        meta = (MaskMeta){sparsity, st_meta(&given, "saliency"), st_meta(&given, "group"), (long long)step, 0,
+                          st_meta(&given, "method"), st_meta(&given, "schedule")};
+        if (!o.quiet) fprintf(stderr, "best-mask: mask %s\n", o.mask);
+    } else {
+        if (o.moments && saliency_needs_moments(ms.saliency)) {
+            TRY_OR_DIE(moments_open(&mo, o.moments, m.info, m.n_info));
+            mop = &mo;
+            const char *st = moments_step(&mo);
+            if (o.step < 0 && st) o.step = atoi(st);
+        }
+        if (o.from_mask) {
+            old = xmalloc(m.n_params);
+            TRY_OR_DIE(mask_load(old, o.from_mask, m.info, m.n_info, m.n_params));
+        }
+        if (!o.quiet)
+            fprintf(stderr, "best-mask: sparsity %g, saliency %s, group %s%s%s, %d threads\n", o.sparsity,
+                    saliency_name(ms.saliency), mask_group_name(ms.group), o.from_mask ? ", shrinking " : "",
+                    o.from_mask ? o.from_mask : "", omp_get_max_threads());
+        TRY_OR_DIE(mask_compute(mask, &ms, m.info, m.n_info, m.params, m.n_params, mop, old));
+        meta = (MaskMeta){o.sparsity, saliency_name(ms.saliency), mask_group_name(ms.group), o.step, o.pack_bits, NULL, NULL};
+    }
     // the model folder first: --out may name a file inside it (--out D/mask --out-model D)
     if (o.apply) {
         mask_apply(m.params, mask, m.n_params);
@@ -117,9 +180,8 @@ int main(int argc, char **argv) {
     if (o.out) TRY_OR_DIE(mask_save(o.out, mask, &meta, m.info, m.n_info));
     if (o.report) TRY_OR_DIE(mask_report_json(o.report, mask, &meta, m.info, m.n_info));
     if (o.plot) {
-        char title[160];
-        snprintf(title, sizeof title, "%s saliency, %s, sparsity %g", saliency_name(ms.saliency),
-                 mask_group_name(ms.group), o.sparsity);
+        char title[256];
+        mask_title(title, sizeof title, &meta);
         TRY_OR_DIE(mask_plot_svg(o.plot, mask, m.info, m.n_info, title));
     }
     if (!o.quiet) {
@@ -129,6 +191,7 @@ int main(int argc, char **argv) {
     free(mask);
     free(old);
     if (mop) moments_close(mop);
+    if (o.mask) st_close(&given);
     model_free(&m);
     return 0;
 }
