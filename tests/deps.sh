@@ -30,26 +30,25 @@ fi
 # interrupted install is redone. A failure is not fatal either: t_hf_load.sh then skips
 # and names the log, $HF_LOG.
 . tests/hf_env.sh
-if [ ! -f "$HF_VENV/.complete" ]; then
-    mkdir -p "$(dirname "$HF_VENV")"
+# (A subshell: a cache folder that cannot be written ends it, not `make deps`.)
+[ -f "$HF_VENV/.complete" ] || (
+    { mkdir -p "$(dirname "$HF_VENV")" && touch "$HF_VENV.lock"; } 2>/dev/null || exit 1
     exec 9>"$HF_VENV.lock"
     command -v flock >/dev/null && flock 9
-    if [ ! -f "$HF_VENV/.complete" ]; then
-        echo "deps: installing torch + transformers for tests/t_hf_load.sh into $HF_VENV (about 3 GB to download)"
-        start=$(date +%s)
+    [ -f "$HF_VENV/.complete" ] && exit 0 # made by another checkout while we waited
+    echo "deps: installing torch + transformers for tests/t_hf_load.sh into $HF_VENV (about 3 GB to download)"
+    start=$(date +%s)
+    rm -rf "$HF_VENV"
+    if { python3 -m venv "$HF_VENV" &&
+         "$HF_PY" -m pip install -q --no-cache-dir --disable-pip-version-check --only-binary=:all: -r "$HF_REQS" &&
+         "$HF_PY" -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)'
+       } >"$HF_LOG" 2>&1; then
+        tail -n 1 "$HF_LOG" >"$HF_VENV/.complete"
+        echo "deps: $(cat "$HF_VENV/.complete") installed in $(( $(date +%s) - start ))s"
+        rm -f "$HF_LOG"
+    else
+        echo "deps: could not install torch + transformers (see $HF_LOG): $(tail -n 1 "$HF_LOG")"
         rm -rf "$HF_VENV"
-        if { python3 -m venv "$HF_VENV" &&
-             "$HF_PY" -m pip install -q --no-cache-dir --disable-pip-version-check --only-binary=:all: -r "$HF_REQS" &&
-             "$HF_PY" -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)'
-           } >"$HF_LOG" 2>&1; then
-            tail -n 1 "$HF_LOG" >"$HF_VENV/.complete"
-            echo "deps: $(cat "$HF_VENV/.complete") installed in $(( $(date +%s) - start ))s"
-            rm -f "$HF_LOG"
-        else
-            echo "deps: could not install torch + transformers (see $HF_LOG): $(tail -n 1 "$HF_LOG")"
-            rm -rf "$HF_VENV"
-        fi
     fi
-    exec 9>&-
-fi
+) || echo "deps: cannot write $HF_VENV; tests/t_hf_load.sh will skip"
 exit 0
