@@ -54,8 +54,10 @@ save_file(d, sys.argv[2], metadata={"format": "pt"})' tests/fixtures/model/qwen3
 add "tiny Qwen3 in BF16 pruned to 80% by best-mask --apply" "$TMP/qwen_bf16_80" $Q 64 0.8 BF16
 
 # best-train: LLaMA and Qwen3 from random init on a synthetic corpus with a byte-level
-# tokenizer (257 tokens), 40 steps, BEST to 60% on the way; then best-pack and back
-python3 pipelines/make_corpus.py "$TMP/corpus.jsonl" 300 7
+# tokenizer (257 tokens), 150 steps, BEST to 60% on the way, then best-pack and back.
+# 150 steps at lr 1e-2, so that attention depends on position: after 40 steps at 3e-3
+# rope_theta / 100 moved the logits by only 5e-7 of the largest (the control failed).
+python3 pipelines/make_corpus.py "$TMP/corpus.jsonl" 150 7
 python3 pipelines/make_tokenizer.py "$TMP/tok" 2>/dev/null
 "$BIN/best-tokenize" --tokenizer "$TMP/tok" --quiet --out "$TMP/corpus.bin" "$TMP/corpus.jsonl"
 cat >"$TMP/qwen3.json" <<'EOF'
@@ -75,7 +77,7 @@ EOF
 for a in qwen3 llama; do
     python3 pipelines/make_tokenizer.py --config "$TMP/$a.json" "$TMP/$a-config.json" "$TMP/tok/tokenizer.json"
     "$BIN/best-train" --init random --config "$TMP/$a-config.json" --data "$TMP/corpus.bin" --out "$TMP/$a-run" \
-        --steps 40 --batch 8 --seq 64 --lr 3e-3 --sparsity 0.6 --prune-updates 4 --seed 1 --quiet >/dev/null \
+        --steps 150 --batch 8 --seq 64 --lr 1e-2 --sparsity 0.6 --prune-updates 4 --seed 1 --quiet >/dev/null \
         || fail "best-train on the $a config"
 done
 add "Qwen3 trained and pruned to 60% by best-train" "$TMP/qwen3-run/model" "$TMP/corpus.bin" 128 0.6 F32 "Once upon a time" "$TMP/tok"
