@@ -35,7 +35,7 @@ Q=tests/fixtures/eval/qwen3_tokens.bin
 "$M" --model tests/fixtures/model/llama --sparsity 0.7 --saliency magnitude --apply --out-model "$TMP/llama70" --quiet
 add "tiny LLaMA pruned to 70% by best-mask --apply" "$TMP/llama70" $Q 64 0.7 F32
 "$M" --model tests/fixtures/model/llama_tied --sparsity 0.5 --saliency magnitude --apply --out-model "$TMP/tied50" --quiet
-python3 -c "
+"$HF_PY" -c "
 import random, sys; sys.path.insert(0, 'tests'); from shardio import write_shard
 random.seed(5); write_shard(sys.argv[1], [random.randrange(89) for _ in range(640)], 89)" "$TMP/t89.bin"
 add "tiny tied LLaMA with biases pruned to 50% by best-mask --apply" "$TMP/tied50" "$TMP/t89.bin" 64 0.5 F32
