@@ -63,7 +63,8 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TOOLS   := $(notdir $(wildcard tools/best-*))
 BINS    := $(TOOLS:%=$(BINDIR)/%)
 TEST_SRC := $(wildcard tests/test_*.c)
-TEST_BINS := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+# and tests/hf_logits.c, a helper that tests/t_hf_load.sh runs (tests/run.sh runs only test_*)
+TEST_BINS := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%) $(BUILD)/tests/hf_logits
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BINS := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
@@ -108,7 +109,7 @@ test: deps
 
 # Debian packages the build and the tests need; nothing happens when all are present.
 APT_PKGS := build-essential pkg-config clang libarchive-dev libxxhash-dev libzstd-dev \
-            libjansson-dev libutf8proc-dev libpcre2-dev libopenblas-dev zlib1g-dev zstd python3 python3-pip
+            libjansson-dev libutf8proc-dev libpcre2-dev libopenblas-dev zlib1g-dev zstd python3 python3-pip python3-venv
 deps:
 	@sh tests/deps.sh $(APT_PKGS)
 
