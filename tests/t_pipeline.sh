@@ -8,7 +8,11 @@
 # of pipelines/llama2-99.mk on stories260K end to end, its pictures parsed; a rerun does
 # nothing (`make -q`); a failed step leaves no target; a run killed in the middle of
 # training resumes and ends with the bytes of the run that never stopped; the magnitude+
-# recipe. The pack steps run when $BIN/best-pack exists, else they say that they skip.
+# recipe, per layer by default and global on request. The one-shot+ recipes (magnitude+,
+# wanda+, sparsegpt+ for the four models) and BEST at ELSA's budget are checked by their
+# `make -n` commands and their learning rates (an LR the repository does not record stops
+# the run with one line); wanda and sparsegpt stop with one line while best-mask lacks them.
+# The pack steps run when $BIN/best-pack exists, else they say that they skip.
 . tests/lib.sh
 if ! command -v python3 >/dev/null || ! command -v make >/dev/null; then skip "pipelines: python3 or make missing"; finish; fi
 MK="make --no-print-directory -f"
@@ -145,11 +149,14 @@ if have_shared; then
 fi
 check "the failed starts created nothing" test ! -e "$TMP/e1"
 
-# The paper's table: file, sparsity, learning rate.
-bad=""
+# The paper's tables: file, sparsity, learning rate (BEST: docs/pipelines.md; one-shot+:
+# the cells of tab:lr_oneshot the repository records, at the sparsity given as SPARSITY=).
+bad="" n=0
 while read -r f s lr; do
-    got=$($MK "pipelines/$f.mk" -s check 2>/dev/null | tr ' ' '\n' | grep -E '^(SPARSITY|LR)=' | tr '\n' ' ')
+    got=$($MK "pipelines/$f.mk" -s check SPARSITY="$s" 2>/dev/null | tr ' ' '\n' | grep -E '^(SPARSITY|LR)=' | tr '\n' ' ')
     [ "$got" = "SPARSITY=$s LR=$lr " ] || bad="$bad $f($got)"
+    n=$((n + 1))
+    printf '%s\n' "$f" >>"$TMP/checked"
 done <<'EOF'
 llama2-7b-70 0.70 5e-5
 llama2-7b-90 0.90 1e-4
@@ -168,13 +175,88 @@ qwen3-8b-70 0.70 1e-4
 qwen3-8b-90 0.90 5e-4
 qwen3-8b-95 0.95 5e-4
 qwen3-8b-99 0.99 1e-3
+llama2-7b-magplus 0.7 1e-4
+llama2-7b-magplus 0.9 1e-4
+llama2-7b-magplus 0.95 5e-4
+llama2-7b-magplus 0.99 5e-4
 EOF
-for s in 0.7:1e-4 0.9:1e-4 0.95:5e-4 0.99:5e-4; do
-    got=$($MK pipelines/llama2-7b-magplus.mk -s check SPARSITY=${s%:*} 2>/dev/null | tr ' ' '\n' | grep '^LR=')
-    [ "$got" = "LR=${s#*:}" ] || bad="$bad magplus-${s%:*}($got)"
-done
-if [ -z "$bad" ]; then ok "17 BEST recipes and magnitude+ at 4 sparsities carry the paper's learning rates"
+if [ -z "$bad" ]; then ok "$n recipe settings carry the paper's learning rates (17 BEST, magnitude+ on LLaMA-2-7B at 4 sparsities)"
 else fail "recipe learning rates:$bad"; fi
+check "the BEST recipes of Qwen3 prune the Base models" sh -c \
+    "$MK pipelines/qwen3-4b-90.mk -s check | grep -q '^MODEL=models/Qwen3-4B-Base ' && $MK pipelines/qwen3-8b-99.mk -s check | grep -q '^MODEL=models/Qwen3-8B-Base '"
+
+# One-shot+ cells the repository does not record: one line asking for LR=, exit 2; with
+# LR= given, the run's settings. Every model has the three one-shot+ recipes.
+bad=""
+for k in llama2-7b llama2-13b qwen3-4b qwen3-8b; do
+    for m in magplus wandaplus sparsegptplus; do
+        f=$k-$m
+        printf '%s\n' "$f" >>"$TMP/checked"
+        [ -f "pipelines/$f.mk" ] || { bad="$bad $f(missing)"; continue; }
+        [ $f = llama2-7b-magplus ] && continue
+        $MK "pipelines/$f.mk" -s check SPARSITY=0.9 >"$TMP/out" 2>"$TMP/err"; rc=$?
+        { [ $rc = 2 ] && grep -q "learning rate for $k at sparsity 0.9 is not recorded" "$TMP/err" \
+            && [ "$(grep -c . "$TMP/err")" = 1 ]; } || bad="$bad $f(exit $rc: $(head -c 200 "$TMP/err"))"
+        got=$($MK "pipelines/$f.mk" -s check SPARSITY=0.95 LR=3e-4 2>&1 | tr ' ' '\n' | grep -E '^(SPARSITY|LR|METHOD|MODEL)=' | tr '\n' ' ')
+        case $k in qwen3-4b) want=models/Qwen3-4B-Base ;; qwen3-8b) want=models/Qwen3-8B-Base ;;
+            llama2-13b) want=models/Llama-2-13b-hf ;; *) want=models/Llama-2-7b-hf ;; esac
+        case $m in magplus) meth=magnitude+ ;; wandaplus) meth=wanda+ ;; *) meth=sparsegpt+ ;; esac
+        [ "$got" = "MODEL=$want METHOD=$meth SPARSITY=0.95 LR=3e-4 " ] || bad="$bad $f($got)"
+    done
+done
+if [ -z "$bad" ]; then ok "12 one-shot+ recipes (3 methods x 4 models): an LR not recorded is one line asking for LR=, LR= is taken"
+else fail "one-shot+ recipes:$bad"; fi
+
+# The commands of the one-shot+ recipes: per-layer one-shot masks, then training under the
+# fixed mask with BEST's budget.
+out=$($MK pipelines/llama2-7b-magplus.mk -n SPARSITY=0.95 OUT="$TMP/dry" BIN=bin PACK=0 2>&1); rc=$?
+if [ $rc = 0 ] && have "best-mask --model models/Llama-2-7b-hf --sparsity 0.95 --saliency magnitude --group layer" \
+    && have "best-train --model models/Llama-2-7b-hf --mask $TMP/dry/oneshot/mask.safetensors" \
+    && have "--steps 4000 --batch 64" && have "--seq 2048 --lr 5e-4" \
+    && have "best-mask --model $TMP/dry/train/model --sparsity 0.95 --saliency magnitude --group layer"; then
+    ok "make -n llama2-7b-magplus: per-layer magnitude mask, 4000 x 64 x 2048 under it at lr 5e-4, report per layer"
+else
+    fail "make -n llama2-7b-magplus (exit $rc): $(printf '%s' "$out" | head -c 600)"
+fi
+out=$($MK pipelines/llama2-7b-magplus.mk -n ONESHOT_GROUP=global OUT="$TMP/dry" BIN=bin PACK=0 2>&1); rc=$?
+if [ $rc = 0 ] && have "--sparsity 0.9 --saliency magnitude --group global"; then ok "ONESHOT_GROUP=global: a global magnitude mask"
+else fail "make -n ONESHOT_GROUP=global (exit $rc): $(printf '%s' "$out" | head -c 400)"; fi
+for m in wanda sparsegpt; do
+    out=$($MK pipelines/qwen3-8b-${m}plus.mk -n LR=2e-4 OUT="$TMP/dry" BIN=bin PACK=0 2>&1); rc=$?
+    if [ $rc = 0 ] && have "best-tokenize --tokenizer models/Qwen3-8B-Base --threads 0 --out $TMP/dry/data/calib.bin data/c4/c4-train.00000-of-01024.json.gz" \
+        && have "best-mask --model models/Qwen3-8B-Base --sparsity 0.9 --method $m --calib $TMP/dry/data/calib.bin --nsamples 128 --seq 2048 --group layer" \
+        && have "best-train --model models/Qwen3-8B-Base --mask $TMP/dry/oneshot/mask.safetensors" && have "--seq 2048 --lr 2e-4"; then
+        ok "make -n qwen3-8b-${m}plus: C4 calibration tokens, best-mask --method $m per layer, training under the mask"
+    else
+        fail "make -n qwen3-8b-${m}plus (exit $rc): $(printf '%s' "$out" | head -c 600)"
+    fi
+done
+if [ -x "$BIN/best-mask" ] && "$BIN/best-mask" --model "$TMP/none" --sparsity 0.5 --method wanda --out "$TMP/none" 2>&1 | grep -q "not in this version"; then
+    expect_make_error "wanda+ while best-mask lacks wanda: one clear line, before any input is read" \
+        "METHOD=wanda+: $BIN/best-mask --method wanda is not in this version yet" pipelines/llama2-7b-wandaplus.mk LR=1e-4 BIN="$BIN" OUT="$TMP/e2"
+    expect_make_error "sparsegpt (one-shot) likewise" "METHOD=sparsegpt: $BIN/best-mask --method sparsegpt is not in this version yet" \
+        pipelines/best.mk METHOD=sparsegpt BIN="$BIN" OUT="$TMP/e2"
+    check "the refused one-shot methods created nothing" test ! -e "$TMP/e2"
+else
+    skip "wanda+/sparsegpt refusal: $BIN/best-mask has --method wanda (or is not built)"
+fi
+
+# BEST at ELSA's budget, from a BEST recipe.
+out=$($MK pipelines/best-elsa.mk -n RECIPE=qwen3-8b-99 OUT="$TMP/dry" BIN=bin PACK=0 2>&1); rc=$?
+if [ $rc = 0 ] && have "best-tokenize --tokenizer models/Qwen3-8B-Base --threads 0 --out $TMP/dry/data/train.bin data/c4/c4-train.00000-of-01024.json.gz" \
+    && have "best-train --model models/Qwen3-8B-Base --sparsity 0.99" && have "--steps 4096 --batch 8" && have "--seq 2048 --lr 1e-3"; then
+    ok "make -n best-elsa.mk RECIPE=qwen3-8b-99: C4, 4096 steps x 8 x 2048, the recipe's model, sparsity and lr"
+else
+    fail "make -n best-elsa (exit $rc): $(printf '%s' "$out" | head -c 600)"
+fi
+expect_make_error "best-elsa.mk with an unknown RECIPE: one clear line" "RECIPE=nope: no pipelines/nope.mk" pipelines/best-elsa.mk RECIPE=nope check
+printf '%s\n' best-elsa >>"$TMP/checked"
+check "the dry runs created nothing" test ! -e "$TMP/dry"
+
+# Every recipe file is among the checked ones (the shared files and the demo are not recipes).
+unchecked=$(for f in pipelines/*.mk; do b=$(basename "$f" .mk); case $b in best|paper|demo|oneshot-plus) continue ;; esac
+    grep -qx "$b" "$TMP/checked" || printf ' %s' "$b"; done)
+check "every recipe in pipelines/ is checked above${unchecked:+ (not:$unchecked)}" test -z "$unchecked"
 
 # --- the smoke run on stories260K ------------------------------------------------------------
 if ! have_shared || [ ! -d "$SHARED/models/stories260K" ]; then skip "pipeline smoke run: $SHARED not found"; finish; fi
@@ -266,16 +348,29 @@ else
 fi
 fi
 
-# The magnitude+ recipe: one-shot magnitude mask, then training under it at 5e-4 (95%).
+# The magnitude+ recipe: one-shot magnitude mask, then training under it at 5e-4 (95%);
+# per layer by default (every tensor at 95%, in the one-shot mask and in the trained
+# model's report), global on request (the tensors' sparsities spread).
+for g in layer global; do
 # shellcheck disable=SC2086
 if $MK pipelines/llama2-7b-magplus.mk MODEL="$S" DATA="$SHARED/data/stories260K/valid.jsonl" SPARSITY=0.95 STEPS=4 \
-    BATCH=2 SEQ=64 EVAL_WIKI= EVAL_C4= PACK=0 BIN="$BIN" THREADS=2 OUT="$TMP/magplus" >"$TMP/mp.out" 2>&1; then
-    check "magnitude+: a one-shot mask, then 4 steps under it at lr 5e-4, sparsity 0.95 throughout" python3 -c "
-import json; r = [json.loads(l) for l in open('$TMP/magplus/train/log.jsonl')]
+    BATCH=2 SEQ=64 EVAL_WIKI= EVAL_C4= PACK=0 BIN="$BIN" THREADS=2 OUT="$TMP/magplus-$g" ONESHOT_GROUP=$g \
+    >"$TMP/mp.out" 2>&1; then
+    check "magnitude+ ($g): a one-shot mask, then 4 steps under it at lr 5e-4, sparsity 0.95 throughout" python3 -c "
+import json; r = [json.loads(l) for l in open('$TMP/magplus-$g/train/log.jsonl')]
 assert abs(max(x['lr'] for x in r) - 5e-4) < 1e-12, r
 assert all(x['sparsity_target'] is None and abs(x['sparsity'] - 0.95) < 1e-3 for x in r), r
-import os; assert os.path.getsize('$TMP/magplus/oneshot/mask.safetensors') > 0"
+import os; assert os.path.getsize('$TMP/magplus-$g/oneshot/mask.safetensors') > 0"
+    check "magnitude+ ($g): the one-shot mask and the trained model's report are group $g" python3 -c "
+import json
+for f in ('oneshot/report.json', 'mask/report.json'):
+    r = json.load(open('$TMP/magplus-$g/' + f))
+    sp = [t['sparsity'] for t in r['tensors']]
+    assert r['group'] == '$g' and abs(r['total']['sparsity'] - 0.95) < 1e-3, (f, r['group'], r['total'])
+    spread = max(sp) - min(sp)
+    assert (spread < 1e-3) if '$g' == 'layer' else (spread > 0.01), (f, min(sp), max(sp))"
 else
-    fail "magnitude+ recipe: $(tail -n 5 "$TMP/mp.out")"
+    fail "magnitude+ recipe ($g): $(tail -n 5 "$TMP/mp.out")"
 fi
+done
 finish

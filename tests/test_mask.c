@@ -1,7 +1,8 @@
 // test_mask.c: model masks (mask.h) on a small hand-made parameter table: the global
 // and per-tensor (layer) selections keep exactly k, match a full sort, never touch
 // non-prunable tensors, never resurrect what an old mask pruned; mask files round-trip
-// as BOOL and bit-packed, and bad files fail with the file and tensor named.
+// as BOOL and bit-packed, and bad files fail with the file and tensor named; Adam's raw
+// exp_avg_sq and the bias-corrected v / (1 - beta2^t) give the same second-order mask.
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -104,6 +105,48 @@ static void test_compute(void) {
     T_OK(mask_compute(nw, &sp, INFO, 5, w, NP, &mo, NULL) < 0, "sparsity 1 is an error");
 }
 
+// Torch keeps exp_avg_sq raw; Adam's update uses v / (1 - beta2^t). Every parameter has
+// the same t, so the correction divides all scores 0.5 v w^2 by one constant and cannot
+// change their ranking (in fp32 the division rounds, which could only swap scores equal
+// to a few ulps). Checked on continuous values spread over many decades, as real v are.
+static void test_bias_correction(void) {
+    enum { R = 64, C = 64, T = R * C, N = 3 * T };
+    ParamInfo info[3] = {
+        {"model.layers.0.self_attn.v_proj.weight", 0, T, 2, {R, C}, 1},
+        {"model.layers.0.self_attn.o_proj.weight", T, T, 2, {R, C}, 1},
+        {"model.layers.1.mlp.up_proj.weight", 2 * T, T, 2, {R, C}, 1},
+    };
+    float *w = xmalloc(N * sizeof *w), *v = xmalloc(N * sizeof *v), *vhat = xmalloc(N * sizeof *vhat);
+    uint8_t *raw = xmalloc(N), *hat = xmalloc(N);
+    for (int i = 0; i < N; i++) {
+        rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+        w[i] = (float)((double)(rng >> 11) / 9007199254740992.0 * 2 - 1) * (i < T ? 0.02f : 0.1f);
+        rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+        v[i] = (float)exp(-28.0 * (double)(rng >> 11) / 9007199254740992.0); // 7e-13 .. 1
+    }
+    const int steps[] = {1, 8, 64, 1000, 4000};
+    const double sparsities[] = {0.5, 0.9, 0.99};
+    int checked = 0, differ = 0;
+    for (int a = 0; a < 5; a++) {
+        double bc2 = 1.0 - pow(0.999, steps[a]);
+        for (int i = 0; i < N; i++) vhat[i] = v[i] / (float)bc2;  // torch: exp_avg_sq / bias_correction2
+        Moments mr, mh;
+        moments_from_block(&mr, v, v);
+        moments_from_block(&mh, vhat, vhat);
+        for (int g = 0; g < 2; g++)
+            for (int b = 0; b < 3; b++) {
+                MaskSpec sp = {SAL_SECOND, g ? GROUP_LAYER : GROUP_GLOBAL, sparsities[b]};
+                int ok = mask_compute(raw, &sp, info, 3, w, N, &mr, NULL) == 0 &&
+                         mask_compute(hat, &sp, info, 3, w, N, &mh, NULL) == 0;
+                differ += !ok || memcmp(raw, hat, N) != 0;
+                checked++;
+            }
+    }
+    T_OK(differ == 0, "second order: raw exp_avg_sq and bias-corrected v give the same mask (%d of %d differ; "
+         "t 1..4000, global and layer, sparsity 0.5..0.99)", differ, checked);
+    free(w), free(v), free(vhat), free(raw), free(hat);
+}
+
 static void test_files(void) {
     uint8_t mask[NP], back[NP];
     for (int i = 0; i < NP; i++) mask[i] = (next_w() > 0) || !INFO[0].prunable;
@@ -167,6 +210,7 @@ static void test_module_of(void) {
 
 int main(void) {
     test_compute();
+    test_bias_correction();
     test_files();
     test_module_of();
     T_DONE();

@@ -1,0 +1,8 @@
+# qwen3-8b-magplus.mk: the magnitude+ baseline on Qwen3-8B-Base:
+# one-shot magnitude pruning (per layer) to SPARSITY, then training under that fixed mask
+# with BEST's budget, at the paper's one-shot+ learning rate (pipelines/oneshot-plus.mk).
+#   make -f pipelines/qwen3-8b-magplus.mk SPARSITY=0.95 [MODEL=models/Qwen3-8B-Base] [LR=X]
+KEY      ?= qwen3-8b
+MODEL    ?= models/Qwen3-8B-Base
+METHOD   ?= magnitude+
+include $(dir $(lastword $(MAKEFILE_LIST)))oneshot-plus.mk
