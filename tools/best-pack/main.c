@@ -14,7 +14,7 @@
 #include "base/error.h"      // defines: TRY_OR_DIE
 #include "nn/model.h"        // defines: Model
 #include "pack/pack.h"       // defines: Pack, pack_open, pack_verify
-#include "pack/pack_model.h" // defines: model_open
+#include "pack/pack_model.h" // defines: model_open, pack_check_model
 #include "pack/pack_write.h" // defines: pack_write, pack_unpack
 #include "base/progress.h"   // defines: now_seconds
 
@@ -194,6 +194,7 @@ int main(int argc, char **argv) {
     const char *path = o.unpack ? o.unpack : o.info ? o.info : o.verify;
     TRY_OR_DIE(pack_open(&p, path));
     if (o.verify) {
+        TRY_OR_DIE(pack_check_model(&p)); // all that model_open checks, then the hashes
         TRY_OR_DIE(pack_verify(&p));
         printf("%s: ok, %d members, %zu bytes checked\n", path, p.n_members, p.map.size);
     } else if (o.info) {

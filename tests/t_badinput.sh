@@ -1,0 +1,124 @@
+#!/bin/sh
+# t_badinput.sh: the bad inputs of issue 12, tool by tool. Each must end in one clear
+# error line naming the file and the problem, exit 1 (2 for usage errors), and leave no
+# output behind; never a crash, a hang, a silently wrong number or an exit 0.
+# Packs are edited by the Python below, with their checksums recomputed (XXH64 from
+# tests/shardio.py), so that only the check under test can refuse them.
+. tests/lib.sh
+E="$BIN/best-eval" M="$BIN/best-mask" TR="$BIN/best-train" P="$BIN/best-pack" TK="$BIN/best-tokenize"
+D=tests/fixtures/model/llama
+if ! have_py numpy; then skip "bad inputs: python3 numpy missing"; finish; fi
+python3 -c "
+import sys; sys.path.insert(0, 'tests'); from shardio import write_shard
+write_shard('$TMP/toks.bin', list(range(3, 90)) * 20, 97)"
+
+cat >"$TMP/packedit.py" <<'PY'
+# packedit.py PACK OUT WHAT: a copy of PACK with its manifest's sizes and hashes made
+# right again after the edit, so that only the property under test is wrong:
+#   config:KEY:VALUE   config.json's KEY set to VALUE (a JSON number)
+#   swapmembers        the first two tensors' members swapped in the tar (not in the manifest)
+#   swaptensors        the same, and the manifest's tensor list too (out of the table's order)
+#   fileslast          config.json moved after the tensors
+import io, json, re, sys, tarfile
+sys.path.insert(0, "tests")
+from shardio import xxh64
+
+pack, out, what = sys.argv[1:4]
+t = tarfile.open(pack)
+ms = [(m.name, t.extractfile(m).read()) for m in t.getmembers()]
+man = json.loads(ms[0][1])
+ms = ms[1:]
+tensor_of = lambda name: next((x["name"] for x in man["tensors"] if name == x["name"] or
+                               re.fullmatch(re.escape(x["name"]) + r"\.(nnz|index|ixptr|slots|values|scales)", name)), None)
+if what.startswith("config:"):
+    _, key, value = what.split(":")
+    ms = [(n, re.sub(rb'"%s": *[0-9]+' % key.encode(), b'"%s": %s' % (key.encode(), value.encode()), d)
+           if n == "config.json" else d) for n, d in ms]
+elif what in ("swapmembers", "swaptensors"):
+    a, b = man["tensors"][0]["name"], man["tensors"][1]["name"]
+    ta = [m for m in ms if tensor_of(m[0]) == a]
+    tb = [m for m in ms if tensor_of(m[0]) == b]
+    i = ms.index(ta[0])
+    rest = [m for m in ms if m not in ta and m not in tb]
+    ms = rest[:i] + tb + ta + rest[i:]
+    if what == "swaptensors":
+        man["tensors"][0], man["tensors"][1] = man["tensors"][1], man["tensors"][0]
+elif what == "fileslast":
+    ms = [m for m in ms if m[0] != "config.json"] + [m for m in ms if m[0] == "config.json"]
+man["members"] = [{"name": n, "size": len(d), "xxh64": "%016x" % xxh64(d)} for n, d in ms]
+del man["xxh64"]
+head = json.dumps(man, separators=(",", ":"))[:-1].encode()
+head += b',"xxh64":"%016x"}' % xxh64(head)
+buf = io.BytesIO()
+with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as w:
+    for name, data in [("manifest.json", head)] + ms:
+        ti = tarfile.TarInfo(name)
+        ti.size, ti.mode, ti.mtime = len(data), 0o644, 0
+        w.addfile(ti, io.BytesIO(data))
+b = buf.getvalue()
+end = 0
+while b[end:end + 512] != bytes(512):  # exactly the two end blocks, as best-pack writes
+    end += 512 + (int(b[end + 124:end + 135].decode().strip("\0 ") or "0", 8) + 511) // 512 * 512
+open(out, "wb").write(b[:end + 1024])
+PY
+EDIT="python3 $TMP/packedit.py"
+
+# --- config.json: every size range-checked before anything is allocated ----------------
+# (954437177 layers wrapped an int counter: SIGSEGV in every tool that opens a model)
+mkdir -p "$TMP/layers" "$TMP/vocab" "$TMP/vocab24"
+for d in layers vocab vocab24; do cp $D/model.safetensors "$TMP/$d/"; done
+sed 's/"num_hidden_layers": 2/"num_hidden_layers": 954437177/' $D/config.json >"$TMP/layers/config.json"
+sed 's/"vocab_size": 97/"vocab_size": 2147483647/' $D/config.json >"$TMP/vocab/config.json"
+sed 's/"vocab_size": 97/"vocab_size": 16777216/' $D/config.json >"$TMP/vocab24/config.json"
+L="num_hidden_layers 954437177 is out of range \[1, 1024\]"
+expect_error "best-eval: 954437177 layers" 1 "layers/config.json: $L" "$E" --model "$TMP/layers" --data "$TMP/toks.bin"
+expect_error "best-mask: 954437177 layers" 1 "$L" "$M" --model "$TMP/layers" --sparsity 0.5 --saliency magnitude \
+    --out "$TMP/never.mask"
+expect_error "best-train --model: 954437177 layers" 1 "$L" "$TR" --model "$TMP/layers" --data "$TMP/toks.bin" \
+    --out "$TMP/never.train" --steps 1 --seq 8 --batch 1 --quiet
+expect_error "best-train --init random: 954437177 layers" 1 "$L" "$TR" --init random --config "$TMP/layers/config.json" \
+    --data "$TMP/toks.bin" --out "$TMP/never.train" --steps 1 --seq 8 --batch 1 --quiet
+expect_error "best-pack --model: 954437177 layers" 1 "$L" "$P" --model "$TMP/layers" --out "$TMP/never.pack"
+expect_error "best-eval: vocab_size 2^31-1" 1 "vocab_size 2147483647 is out of range \[1, 16777216\]" \
+    "$E" --model "$TMP/vocab" --data "$TMP/toks.bin"
+# In range but not the tensors' shape: refused from the file's header, before the 6.4 GB
+# block such a vocabulary needs is allocated (a 3 GB address space proves it; not under
+# ASan, which reserves terabytes of shadow).
+if [ "$SAN" = 1 ]; then
+    expect_error "vocab_size 2^24 against a [97, 48] embedding" 1 "shape \[97, 48\], config.json implies \[16777216, 48\]" \
+        "$E" --model "$TMP/vocab24" --data "$TMP/toks.bin"
+else
+    expect_error "vocab_size 2^24 against a [97, 48] embedding: the shapes first" 1 \
+        "shape \[97, 48\], config.json implies \[16777216, 48\]" \
+        sh -c "ulimit -v 3000000 && exec '$E' --model '$TMP/vocab24' --data '$TMP/toks.bin'"
+fi
+
+# The same in a pack: open, --verify and --unpack all refuse it.
+"$P" --model $D --out "$TMP/ok.pack" --quiet
+$EDIT "$TMP/ok.pack" "$TMP/layers.pack" config:num_hidden_layers:954437177
+expect_error "best-pack --verify: a pack whose config.json has 954437177 layers" 1 "layers.pack: config.json: $L" \
+    "$P" --verify "$TMP/layers.pack"
+expect_error "best-pack --unpack: 954437177 layers" 1 "$L" "$P" --unpack "$TMP/layers.pack" --out "$TMP/never.un"
+expect_error "best-eval: a pack with 954437177 layers" 1 "$L" "$E" --model "$TMP/layers.pack" --data "$TMP/toks.bin"
+# --verify checks all that opening the pack as a model checks
+check "the edited pack's checksums are right (an unedited copy verifies)" sh -c \
+    "$EDIT '$TMP/ok.pack' '$TMP/same.pack' config:vocab_size:97 && '$P' --verify '$TMP/same.pack'"
+$EDIT "$TMP/ok.pack" "$TMP/inter.pack" config:intermediate_size:65
+expect_error "--verify: config.json does not fit the tensors" 1 "config.json implies \[65, 48\]" \
+    "$P" --verify "$TMP/inter.pack"
+expect_error "--unpack: config.json does not fit the tensors" 1 "config.json implies \[65, 48\]" \
+    "$P" --unpack "$TMP/inter.pack" --out "$TMP/never.un"
+$EDIT "$TMP/ok.pack" "$TMP/swapm.pack" swapmembers
+expect_error "--verify: members out of the documented order" 1 "out of the documented order" \
+    "$P" --verify "$TMP/swapm.pack"
+$EDIT "$TMP/ok.pack" "$TMP/last.pack" fileslast
+expect_error "--verify: config.json after the tensors" 1 "member config.json comes after" "$P" --verify "$TMP/last.pack"
+$EDIT "$TMP/ok.pack" "$TMP/swapt.pack" swaptensors
+expect_error "--verify: tensors out of the parameter table's order" 1 "out of order: the parameter table has" \
+    "$P" --verify "$TMP/swapt.pack"
+expect_error "best-eval: tensors out of the parameter table's order" 1 "out of order" \
+    "$E" --model "$TMP/swapt.pack" --data "$TMP/toks.bin"
+check "nothing written by the refusals" sh -c "! ls -d '$TMP'/never* 2>/dev/null | grep -q ."
+
+check "no temp files left in $TMP" sh -c "! find '$TMP' -name '.*.tmp.*' | grep -q ."
+finish
