@@ -120,5 +120,29 @@ expect_error "best-eval: tensors out of the parameter table's order" 1 "out of o
     "$E" --model "$TMP/swapt.pack" --data "$TMP/toks.bin"
 check "nothing written by the refusals" sh -c "! ls -d '$TMP'/never* 2>/dev/null | grep -q ."
 
+# --- write errors on stdout: exit 1, not 0 ----------------------------------------------
+if [ -w /dev/full ]; then
+    F="write failed"
+    expect_error "best-eval --json > /dev/full" 1 "<stdout>: $F" sh -c "exec '$E' --model $D --data '$TMP/toks.bin' --json --quiet >/dev/full"
+    expect_error "best-eval (human line) > /dev/full" 1 "<stdout>: $F" sh -c "exec '$E' --model $D --data '$TMP/toks.bin' --quiet >/dev/full"
+    expect_error "best-pack --info > /dev/full" 1 "<stdout>: $F" sh -c "exec '$P' --info '$TMP/ok.pack' >/dev/full"
+    expect_error "best-pack --info --json > /dev/full" 1 "<stdout>: $F" sh -c "exec '$P' --info '$TMP/ok.pack' --json >/dev/full"
+    expect_error "best-pack --verify > /dev/full" 1 "<stdout>: $F" sh -c "exec '$P' --verify '$TMP/ok.pack' >/dev/full"
+    expect_error "best-mask --help > /dev/full" 1 "<stdout>: $F" sh -c "exec '$M' --help >/dev/full"
+    if have_shared; then
+        S="$SHARED/models/stories260K"
+        expect_error "best-eval --generate > /dev/full" 1 "<stdout>: $F" sh -c \
+            "exec '$E' --model '$S' --generate 'Once' --max-new-tokens 5 --quiet >/dev/full"
+        expect_error "best-eval --generate --json > /dev/full" 1 "<stdout>: $F" sh -c \
+            "exec '$E' --model '$S' --generate 'Once' --max-new-tokens 5 --json --quiet >/dev/full"
+        echo "Once upon a time" >"$TMP/once.txt"
+        expect_error "best-tokenize --ids > /dev/full" 1 "$F" sh -c "exec '$TK' --tokenizer '$S' --ids --quiet '$TMP/once.txt' >/dev/full"
+    else
+        skip "best-eval --generate and best-tokenize > /dev/full: $SHARED not found"
+    fi
+else
+    skip "write errors on stdout: no writable /dev/full"
+fi
+
 check "no temp files left in $TMP" sh -c "! find '$TMP' -name '.*.tmp.*' | grep -q ."
 finish

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/error.h" // defines: xmalloc, err_set_prog
+#include "base/error.h" // defines: xmalloc, err_set_prog, stdout_close, die_err
 
 // The positional array being built, freed by the exits of --help and usage errors.
 static char **args_positional;
@@ -90,7 +90,12 @@ int args_parse(char ***pos, const ArgSpec *spec, int argc, char **argv) {
             continue;
         }
         if (a[2] == 0) { options_done = 1; continue; }
-        if (strcmp(a, "--help") == 0) { print_help(spec); free(out); exit(0); }
+        if (strcmp(a, "--help") == 0) {
+            print_help(spec);
+            free(out);
+            if (stdout_close() < 0) die_err();
+            exit(0);
+        }
         const char *name = a + 2, *eq = strchr(name, '=');
         size_t len = eq ? (size_t)(eq - name) : strlen(name);
         const Option *o = spec->opts;

@@ -261,5 +261,6 @@ int main(int argc, char **argv) {
     if (o.data) run_ppl(&o, &m);
     else run_generate(&o, &m);
     model_free(&m);
+    TRY_OR_DIE(stdout_close()); // a lost result (a full disk) is an error
     return 0;
 }

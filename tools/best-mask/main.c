@@ -130,5 +130,6 @@ int main(int argc, char **argv) {
     free(old);
     if (mop) moments_close(mop);
     model_free(&m);
+    TRY_OR_DIE(stdout_close()); // a lost result (a full disk) is an error
     return 0;
 }

@@ -188,6 +188,7 @@ int main(int argc, char **argv) {
                     bits_per_nz(pr.bytes, pr.nnz), now_seconds() - t0);
             pack_close(&p);
         }
+        TRY_OR_DIE(stdout_close()); // a lost result (a full disk) is an error
         return 0;
     }
     Pack p;
@@ -206,5 +207,6 @@ int main(int argc, char **argv) {
             fprintf(stderr, "best-pack: %s -> %s (%d tensors) in %.2fs\n", path, o.out, p.n, now_seconds() - t0);
     }
     pack_close(&p);
+    TRY_OR_DIE(stdout_close()); // a lost result (a full disk) is an error
     return 0;
 }

@@ -232,5 +232,6 @@ int main(int argc, char **argv) {
     else run_encode(&o, &tok, inputs, ninputs);
     tokenizer_free(&tok);
     if (inputs != stdin_only) free(inputs);
+    TRY_OR_DIE(stdout_close()); // a lost result (a full disk) is an error
     return 0;
 }

@@ -113,5 +113,6 @@ int main(int argc, char **argv) {
     free(shards);
     free(pos);
     free(data.v);
+    TRY_OR_DIE(stdout_close()); // a lost result (a full disk) is an error
     return 0;
 }
