@@ -120,6 +120,24 @@ expect_error "best-eval: tensors out of the parameter table's order" 1 "out of o
     "$E" --model "$TMP/swapt.pack" --data "$TMP/toks.bin"
 check "nothing written by the refusals" sh -c "! ls -d '$TMP'/never* 2>/dev/null | grep -q ."
 
+# --- --threads: bounded (100000 crashed inside libgomp, leaving temp files) ----------------
+T="--threads 100000 is more than 4 per core"
+expect_error "best-eval --threads 100000" 2 "$T" "$E" --model $D --data "$TMP/toks.bin" --threads 100000
+expect_error "best-mask --threads 100000" 2 "$T" "$M" --model $D --sparsity 0.5 --saliency magnitude \
+    --out "$TMP/never.mask" --threads 100000
+expect_error "best-train --threads 100000" 2 "$T" "$TR" --model $D --data "$TMP/toks.bin" --out "$TMP/never.train" \
+    --steps 1 --seq 8 --batch 1 --threads 100000
+expect_error "best-eval --threads -3 (not a complaint about --seq)" 2 "--threads -3 is negative" \
+    "$E" --model $D --data "$TMP/toks.bin" --threads -3
+most=$((4 * $(nproc)))
+check "--threads $most (4 per core) is accepted" "$E" --model $D --data "$TMP/toks.bin" --threads $most --quiet
+if have_shared; then
+    expect_error "best-tokenize --threads 100000" 2 "$T" "$TK" --tokenizer "$SHARED/models/stories260K" \
+        --out "$TMP/never.bin" --threads 100000 "$SHARED/data/stories260K/valid.jsonl"
+else
+    skip "best-tokenize --threads: $SHARED not found"
+fi
+
 # --- write errors on stdout: exit 1, not 0 ----------------------------------------------
 if [ -w /dev/full ]; then
     F="write failed"

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <omp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,4 +119,14 @@ int args_parse(char ***pos, const ArgSpec *spec, int argc, char **argv) {
     *pos = out;
     args_positional = NULL; // the caller owns it now
     return npos;
+}
+
+int args_threads(const ArgSpec *spec, int n) {
+    int cores = omp_get_num_procs(), most = ARGS_THREADS_PER_CORE * cores;
+    if (n < 0) args_usage_error(spec, "--threads %d is negative (0 uses every core)", n);
+    if (n > most)
+        args_usage_error(spec, "--threads %d is more than %d per core (%d cores: at most %d; 0 uses every core)", n,
+                         ARGS_THREADS_PER_CORE, cores, most);
+    if (n > 0) omp_set_num_threads(n);
+    return n ? n : cores;
 }

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/args.h"       // defines: ArgSpec, args_parse
+#include "base/args.h"       // defines: ArgSpec, args_parse, args_threads
 #include "io/docs.h"         // defines: docs_open, docs_next
 #include "base/error.h"      // defines: TRY_OR_DIE, DIE
 #include "run/eval.h"        // defines: eval_perplexity, eval_generate
@@ -228,7 +228,7 @@ int main(int argc, char **argv) {
         {"max-new-tokens", OPT_INT, &o.max_new_tokens, "N", "tokens to generate at most (EOS stops earlier)"},
         {"tasks", OPT_STRING, &o.tasks, "LIST", "zero-shot tasks (not in this version)"},
         {"task-dir", OPT_STRING, &o.task_dir, "DIR", "folder of task .jsonl files (not in this version)"},
-        {"threads", OPT_INT, &o.threads, "N", "threads; 0 = all cores"},
+        {"threads", OPT_INT, &o.threads, "N", "threads; 0 = all cores (at most 4 per core)"},
         {"json", OPT_FLAG, &o.json, NULL, "print one JSON object on stdout"},
         {"quiet", OPT_FLAG, &o.quiet, NULL, "no progress on stderr"},
         {0},
@@ -246,11 +246,11 @@ int main(int argc, char **argv) {
     if (!o.model) args_usage_error(&spec, "--model is required");
     if (o.tasks || o.task_dir) args_usage_error(&spec, "zero-shot --tasks are not in this version yet");
     if (!!o.data + !!o.generate != 1) args_usage_error(&spec, "give exactly one of --data and --generate");
-    if (o.seq < 2 || o.batch < 1 || o.max_tokens < 0 || o.max_new_tokens < 1 || o.threads < 0)
+    if (o.seq < 2 || o.batch < 1 || o.max_tokens < 0 || o.max_new_tokens < 1)
         args_usage_error(&spec, "--seq must be >= 2, --batch and --max-new-tokens >= 1, --max-tokens >= 0");
     if (o.temperature < 0 || o.top_p <= 0 || o.top_p > 1)
         args_usage_error(&spec, "--temperature must be >= 0 and --top-p in (0, 1]");
-    if (o.threads > 0) omp_set_num_threads(o.threads);
+    args_threads(&spec, o.threads);
 
     Model m;
     TRY_OR_DIE(model_open(&m, o.model));

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/args.h"       // defines: ArgSpec, args_parse
+#include "base/args.h"       // defines: ArgSpec, args_parse, args_threads
 #include "base/error.h"      // defines: TRY_OR_DIE, DIE
 #include "sparse/mask.h"     // defines: mask_compute, mask_save, Moments
 #include "nn/model.h"        // defines: Model, model_save
@@ -45,7 +45,7 @@ int main(int argc, char **argv) {
         {"report", OPT_STRING, &o.report, "FILE", "sparsity per tensor, layer, module type and in total (JSON)"},
         {"plot", OPT_STRING, &o.plot, "FILE", "heatmap of sparsity, layers x module types (SVG)"},
         {"step", OPT_INT, &o.step, "N", "training step recorded in the mask (default: the moments' step)"},
-        {"threads", OPT_INT, &o.threads, "N", "threads; 0 = all cores"},
+        {"threads", OPT_INT, &o.threads, "N", "threads; 0 = all cores (at most 4 per core)"},
         {"quiet", OPT_FLAG, &o.quiet, NULL, "nothing on stderr but errors"},
         {0},
     };
@@ -79,8 +79,7 @@ int main(int argc, char **argv) {
     if (o.apply != !!o.out_model) args_usage_error(&spec, "--apply and --out-model go together");
     if (!o.out && !o.apply && !o.report && !o.plot)
         args_usage_error(&spec, "nothing to write: give --out, --apply --out-model, --report or --plot");
-    if (o.threads < 0) args_usage_error(&spec, "--threads must be >= 0");
-    if (o.threads > 0) omp_set_num_threads(o.threads);
+    args_threads(&spec, o.threads);
 
     double t0 = now_seconds();
     Model m;

@@ -190,7 +190,7 @@ int main(int argc, char **argv) {
         {"jsonl", OPT_FLAG, &o.jsonl, NULL, "with --decode: write each document as a JSON line {\"text\": ...}"},
         {"field", OPT_STRING, &o.field, "NAME", "JSON field that holds a document's text"},
         {"format", OPT_STRING, &o.format, "auto|text|jsonl", "how to read inputs: by file name (auto), whole file, JSON lines"},
-        {"threads", OPT_INT, &o.threads, "N", "threads for encoding; 0 = all cores (output is the same for any N)"},
+        {"threads", OPT_INT, &o.threads, "N", "threads for encoding; 0 = all cores, at most 4 per core (output is the same for any N)"},
         {"bos", OPT_FLAG, &o.bos, NULL, "put BOS before each document (LLaMA's default)"},
         {"no-bos", OPT_FLAG_OFF, &o.bos, NULL, "no BOS before documents"},
         {"eos", OPT_FLAG, &o.eos, NULL, "put EOS (<|endoftext|>) after each document (Qwen's default)"},
@@ -213,8 +213,8 @@ int main(int argc, char **argv) {
     if (!o.ids && !o.decode && !o.out) args_usage_error(&spec, "say where the shard goes with --out FILE, or print ids with --ids");
     if (strcmp(o.format, "auto") && strcmp(o.format, "text") && strcmp(o.format, "jsonl"))
         args_usage_error(&spec, "--format must be auto, text or jsonl");
-    if (o.threads < 0 || o.batch_docs < 1) args_usage_error(&spec, "--threads and --batch-docs must be positive");
-    if (o.threads == 0) o.threads = omp_get_num_procs();
+    if (o.batch_docs < 1) args_usage_error(&spec, "--batch-docs must be positive");
+    o.threads = args_threads(&spec, o.threads);
     static char *stdin_only[] = {"-", NULL};
     if (ninputs == 0) {
         if (isatty(0)) args_usage_error(&spec, "no input files (give files, or - for stdin)");
