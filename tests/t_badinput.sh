@@ -138,6 +138,16 @@ else
     skip "best-tokenize --threads: $SHARED not found"
 fi
 
+# --- NaN and inf options: refused where they are read (a NaN passes x < lo || x > hi) ------
+expect_error "best-mask --sparsity nan (not 'is required')" 2 "--sparsity wants a finite number, got 'nan'" \
+    "$M" --model $D --sparsity nan --saliency magnitude --out "$TMP/never.mask"
+expect_error "best-eval --temperature nan" 2 "--temperature wants a finite number" \
+    "$E" --model $D --data "$TMP/toks.bin" --temperature nan
+expect_error "best-eval --top-p nan" 2 "--top-p wants a finite number" "$E" --model $D --data "$TMP/toks.bin" --top-p nan
+expect_error "best-eval --top-p 0" 2 "--top-p 0 is outside (0, 1\]" "$E" --model $D --data "$TMP/toks.bin" --top-p 0
+expect_error "best-train --lr inf" 2 "--lr wants a finite number, got 'inf'" "$TR" --model $D --data "$TMP/toks.bin" \
+    --out "$TMP/never.train" --steps 1 --seq 8 --batch 1 --lr inf
+
 # --- write errors on stdout: exit 1, not 0 ----------------------------------------------
 if [ -w /dev/full ]; then
     F="write failed"

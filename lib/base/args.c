@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <omp.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -61,8 +62,10 @@ static void set_value(const ArgSpec *spec, const Option *o, const char *val) {
     case OPT_DOUBLE: {
         errno = 0;
         double x = strtod(val, &end);
-        if (errno || *end || end == val)
-            args_usage_error(spec, "--%s wants a number, got '%s'", o->name, val);
+        // strtod reads "nan" and "inf": no option means either, and a NaN would pass
+        // every range check written as x < lo || x > hi.
+        if (errno || *end || end == val || !isfinite(x))
+            args_usage_error(spec, "--%s wants a finite number, got '%s'", o->name, val);
         *(double *)o->dest = x;
         break;
     }

@@ -12,7 +12,7 @@ typedef enum {
     OPT_FLAG,     // int *: set to 1
     OPT_FLAG_OFF, // int *: set to 0 (for --no-x beside --x)
     OPT_INT,      // int *
-    OPT_DOUBLE,   // double *
+    OPT_DOUBLE,   // double *: a finite number ("nan", "inf" are usage errors)
     OPT_STRING,   // const char **
     OPT_MULTI,    // StrList *: may repeat; each use appends
 } OptType;

@@ -246,10 +246,13 @@ int main(int argc, char **argv) {
     if (!o.model) args_usage_error(&spec, "--model is required");
     if (o.tasks || o.task_dir) args_usage_error(&spec, "zero-shot --tasks are not in this version yet");
     if (!!o.data + !!o.generate != 1) args_usage_error(&spec, "give exactly one of --data and --generate");
-    if (o.seq < 2 || o.batch < 1 || o.max_tokens < 0 || o.max_new_tokens < 1)
-        args_usage_error(&spec, "--seq must be >= 2, --batch and --max-new-tokens >= 1, --max-tokens >= 0");
-    if (o.temperature < 0 || o.top_p <= 0 || o.top_p > 1)
-        args_usage_error(&spec, "--temperature must be >= 0 and --top-p in (0, 1]");
+    // Ranges as !(inside): a NaN is never inside (args.c refuses one anyway).
+    if (!(o.seq >= 2)) args_usage_error(&spec, "--seq %d: a window needs at least 2 tokens", o.seq);
+    if (!(o.batch >= 1)) args_usage_error(&spec, "--batch %d must be at least 1", o.batch);
+    if (!(o.max_tokens >= 0)) args_usage_error(&spec, "--max-tokens %d is negative (0 = all)", o.max_tokens);
+    if (!(o.max_new_tokens >= 1)) args_usage_error(&spec, "--max-new-tokens %d must be at least 1", o.max_new_tokens);
+    if (!(o.temperature >= 0)) args_usage_error(&spec, "--temperature %g must be >= 0", o.temperature);
+    if (!(o.top_p > 0 && o.top_p <= 1)) args_usage_error(&spec, "--top-p %g is outside (0, 1]", o.top_p);
     args_threads(&spec, o.threads);
 
     Model m;

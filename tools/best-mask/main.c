@@ -62,7 +62,7 @@ int main(int argc, char **argv) {
     free(pos);
     if (npos) args_usage_error(&spec, "unexpected argument");
     if (!o.model) args_usage_error(&spec, "--model is required");
-    if (isnan(o.sparsity)) args_usage_error(&spec, "--sparsity is required");
+    if (isnan(o.sparsity)) args_usage_error(&spec, "--sparsity is required"); // NaN: not given (args.c refuses "nan")
     if (!(o.sparsity >= 0 && o.sparsity < 1)) args_usage_error(&spec, "--sparsity %g is outside [0, 1)", o.sparsity);
     MaskSpec ms = {SAL_SECOND, GROUP_GLOBAL, o.sparsity};
     if (o.method) {
