@@ -120,6 +120,50 @@ expect_error "best-eval: tensors out of the parameter table's order" 1 "out of o
     "$E" --model "$TMP/swapt.pack" --data "$TMP/toks.bin"
 check "nothing written by the refusals" sh -c "! ls -d '$TMP'/never* 2>/dev/null | grep -q ."
 
+# --- best-eval: what it measures must be a number, of enough tokens ----------------------
+mkdir -p "$TMP/nan"
+cp $D/config.json "$TMP/nan/"
+python3 - $D/model.safetensors "$TMP/nan/model.safetensors" <<'PY'
+# one weight of layer 0's q_proj set to NaN (F32), with nothing but the standard library
+import json, struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack_from("<Q", b)[0]
+t = json.loads(b[8:8 + n])["model.layers.0.self_attn.q_proj.weight"]
+assert t["dtype"] == "F32"
+struct.pack_into("<f", b, 8 + n + t["data_offsets"][0] + 4 * 7, float("nan"))
+open(sys.argv[2], "wb").write(b)
+PY
+"$E" --model "$TMP/nan" --data "$TMP/toks.bin" --json --quiet >"$TMP/nan.json" 2>"$TMP/nan.err"; rc=$?
+check "a NaN weight: exit 1 with one error line" sh -c "[ $rc = 1 ] && [ \$(grep -c error '$TMP/nan.err') = 1 ] &&
+    grep -q 'perplexity on .* is not a finite number' '$TMP/nan.err'"
+check "a NaN weight: --json still prints JSON, ppl and nll null" python3 -c "
+import json, sys; j = json.load(open(sys.argv[1])); assert j['ppl'] is None and j['nll'] is None and j['tokens'] > 0" "$TMP/nan.json"
+python3 -c "
+import sys; sys.path.insert(0, 'tests'); from shardio import write_shard
+write_shard('$TMP/empty.bin', [], 97); write_shard('$TMP/one.bin', [5], 97)"
+expect_error "an empty shard: too few tokens, not --seq" 1 "empty.bin: 0 tokens, too few to measure perplexity" \
+    "$E" --model $D --data "$TMP/empty.bin"
+expect_error "a one-token shard: too few tokens" 1 "one.bin: 1 token, too few" "$E" --model $D --data "$TMP/one.bin"
+
+# A best-train output folder (OUT/model, OUT/state, OUT/log.jsonl) is read as OUT/model.
+"$TR" --model $D --data "$TMP/toks.bin" --out "$TMP/trained" --steps 1 --seq 8 --batch 1 --quiet
+"$E" --model "$TMP/trained" --data "$TMP/toks.bin" --json --quiet >"$TMP/out.json"
+"$E" --model "$TMP/trained/model" --data "$TMP/toks.bin" --json --quiet >"$TMP/outmodel.json"
+check "best-eval --model OUT gives the perplexity of OUT/model" python3 -c "
+import json, sys; a, b = (json.load(open(f)) for f in sys.argv[1:]); assert a['ppl'] == b['ppl'] and a['tokens'] == b['tokens']" \
+    "$TMP/out.json" "$TMP/outmodel.json"
+check "best-mask --model OUT" "$M" --model "$TMP/trained" --sparsity 0.5 --saliency magnitude --report "$TMP/out.report" --quiet
+check "best-pack --model OUT" "$P" --model "$TMP/trained" --out "$TMP/trained.pack" --quiet
+
+if have_shared; then
+    S="$SHARED/models/stories260K"
+    expect_error "--data /dev/null: too few tokens" 1 "/dev/null: 1 token, too few" "$E" --model "$S" --data /dev/null
+    expect_error "--generate with a tokenizer of a larger vocabulary names it" 1 "stories260K: tokenizer vocab 512 is larger than the model's 97" \
+        "$E" --model $D --tokenizer "$S" --generate "Once" --max-new-tokens 5
+else
+    skip "best-eval --data /dev/null and a larger tokenizer: $SHARED not found"
+fi
+
 # --- --threads: bounded (100000 crashed inside libgomp, leaving temp files) ----------------
 T="--threads 100000 is more than 4 per core"
 expect_error "best-eval --threads 100000" 2 "$T" "$E" --model $D --data "$TMP/toks.bin" --threads 100000

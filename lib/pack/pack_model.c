@@ -5,9 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/error.h"  // defines: ERR, TRY, xcalloc
-#include "base/fileio.h" // defines: path_is_dir
+#include "base/fileio.h" // defines: path_is_dir, path_join
 #include "pack/pack.h"   // defines: Pack, PackTensor, pack_open, pack_decode_rows
 #include "pack/spmv.h"   // defines: spmv_forward, spmv_embed, spmv_bytes
 
@@ -135,7 +136,17 @@ static int pack_model_load(Model *m, const char *path) {
 }
 
 int model_open(Model *m, const char *path) {
-    if (path_is_dir(path)) return model_load(m, path);
+    if (path_is_dir(path)) {
+        // A best-train output folder (OUT/model, OUT/state, OUT/log.jsonl) means its model.
+        char *cfg = path_join(path, "config.json"), *sub = path_join(path, "model");
+        char *sub_cfg = path_join(sub, "config.json");
+        int out = access(cfg, F_OK) != 0 && access(sub_cfg, F_OK) == 0;
+        int rc = model_load(m, out ? sub : path);
+        free(cfg);
+        free(sub);
+        free(sub_cfg);
+        return rc;
+    }
     if (is_pack_file(path)) return pack_model_load(m, path);
     memset(m, 0, sizeof *m);
     return ERR("%s: not a model folder (nor a packed checkpoint)", path);
