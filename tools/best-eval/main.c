@@ -12,13 +12,13 @@
 #include <unistd.h>
 
 #include "base/args.h"       // defines: ArgSpec, args_parse, args_threads
-#include "io/docs.h"         // defines: docs_open, docs_next
+#include "io/docs.h"         // defines: docs_open_file, docs_next
 #include "base/error.h"      // defines: TRY_OR_DIE, DIE
 #include "run/eval.h"        // defines: eval_perplexity, eval_generate
 #include "pack/pack_model.h" // defines: model_open, pack_model_file
 #include "base/fileio.h"     // defines: path_is_dir, path_join
 #include "base/progress.h"   // defines: Progress, now_seconds
-#include "io/shard.h"        // defines: Shard
+#include "io/shard.h"        // defines: Shard, shard_sniff
 #include "tok/tokenizer.h"   // defines: Tokenizer
 #include "base/utf8.h"       // defines: utf8_repair
 
@@ -84,7 +84,10 @@ static void load_tokenizer_files(Tokenizer *tok, const Opts *o, const Model *m) 
 // text input are joined with o->join (" ", as SparseGPT/Wanda join C4 documents)
 // and get one BOS at the start for LLaMA, none for Qwen.
 static void load_tokens(IdVec *ids, const Opts *o, const Model *m) {
-    if (shard_sniff(o->data)) {
+    FILE *in; // read once: a pipe or a FIFO cannot be opened again after the sniff
+    int is_shard = shard_sniff(o->data, &in);
+    TRY_OR_DIE(is_shard);
+    if (is_shard) {
         Shard s;
         TRY_OR_DIE(shard_open(&s, o->data));
         if (s.h.vocab_size > m->V)
@@ -101,7 +104,7 @@ static void load_tokens(IdVec *ids, const Opts *o, const Model *m) {
     Tokenizer tok;
     load_tokenizer(&tok, o, m);
     DocReader *dr;
-    TRY_OR_DIE(docs_open(&dr, o->data, "text", DOC_AUTO));
+    TRY_OR_DIE(docs_open_file(&dr, o->data, in, "text", DOC_AUTO));
     ByteVec text = {0};
     const char *d;
     size_t len;
@@ -116,6 +119,7 @@ static void load_tokens(IdVec *ids, const Opts *o, const Model *m) {
     }
     TRY_OR_DIE(rc < 0 ? -1 : 0);
     docs_close(dr);
+    if (in != stdin) fclose(in);
     if (tok.add_bos) idvec_push(ids, tok.bos_id);
     TokEncoder enc;
     tok_encoder_init(&enc, &tok);

@@ -133,7 +133,10 @@ static void run_decode(const Opts *o, const Tokenizer *tok, char **inputs, int n
     IdVec ids = {0};
     ByteVec text = {0};
     for (int f = 0; f < ninputs; f++) {
-        if (shard_sniff(inputs[f])) {
+        FILE *in; // read once: a pipe or a FIFO cannot be opened again after the sniff
+        int is_shard = shard_sniff(inputs[f], &in);
+        TRY_OR_DIE(is_shard);
+        if (is_shard) {
             Shard s;
             TRY_OR_DIE(shard_open(&s, inputs[f]));
             if (s.h.tokenizer_hash != tok->hash)
@@ -159,8 +162,6 @@ static void run_decode(const Opts *o, const Tokenizer *tok, char **inputs, int n
             shard_close(&s);
             continue;
         }
-        FILE *in = strcmp(inputs[f], "-") == 0 ? stdin : fopen(inputs[f], "rb");
-        if (!in) DIE("%s: cannot open", inputs[f]);
         char *buf = NULL;
         size_t cap = 0;
         ssize_t n;
