@@ -145,6 +145,35 @@ expect_error "an empty shard: too few tokens, not --seq" 1 "empty.bin: 0 tokens,
     "$E" --model $D --data "$TMP/empty.bin"
 expect_error "a one-token shard: too few tokens" 1 "one.bin: 1 token, too few" "$E" --model $D --data "$TMP/one.bin"
 
+# best-mask: a NaN weight or moment names the file, the tensor and the element
+expect_error "best-mask: a NaN weight names the model folder" 1 "nan: tensor model.layers.0.self_attn.q_proj.weight: weight 7 is nan" \
+    "$M" --model "$TMP/nan" --sparsity 0.5 --saliency magnitude --out "$TMP/never.mask"
+python3 - $D/model.safetensors "$TMP/moments.safetensors" <<'PY'
+# Adam moments for every prunable tensor (exp_avg 0, exp_avg_sq 1), one exp_avg_sq NaN
+import json, struct, sys
+import numpy as np
+b = open(sys.argv[1], "rb").read()
+head = json.loads(b[8:8 + struct.unpack_from("<Q", b)[0]])
+head.pop("__metadata__", None)
+ts = {}
+for k, v in head.items():
+    if k.endswith("_proj.weight"):
+        ts[k + ".exp_avg"] = np.zeros(v["shape"], np.float32)
+        ts[k + ".exp_avg_sq"] = np.ones(v["shape"], np.float32)
+ts["model.layers.1.mlp.down_proj.weight.exp_avg_sq"].flat[5] = np.nan
+out, off, blobs = {}, 0, []
+for k, a in ts.items():
+    out[k] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + a.nbytes]}
+    off += a.nbytes
+    blobs.append(a.tobytes())
+h = json.dumps(out).encode()
+h += b" " * (-len(h) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+PY
+expect_error "best-mask: a NaN moment names the moments file" 1 \
+    "moments.safetensors: tensor model.layers.1.mlp.down_proj.weight.exp_avg_sq: element 5 is nan" \
+    "$M" --model $D --moments "$TMP/moments.safetensors" --sparsity 0.5 --out "$TMP/never.mask"
+
 # A best-train output folder (OUT/model, OUT/state, OUT/log.jsonl) is read as OUT/model.
 "$TR" --model $D --data "$TMP/toks.bin" --out "$TMP/trained" --steps 1 --seq 8 --batch 1 --quiet
 "$E" --model "$TMP/trained" --data "$TMP/toks.bin" --json --quiet >"$TMP/out.json"

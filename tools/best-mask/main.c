@@ -64,7 +64,7 @@ int main(int argc, char **argv) {
     if (!o.model) args_usage_error(&spec, "--model is required");
     if (isnan(o.sparsity)) args_usage_error(&spec, "--sparsity is required"); // NaN: not given (args.c refuses "nan")
     if (!(o.sparsity >= 0 && o.sparsity < 1)) args_usage_error(&spec, "--sparsity %g is outside [0, 1)", o.sparsity);
-    MaskSpec ms = {SAL_SECOND, GROUP_GLOBAL, o.sparsity};
+    MaskSpec ms = {SAL_SECOND, GROUP_GLOBAL, o.sparsity, NULL};
     if (o.method) {
         if (strcmp(o.method, "wanda") == 0 || strcmp(o.method, "sparsegpt") == 0)
             args_usage_error(&spec, "--method %s is not in this version (magnitude is)", o.method);
@@ -85,6 +85,7 @@ int main(int argc, char **argv) {
     Model m;
     TRY_OR_DIE(model_open(&m, o.model));
     TRY_OR_DIE(model_need_folder(&m, "best-mask"));
+    ms.weights_from = m.src_dir;
     Moments mo, *mop = NULL;
     if (o.moments && saliency_needs_moments(ms.saliency)) {
         TRY_OR_DIE(moments_open(&mo, o.moments, m.info, m.n_info));
