@@ -195,9 +195,10 @@ int model_plan(Model *m, const char *config_json, size_t len, const char *name, 
     return rc;
 }
 
-int model_create(Model *m, const char *config_path) {
+// model_plan over the config.json at path (a file, or a folder holding one).
+static int plan_file(Model *m, const char *path) {
     memset(m, 0, sizeof *m);
-    char *file = path_is_dir(config_path) ? path_join(config_path, "config.json") : xstrdup(config_path);
+    char *file = path_is_dir(path) ? path_join(path, "config.json") : xstrdup(path);
     char *text;
     size_t len;
     int rc = file_read_all(&text, &len, file);
@@ -206,8 +207,13 @@ int model_create(Model *m, const char *config_path) {
         free(text);
     }
     free(file);
-    if (rc == 0) model_alloc(m);
     return rc;
+}
+
+int model_create(Model *m, const char *config_path) {
+    TRY(plan_file(m, config_path));
+    model_alloc(m);
+    return 0;
 }
 
 void model_free(Model *m) {
@@ -376,18 +382,10 @@ static int load_tensors(Model *m, const Shards *s) {
 int model_load(Model *m, const char *dir) {
     memset(m, 0, sizeof *m);
     if (!path_is_dir(dir)) return ERR("%s: not a model folder", dir);
-    char *file = path_join(dir, "config.json"), *text;
-    size_t len;
-    int rc = file_read_all(&text, &len, file);
-    if (rc == 0) {
-        rc = model_plan(m, text, len, file, 0);
-        free(text);
-    }
-    free(file);
-    TRY(rc);
+    TRY(plan_file(m, dir));
     m->src_dir = xstrdup(dir);
     Shards s;
-    rc = shards_open(&s, dir);
+    int rc = shards_open(&s, dir);
     if (rc == 0) {
         rc = check_tensors(m, &s);
         if (rc == 0) {
