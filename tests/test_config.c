@@ -226,8 +226,43 @@ static void test_errors(void) {
                "{'model_type': 'qwen3', 'quantization_config': {'quant_method': 'awq'}}", "quantized");
 }
 
+// Every size has a documented range (config.h) and a value past it is refused with the
+// key, the value and the range: the wild values of issue 12 (954437177 layers wrapped an
+// int counter; vocab 2^31-1 asked for a 550 GB block) and one past each limit.
+static void test_ranges(void) {
+    char json[256], want[128];
+    static const struct { const char *key; long long bad; int hi; } cases[] = {
+        {"num_hidden_layers", 954437177, CONFIG_MAX_LAYERS},
+        {"num_hidden_layers", CONFIG_MAX_LAYERS + 1, CONFIG_MAX_LAYERS},
+        {"vocab_size", 2147483647, CONFIG_MAX_VOCAB},
+        {"vocab_size", CONFIG_MAX_VOCAB + 1, CONFIG_MAX_VOCAB},
+        {"hidden_size", CONFIG_MAX_DIM + 1, CONFIG_MAX_DIM},
+        {"intermediate_size", 4294967296, CONFIG_MAX_DIM},
+        {"num_attention_heads", CONFIG_MAX_HEADS + 1, CONFIG_MAX_HEADS},
+        {"max_position_embeddings", CONFIG_MAX_POSITIONS + 1, CONFIG_MAX_POSITIONS},
+        {"num_hidden_layers", 0, CONFIG_MAX_LAYERS},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        snprintf(json, sizeof json, "{'model_type': 'llama', '%s': %lld}", cases[i].key, cases[i].bad);
+        snprintf(want, sizeof want, "%s %lld is out of range [1, %d]", cases[i].key, cases[i].bad, cases[i].hi);
+        expect_bad(want, json, want);
+    }
+    expect_bad("head_dim past the limit",
+               "{'model_type': 'qwen3', 'num_attention_heads': 8, 'num_key_value_heads': 8, "
+               "'head_dim': 300000}", "head_dim 300000 is out of range");
+    expect_bad("heads x head_dim past the limit",
+               "{'model_type': 'qwen3', 'num_attention_heads': 1024, 'num_key_value_heads': 8, "
+               "'head_dim': 1024}", "num_attention_heads 1024 x head_dim 1024 is more than");
+    ModelConfig c;
+    snprintf(json, sizeof json, "{'model_type': 'llama', 'num_hidden_layers': %d, 'vocab_size': %d, "
+             "'hidden_size': %d}", CONFIG_MAX_LAYERS, CONFIG_MAX_VOCAB, CONFIG_MAX_DIM);
+    T_OK(load_text(&c, "max", json) == 0 && c.num_hidden_layers == CONFIG_MAX_LAYERS &&
+         c.vocab_size == CONFIG_MAX_VOCAB, "the limits themselves are accepted");
+}
+
 int main(void) {
     CHECK(mkdtemp(tmpdir), "mkdtemp");
+    test_ranges();
     test_stories();
     test_defaults();
     test_real_configs();

@@ -56,7 +56,7 @@ static void test_compute(void) {
     Moments mo;
     moments_from_block(&mo, m, v);
     // global, second order
-    MaskSpec sp = {SAL_SECOND, GROUP_GLOBAL, 0.6};
+    MaskSpec sp = {SAL_SECOND, GROUP_GLOBAL, 0.6, NULL};
     for (int i = 0; i < NP; i++) score[i] = w[i] == 0 ? 0 : 0.5f * v[i] * w[i] * w[i];
     int n = prunable_pos(pos, -1);
     uint64_t k = select_keep_count(0.6, (uint64_t)n);
@@ -66,7 +66,7 @@ static void test_compute(void) {
     T_OK(ok && memcmp(mask, want, NP) == 0 && mask_count(mask, NP) == k + 44,
          "global second order == sort over all prunable weights, %llu kept, others untouched", (unsigned long long)k);
     // layer group, magnitude: each tensor its own k
-    sp = (MaskSpec){SAL_MAGNITUDE, GROUP_LAYER, 0.7};
+    sp = (MaskSpec){SAL_MAGNITUDE, GROUP_LAYER, 0.7, NULL};
     for (int i = 0; i < NP; i++) score[i] = fabsf(w[i]);
     memset(want, 1, NP);
     for (int t = 0; t < 5; t++) {
@@ -80,7 +80,7 @@ static void test_compute(void) {
     // --from-mask: pruned weights keep their (nonzero) values here, so only the
     // exclusion stops them from coming back
     uint8_t old[NP], nw[NP];
-    sp = (MaskSpec){SAL_FIRST, GROUP_GLOBAL, 0.5};
+    sp = (MaskSpec){SAL_FIRST, GROUP_GLOBAL, 0.5, NULL};
     ok = mask_compute(old, &sp, INFO, 5, w, NP, &mo, NULL) == 0;
     for (int i = 0; i < NP; i++) m[i] = old[i] ? 0.01f : 100.0f;  // make the pruned ones look great
     sp.sparsity = 0.75;
@@ -98,7 +98,7 @@ static void test_compute(void) {
     resurrected = 0;
     for (int i = 0; i < NP; i++) resurrected += nw[i] && !old[i];
     T_OK(ok && resurrected == 0, "group layer: clamps to the old mask per tensor, nothing resurrected");
-    sp = (MaskSpec){SAL_SECOND, GROUP_GLOBAL, 0.5};
+    sp = (MaskSpec){SAL_SECOND, GROUP_GLOBAL, 0.5, NULL};
     T_OK(mask_compute(nw, &sp, INFO, 5, w, NP, NULL, NULL) < 0 && strstr(err_msg(), "needs Adam moments"),
          "second order without moments is an error");
     sp.sparsity = 1.0;
@@ -135,7 +135,7 @@ static void test_bias_correction(void) {
         moments_from_block(&mh, vhat, vhat);
         for (int g = 0; g < 2; g++)
             for (int b = 0; b < 3; b++) {
-                MaskSpec sp = {SAL_SECOND, g ? GROUP_LAYER : GROUP_GLOBAL, sparsities[b]};
+                MaskSpec sp = {SAL_SECOND, g ? GROUP_LAYER : GROUP_GLOBAL, sparsities[b], NULL};
                 int ok = mask_compute(raw, &sp, info, 3, w, N, &mr, NULL) == 0 &&
                          mask_compute(hat, &sp, info, 3, w, N, &mh, NULL) == 0;
                 differ += !ok || memcmp(raw, hat, N) != 0;
@@ -201,6 +201,33 @@ static void test_files(void) {
     unlink(path);
 }
 
+// A NaN weight or moment names the file it came from, the tensor, and the element within
+// the tensor (past the first chunk of 65536 scores, so not the chunk's own index).
+static void test_bad_values(void) {
+    enum { N = 100000, AT = 70000 };
+    ParamInfo info[1] = {{"model.layers.0.mlp.up_proj.weight", 0, N, 2, {1000, 100}, 1}};
+    float *w = xcalloc(N, sizeof *w), *m = xcalloc(N, sizeof *m), *v = xcalloc(N, sizeof *v);
+    uint8_t *mask = xmalloc(N);
+    for (int i = 0; i < N; i++) w[i] = 1.0f + (float)(i % 7);
+    Moments mo;
+    moments_from_block(&mo, m, v);
+    MaskSpec sp = {SAL_MAGNITUDE, GROUP_GLOBAL, 0.5, "models/m"};
+    w[AT] = NAN;
+    T_OK(mask_compute(mask, &sp, info, 1, w, N, NULL, NULL) < 0 &&
+             strstr(err_msg(), "models/m: tensor model.layers.0.mlp.up_proj.weight: weight 70000 is nan"),
+         "a NaN weight: %s", err_msg());
+    w[AT] = 1.0f;
+    v[AT] = -INFINITY;
+    sp.saliency = SAL_SECOND;
+    T_OK(mask_compute(mask, &sp, info, 1, w, N, &mo, NULL) < 0 &&
+             strstr(err_msg(), "the Adam moments: tensor model.layers.0.mlp.up_proj.weight.exp_avg_sq: element 70000 is inf"),
+         "an inf moment: %s", err_msg());
+    v[AT] = -1.0f;
+    T_OK(mask_compute(mask, &sp, info, 1, w, N, &mo, NULL) < 0 && strstr(err_msg(), "element 70000 is negative"),
+         "a negative exp_avg_sq: %s", err_msg());
+    free(w), free(m), free(v), free(mask);
+}
+
 static void test_module_of(void) {
     int l = -1;
     T_OK(mask_module_of(&l, "model.layers.31.mlp.gate_proj.weight") == 4 && l == 31 &&
@@ -212,6 +239,7 @@ int main(void) {
     test_compute();
     test_bias_correction();
     test_files();
+    test_bad_values();
     test_module_of();
     T_DONE();
 }

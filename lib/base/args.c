@@ -3,12 +3,14 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
+#include <omp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/error.h" // defines: xmalloc, err_set_prog
+#include "base/error.h" // defines: xmalloc, err_set_prog, stdout_close, die_err
 
 // The positional array being built, freed by the exits of --help and usage errors.
 static char **args_positional;
@@ -60,8 +62,10 @@ static void set_value(const ArgSpec *spec, const Option *o, const char *val) {
     case OPT_DOUBLE: {
         errno = 0;
         double x = strtod(val, &end);
-        if (errno || *end || end == val)
-            args_usage_error(spec, "--%s wants a number, got '%s'", o->name, val);
+        // strtod reads "nan" and "inf": no option means either, and a NaN would pass
+        // every range check written as x < lo || x > hi.
+        if (errno || *end || end == val || !isfinite(x))
+            args_usage_error(spec, "--%s wants a finite number, got '%s'", o->name, val);
         *(double *)o->dest = x;
         break;
     }
@@ -90,7 +94,12 @@ int args_parse(char ***pos, const ArgSpec *spec, int argc, char **argv) {
             continue;
         }
         if (a[2] == 0) { options_done = 1; continue; }
-        if (strcmp(a, "--help") == 0) { print_help(spec); free(out); exit(0); }
+        if (strcmp(a, "--help") == 0) {
+            print_help(spec);
+            free(out);
+            if (stdout_close() < 0) die_err();
+            exit(0);
+        }
         const char *name = a + 2, *eq = strchr(name, '=');
         size_t len = eq ? (size_t)(eq - name) : strlen(name);
         const Option *o = spec->opts;
@@ -113,4 +122,14 @@ int args_parse(char ***pos, const ArgSpec *spec, int argc, char **argv) {
     *pos = out;
     args_positional = NULL; // the caller owns it now
     return npos;
+}
+
+int args_threads(const ArgSpec *spec, int n) {
+    int cores = omp_get_num_procs(), most = ARGS_THREADS_PER_CORE * cores;
+    if (n < 0) args_usage_error(spec, "--threads %d is negative (0 uses every core)", n);
+    if (n > most)
+        args_usage_error(spec, "--threads %d is more than %d per core (%d cores: at most %d; 0 uses every core)", n,
+                         ARGS_THREADS_PER_CORE, cores, most);
+    if (n > 0) omp_set_num_threads(n);
+    return n ? n : cores;
 }

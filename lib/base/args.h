@@ -12,7 +12,7 @@ typedef enum {
     OPT_FLAG,     // int *: set to 1
     OPT_FLAG_OFF, // int *: set to 0 (for --no-x beside --x)
     OPT_INT,      // int *
-    OPT_DOUBLE,   // double *
+    OPT_DOUBLE,   // double *: a finite number ("nan", "inf" are usage errors)
     OPT_STRING,   // const char **
     OPT_MULTI,    // StrList *: may repeat; each use appends
 } OptType;
@@ -33,6 +33,13 @@ typedef struct {
     const char *about;    // one paragraph shown by --help
     const Option *opts;   // terminated by an entry with name == NULL
 } ArgSpec;
+
+// --threads N, checked and applied: 0 means every core; a negative N, or more than
+// ARGS_THREADS_PER_CORE threads per core (OpenMP's runtime crashes long before 100000),
+// is a usage error (exit 2). N > 0 sets OpenMP's thread count (0 leaves OpenMP's default:
+// OMP_NUM_THREADS, else every core). Returns N, or the number of cores for 0.
+#define ARGS_THREADS_PER_CORE 4
+int args_threads(const ArgSpec *spec, int n);
 
 // Parses argv; returns the positional arguments in *pos (a fresh array, NULL
 // terminated) and their count. Exits 2 on a usage error, 0 after --help.

@@ -2,6 +2,7 @@
 // See error.h for the convention.
 #include "base/error.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +46,17 @@ void err_prefix(const char *fmt, ...) {
     err_buf[k + 2 + rest] = 0;
 }
 
+static int stdout_closed; // by stdout_close: print_line must not flush it any more
+
+int stdout_close(void) {
+    errno = 0;
+    int bad = fflush(stdout) != 0 || ferror(stdout), e = errno;
+    stdout_closed = 1;
+    if (fclose(stdout) != 0 && !bad) bad = 1, e = errno;
+    if (bad) return ERR("<stdout>: write failed: %s", e ? strerror(e) : "I/O error");
+    return 0;
+}
+
 static void print_line(const char *msg, const char *where) {
     // Messages must stay on one line, whatever a file name or a parsed string holds.
     char clean[sizeof err_buf];
@@ -52,7 +64,7 @@ static void print_line(const char *msg, const char *where) {
     for (; msg[i] && i + 1 < sizeof clean; i++)
         clean[i] = (msg[i] == '\n' || msg[i] == '\r') ? ' ' : msg[i];
     clean[i] = 0;
-    fflush(stdout);
+    if (!stdout_closed) fflush(stdout);
     fprintf(stderr, "%s: error: %s [%s]\n", err_prog, clean, where);
 }
 

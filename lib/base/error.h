@@ -37,6 +37,11 @@ void die_err(void) __attribute__((noreturn));
 #define TRY(x) do { if ((x) < 0) return -1; } while (0)
 #define CHECK(cond, ...) do { if (!(cond)) die_(__FILE__, __LINE__, __VA_ARGS__); } while (0)
 
+// Flushes and closes stdout; a failure (a full disk, an I/O error: output is buffered, so
+// `best-eval --json > /dev/full` fails only here) is an ERR "<stdout>: write failed: ...".
+// Every tool ends with TRY_OR_DIE(stdout_close()) so that a lost result is exit 1.
+int stdout_close(void);
+
 // Allocation that cannot fail quietly: out of memory is fatal everywhere.
 void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t size);

@@ -37,15 +37,18 @@ const char *config_arch_name(ModelArch a) {
 
 // --- typed getters: absent -> default; wrong type -> error naming file and key ------
 
-// An integer in [lo, INT32_MAX]. null is an error unless null_ok (then def).
+static int out_of_range(const char *file, const char *key, long long x, int lo, int hi) {
+    return ERR("%s: %s %lld is out of range [%d, %d]", file, key, x, lo, hi);
+}
+
+// An integer in [lo, hi]. null is an error unless null_ok (then def).
 static int get_int(int *out, const char *file, json_t *root, const char *key, int def,
-                   int lo, int null_ok) {
+                   int lo, int hi, int null_ok) {
     json_t *v = json_object_get(root, key);
     if (!v || (null_ok && json_is_null(v))) { *out = def; return 0; }
     if (!json_is_integer(v)) return ERR("%s: %s must be an integer", file, key);
     json_int_t x = json_integer_value(v);
-    if (x < lo || x > 2147483647)
-        return ERR("%s: %s = %lld is out of range (at least %d)", file, key, (long long)x, lo);
+    if (x < lo || x > hi) return out_of_range(file, key, (long long)x, lo, hi);
     *out = (int)x;
     return 0;
 }
@@ -209,29 +212,36 @@ static int parse_root(ModelConfig *c, const char *file, json_t *root) {
     memset(c, 0, sizeof *c);
     TRY(parse_arch(&c->arch, file, root));
     int q = c->arch == ARCH_QWEN3;
-    TRY(get_int(&c->vocab_size, file, root, "vocab_size", q ? 151936 : 32000, 1, 0));
-    TRY(get_int(&c->hidden_size, file, root, "hidden_size", 4096, 1, 0));
-    TRY(get_int(&c->intermediate_size, file, root, "intermediate_size", q ? 22016 : 11008, 1, 0));
-    TRY(get_int(&c->num_hidden_layers, file, root, "num_hidden_layers", 32, 1, 0));
-    TRY(get_int(&c->num_attention_heads, file, root, "num_attention_heads", 32, 1, 0));
+    // Every size is range-checked here (config.h: CONFIG_MAX_*), so that the products
+    // the model code forms from them stay far from overflowing and a wild file fails
+    // with its key named, not with a wrapped counter or a terabyte allocation.
+    TRY(get_int(&c->vocab_size, file, root, "vocab_size", q ? 151936 : 32000, 1, CONFIG_MAX_VOCAB, 0));
+    TRY(get_int(&c->hidden_size, file, root, "hidden_size", 4096, 1, CONFIG_MAX_DIM, 0));
+    TRY(get_int(&c->intermediate_size, file, root, "intermediate_size", q ? 22016 : 11008, 1,
+                CONFIG_MAX_DIM, 0));
+    TRY(get_int(&c->num_hidden_layers, file, root, "num_hidden_layers", 32, 1, CONFIG_MAX_LAYERS, 0));
+    TRY(get_int(&c->num_attention_heads, file, root, "num_attention_heads", 32, 1, CONFIG_MAX_HEADS, 0));
     int nh = c->num_attention_heads;
     // Qwen3's default is 32 when absent, num_attention_heads when null; LLaMA's is
     // num_attention_heads either way.
     json_t *kv = json_object_get(root, "num_key_value_heads");
     TRY(get_int(&c->num_key_value_heads, file, root, "num_key_value_heads",
-                q && !kv ? 32 : nh, 1, 1));
+                q && !kv ? 32 : nh, 1, CONFIG_MAX_HEADS, 1));
     TRY(get_int(&c->max_position_embeddings, file, root, "max_position_embeddings",
-                q ? 32768 : 2048, 1, 0));
+                q ? 32768 : 2048, 1, CONFIG_MAX_POSITIONS, 0));
     json_t *hd = json_object_get(root, "head_dim");
     if (!q && (!hd || json_is_null(hd))) {
         if (c->hidden_size % nh != 0)
             return ERR("%s: hidden_size %d is not a multiple of num_attention_heads %d", file,
                        c->hidden_size, nh);
         c->head_dim = c->hidden_size / nh;
-    } else TRY(get_int(&c->head_dim, file, root, "head_dim", 128, 1, 0));
+    } else TRY(get_int(&c->head_dim, file, root, "head_dim", 128, 1, CONFIG_MAX_DIM, 0));
     if (c->num_key_value_heads > nh || nh % c->num_key_value_heads != 0)
         return ERR("%s: num_attention_heads %d is not a multiple of num_key_value_heads %d",
                    file, nh, c->num_key_value_heads);
+    if ((long long)nh * c->head_dim > CONFIG_MAX_DIM)
+        return ERR("%s: num_attention_heads %d x head_dim %d is more than %d", file, nh,
+                   c->head_dim, CONFIG_MAX_DIM);
     TRY(get_pos(&c->rms_norm_eps, file, root, "rms_norm_eps", 1e-6));
     TRY(parse_rope(c, file, root));
     TRY(get_bool(&c->tie_word_embeddings, file, root, "tie_word_embeddings", 0));

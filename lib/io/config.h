@@ -19,6 +19,17 @@ typedef enum { ARCH_LLAMA, ARCH_QWEN3 } ModelArch;
 
 #define CONFIG_MAX_EOS 8
 
+// The ranges config_parse accepts (docs/formats.md, "config.json"), far above any
+// LLaMA or Qwen3 (LLaMA-3.1-405B: hidden 16384, intermediate 53248, 126 layers, 128
+// heads; Qwen3: vocab 151936, 40960 positions) and low enough that every product of
+// them fits size_t with room to spare. A value outside is an error naming the key.
+#define CONFIG_MAX_VOCAB (1 << 24)     // vocab_size
+#define CONFIG_MAX_DIM (1 << 18)       // hidden_size, intermediate_size, head_dim, and
+                                       // num_attention_heads x head_dim
+#define CONFIG_MAX_LAYERS 1024         // num_hidden_layers
+#define CONFIG_MAX_HEADS 1024          // num_attention_heads, num_key_value_heads
+#define CONFIG_MAX_POSITIONS (1 << 24) // max_position_embeddings
+
 typedef struct {
     ModelArch arch;
     int vocab_size;              // V

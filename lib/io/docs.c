@@ -51,15 +51,16 @@ static struct archive *archive_new_reader(int tar_too) {
     return a;
 }
 
-int docs_open(DocReader **out, const char *path, const char *field, DocFormat format) {
+// path names the input (messages, the format by name); f: read from it, else open path.
+static int open_reader(DocReader **out, const char *path, FILE *f, const char *field, DocFormat format) {
     *out = NULL;
     DocReader *r = xcalloc(1, sizeof *r);
     r->path = xstrdup(path);
     r->field = field ? field : "text";
     r->format = format;
     r->outer = archive_new_reader(1);
-    int rc = strcmp(path, "-") == 0 ? archive_read_open_FILE(r->outer, stdin)
-                                    : archive_read_open_filename(r->outer, path, BLOCK);
+    if (!f && strcmp(path, "-") == 0) f = stdin;
+    int rc = f ? archive_read_open_FILE(r->outer, f) : archive_read_open_filename(r->outer, path, BLOCK);
     if (rc != ARCHIVE_OK) {
         ERR("%s: cannot read: %s", path, archive_error_string(r->outer));
         docs_close(r);
@@ -67,6 +68,14 @@ int docs_open(DocReader **out, const char *path, const char *field, DocFormat fo
     }
     *out = r;
     return 0;
+}
+
+int docs_open(DocReader **out, const char *path, const char *field, DocFormat format) {
+    return open_reader(out, path, NULL, field, format);
+}
+
+int docs_open_file(DocReader **out, const char *name, FILE *f, const char *field, DocFormat format) {
+    return open_reader(out, name, f, field, format);
 }
 
 static int has_suffix(const char *s, size_t n, const char *suf) {

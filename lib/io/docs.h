@@ -15,6 +15,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 typedef enum { DOC_AUTO = 0, DOC_TEXT, DOC_JSONL } DocFormat;
 
@@ -22,6 +23,10 @@ typedef struct DocReader DocReader;
 
 // path "-" reads stdin. field: the JSON string field holding the text.
 int docs_open(DocReader **r, const char *path, const char *field, DocFormat format);
+// The same over a stream already open (a pipe, a FIFO, or shard_sniff's stream): name
+// ("-" means stdin) is used in messages and to tell the format by its suffix. f is not
+// closed by docs_close.
+int docs_open_file(DocReader **r, const char *name, FILE *f, const char *field, DocFormat format);
 // Next document: *text (valid until the next call, not NUL-terminated) and *len.
 // Returns 1 for a document, 0 at the end, -1 on error (ERR set, naming file:line).
 int docs_next(DocReader *r, const char **text, size_t *len);

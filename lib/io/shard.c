@@ -1,9 +1,11 @@
 // shard.c: writing (streaming, temp + rename) and reading (mmap, verified) token shards.
 #include "io/shard.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base/error.h" // defines: ERR, xmalloc
 
@@ -118,13 +120,62 @@ void shard_writer_abort(ShardWriter *w) {
     memset(w, 0, sizeof *w);
 }
 
-int shard_sniff(const char *path) {
-    if (strcmp(path, "-") == 0) return 0;
-    FILE *f = fopen(path, "rb");
-    char magic[8] = {0};
-    int yes = f && fread(magic, 1, 8, f) == 8 && memcmp(magic, SHARD_MAGIC, 8) == 0;
-    if (f) fclose(f);
-    return yes;
+// A stream that gives the bytes already read from f (head) again, then the rest of f:
+// how a pipe is "rewound" after sniffing (fopencookie, glibc).
+typedef struct { FILE *f; char head[8]; size_t n, pos; } Replay;
+
+static ssize_t replay_read(void *c, char *buf, size_t size) {
+    Replay *r = c;
+    if (r->pos < r->n) {
+        size_t k = r->n - r->pos < size ? r->n - r->pos : size;
+        memcpy(buf, r->head + r->pos, k);
+        r->pos += k;
+        return (ssize_t)k;
+    }
+    size_t got = fread(buf, 1, size, r->f);
+    return got == 0 && ferror(r->f) ? -1 : (ssize_t)got;
+}
+
+static int replay_close(void *c) {
+    Replay *r = c;
+    int rc = r->f == stdin ? 0 : fclose(r->f);
+    free(r);
+    return rc;
+}
+
+int shard_sniff(const char *path, FILE **fp) {
+    *fp = NULL;
+    int is_stdin = strcmp(path, "-") == 0;
+    const char *name = is_stdin ? "<stdin>" : path;
+    FILE *f = is_stdin ? stdin : fopen(path, "rb");
+    if (!f) return ERR("%s: cannot open: %s", name, strerror(errno));
+    struct stat st;
+    int regular = fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode);
+    long start = regular ? ftell(f) : -1;
+    char head[8];
+    size_t n = fread(head, 1, sizeof head, f);
+    if (ferror(f)) {
+        int e = errno;
+        if (!is_stdin) fclose(f);
+        return ERR("%s: cannot read: %s", name, strerror(e));
+    }
+    if (n == 8 && memcmp(head, SHARD_MAGIC, 8) == 0) {
+        if (!is_stdin) fclose(f);
+        if (!regular || is_stdin)
+            return ERR("%s: a token shard must be a named regular file (it is memory-mapped), not a pipe or stdin", name);
+        return 1;
+    }
+    if (start >= 0 && fseek(f, start, SEEK_SET) == 0) { // a regular file: rewound
+        *fp = f;
+        return 0;
+    }
+    Replay *r = xcalloc(1, sizeof *r);
+    r->f = f;
+    memcpy(r->head, head, n);
+    r->n = n;
+    *fp = fopencookie(r, "rb", (cookie_io_functions_t){replay_read, NULL, NULL, replay_close});
+    CHECK(*fp, "out of memory");
+    return 0;
 }
 
 int shard_open(Shard *s, const char *path) {
@@ -134,9 +185,10 @@ int shard_open(Shard *s, const char *path) {
     if (shard_header_parse(&s->h, p, s->m.size, path) < 0) { mapped_close(&s->m); return -1; }
     uint64_t want = SHARD_HEADER_BYTES + s->h.ntokens * s->h.width;
     if (s->h.ntokens > (UINT64_MAX - SHARD_HEADER_BYTES) / 4 || want != s->m.size) {
+        size_t size = s->m.size; // before mapped_close clears it
         mapped_close(&s->m);
         return ERR("%s: file is %zu bytes but its header promises %llu tokens (%llu bytes): truncated or corrupt",
-                   path, s->m.size, (unsigned long long)s->h.ntokens, (unsigned long long)want);
+                   path, size, (unsigned long long)s->h.ntokens, (unsigned long long)want);
     }
     s->tokens = p + SHARD_HEADER_BYTES;
     size_t nbytes = s->h.ntokens * s->h.width;

@@ -18,6 +18,7 @@
 #define BEST_SHARD_H
 
 #include <stdint.h>
+#include <stdio.h>
 #include <xxhash.h>
 
 #include "base/fileio.h" // defines: AFile, MappedFile
@@ -61,9 +62,14 @@ int shard_open(Shard *s, const char *path);
 // Reads tokens [start, start+n) as int32 into dst; the range must be inside the shard.
 void shard_read(const Shard *s, int32_t *dst, uint64_t start, size_t n);
 void shard_close(Shard *s);
-// 1 when path is a file that starts with the shard magic ("-" and unreadable: 0),
-// so tools can accept a shard or text at the same place.
-int shard_sniff(const char *path);
+// Opens an input that may be a token shard or something else (text, lines of ids) at
+// the same place, reading it only once so that a pipe, a FIFO, /dev/stdin or "-"
+// (stdin) work: its first 8 bytes are read and compared with the shard magic.
+// 1: a shard, nothing left open (shard_open maps path, so a shard must be a regular
+// file: one on a pipe is an ERR). 0: *fp is a stream of the whole input from its
+// first byte (the sniffed bytes are given again), to read with docs_open_file or line
+// by line and then fclose (unless it is stdin). -1 after ERR: cannot open or read.
+int shard_sniff(const char *path, FILE **fp);
 // Parses and checks a 64-byte header; `name` is used in messages.
 int shard_header_parse(ShardHeader *h, const uint8_t *p, size_t n, const char *name);
 

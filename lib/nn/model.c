@@ -18,6 +18,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,30 +112,30 @@ static const void *stored_weight(const Model *m, int f, size_t l) {
     return m->ext->t[i + l];
 }
 
-// Fills m->info, m->n_params and m->w (pointing into m->params, allocated here). With
-// stored set, the 2-D families get no room in the block (offset SIZE_MAX, NULL pointers).
-static int params_layout(Model *m, int stored) {
-    size_t off[F_N], n = 0, npr = 0;
-    int count = 0;
+// Fills m->info, m->n_info, m->n_params and m->n_prunable; the block is not allocated
+// yet (params_alloc). With stored set, the 2-D families get no room in the block
+// (offset SIZE_MAX). Counts and sizes are size_t with overflow checks, although the
+// ranges of config.h already keep them far from overflowing.
+static int params_layout(Model *m, const char *name, int stored) {
+    size_t count = 0, n = 0, npr = 0, total = 0;
     for (int f = 0; f < F_N; f++) {
         int64_t s[2];
-        if (fam_shape(s, m, f)) count += FAM[f].per_layer ? (int)m->L : 1;
+        if (fam_shape(s, m, f)) count += FAM[f].per_layer ? m->L : 1;
     }
-    m->info = xcalloc((size_t)count, sizeof *m->info);
-    double total = 0; // in double: a wild config.json must not wrap size_t
+    if (count > INT_MAX) return ERR("%s: %zu tensors are too many", name, count);
+    m->info = xcalloc(count, sizeof *m->info);
     for (int f = 0; f < F_N; f++) {
         int64_t s[2];
         int nd = fam_shape(s, m, f);
-        off[f] = SIZE_MAX;
         if (!nd) continue;
-        size_t numel = (size_t)s[0] * (nd == 2 ? (size_t)s[1] : 1);
-        size_t reps = FAM[f].per_layer ? m->L : 1;
-        total += (double)s[0] * (nd == 2 ? (double)s[1] : 1) * (double)reps;
-        if (total > 1e12)
-            return ERR("config.json: the model would have more than 1e12 parameters");
+        size_t numel = (size_t)s[0], reps = FAM[f].per_layer ? m->L : 1, all;
+        if ((nd == 2 && __builtin_mul_overflow(numel, (size_t)s[1], &numel)) ||
+            __builtin_mul_overflow(numel, reps, &all) || __builtin_add_overflow(total, all, &total) ||
+            total > MODEL_MAX_PARAMS)
+            return ERR("%s: the model would have more than %zu parameters", name, MODEL_MAX_PARAMS);
         int in_block = !(stored && nd == 2);
-        off[f] = in_block ? n : SIZE_MAX;
         for (size_t r = 0; r < reps; r++) {
+            CHECK((size_t)m->n_info < count, "params_layout: table overflow");
             ParamInfo *p = &m->info[m->n_info++];
             snprintf(p->name, sizeof p->name, FAM[f].name, (int)r);
             p->offset = in_block ? n + r * numel : SIZE_MAX;
@@ -145,57 +146,73 @@ static int params_layout(Model *m, int stored) {
             p->prunable = FAM[f].prunable;
         }
         if (!in_block) continue;
-        n += reps * numel;
-        if (FAM[f].prunable) npr += reps * numel;
+        n += all;
+        if (FAM[f].prunable) npr += all;
     }
     m->n_params = n;
     m->n_prunable = npr;
-    m->params = xcalloc(n, sizeof *m->params);
-    memset(&m->w, 0, sizeof m->w);
-    for (int f = 0; f < F_N; f++)
-        if (off[f] != SIZE_MAX) *fam_ptr(&m->w, f) = m->params + off[f];
-    if (m->cfg.tie_word_embeddings) m->w.lm_head = m->w.embed;
     return 0;
 }
 
-// Sizes from m->config_json (name: for messages), then the layout (stored: see
-// params_layout).
-static int model_setup(Model *m, const char *name, int stored) {
-    TRY(config_parse(&m->cfg, m->config_json, m->config_len, name));
-    if (m->cfg.head_dim % 2) return ERR("%s: head_dim %d is odd; RoPE needs pairs", name, m->cfg.head_dim);
-    const ModelConfig *c = &m->cfg;
-    m->V = (size_t)c->vocab_size;
-    m->C = (size_t)c->hidden_size;
-    m->I = (size_t)c->intermediate_size;
-    m->L = (size_t)c->num_hidden_layers;
-    m->NH = (size_t)c->num_attention_heads;
-    m->KV = (size_t)c->num_key_value_heads;
-    m->HD = (size_t)c->head_dim;
-    m->Q = m->NH * m->HD;
-    m->KVD = m->KV * m->HD;
-    m->qk_norm = c->arch == ARCH_QWEN3;
-    return params_layout(m, stored);
+// The zeroed block the table describes, and m->w into it.
+void model_alloc(Model *m) {
+    m->params = xcalloc(m->n_params, sizeof *m->params);
+    memset(&m->w, 0, sizeof m->w);
+    size_t i = 0; // the table is in family order: a family's first entry sets its pointer
+    for (int f = 0; f < F_N; f++) {
+        int64_t s[2];
+        if (!fam_shape(s, m, f)) continue;
+        if (m->info[i].offset != SIZE_MAX) *fam_ptr(&m->w, f) = m->params + m->info[i].offset;
+        i += FAM[f].per_layer ? m->L : 1;
+    }
+    if (m->cfg.tie_word_embeddings) m->w.lm_head = m->w.embed;
 }
 
-int model_create(Model *m, const char *config_path) {
-    memset(m, 0, sizeof *m);
-    m->dtype = ST_F32;
-    char *file = path_is_dir(config_path) ? path_join(config_path, "config.json") : xstrdup(config_path);
-    int rc = file_read_all(&m->config_json, &m->config_len, file);
-    if (rc == 0) rc = model_setup(m, file, 0);
-    free(file);
-    if (rc < 0) model_free(m);
-    return rc;
-}
-
-int model_create_stored(Model *m, const char *config_json, size_t len, const char *name) {
+int model_plan(Model *m, const char *config_json, size_t len, const char *name, int stored) {
     memset(m, 0, sizeof *m);
     m->dtype = ST_F32;
     m->config_len = len;
     m->config_json = xmalloc(len + 1);
     memcpy(m->config_json, config_json, len);
     m->config_json[len] = 0;
-    if (model_setup(m, name, 1) < 0) { model_free(m); return -1; }
+    int rc = config_parse(&m->cfg, m->config_json, m->config_len, name);
+    const ModelConfig *c = &m->cfg;
+    if (rc == 0 && c->head_dim % 2) rc = ERR("%s: head_dim %d is odd; RoPE needs pairs", name, c->head_dim);
+    if (rc == 0) {
+        m->V = (size_t)c->vocab_size;
+        m->C = (size_t)c->hidden_size;
+        m->I = (size_t)c->intermediate_size;
+        m->L = (size_t)c->num_hidden_layers;
+        m->NH = (size_t)c->num_attention_heads;
+        m->KV = (size_t)c->num_key_value_heads;
+        m->HD = (size_t)c->head_dim;
+        m->Q = m->NH * m->HD; // both below 2^10 and 2^18 (config.h): no overflow
+        m->KVD = m->KV * m->HD;
+        m->qk_norm = c->arch == ARCH_QWEN3;
+        rc = params_layout(m, name, stored);
+    }
+    if (rc < 0) model_free(m);
+    return rc;
+}
+
+// model_plan over the config.json at path (a file, or a folder holding one).
+static int plan_file(Model *m, const char *path) {
+    memset(m, 0, sizeof *m);
+    char *file = path_is_dir(path) ? path_join(path, "config.json") : xstrdup(path);
+    char *text;
+    size_t len;
+    int rc = file_read_all(&text, &len, file);
+    if (rc == 0) {
+        rc = model_plan(m, text, len, file, 0);
+        free(text);
+    }
+    free(file);
+    return rc;
+}
+
+int model_create(Model *m, const char *config_path) {
+    TRY(plan_file(m, config_path));
+    model_alloc(m);
     return 0;
 }
 
@@ -332,15 +349,16 @@ int model_check_name(const Model *m, const char *name, const char *where) {
                config_arch_name(m->cfg.arch));
 }
 
-static int load_tensors(Model *m, const Shards *s) {
+// Every tensor of the table is there with its shape, and nothing else is: checked on
+// the files' headers, before the block is allocated (a wild config.json must not cost
+// a huge allocation before its shapes are found wrong).
+static int check_tensors(const Model *m, const Shards *s) {
     for (int i = 0; i < m->n_info; i++) {
         const ParamInfo *p = &m->info[i];
         const SafeTensors *st;
         const StTensor *t = shards_find(s, &st, p->name);
         if (!t) return ERR("%s: missing tensor %s", s->where, p->name);
         TRY(model_check_shape(p, t->ndim, t->shape, st->path));
-        TRY(st_to_f32(m->params + p->offset, st, t));
-        if (i == 0) m->dtype = t->dtype;
     }
     // Anything else in the files would be silently ignored by us but not by the model
     // it came from (a bias the config does not announce, say): refuse it.
@@ -350,14 +368,30 @@ static int load_tensors(Model *m, const Shards *s) {
     return 0;
 }
 
+static int load_tensors(Model *m, const Shards *s) {
+    for (int i = 0; i < m->n_info; i++) {
+        const ParamInfo *p = &m->info[i];
+        const SafeTensors *st = NULL;
+        const StTensor *t = shards_find(s, &st, p->name); // found by check_tensors
+        TRY(st_to_f32(m->params + p->offset, st, t));
+        if (i == 0) m->dtype = t->dtype;
+    }
+    return 0;
+}
+
 int model_load(Model *m, const char *dir) {
+    memset(m, 0, sizeof *m);
     if (!path_is_dir(dir)) return ERR("%s: not a model folder", dir);
-    TRY(model_create(m, dir));
+    TRY(plan_file(m, dir));
     m->src_dir = xstrdup(dir);
     Shards s;
     int rc = shards_open(&s, dir);
     if (rc == 0) {
-        rc = load_tensors(m, &s);
+        rc = check_tensors(m, &s);
+        if (rc == 0) {
+            model_alloc(m);
+            rc = load_tensors(m, &s);
+        }
         shards_close(&s);
     }
     if (rc < 0) model_free(m);

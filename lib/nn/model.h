@@ -34,6 +34,9 @@
 #include "nn/params.h"      // defines: ParamInfo
 #include "nn/weight.h"      // defines: WeightStore
 
+// The most parameters a config.json may describe (1.1e12; LLaMA-2-70B has 6.9e10).
+#define MODEL_MAX_PARAMS ((size_t)1 << 40)
+
 // Named pointers into a parameter-shaped block (weights or gradients).
 // Q = NH*HD, KVD = KV*HD, I = intermediate_size.
 typedef struct {
@@ -79,13 +82,19 @@ typedef struct {
     WeightStore *ext;     // the 2-D weights when they are not in the block, else NULL
 } Model;
 
+// Model sizes and the parameter table (m->info, m->n_params) from the config.json text
+// config_json (len bytes, copied; name is for messages), with the ranges of config.h
+// and the block's size checked (at most MODEL_MAX_PARAMS), but no block allocated yet:
+// a loader compares its tensors' shapes with the table first, then calls model_alloc.
+// stored: the 2-D weights will live outside the block, in a store the caller sets as
+// m->ext with one stored weight per 2-D table entry (pack/pack_model.c); only the 1-D
+// tensors get room in the block.
+int model_plan(Model *m, const char *config_json, size_t len, const char *name, int stored);
+// The zeroed block of the table (m->params) and the named pointers m->w into it.
+void model_alloc(Model *m);
 // A model with all parameters zero, shaped by the config.json at path (a file or a
 // folder holding one); for random initialisation by the caller.
 int model_create(Model *m, const char *config_path);
-// A model shaped by config_json (len bytes; name is for messages) whose 2-D weights
-// will be stored outside the block: the caller sets m->ext, with one stored weight per
-// 2-D table entry, and the 1-D tensors in m->params (pack/pack_model.c).
-int model_create_stored(Model *m, const char *config_json, size_t len, const char *name);
 // A Hugging Face folder: config.json, model.safetensors or model.safetensors.index.json
 // + shards; F32, BF16 or F16 weights become fp32. Errors name the file and the tensor.
 // (pack/pack_model.h's model_open also takes a packed checkpoint.)

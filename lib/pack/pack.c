@@ -199,21 +199,29 @@ static int manifest_members(Pack *p, const json_t *arr) {
     return 0;
 }
 
-// The member tensor+suffix, checked for its size and marked as used.
-static const uint8_t *tensor_member(const Pack *p, uint8_t *used, const PackTensor *t, int suffix, size_t want,
+// Where a member belongs in the documented order (docs/formats.md, "Members, in this
+// order"): the manifest, the allowed files in PACK_FILES order, then per tensor, in
+// the manifest's order, its streams in suffix order. 0: not claimed (yet).
+static size_t file_rank(int f) { return 1 + (size_t)f; }
+static size_t stream_rank(const Pack *p, const PackTensor *t, int suffix) {
+    return 1 + PACK_N_FILES + (size_t)(t - p->t) * S_N + (size_t)suffix;
+}
+
+// The member tensor+suffix, checked for its size and given its rank (used once).
+static const uint8_t *tensor_member(const Pack *p, size_t *rank, const PackTensor *t, int suffix, size_t want,
                                     size_t *size) {
     char name[MEMBER_NAME_MAX + 2];
     snprintf(name, sizeof name, "%s%s", t->name, PACK_SUFFIX[suffix]);
     for (int i = 1; i < p->n_members; i++) {
         const PackMember *mb = &p->members[i];
         if (strcmp(mb->name, name) != 0) continue;
-        if (used[i]) { ERR("%s: member %s is used twice", p->path, name); return NULL; }
+        if (rank[i]) { ERR("%s: member %s is used twice", p->path, name); return NULL; }
         if (want != SIZE_MAX && mb->size != want) {
             ERR("%s: member %s has %zu bytes, want %zu (%zu x %zu, %s, %s values)", p->path, name, mb->size, want,
                 t->rows, t->cols, ENC_NAMES[t->enc], VAL_NAMES[t->val]);
             return NULL;
         }
-        used[i] = 1;
+        rank[i] = stream_rank(p, t, suffix);
         if (size) *size = mb->size;
         return p->map.data + mb->offset;
     }
@@ -308,26 +316,26 @@ static int check_tiles(const PackTensor *t, const char *path) {
 }
 
 // The members of a tiles tensor and their checks.
-static int tiles_members(PackTensor *t, const Pack *p, uint8_t *used) {
+static int tiles_members(PackTensor *t, const Pack *p, size_t *rank) {
     size_t panels = (t->rows + TILE - 1) / TILE, size;
     const char *path = p->path;
-    if (!(t->nnz_ptr = (const uint32_t *)tensor_member(p, used, t, S_NNZ, 4 * (panels + 1), NULL))) return -1;
+    if (!(t->nnz_ptr = (const uint32_t *)tensor_member(p, rank, t, S_NNZ, 4 * (panels + 1), NULL))) return -1;
     TRY(check_prefix(t->nnz_ptr, panels, TILE * t->cols, t->nnz, path, t->name, "nnz"));
-    const uint8_t *sl = tensor_member(p, used, t, S_SLOTS, SIZE_MAX, &size);
+    const uint8_t *sl = tensor_member(p, rank, t, S_SLOTS, SIZE_MAX, &size);
     if (!sl) return -1;
     if (size % 5) return ERR("%s: member %s.slots has %zu bytes, not a multiple of 5", path, t->name, size);
     t->slots = size / 5;
     t->masks = (const uint32_t *)sl;
     t->steps = sl + 4 * t->slots;
-    if (!(t->ix_ptr = (const uint32_t *)tensor_member(p, used, t, S_IXPTR, 4 * (panels + 1), NULL))) return -1;
+    if (!(t->ix_ptr = (const uint32_t *)tensor_member(p, rank, t, S_IXPTR, 4 * (panels + 1), NULL))) return -1;
     TRY(check_prefix(t->ix_ptr, panels, SIZE_MAX, t->slots, path, t->name, "ixptr"));
-    if (!(t->index = tensor_member(p, used, t, S_INDEX, t->nnz, &t->index_bytes))) return -1;
-    if (!(t->values = tensor_member(p, used, t, S_VALUES, pack_val_bytes(t->val, t->nnz), &t->values_bytes))) return -1;
+    if (!(t->index = tensor_member(p, rank, t, S_INDEX, t->nnz, &t->index_bytes))) return -1;
+    if (!(t->values = tensor_member(p, rank, t, S_VALUES, pack_val_bytes(t->val, t->nnz), &t->values_bytes))) return -1;
     return check_tiles(t, path);
 }
 
 // One manifest tensor entry: its fields, its members, its streams.
-static int manifest_tensor(PackTensor *t, const Pack *p, uint8_t *used, const json_t *o, StDtype dt) {
+static int manifest_tensor(PackTensor *t, const Pack *p, size_t *rank, const json_t *o, StDtype dt) {
     static const char *const keys[] = {"name", "shape", "dtype", "prunable", "encoding", "values", "nnz"};
     const char *path = p->path;
     TRY(keys_exact(o, keys, 7, path, "a tensor entry"));
@@ -377,22 +385,22 @@ static int manifest_tensor(PackTensor *t, const Pack *p, uint8_t *used, const js
     if (t->enc == PACK_DENSE ? t->nnz != numel : t->nnz > numel || t->nnz > UINT32_MAX)
         return ERR("%s: tensor %s: nnz %zu does not fit %s (%zu elements)", path, name, t->nnz, ENC_NAMES[t->enc], numel);
     if (t->enc == PACK_DENSE) {
-        if (!(t->values = tensor_member(p, used, t, S_DENSE, pack_val_bytes(t->val, numel), &t->values_bytes))) return -1;
+        if (!(t->values = tensor_member(p, rank, t, S_DENSE, pack_val_bytes(t->val, numel), &t->values_bytes))) return -1;
     } else if (t->enc == PACK_TILES) {
-        TRY(tiles_members(t, p, used));
+        TRY(tiles_members(t, p, rank));
     } else {
-        if (!(t->nnz_ptr = (const uint32_t *)tensor_member(p, used, t, S_NNZ, 4 * (t->rows + 1), NULL))) return -1;
+        if (!(t->nnz_ptr = (const uint32_t *)tensor_member(p, rank, t, S_NNZ, 4 * (t->rows + 1), NULL))) return -1;
         TRY(check_prefix(t->nnz_ptr, t->rows, t->cols, t->nnz, path, name, "nnz"));
         size_t want_ix = t->enc == PACK_BITMAP ? t->rows * ((t->cols + 7) / 8) : SIZE_MAX;
-        if (!(t->index = tensor_member(p, used, t, S_INDEX, want_ix, &t->index_bytes))) return -1;
+        if (!(t->index = tensor_member(p, rank, t, S_INDEX, want_ix, &t->index_bytes))) return -1;
         if (t->enc == PACK_DELTA) {
-            if (!(t->ix_ptr = (const uint32_t *)tensor_member(p, used, t, S_IXPTR, 4 * (t->rows + 1), NULL))) return -1;
+            if (!(t->ix_ptr = (const uint32_t *)tensor_member(p, rank, t, S_IXPTR, 4 * (t->rows + 1), NULL))) return -1;
             TRY(check_prefix(t->ix_ptr, t->rows, SIZE_MAX, t->index_bytes, path, name, "ixptr"));
         }
-        if (!(t->values = tensor_member(p, used, t, S_VALUES, pack_val_bytes(t->val, t->nnz), &t->values_bytes))) return -1;
+        if (!(t->values = tensor_member(p, rank, t, S_VALUES, pack_val_bytes(t->val, t->nnz), &t->values_bytes))) return -1;
         TRY(t->enc == PACK_BITMAP ? check_bitmap(t, path) : check_delta(t, path));
     }
-    if (pack_val_is_quant(t->val) && !(t->scales = (const float *)tensor_member(p, used, t, S_SCALES, 4 * t->rows, NULL)))
+    if (pack_val_is_quant(t->val) && !(t->scales = (const float *)tensor_member(p, rank, t, S_SCALES, 4 * t->rows, NULL)))
         return -1;
     return 0;
 }
@@ -412,7 +420,7 @@ static int manifest_parse(Pack *p) {
     json_t *root = json_loadb((const char *)p->map.data + mf->offset, mf->size, JSON_REJECT_DUPLICATES, &je);
     if (!root) return ERR("%s: manifest.json: line %d: %s", path, je.line, je.text);
     int rc = 0;
-    uint8_t *used = xcalloc((size_t)p->n_members, 1);
+    size_t *rank = xcalloc((size_t)p->n_members, sizeof *rank);
     const char *fmt = json_string_value(json_object_get(root, "format"));
     const json_t *ver = json_object_get(root, "version");
     if (!json_is_object(root) || !fmt || strcmp(fmt, "best-pack") != 0) {
@@ -439,7 +447,7 @@ static int manifest_parse(Pack *p) {
         p->n = 0;
         p->t = xcalloc(json_array_size(ts) + 1, sizeof *p->t);
         for (size_t i = 0; rc == 0 && i < json_array_size(ts); i++) {
-            rc = manifest_tensor(&p->t[i], p, used, json_array_get(ts, i), dt);
+            rc = manifest_tensor(&p->t[i], p, rank, json_array_get(ts, i), dt);
             for (int j = 0; rc == 0 && j < p->n; j++)
                 if (strcmp(p->t[j].name, p->t[i].name) == 0) rc = ERR("%s: tensor %s appears twice", path, p->t[i].name);
             if (rc == 0) p->n++;
@@ -447,16 +455,24 @@ static int manifest_parse(Pack *p) {
     }
     for (int i = 1; rc == 0 && i < p->n_members; i++) {
         const PackMember *mb = &p->members[i];
-        if (used[i]) continue;
-        if (!pack_is_file_name(mb->name))
+        if (rank[i]) continue;
+        int f = 0;
+        while (f < PACK_N_FILES && strcmp(PACK_FILES[f], mb->name) != 0) f++;
+        if (f == PACK_N_FILES)
             rc = ERR("%s: member %s is neither a stream of a listed tensor nor an allowed file", path, mb->name);
-        if (strcmp(mb->name, "config.json") == 0) {
+        else rank[i] = file_rank(f);
+        if (f == 0) { // config.json
             p->config_json = (const char *)p->map.data + mb->offset;
             p->config_len = mb->size;
         }
     }
     if (rc == 0 && !p->config_json) rc = ERR("%s: no config.json member", path);
-    free(used);
+    for (int i = 2; rc == 0 && i < p->n_members; i++)
+        if (rank[i] < rank[i - 1])
+            rc = ERR("%s: member %s comes after %s, out of the documented order (manifest.json, config.json, the "
+                     "other files, then each tensor's members in the manifest's order)", path, p->members[i].name,
+                     p->members[i - 1].name);
+    free(rank);
     json_decref(root);
     return rc;
 }

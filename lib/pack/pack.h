@@ -40,8 +40,9 @@
 //
 // Reading maps the file, parses the tar headers (ours: ustar, strict), the manifest,
 // and checks every stream's length and every index stream (bitmaps count to nnz,
-// deltas stay inside their row and their ixptr range) at open, so the kernels
-// (spmv.h) can trust a PackTensor. pack_verify additionally hashes every member.
+// deltas stay inside their row and their ixptr range) and the members' order at open,
+// so the kernels (spmv.h) can trust a PackTensor. pack_verify additionally hashes every
+// member (pack_model.h's pack_check_model checks the config.json against the tensors).
 //
 // Not here: writing and unpacking (pack_write.h), computing with packed tensors
 // (spmv.h), a model backed by a pack (pack_model.h), the decode benchmark (bench/).

@@ -5,9 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/error.h"  // defines: ERR, TRY, xcalloc
-#include "base/fileio.h" // defines: path_is_dir
+#include "base/fileio.h" // defines: path_is_dir, path_join
 #include "pack/pack.h"   // defines: Pack, PackTensor, pack_open, pack_decode_rows
 #include "pack/spmv.h"   // defines: spmv_forward, spmv_embed, spmv_bytes
 
@@ -59,18 +60,59 @@ static int is_pack_file(const char *path) {
     return ok;
 }
 
+// m (planned from p's config.json) against p's tensors, as for a folder: every table
+// entry is there with its shape and nothing else is; and, as docs/formats.md orders
+// the members, in the table's order.
+static int match_tensors(const Model *m, const Pack *p) {
+    for (int j = 0; j < p->n; j++)
+        if (!model_param(m, p->t[j].name))
+            return ERR("%s: unexpected tensor %s (not part of a %s with its config.json)", p->path, p->t[j].name,
+                       config_arch_name(m->cfg.arch));
+    for (int i = 0; i < m->n_info; i++) {
+        const ParamInfo *pi = &m->info[i];
+        const PackTensor *t = pack_find(p, pi->name);
+        if (!t) return ERR("%s: missing tensor %s", p->path, pi->name);
+        TRY(model_check_shape(pi, t->ndim, t->shape, p->path));
+    }
+    // The names are unique (pack.c), all in the table and all of the table: a permutation.
+    for (int i = 0; i < p->n; i++)
+        if (strcmp(p->t[i].name, m->info[i].name) != 0)
+            return ERR("%s: tensor %s is out of order: the parameter table has %s there", p->path, p->t[i].name,
+                       m->info[i].name);
+    return 0;
+}
+
+// model_plan over the pack's config.json, named "PACK: config.json" in messages.
+static int plan_pack(Model *m, const Pack *p) {
+    size_t n = strlen(p->path) + 16;
+    char *name = xmalloc(n);
+    snprintf(name, n, "%s: config.json", p->path);
+    int rc = model_plan(m, p->config_json, p->config_len, name, 1);
+    free(name);
+    TRY(rc);
+    if (match_tensors(m, p) < 0) {
+        model_free(m);
+        return -1;
+    }
+    return 0;
+}
+
+int pack_check_model(const Pack *p) {
+    Model m;
+    TRY(plan_pack(&m, p));
+    model_free(&m);
+    return 0;
+}
+
 static int pack_model_load(Model *m, const char *path) {
     memset(m, 0, sizeof *m);
     PackStore *ps = xcalloc(1, sizeof *ps);
-    if (pack_open(&ps->p, path) < 0) {
-        free(ps);
-        return -1;
-    }
-    if (model_create_stored(m, ps->p.config_json, ps->p.config_len, path) < 0) {
+    if (pack_open(&ps->p, path) < 0 || plan_pack(m, &ps->p) < 0) {
         pack_close(&ps->p);
         free(ps);
         return -1;
     }
+    model_alloc(m); // the 1-D tensors only
     WeightStore *s = &ps->base;
     s->ops = &PACK_OPS;
     s->t = xcalloc((size_t)m->n_info, sizeof *s->t);
@@ -79,12 +121,9 @@ static int pack_model_load(Model *m, const char *path) {
     s->hint = "best-pack --unpack writes it";
     s->close = store_close;
     m->ext = s;
-    int rc = 0;
-    for (int i = 0; rc == 0 && i < m->n_info; i++) {
+    for (int i = 0; i < m->n_info; i++) {
         const ParamInfo *p = &m->info[i];
-        const PackTensor *t = pack_find(&ps->p, p->name);
-        if (!t) { rc = ERR("%s: missing tensor %s", path, p->name); break; }
-        if ((rc = model_check_shape(p, t->ndim, t->shape, path)) < 0) break;
+        const PackTensor *t = &ps->p.t[i]; // the table's entry i (match_tensors)
         if (i == 0) m->dtype = t->dtype;
         if (p->ndim == 1) {
             pack_decode_rows(m->params + p->offset, t, 0, 1);
@@ -93,14 +132,21 @@ static int pack_model_load(Model *m, const char *path) {
             if (t->rows * t->cols > s->max_numel) s->max_numel = t->rows * t->cols;
         }
     }
-    // As for folders: a tensor we would ignore is refused.
-    for (int j = 0; rc == 0 && j < ps->p.n; j++) rc = model_check_name(m, ps->p.t[j].name, path);
-    if (rc < 0) model_free(m);
-    return rc;
+    return 0;
 }
 
 int model_open(Model *m, const char *path) {
-    if (path_is_dir(path)) return model_load(m, path);
+    if (path_is_dir(path)) {
+        // A best-train output folder (OUT/model, OUT/state, OUT/log.jsonl) means its model.
+        char *cfg = path_join(path, "config.json"), *sub = path_join(path, "model");
+        char *sub_cfg = path_join(sub, "config.json");
+        int out = access(cfg, F_OK) != 0 && access(sub_cfg, F_OK) == 0;
+        int rc = model_load(m, out ? sub : path);
+        free(cfg);
+        free(sub);
+        free(sub_cfg);
+        return rc;
+    }
     if (is_pack_file(path)) return pack_model_load(m, path);
     memset(m, 0, sizeof *m);
     return ERR("%s: not a model folder (nor a packed checkpoint)", path);

@@ -13,12 +13,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "nn/model.h" // defines: Model
+#include "nn/model.h"  // defines: Model
+#include "pack/pack.h" // defines: Pack
 
-// path a folder (model_load) or a packed checkpoint file (recognised by its tar
-// header): mapped, validated, its tensors checked against its config.json as a
-// folder's are. Errors name the file and the tensor.
+// path a folder (model_load; a best-train output folder OUT, which holds no config.json
+// but OUT/model, means OUT/model, and m->src_dir says so) or a packed checkpoint file
+// (recognised by its tar header): mapped, validated, its tensors checked against its
+// config.json as a folder's are. Errors name the file and the tensor.
 int model_open(Model *m, const char *path);
+// What model_open checks of an open pack beyond pack_open, without loading it: its
+// config.json parses and is in range, and the tensors are exactly those of the
+// parameter table it implies, with their shapes, in the table's order (best-pack
+// --verify and --unpack run it).
+int pack_check_model(const Pack *p);
 // A file of the packed checkpoint m came from (config.json, tokenizer.json, ...): its
 // bytes, inside the map, valid until model_free. -1 (no ERR) when m is not backed by a
 // pack or the pack has no such member.

@@ -23,6 +23,7 @@
 
 #include "base/error.h"       // defines: ERR, TRY, xmalloc
 #include "base/fileio.h"      // defines: AFile, path_join, file_read_all
+#include "pack/pack_model.h"  // defines: pack_check_model
 #include "pack/pack_format.h" // defines: PACK_FILES, PACK_SUFFIX, pack_val_bytes, pack_name_ok
 
 static int is_stored(float x) {
@@ -549,6 +550,7 @@ static int unpack_params(Model *m, const Pack *p) {
 
 int pack_unpack(const char *dir, const Pack *p) {
     if (!p->config_json) return ERR("%s: no config.json", p->path);
+    TRY(pack_check_model(p)); // before a byte is written or a block allocated
     StDtype dt = p->n ? p->t[0].dtype : ST_F32;
     TRY(path_mkdir_p(dir));
     // config.json goes to a temp file that shapes the model and is renamed into place

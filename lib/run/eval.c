@@ -11,8 +11,8 @@
 int eval_perplexity(PplResult *r, const Model *m, const int32_t *tokens, size_t n, int seq,
                     int batch, Progress *pr) {
     memset(r, 0, sizeof *r);
-    if (seq < 2) return ERR("--seq must be at least 2 (got %d)", seq);
     if (n < 2) return ERR("need at least 2 tokens to measure perplexity (got %zu)", n);
+    if (seq < 2) return ERR("--seq must be at least 2 (got %d)", seq);
     if ((size_t)seq > n) seq = (int)n;
     size_t nwin = n / (size_t)seq;
     if (batch < 1) batch = 1;

@@ -510,7 +510,7 @@ void train_close(Trainer *tr) {
 // Step 5 of train.h: shrink the mask to S(t) and apply it to the weights.
 static int mask_update(Trainer *tr, double S) {
     Model *m = &tr->m;
-    MaskSpec spec = {tr->cfg.saliency, tr->cfg.group, S};
+    MaskSpec spec = {tr->cfg.saliency, tr->cfg.group, S, NULL}; // weights in memory: no file to name
     Moments mo;
     moments_from_block(&mo, tr->opt.m, tr->opt.v);
     uint8_t *fresh = xmalloc(m->n_params);

@@ -152,6 +152,27 @@ static const float *moment_chunk(float *buf, const Moments *mo, const StTensor *
     return buf;
 }
 
+// The input saliency_score refused in a chunk, named by its file, tensor and element
+// within the tensor (found again here: the slow path only).
+static int chunk_error(const Scorer *sc, const ParamInfo *p, size_t off, size_t n, const float *w,
+                       const float *m, const float *v) {
+    const char *wf = sc->spec->weights_from ? sc->spec->weights_from : "the weights";
+    const char *mf = sc->mo && sc->mo->is_file ? sc->mo->st.path : "the Adam moments";
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(w[i]))
+            return ERR("%s: tensor %s: weight %zu is %s", wf, p->name, off + i, isnan(w[i]) ? "nan" : "inf");
+    const float *x = m ? m : v;
+    const char *what = m ? "exp_avg" : "exp_avg_sq";
+    for (size_t i = 0; x && i < n; i++)
+        if (!isfinite(x[i]))
+            return ERR("%s: tensor %s.%s: element %zu is %s", mf, p->name, what, off + i, isnan(x[i]) ? "nan" : "inf");
+    for (size_t i = 0; v && i < n; i++)
+        if (v[i] < 0.0f)
+            return ERR("%s: tensor %s.exp_avg_sq: element %zu is negative (%g)", mf, p->name, off + i, (double)v[i]);
+    err_prefix("%s: tensor %s", wf, p->name);
+    return -1;
+}
+
 // sc->s (n) = scores of tensor ip, elements [off, off + n); weights an old mask
 // pruned get -1 (not candidates, select.h).
 static int score_chunk(Scorer *sc, int ip, size_t off, size_t n) {
@@ -161,10 +182,8 @@ static int score_chunk(Scorer *sc, int ip, size_t off, size_t n) {
     const float *m = NULL, *v = NULL;
     if (sal == SAL_FIRST) m = moment_chunk(sc->m, mo, mo ? mo->m : NULL, mo ? mo->flat_m : NULL, p, ip, off, n);
     if (sal == SAL_SECOND) v = moment_chunk(sc->v, mo, mo ? mo->v : NULL, mo ? mo->flat_v : NULL, p, ip, off, n);
-    if (saliency_score(sc->s, sal, sc->params + p->offset + off, m, v, n) < 0) {
-        err_prefix("%s", p->name);
-        return -1;
-    }
+    const float *w = sc->params + p->offset + off;
+    if (saliency_score(sc->s, sal, w, m, v, n) < 0) return chunk_error(sc, p, off, n, w, m, v);
     if (sc->old) {
         const uint8_t *o = sc->old + p->offset + off;
         for (size_t j = 0; j < n; j++)

@@ -61,13 +61,17 @@ typedef struct {
     Saliency saliency;
     MaskGroup group;
     double sparsity;     // in [0, 1): the fraction of prunable weights set to 0
+    const char *weights_from; // where the weights were read (a model folder), for messages;
+                              // NULL: "the weights"
 } MaskSpec;
 
 // mask (n_params) from the weights params (n_params) described by info (n_info).
 // mo is needed by first and second order (NULL for magnitude). old (n_params) is an
 // earlier mask or NULL: weights it pruned stay pruned. Group global needs the old mask
 // to keep at least k weights (else an error: a mask only shrinks); group layer keeps
-// min(k_t, what the old mask kept) in each tensor.
+// min(k_t, what the old mask kept) in each tensor. A NaN or inf weight or moment, or a
+// negative exp_avg_sq, is an ERR naming the file (spec->weights_from, the moments'
+// file), the tensor and the element.
 int mask_compute(uint8_t *mask, const MaskSpec *spec, const ParamInfo *info, int n_info,
                  const float *params, size_t n_params, const Moments *mo, const uint8_t *old);
 

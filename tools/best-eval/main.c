@@ -4,20 +4,21 @@
 // lib/model (loading a folder or a packed checkpoint), lib/tokenizer + lib/docs (text
 // input), lib/eval (windows, sampling). Usage: docs/best-eval.md.
 #include <jansson.h>
+#include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "base/args.h"       // defines: ArgSpec, args_parse
-#include "io/docs.h"         // defines: docs_open, docs_next
+#include "base/args.h"       // defines: ArgSpec, args_parse, args_threads
+#include "io/docs.h"         // defines: docs_open_file, docs_next
 #include "base/error.h"      // defines: TRY_OR_DIE, DIE
 #include "run/eval.h"        // defines: eval_perplexity, eval_generate
 #include "pack/pack_model.h" // defines: model_open, pack_model_file
 #include "base/fileio.h"     // defines: path_is_dir, path_join
 #include "base/progress.h"   // defines: Progress, now_seconds
-#include "io/shard.h"        // defines: Shard
+#include "io/shard.h"        // defines: Shard, shard_sniff
 #include "tok/tokenizer.h"   // defines: Tokenizer
 #include "base/utf8.h"       // defines: utf8_repair
 
@@ -30,9 +31,21 @@ typedef struct {
 // The tokenizer: --tokenizer, else the model folder's, else the one inside a packed
 // checkpoint (its files are copied to a temporary folder for tokenizer_load, which
 // reads paths, and removed after).
+static void load_tokenizer_files(Tokenizer *tok, const Opts *o, const Model *m);
+
+// The tokenizer (below), whose ids must all be ids of the model: errors name where it
+// came from.
 static void load_tokenizer(Tokenizer *tok, const Opts *o, const Model *m) {
-    if (o->tokenizer || !m->ext) {
-        TRY_OR_DIE(tokenizer_load(tok, o->tokenizer ? o->tokenizer : o->model));
+    load_tokenizer_files(tok, o, m);
+    const char *from = o->tokenizer ? o->tokenizer : m->ext ? o->model : m->src_dir;
+    if (tok->vocab_size > (int32_t)m->V)
+        DIE("%s: tokenizer vocab %d is larger than the model's %zu (another model's tokenizer?)", from,
+            tok->vocab_size, m->V);
+}
+
+static void load_tokenizer_files(Tokenizer *tok, const Opts *o, const Model *m) {
+    if (o->tokenizer || !m->ext) { // the folder's: m->src_dir (a best-train OUT gives OUT/model)
+        TRY_OR_DIE(tokenizer_load(tok, o->tokenizer ? o->tokenizer : m->src_dir));
         return;
     }
     static const char *files[] = {"tokenizer.json", "tokenizer.model", "tokenizer_config.json",
@@ -71,7 +84,10 @@ static void load_tokenizer(Tokenizer *tok, const Opts *o, const Model *m) {
 // text input are joined with o->join (" ", as SparseGPT/Wanda join C4 documents)
 // and get one BOS at the start for LLaMA, none for Qwen.
 static void load_tokens(IdVec *ids, const Opts *o, const Model *m) {
-    if (shard_sniff(o->data)) {
+    FILE *in; // read once: a pipe or a FIFO cannot be opened again after the sniff
+    int is_shard = shard_sniff(o->data, &in);
+    TRY_OR_DIE(is_shard);
+    if (is_shard) {
         Shard s;
         TRY_OR_DIE(shard_open(&s, o->data));
         if (s.h.vocab_size > m->V)
@@ -87,11 +103,8 @@ static void load_tokens(IdVec *ids, const Opts *o, const Model *m) {
     }
     Tokenizer tok;
     load_tokenizer(&tok, o, m);
-    if (tok.vocab_size > (int32_t)m->V)
-        DIE("%s: tokenizer vocab %d is larger than the model's %zu", o->tokenizer ? o->tokenizer : o->model,
-            tok.vocab_size, m->V);
     DocReader *dr;
-    TRY_OR_DIE(docs_open(&dr, o->data, "text", DOC_AUTO));
+    TRY_OR_DIE(docs_open_file(&dr, o->data, in, "text", DOC_AUTO));
     ByteVec text = {0};
     const char *d;
     size_t len;
@@ -106,6 +119,7 @@ static void load_tokens(IdVec *ids, const Opts *o, const Model *m) {
     }
     TRY_OR_DIE(rc < 0 ? -1 : 0);
     docs_close(dr);
+    if (in != stdin) fclose(in);
     if (tok.add_bos) idvec_push(ids, tok.bos_id);
     TokEncoder enc;
     tok_encoder_init(&enc, &tok);
@@ -116,10 +130,16 @@ static void load_tokens(IdVec *ids, const Opts *o, const Model *m) {
     tokenizer_free(&tok);
 }
 
-static void run_ppl(const Opts *o, const Model *m) {
+// A JSON number, or null for NaN and inf (which JSON has no spelling for).
+static json_t *json_number(double x) { return isfinite(x) ? json_real(x) : json_null(); }
+
+// Perplexity on o->data; returns 0 when it is not a finite number (printed all the same).
+static int run_ppl(const Opts *o, const Model *m) {
     double t0 = now_seconds();
     IdVec ids = {0};
     load_tokens(&ids, o, m);
+    if (ids.n < 2) // not --seq's fault: the data has no token to predict
+        DIE("%s: %zu token%s, too few to measure perplexity (at least 2)", o->data, ids.n, ids.n == 1 ? "" : "s");
     int seq = o->seq;
     if (seq > m->cfg.max_position_embeddings) seq = m->cfg.max_position_embeddings;
     if ((size_t)seq > ids.n) seq = (int)ids.n;
@@ -130,10 +150,11 @@ static void run_ppl(const Opts *o, const Model *m) {
     progress_finish(&pr);
     double secs = now_seconds() - t0;
     if (o->json) {
-        json_t *j = json_pack("{s:f, s:f, s:I, s:i, s:i, s:s, s:s, s:f}", "ppl", r.ppl, "nll", r.nll,
-                              "tokens", (json_int_t)r.tokens, "windows", r.windows, "seq", r.seq,
-                              "model", o->model, "data", o->data, "seconds", secs);
-        char *s = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(10));
+        json_t *j = json_pack("{s:o, s:o, s:I, s:i, s:i, s:s, s:s, s:f}", "ppl", json_number(r.ppl), "nll",
+                              json_number(r.nll), "tokens", (json_int_t)r.tokens, "windows", r.windows, "seq",
+                              r.seq, "model", o->model, "data", o->data, "seconds", secs);
+        char *s = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
+        if (!s) DIE("--json: cannot encode the result (a file name that is not UTF-8?)");
         printf("%s\n", s);
         free(s);
         json_decref(j);
@@ -142,6 +163,7 @@ static void run_ppl(const Opts *o, const Model *m) {
                r.nll / (double)r.tokens, (unsigned long long)r.tokens, r.windows, r.seq, secs);
     }
     idvec_free(&ids);
+    return isfinite(r.ppl);
 }
 
 typedef struct { const Tokenizer *tok; ByteVec text; size_t printed; int quiet_stream; } Stream;
@@ -228,7 +250,7 @@ int main(int argc, char **argv) {
         {"max-new-tokens", OPT_INT, &o.max_new_tokens, "N", "tokens to generate at most (EOS stops earlier)"},
         {"tasks", OPT_STRING, &o.tasks, "LIST", "zero-shot tasks (not in this version)"},
         {"task-dir", OPT_STRING, &o.task_dir, "DIR", "folder of task .jsonl files (not in this version)"},
-        {"threads", OPT_INT, &o.threads, "N", "threads; 0 = all cores"},
+        {"threads", OPT_INT, &o.threads, "N", "threads; 0 = all cores (at most 4 per core)"},
         {"json", OPT_FLAG, &o.json, NULL, "print one JSON object on stdout"},
         {"quiet", OPT_FLAG, &o.quiet, NULL, "no progress on stderr"},
         {0},
@@ -246,20 +268,27 @@ int main(int argc, char **argv) {
     if (!o.model) args_usage_error(&spec, "--model is required");
     if (o.tasks || o.task_dir) args_usage_error(&spec, "zero-shot --tasks are not in this version yet");
     if (!!o.data + !!o.generate != 1) args_usage_error(&spec, "give exactly one of --data and --generate");
-    if (o.seq < 2 || o.batch < 1 || o.max_tokens < 0 || o.max_new_tokens < 1 || o.threads < 0)
-        args_usage_error(&spec, "--seq must be >= 2, --batch and --max-new-tokens >= 1, --max-tokens >= 0");
-    if (o.temperature < 0 || o.top_p <= 0 || o.top_p > 1)
-        args_usage_error(&spec, "--temperature must be >= 0 and --top-p in (0, 1]");
-    if (o.threads > 0) omp_set_num_threads(o.threads);
+    // Ranges as !(inside): a NaN is never inside (args.c refuses one anyway).
+    if (!(o.seq >= 2)) args_usage_error(&spec, "--seq %d: a window needs at least 2 tokens", o.seq);
+    if (!(o.batch >= 1)) args_usage_error(&spec, "--batch %d must be at least 1", o.batch);
+    if (!(o.max_tokens >= 0)) args_usage_error(&spec, "--max-tokens %d is negative (0 = all)", o.max_tokens);
+    if (!(o.max_new_tokens >= 1)) args_usage_error(&spec, "--max-new-tokens %d must be at least 1", o.max_new_tokens);
+    if (!(o.temperature >= 0)) args_usage_error(&spec, "--temperature %g must be >= 0", o.temperature);
+    if (!(o.top_p > 0 && o.top_p <= 1)) args_usage_error(&spec, "--top-p %g is outside (0, 1]", o.top_p);
+    args_threads(&spec, o.threads);
 
     Model m;
     TRY_OR_DIE(model_open(&m, o.model));
     if (!o.quiet)
-        fprintf(stderr, "best-eval: %s (%s%s, %zu layers, dim %zu, %.1fM parameters), %d threads\n", o.model,
+        fprintf(stderr, "best-eval: %s (%s%s, %zu layers, dim %zu, %.1fM parameters), %d threads\n", m.src_dir ? m.src_dir : o.model,
                 config_arch_name(m.cfg.arch), m.ext ? ", packed" : "", m.L, m.C, (double)model_numel(&m) / 1e6,
                 omp_get_max_threads());
-    if (o.data) run_ppl(&o, &m);
+    int finite = 1;
+    if (o.data) finite = run_ppl(&o, &m);
     else run_generate(&o, &m);
     model_free(&m);
+    TRY_OR_DIE(stdout_close()); // a lost result (a full disk) is an error
+    // The result is printed (null in JSON), and the run is still a failure.
+    if (!finite) DIE("%s: the perplexity on %s is not a finite number (NaN or inf weights, or a diverged model)", o.model, o.data);
     return 0;
 }

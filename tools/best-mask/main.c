@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/args.h"       // defines: ArgSpec, args_parse
+#include "base/args.h"       // defines: ArgSpec, args_parse, args_threads
 #include "base/error.h"      // defines: TRY_OR_DIE, DIE
 #include "sparse/mask.h"     // defines: mask_compute, mask_save, Moments
 #include "nn/model.h"        // defines: Model, model_save
@@ -89,7 +89,7 @@ int main(int argc, char **argv) {
         {"report", OPT_STRING, &o.report, "FILE", "sparsity per tensor, layer, module type and in total (JSON)"},
         {"plot", OPT_STRING, &o.plot, "FILE", "heatmap of sparsity, layers x module types (SVG)"},
         {"step", OPT_INT, &o.step, "N", "training step recorded in the mask (default: the moments' step)"},
-        {"threads", OPT_INT, &o.threads, "N", "threads; 0 = all cores"},
+        {"threads", OPT_INT, &o.threads, "N", "threads; 0 = all cores (at most 4 per core)"},
         {"quiet", OPT_FLAG, &o.quiet, NULL, "nothing on stderr but errors"},
         {0},
     };
@@ -111,11 +111,12 @@ int main(int argc, char **argv) {
                    o.out || o.pack_bits))
         args_usage_error(&spec, "--mask FILE takes the mask as it is: no --sparsity, --moments, --saliency, --group, "
                                 "--method, --from-mask, --step, --out, --pack-bits");
+    // NaN: not given (args.c refuses "nan")
     if (!o.mask && isnan(o.sparsity)) args_usage_error(&spec, "--sparsity is required (or --mask FILE)");
     if (!o.saliency) o.saliency = "second";
     if (!o.group) o.group = "global";
     if (!o.mask && !(o.sparsity >= 0 && o.sparsity < 1)) args_usage_error(&spec, "--sparsity %g is outside [0, 1)", o.sparsity);
-    MaskSpec ms = {SAL_SECOND, GROUP_GLOBAL, o.sparsity};
+    MaskSpec ms = {SAL_SECOND, GROUP_GLOBAL, o.sparsity, NULL};
     if (o.method) {
         if (strcmp(o.method, "wanda") == 0 || strcmp(o.method, "sparsegpt") == 0)
             args_usage_error(&spec, "--method %s is not in this version (magnitude is)", o.method);
@@ -130,13 +131,13 @@ int main(int argc, char **argv) {
     if (o.apply != !!o.out_model) args_usage_error(&spec, "--apply and --out-model go together");
     if (!o.out && !o.apply && !o.report && !o.plot)
         args_usage_error(&spec, "nothing to write: give %s--apply --out-model, --report or --plot", o.mask ? "" : "--out, ");
-    if (o.threads < 0) args_usage_error(&spec, "--threads must be >= 0");
-    if (o.threads > 0) omp_set_num_threads(o.threads);
+    args_threads(&spec, o.threads);
 
     double t0 = now_seconds();
     Model m;
     TRY_OR_DIE(model_open(&m, o.model));
     TRY_OR_DIE(model_need_folder(&m, "best-mask"));
+    ms.weights_from = m.src_dir;
     if (!o.quiet)
         fprintf(stderr, "best-mask: %s (%zu layers, %.2fM prunable of %.2fM parameters)\n", o.model, m.L,
                 (double)m.n_prunable / 1e6, (double)m.n_params / 1e6);
@@ -193,5 +194,6 @@ int main(int argc, char **argv) {
     if (mop) moments_close(mop);
     if (o.mask) st_close(&given);
     model_free(&m);
+    TRY_OR_DIE(stdout_close()); // a lost result (a full disk) is an error
     return 0;
 }

@@ -14,7 +14,7 @@
 #include "base/error.h"      // defines: TRY_OR_DIE
 #include "nn/model.h"        // defines: Model
 #include "pack/pack.h"       // defines: Pack, pack_open, pack_verify
-#include "pack/pack_model.h" // defines: model_open
+#include "pack/pack_model.h" // defines: model_open, pack_check_model
 #include "pack/pack_write.h" // defines: pack_write, pack_unpack
 #include "base/progress.h"   // defines: now_seconds
 
@@ -188,12 +188,14 @@ int main(int argc, char **argv) {
                     bits_per_nz(pr.bytes, pr.nnz), now_seconds() - t0);
             pack_close(&p);
         }
+        TRY_OR_DIE(stdout_close()); // a lost result (a full disk) is an error
         return 0;
     }
     Pack p;
     const char *path = o.unpack ? o.unpack : o.info ? o.info : o.verify;
     TRY_OR_DIE(pack_open(&p, path));
     if (o.verify) {
+        TRY_OR_DIE(pack_check_model(&p)); // all that model_open checks, then the hashes
         TRY_OR_DIE(pack_verify(&p));
         printf("%s: ok, %d members, %zu bytes checked\n", path, p.n_members, p.map.size);
     } else if (o.info) {
@@ -205,5 +207,6 @@ int main(int argc, char **argv) {
             fprintf(stderr, "best-pack: %s -> %s (%d tensors) in %.2fs\n", path, o.out, p.n, now_seconds() - t0);
     }
     pack_close(&p);
+    TRY_OR_DIE(stdout_close()); // a lost result (a full disk) is an error
     return 0;
 }

@@ -133,7 +133,10 @@ static void run_decode(const Opts *o, const Tokenizer *tok, char **inputs, int n
     IdVec ids = {0};
     ByteVec text = {0};
     for (int f = 0; f < ninputs; f++) {
-        if (shard_sniff(inputs[f])) {
+        FILE *in; // read once: a pipe or a FIFO cannot be opened again after the sniff
+        int is_shard = shard_sniff(inputs[f], &in);
+        TRY_OR_DIE(is_shard);
+        if (is_shard) {
             Shard s;
             TRY_OR_DIE(shard_open(&s, inputs[f]));
             if (s.h.tokenizer_hash != tok->hash)
@@ -159,8 +162,6 @@ static void run_decode(const Opts *o, const Tokenizer *tok, char **inputs, int n
             shard_close(&s);
             continue;
         }
-        FILE *in = strcmp(inputs[f], "-") == 0 ? stdin : fopen(inputs[f], "rb");
-        if (!in) DIE("%s: cannot open", inputs[f]);
         char *buf = NULL;
         size_t cap = 0;
         ssize_t n;
@@ -190,7 +191,7 @@ int main(int argc, char **argv) {
         {"jsonl", OPT_FLAG, &o.jsonl, NULL, "with --decode: write each document as a JSON line {\"text\": ...}"},
         {"field", OPT_STRING, &o.field, "NAME", "JSON field that holds a document's text"},
         {"format", OPT_STRING, &o.format, "auto|text|jsonl", "how to read inputs: by file name (auto), whole file, JSON lines"},
-        {"threads", OPT_INT, &o.threads, "N", "threads for encoding; 0 = all cores (output is the same for any N)"},
+        {"threads", OPT_INT, &o.threads, "N", "threads for encoding; 0 = all cores, at most 4 per core (output is the same for any N)"},
         {"bos", OPT_FLAG, &o.bos, NULL, "put BOS before each document (LLaMA's default)"},
         {"no-bos", OPT_FLAG_OFF, &o.bos, NULL, "no BOS before documents"},
         {"eos", OPT_FLAG, &o.eos, NULL, "put EOS (<|endoftext|>) after each document (Qwen's default)"},
@@ -213,8 +214,8 @@ int main(int argc, char **argv) {
     if (!o.ids && !o.decode && !o.out) args_usage_error(&spec, "say where the shard goes with --out FILE, or print ids with --ids");
     if (strcmp(o.format, "auto") && strcmp(o.format, "text") && strcmp(o.format, "jsonl"))
         args_usage_error(&spec, "--format must be auto, text or jsonl");
-    if (o.threads < 0 || o.batch_docs < 1) args_usage_error(&spec, "--threads and --batch-docs must be positive");
-    if (o.threads == 0) o.threads = omp_get_num_procs();
+    if (o.batch_docs < 1) args_usage_error(&spec, "--batch-docs must be positive");
+    o.threads = args_threads(&spec, o.threads);
     static char *stdin_only[] = {"-", NULL};
     if (ninputs == 0) {
         if (isatty(0)) args_usage_error(&spec, "no input files (give files, or - for stdin)");
@@ -232,5 +233,6 @@ int main(int argc, char **argv) {
     else run_encode(&o, &tok, inputs, ninputs);
     tokenizer_free(&tok);
     if (inputs != stdin_only) free(inputs);
+    TRY_OR_DIE(stdout_close()); // a lost result (a full disk) is an error
     return 0;
 }

@@ -52,7 +52,7 @@ int main(int argc, char **argv) {
         {"save-masks", OPT_FLAG, &c.save_masks, NULL, "write DIR/masks/step-N.safetensors at every prune update"},
         {"stop-at", OPT_INT, &c.stop_at, "N", "stop (and save) after step N, as if interrupted"},
         {"log", OPT_STRING, &c.log, "FILE", "metrics, one JSON line per step (default DIR/log.jsonl)"},
-        {"threads", OPT_INT, &threads, "N", "threads; 0 = all cores"},
+        {"threads", OPT_INT, &threads, "N", "threads; 0 = all cores (at most 4 per core)"},
         {"quiet", OPT_FLAG, &c.quiet, NULL, "nothing on stderr but errors"},
         {0},
     };
@@ -85,7 +85,7 @@ int main(int argc, char **argv) {
     }
     if (c.micro_batch == 0) c.micro_batch = c.batch;
     if (c.steps < 1 || c.batch < 1 || c.seq < 1 || c.prune_updates < 1 || c.save_every < 0 || c.moments_every < 0 ||
-        c.stop_at < 0 || threads < 0)
+        c.stop_at < 0)
         args_usage_error(&spec, "--steps, --batch, --seq, --prune-updates must be >= 1; counts >= 0");
     if (c.micro_batch < 1 || c.batch % c.micro_batch)
         args_usage_error(&spec, "--batch %d is not a multiple of --micro-batch %d", c.batch, c.micro_batch);
@@ -98,7 +98,7 @@ int main(int argc, char **argv) {
     if (saliency_parse(&c.saliency, saliency) < 0) args_usage_error(&spec, "unknown --saliency %s (second, first, magnitude)", saliency);
     if (mask_group_parse(&c.group, group) < 0) args_usage_error(&spec, "unknown --group %s (global, layer)", group);
     if (c.mask_file && c.sparsity > 0) args_usage_error(&spec, "--mask (a fixed mask) and --sparsity (a schedule) exclude each other");
-    if (threads > 0) omp_set_num_threads(threads);
+    args_threads(&spec, threads);
 
     err_set_prog("best-train");
     Trainer tr;
@@ -113,5 +113,6 @@ int main(int argc, char **argv) {
     free(shards);
     free(pos);
     free(data.v);
+    TRY_OR_DIE(stdout_close()); // a lost result (a full disk) is an error
     return 0;
 }
