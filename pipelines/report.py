@@ -255,7 +255,8 @@ def main():
             sys.exit(f"report.py: --ppl {s!r}: want METHOD:SPARSITY:DATA=FILE")
         with open(v, encoding="utf-8") as f:
             e = json.load(f)
-        rows.append({"method": parts[0], "sparsity": float(parts[1]), "data": parts[2], "ppl": e["ppl"]})
+        rows.append({"method": parts[0], "sparsity": float(parts[1]), "data": parts[2],
+                     "ppl": float("nan") if e["ppl"] is None else e["ppl"]})  # null: best-eval's NaN/inf
     own = list(rows)
     for p in a.results:
         with open(p, encoding="utf-8") as f:
@@ -267,7 +268,10 @@ def main():
         series, refs = [], []
         for d in datas:
             for m in dict.fromkeys(r["method"] for r in rows if r["data"] == d):
-                pts = sorted((r["sparsity"], r["ppl"]) for r in rows if r["data"] == d and r["method"] == m)
+                pts = sorted((r["sparsity"], r["ppl"]) for r in rows
+                             if r["data"] == d and r["method"] == m and math.isfinite(r["ppl"]))
+                if not pts:  # every perplexity of this method was NaN or inf: the table says so
+                    continue
                 label = m if len(datas) == 1 else f"{m} ({d})"
                 if m == "dense":
                     refs.append((label, pts[0][1]))

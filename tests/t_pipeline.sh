@@ -117,6 +117,12 @@ assert [(x['method'], x['sparsity'], x['ppl']) for x in r] == [('BEST', 0.5, 12.
 else
     fail "report.py on a synthetic log ($(tail -n 3 "$TMP/rep.out"))"
 fi
+# best-eval --json prints "ppl": null for a NaN or inf perplexity (and exits 1): a report that
+# gets such a file shows the row as nan and draws the finite points
+echo '{"ppl": null}' >"$TMP/enull.json"
+check "report.py: a null perplexity (best-eval's NaN) is a nan row, not a crash" sh -c \
+    "python3 pipelines/report.py --out '$TMP/repnull' --title t --ppl 'dense:0:wiki=$TMP/ed.json' \
+        --ppl 'BEST:0.9:wiki=$TMP/enull.json' --ppl 'BEST:0.5:wiki=$TMP/ea.json' && grep -q '| BEST | 0.9 | nan |' '$TMP/repnull/summary.md'"
 
 # --- dry runs, recipe files, clear errors (no model needed) -----------------------------------
 out=$($MK pipelines/llama2-99.mk -n OUT="$TMP/dry" BIN=bin PACK=1 2>&1); rc=$?
