@@ -194,6 +194,7 @@ static void test_refused(void) {
     struct { const char *want; int kind; } cases[] = {
         {"unsupported model type unigram", 0}, {"unk is not defined", 1}, {"is already defined", 2},
         {"byte_fallback is false", 3}, {"not 256 byte pieces", 4}, {"truncated or corrupt", 5}, {"empty file", 6},
+        {"exceeds its blob", 7},
     };
     for (size_t k = 0; k < N(cases); k++) {
         ByteVec b = {0}, t = {0};
@@ -205,8 +206,18 @@ static void test_refused(void) {
         case 4: put_piece(&b, "<unk>", 0, UNK), put_piece(&b, "<0x00>", 0, BYTE), put_uint(&t, 35, 1); break;
         case 5: put_piece(&b, "<unk>", 0, UNK), b.n -= 2; break;
         case 6: break;
+        case 7: {  // a charsmap whose trie size leaves its header no room (fuzz finding)
+            make_tiny(&b, 0);
+            ByteVec ns = {0};
+            const uint8_t cm[6] = {5, 0, 0, 0, 'x', 'y'};
+            put_bytes(&ns, 1, "custom", 6);
+            put_bytes(&ns, 2, cm, sizeof cm);
+            put_bytes(&b, 3, ns.v, ns.n);
+            bytevec_free(&ns);
+            break;
         }
-        if (cases[k].kind != 0 && cases[k].kind != 6) {
+        }
+        if (cases[k].kind != 0 && cases[k].kind != 6 && cases[k].kind != 7) {
             put_uint(&t, 3, 2);
             if (cases[k].kind != 5) put_bytes(&b, 2, t.v, t.n);
         }

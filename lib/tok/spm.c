@@ -582,7 +582,7 @@ static int spm_set_charsmap(Spm *s, Str cm) {
     if (cm.n <= 4) return ERR("%s: normalizer charsmap of %zu bytes is broken", s->path, cm.n);
     uint32_t trie = (uint32_t)cm.p[0] | (uint32_t)cm.p[1] << 8 | (uint32_t)cm.p[2] << 16
                     | (uint32_t)cm.p[3] << 24;
-    if (trie >= cm.n)
+    if (trie > cm.n - 4)
         return ERR("%s: normalizer charsmap trie of %u bytes exceeds its blob (%zu bytes)",
                    s->path, trie, cm.n);
     s->cm_n = trie / 4;
