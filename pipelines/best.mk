@@ -104,13 +104,14 @@ TRAINED    := 1
 TRAIN_FROM := --model $(MODEL) --sparsity $(SPARSITY) --schedule $(SCHEDULE) --prune-start $(PRUNE_START) \
               --prune-end $(PRUNE_END) --prune-updates $(PRUNE_UPDATES) --saliency $(SALIENCY) --group $(GROUP)
 TRAIN_DEPS :=
-MASK_GROUP := $(GROUP)
+# (--save-masks: the mask of every prune update; the last is the run's own, drawn below)
+TRAIN_MASKS := --save-masks
 else ifneq ($(filter magnitude wanda sparsegpt,$(ONESHOT)),)
 LABEL      := $(METHOD)$(if $(filter global,$(ONESHOT_GROUP)), global)
 TRAINED    := $(if $(filter %+,$(METHOD)),1,0)
 TRAIN_FROM := --model $(MODEL) --mask $(OUT)/oneshot/mask.safetensors
 TRAIN_DEPS := $(OUT)/oneshot/mask.safetensors
-MASK_GROUP := $(ONESHOT_GROUP)
+TRAIN_MASKS :=
 else
 $(error METHOD=$(METHOD): not one of best, magnitude, magnitude+, wanda, wanda+, sparsegpt, sparsegpt+)
 endif
@@ -235,22 +236,30 @@ $(OUT)/oneshot/model/model.safetensors: $(CALIB_DEPS)
 $(OUT)/train/DONE: $(OUT)/data/train.bin $(TRAIN_DEPS)
 	@mkdir -p $(@D)
 	if [ -f $(@D)/state/state.safetensors ]; then \
-	    $(LAUNCH) $(BIN)/best-train --resume $(@D) --save-every $(SAVE_EVERY) $(TH); \
+	    $(LAUNCH) $(BIN)/best-train --resume $(@D) --save-every $(SAVE_EVERY) $(TRAIN_MASKS) $(TH); \
 	else \
 	    $(LAUNCH) $(BIN)/best-train $(TRAIN_FROM) --data $< --out $(@D) --steps $(STEPS) --batch $(BATCH) \
 	        --micro-batch $(MICRO_BATCH) --seq $(SEQ) --lr $(LR) --warmup $(WARMUP) --seed $(SEED) \
-	        --save-every $(SAVE_EVERY) $(TH) $(TRAIN_ARGS); \
+	        --save-every $(SAVE_EVERY) $(TRAIN_MASKS) $(TH) $(TRAIN_ARGS); \
 	fi
 	tail -n 1 $(@D)/log.jsonl $(SAVE)
 
 # --- where the sparsity went --------------------------------------------------------------
-# The trained model holds exactly k nonzero prunable weights (per tensor when its mask was
-# made per layer), so the magnitude mask at SPARSITY in the same group is its nonzero
-# pattern: best-mask reports and draws it without moments.
+# The run's own mask, reported and drawn by best-mask --mask, titled from the mask's
+# metadata: BEST's last prune update (train/masks/step-N.safetensors, in force from that
+# update to the end: "BEST, cubic schedule, second-order saliency, global, sparsity 0.9,
+# step N"), or the one-shot mask the model was pruned (and for NAME+ trained) under.
+ifeq ($(METHOD),best)
 $(OUT)/mask/report.json: $(FINAL_DEP)
 	@mkdir -p $(@D)
-	$(BIN)/best-mask --model $(FINAL) --sparsity $(SPARSITY) --saliency magnitude --group $(MASK_GROUP) $(TH) --quiet \
+	last=$$(ls -v $(OUT)/train/masks/step-*.safetensors | tail -n 1) && \
+	$(BIN)/best-mask --model $(FINAL) --mask $$last $(TH) --quiet --plot $(@D)/heatmap.svg --report $@
+else
+$(OUT)/mask/report.json: $(FINAL_DEP)
+	@mkdir -p $(@D)
+	$(BIN)/best-mask --model $(FINAL) --mask $(OUT)/oneshot/mask.safetensors $(TH) --quiet \
 	    --plot $(@D)/heatmap.svg --report $@
+endif
 
 # --- evaluate -----------------------------------------------------------------------------
 # (The place for zero-shot accuracy: best-eval --tasks LIST --task-dir DIR --json.)
