@@ -5,7 +5,8 @@
 # repetitive sequence; a run stopped and resumed (cleanly or by kill -9) ends with the
 # same bytes as one that never stopped; a diverging run stops with exit 1 and keeps the
 # last good state; bad input fails with one error line and writes nothing; the moment
-# dumps load in best-mask.
+# dumps load in best-mask; OUT is locked against a second run; --resume restores the run
+# options; the state's metadata is range-checked; shards of two tokenizers do not mix.
 . tests/lib.sh
 TR="$BIN/best-train"
 D=tests/fixtures/model/llama
@@ -331,13 +332,20 @@ import json; s = [json.loads(l)['step'] for l in open('$TMP/ohalves.log')]; asse
 check "plain --resume: no log.jsonl in OUT (the run's log is elsewhere)" test ! -e "$TMP/ohalves/log.jsonl"
 check "banner of a plain --resume: 1 thread; every run option from the state" sh -c "grep -q ' 1 threads' '$TMP/oresume.err' &&
     grep -q 'run options from the state: threads, save-every, moments-every, save-masks, log; from the command line: none' '$TMP/oresume.err'"
-"$TR" --resume "$TMP/ooverride" --moments-every 2 --log "$TMP/ooverride.log" --stop-at 8 2>"$TMP/ooverride.err"
+"$TR" --resume "$TMP/ooverride" --moments-every 2 --no-save-masks --log "$TMP/ooverride.log" --stop-at 8 \
+    2>"$TMP/ooverride.err"
 check "given with --resume, --moments-every 2 wins (dumps at 6 and 8) and is saved in the state" sh -c "
     ls '$TMP/ooverride/moments/step-6.safetensors' '$TMP/ooverride/moments/step-8.safetensors' &&
     test \$($PY meta '$TMP/ooverride/state/state.safetensors' moments_every) = 2"
-check "banner: moments-every and log from the command line, the others from the state" grep -q \
-    'run options from the state: threads, save-every, save-masks; from the command line: moments-every, log' \
+check "given with --resume, --no-save-masks wins: no mask saved after the stop (step 7)" sh -c "
+    ls '$TMP/ooverride/masks/step-5.safetensors' && test ! -e '$TMP/ooverride/masks/step-7.safetensors'"
+check "banner: moments-every, save-masks and log from the command line, the others from the state" grep -q \
+    'run options from the state: threads, save-every; from the command line: moments-every, save-masks, log' \
     "$TMP/ooverride.err"
+cp "$TMP/ooverride.log" "$TMP/ooverride.log.before"
+"$TR" --resume "$TMP/ooverride" --out "$TMP/ofork" --stop-at 9 --quiet
+check "resumed into another --out: the run's --log is not restored (OUT/log.jsonl; the first log unchanged)" sh -c "
+    test -s '$TMP/ofork/log.jsonl' && cmp '$TMP/ooverride.log' '$TMP/ooverride.log.before'"
 
 # 13. The state's metadata is range-checked: each bad value is refused with the state
 # file and the key named, before anything is written (the log stays as it was).
