@@ -39,9 +39,9 @@ def xxh64(data, seed=0):
     return h ^ (h >> 32)
 
 
-def write_shard(path, tokens, vocab):
+def write_shard(path, tokens, vocab, tokenizer_hash=0):
     payload = np.asarray(tokens, dtype="<u2").tobytes()
-    head = b"BESTSHRD" + struct.pack("<IIIIQQQQ", 1, 2, vocab, 0, len(tokens), 1, xxh64(payload), 0)
+    head = b"BESTSHRD" + struct.pack("<IIIIQQQQ", 1, 2, vocab, 0, len(tokens), 1, xxh64(payload), tokenizer_hash)
     head += struct.pack("<Q", xxh64(head))
     with open(path, "wb") as f:
         f.write(head + payload)

@@ -148,6 +148,11 @@ expect_error "a one-token shard: too few tokens" 1 "one.bin: 1 token, too few" "
 # best-mask: a NaN weight or moment names the file, the tensor and the element
 expect_error "best-mask: a NaN weight names the model folder" 1 "nan: tensor model.layers.0.self_attn.q_proj.weight: weight 7 is nan" \
     "$M" --model "$TMP/nan" --sparsity 0.5 --saliency magnitude --out "$TMP/never.mask"
+# best-train: the same check, at load: not "training diverged" at step 1 with an empty log
+expect_error "best-train: a NaN weight at load names the folder, the tensor and the element" 1 \
+    "nan: tensor model.layers.0.self_attn.q_proj.weight: weight 7 is nan" \
+    "$TR" --model "$TMP/nan" --data "$TMP/toks.bin" --out "$TMP/never.nantrain" --steps 1 --seq 8 --batch 1 --quiet
+check "best-train: nothing written for a NaN weight" test ! -e "$TMP/never.nantrain"
 python3 - $D/model.safetensors "$TMP/moments.safetensors" <<'PY'
 # Adam moments for every prunable tensor (exp_avg 0, exp_avg_sq 1), one exp_avg_sq NaN
 import json, struct, sys

@@ -5,7 +5,8 @@
 # repetitive sequence; a run stopped and resumed (cleanly or by kill -9) ends with the
 # same bytes as one that never stopped; a diverging run stops with exit 1 and keeps the
 # last good state; bad input fails with one error line and writes nothing; the moment
-# dumps load in best-mask.
+# dumps load in best-mask; OUT is locked against a second run; --resume restores the run
+# options; the state's metadata is range-checked; shards of two tokenizers do not mix.
 . tests/lib.sh
 TR="$BIN/best-train"
 D=tests/fixtures/model/llama
@@ -269,6 +270,144 @@ import numpy as np; from safetensors.numpy import load_file
 w = load_file('$TMP/rand_init/model/model.safetensors')
 e = w['model.embed_tokens.weight']; assert abs(e.std() - 0.02) < 0.003 and abs(e.mean()) < 0.003, e.std()
 assert all(abs(v - 1).max() < 0.05 for k, v in w.items() if 'norm' in k)"
+
+# 11. One best-train at a time on OUT: an exclusive flock on OUT/.lock, which holds the
+# holder's pid. A second run (fresh or --resume) exits 1 naming OUT and that pid, and
+# touches nothing; the kernel drops the lock with its process (kill -9 included).
+snap() { find "$1" -printf '%p %s %T@\n' | sort; find "$1" -type f -exec md5sum {} + | sort; }
+if command -v flock >/dev/null 2>&1; then
+    L="$TMP/locked"
+    cp -r "$TMP/halves" "$L"
+    echo 4242 >"$L/.lock"
+    flock "$L/.lock" sh -c "touch '$TMP/held'; while [ ! -e '$TMP/release' ]; do sleep 0.05; done" &
+    holder=$!
+    i=0
+    while [ ! -e "$TMP/held" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+    snap "$L" >"$TMP/locked.before"
+    expect_error "--resume of an OUT held by another process: exit 1, names OUT and the pid" 1 \
+        "locked is in use by another best-train (pid 4242)" "$TR" --resume "$L" --threads 2 --quiet
+    expect_error "a fresh run into an OUT held by another process: exit 1, the same message" 1 \
+        "locked is in use by another best-train (pid 4242)" $RUN --data "$TMP/rand.bin" --out "$L" --steps 2
+    snap "$L" >"$TMP/locked.after"
+    check "a refused run touches nothing in OUT" cmp "$TMP/locked.before" "$TMP/locked.after"
+    touch "$TMP/release"
+    wait $holder
+    check "once the holder is gone, --resume runs" "$TR" --resume "$L" --threads 2 --quiet
+else
+    skip "OUT lock against flock(1): no flock command"
+fi
+$RUN --data "$TMP/rand.bin" --out "$TMP/busy" --steps 100000 --lr 1e-3 --save-every 1 &
+busy=$!
+i=0
+while [ ! -f "$TMP/busy/state/state.safetensors" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+expect_error "a second run while one trains on OUT names the trainer's pid" 1 \
+    "busy is in use by another best-train (pid $busy)" $RUN --data "$TMP/rand.bin" --out "$TMP/busy" --steps 2
+expect_error "a --resume while one trains on OUT is refused too" 1 "busy is in use by another best-train (pid $busy)" \
+    "$TR" --resume "$TMP/busy" --stop-at 1 --quiet
+kill -9 $busy 2>/dev/null
+wait $busy 2>/dev/null
+at=$($PY meta "$TMP/busy/state/state.safetensors" step 2>/dev/null)
+check "after kill -9 (step ${at:-?}) the lock is gone: --resume runs" \
+    "$TR" --resume "$TMP/busy" --stop-at $((${at:-0} + 1)) --quiet
+
+# 12. --resume restores the run options (threads, save-every, moments-every, save-masks,
+# log); one given with --resume wins, and the banner says where each came from. A run
+# on 1 thread, stopped, resumed with a plain --resume (here 2 cores): the same bytes,
+# and the later moment dumps, masks and log lines are written.
+OARGS="--data $TMP/rand.bin --seq 16 --batch 2 --micro-batch 1 --steps 12 --lr 1e-3 --sparsity 0.8 --prune-updates 4
+    --prune-end 0.75 --threads 1 --save-every 2 --moments-every 3 --save-masks --quiet"
+"$TR" --model $D $OARGS --out "$TMP/ostraight" --log "$TMP/ostraight.log"
+"$TR" --model $D $OARGS --out "$TMP/ohalves" --log "$TMP/ohalves.log" --stop-at 5
+cp -r "$TMP/ohalves" "$TMP/ooverride"
+"$TR" --resume "$TMP/ohalves" 2>"$TMP/oresume.err"
+check "plain --resume of a 1-thread run: model bitwise equal to the uninterrupted run" \
+    cmp "$TMP/ostraight/model/model.safetensors" "$TMP/ohalves/model/model.safetensors"
+check "plain --resume: the moment dumps after the stop are written (steps 6, 9, 12), step 12 bitwise equal" sh -c "
+    ls '$TMP/ohalves/moments/step-6.safetensors' '$TMP/ohalves/moments/step-9.safetensors' &&
+    cmp '$TMP/ostraight/moments/step-12.safetensors' '$TMP/ohalves/moments/step-12.safetensors'"
+check "plain --resume: the masks after the stop are saved (--save-masks restored)" \
+    test "$(ls "$TMP/ostraight/masks")" = "$(ls "$TMP/ohalves/masks")"
+check "plain --resume: the log goes on in the run's --log file, steps 1..12 once" python3 -c "
+import json; s = [json.loads(l)['step'] for l in open('$TMP/ohalves.log')]; assert s == list(range(1, 13)), s"
+check "plain --resume: no log.jsonl in OUT (the run's log is elsewhere)" test ! -e "$TMP/ohalves/log.jsonl"
+check "banner of a plain --resume: 1 thread; every run option from the state" sh -c "grep -q ' 1 threads' '$TMP/oresume.err' &&
+    grep -q 'run options from the state: threads, save-every, moments-every, save-masks, log; from the command line: none' '$TMP/oresume.err'"
+"$TR" --resume "$TMP/ooverride" --moments-every 2 --no-save-masks --log "$TMP/ooverride.log" --stop-at 8 \
+    2>"$TMP/ooverride.err"
+check "given with --resume, --moments-every 2 wins (dumps at 6 and 8) and is saved in the state" sh -c "
+    ls '$TMP/ooverride/moments/step-6.safetensors' '$TMP/ooverride/moments/step-8.safetensors' &&
+    test \$($PY meta '$TMP/ooverride/state/state.safetensors' moments_every) = 2"
+check "given with --resume, --no-save-masks wins: no mask saved after the stop (step 7)" sh -c "
+    ls '$TMP/ooverride/masks/step-5.safetensors' && test ! -e '$TMP/ooverride/masks/step-7.safetensors'"
+check "banner: moments-every, save-masks and log from the command line, the others from the state" grep -q \
+    'run options from the state: threads, save-every; from the command line: moments-every, save-masks, log' \
+    "$TMP/ooverride.err"
+cp "$TMP/ooverride.log" "$TMP/ooverride.log.before"
+"$TR" --resume "$TMP/ooverride" --out "$TMP/ofork" --stop-at 9 --quiet
+check "resumed into another --out: the run's --log is not restored (OUT/log.jsonl; the first log unchanged)" sh -c "
+    test -s '$TMP/ofork/log.jsonl' && cmp '$TMP/ooverride.log' '$TMP/ooverride.log.before'"
+
+# 13. The state's metadata is range-checked: each bad value is refused with the state
+# file and the key named, before anything is written (the log stays as it was).
+$RUN $ARGS --out "$TMP/meta0" --stop-at 6
+cat >"$TMP/setmeta.py" <<'PY'
+# setmeta.py SRC DST KEY VALUE: a copy of state SRC with metadata KEY = VALUE
+# (KEY "nan:TENSOR" sets element 3 of TENSOR to NaN instead)
+import sys
+import numpy as np
+from safetensors import safe_open
+from safetensors.numpy import load_file, save_file
+src, dst, key, value = sys.argv[1:]
+d, m = load_file(src), safe_open(src, "np").metadata()
+if key.startswith("nan:"):
+    d[key[4:]].reshape(-1)[3] = np.nan
+else:
+    m[key] = value
+save_file(d, dst, metadata=m)
+PY
+bad_meta() { # bad_meta KEY VALUE PATTERN
+    rm -rf "$TMP/mbad" && cp -r "$TMP/meta0" "$TMP/mbad"
+    python3 "$TMP/setmeta.py" "$TMP/meta0/state/state.safetensors" "$TMP/mbad/state/state.safetensors" "$1" "$2"
+    expect_error "state metadata $1 = '$2' refused" 1 "$3" "$TR" --resume "$TMP/mbad" --threads 2 --quiet
+}
+S1="state.safetensors: metadata"
+bad_meta step -1 "$S1 step = \"-1\" is not an integer in \[0, 12\]"
+check "the refused --resume left the log as it was" cmp "$TMP/meta0/log.jsonl" "$TMP/mbad/log.jsonl"
+bad_meta step 13 "$S1 step = \"13\" is not an integer in \[0, 12\]"
+bad_meta step 6.5 "$S1 step = \"6.5\""
+bad_meta steps 0 "$S1 steps = \"0\""
+bad_meta batch -2 "$S1 batch = \"-2\""
+bad_meta micro_batch 3 "$S1 micro_batch = \"3\" is not an integer in \[1, 2\]"
+bad_meta seq 99999999999 "$S1 seq = \"99999999999\""
+bad_meta prune_updates 0 "$S1 prune_updates = \"0\""
+bad_meta masked 2 "$S1 masked = \"2\""
+bad_meta adam_t 7 "$S1 adam_t = \"7\" is not an integer in \[0, 6\]"
+bad_meta seed -1 "$S1 seed = \"-1\" is not a count"
+bad_meta data_pos 5 "$S1 data_epoch = \"\?0\"\?, data_pos = \"\?5\"\?: not where step 6"
+bad_meta data_epoch 3 "$S1 data_epoch = \"\?3\"\?"
+bad_meta lr nan "$S1 lr = \"nan\""
+bad_meta warmup 2 "$S1 warmup = \"2\""
+bad_meta threads 0 "$S1 threads = \"0\""
+bad_meta save_every -3 "$S1 save_every = \"-3\""
+bad_meta tokenizer_hash xyz "$S1 tokenizer_hash = \"xyz\""
+bad_meta nan:model.layers.1.mlp.up_proj.weight - \
+    "state.safetensors: tensor model.layers.1.mlp.up_proj.weight: weight 3 is nan"
+
+# 14. Shards of two tokenizers (their headers' tokenizer hashes differ) do not mix, in
+# one run or across a --resume with new --data.
+python3 -c "
+import sys; sys.path.insert(0, 'tests'); from shardio import write_shard
+import numpy as np
+write_shard('$TMP/othertok.bin', np.random.default_rng(1).integers(0, 97, 4000), 97, tokenizer_hash=0x1234)"
+expect_error "--data of two tokenizers: refused, both shards named" 1 \
+    "othertok.bin: made by another tokenizer than .*rand.bin (tokenizer hash 0000000000001234, not 0000000000000000)" \
+    $RUN --data "$TMP/rand.bin" "$TMP/othertok.bin" --out "$TMP/never2"
+check "nothing written for shards of two tokenizers" test ! -e "$TMP/never2"
+cp "$TMP/meta0/log.jsonl" "$TMP/meta0.log"
+expect_error "--resume with --data of another tokenizer: refused" 1 \
+    "state.safetensors: the run was trained on shards of tokenizer 0000000000000000, but .*othertok.bin was made by tokenizer 0000000000001234" \
+    "$TR" --resume "$TMP/meta0" --data "$TMP/othertok.bin" --threads 2 --quiet
+check "the refused --resume left the log as it was" cmp "$TMP/meta0.log" "$TMP/meta0/log.jsonl"
 
 # 10. stories260K on its own validation text (tokenized here).
 S="$SHARED/models/stories260K"

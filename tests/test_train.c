@@ -90,12 +90,12 @@ static void test_lr(void) {
     T_OK(ok, "lr: no warmup starts at the peak; all warmup never decays");
 }
 
-static void write_shard(const char *path, int n) {
+static void write_shard(const char *path, int n, uint64_t tokenizer_hash) {
     // shard.h's header via the library's writer: one document of n tokens
     ShardWriter w;
     int32_t *ids = xmalloc((size_t)n * sizeof *ids);
     for (int i = 0; i < n; i++) ids[i] = i % 50000;
-    CHECK(shard_writer_open(&w, path, 50000, 0, 0) == 0, "shard_writer_open %s", path);
+    CHECK(shard_writer_open(&w, path, 50000, 0, tokenizer_hash) == 0, "shard_writer_open %s", path);
     CHECK(shard_writer_add_doc(&w, ids, (size_t)n) == 0, "add_doc");
     CHECK(shard_writer_close(&w) == 0, "close");
     free(ids);
@@ -116,8 +116,8 @@ static void test_loader(void) {
     char a[64], b[64];
     snprintf(a, sizeof a, "%s/a.bin", dir);
     snprintf(b, sizeof b, "%s/b.bin", dir);
-    write_shard(a, 101);  // seq 10: (101-1)/10 = 10 windows
-    write_shard(b, 75);   // (75-1)/10 = 7 windows, a 4-token tail unused
+    write_shard(a, 101, 0x5eed);  // seq 10: (101-1)/10 = 10 windows
+    write_shard(b, 75, 0x5eed);   // (75-1)/10 = 7 windows, a 4-token tail unused
     const char *paths[2] = {a, b};
     Loader l, r;
     T_OK(loader_open(&l, paths, 2, 10, 3, 50000) == 0 && l.n_windows == 17, "two shards, seq 10: 10 + 7 windows");
@@ -177,8 +177,22 @@ static void test_loader(void) {
          "shards shorter than seq + 1: an error (%s)", err_msg());
     T_OK(loader_open(&l, paths, 2, 10, 3, 97) < 0 && strstr(err_msg(), "larger than the model"),
          "a shard of a larger vocabulary than the model: an error");
+
+    // shards of two tokenizers (their headers' tokenizer hashes differ) do not mix
+    char c[64], want[256];
+    snprintf(c, sizeof c, "%s/c.bin", dir);
+    write_shard(c, 75, 0x0717);
+    const char *mixed[3] = {a, b, c};
+    TRY_OR_DIE(loader_open(&l, mixed, 2, 10, 3, 50000));
+    T_OK(l.tokenizer_hash == 0x5eed, "the loader keeps its shards' tokenizer hash");
+    loader_close(&l);
+    snprintf(want, sizeof want, "%s: made by another tokenizer than %s (tokenizer hash 0000000000000717, not "
+             "0000000000005eed)", c, a);
+    T_OK(loader_open(&l, mixed, 3, 10, 3, 50000) < 0 && strstr(err_msg(), want),
+         "a shard of another tokenizer: an error naming both shards (%s)", err_msg());
     unlink(a);
     unlink(b);
+    unlink(c);
     rmdir(dir);
 }
 

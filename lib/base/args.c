@@ -14,6 +14,10 @@
 
 // The positional array being built, freed by the exits of --help and usage errors.
 static char **args_positional;
+// Which options of args_seen_spec the last args_parse met (by table index), for args_given.
+#define ARGS_MAX_OPTIONS 128
+static const ArgSpec *args_seen_spec;
+static unsigned char args_seen[ARGS_MAX_OPTIONS];
 
 void args_usage_error(const ArgSpec *spec, const char *fmt, ...) {
     va_list ap;
@@ -85,6 +89,8 @@ int args_parse(char ***pos, const ArgSpec *spec, int argc, char **argv) {
     err_set_prog(spec->prog);
     char **out = args_positional = xmalloc((size_t)(argc + 1) * sizeof *out);
     int npos = 0, options_done = 0;
+    args_seen_spec = spec;
+    memset(args_seen, 0, sizeof args_seen);
     for (int i = 1; i < argc; i++) {
         char *a = argv[i];
         if (options_done || a[0] != '-' || a[1] != '-' ) {
@@ -106,6 +112,8 @@ int args_parse(char ***pos, const ArgSpec *spec, int argc, char **argv) {
         for (; o->name; o++)
             if (strlen(o->name) == len && strncmp(o->name, name, len) == 0) break;
         if (!o->name) args_usage_error(spec, "unknown option '--%.*s'", (int)len, name);
+        CHECK(o - spec->opts < ARGS_MAX_OPTIONS, "%s: more than %d options", spec->prog, ARGS_MAX_OPTIONS);
+        args_seen[o - spec->opts] = 1;
         if (o->type == OPT_FLAG || o->type == OPT_FLAG_OFF) {
             if (eq) args_usage_error(spec, "--%s takes no value", o->name);
             *(int *)o->dest = o->type == OPT_FLAG;
@@ -122,6 +130,14 @@ int args_parse(char ***pos, const ArgSpec *spec, int argc, char **argv) {
     *pos = out;
     args_positional = NULL; // the caller owns it now
     return npos;
+}
+
+int args_given(const ArgSpec *spec, const char *name) {
+    CHECK(spec == args_seen_spec, "args_given before args_parse of %s", spec->prog);
+    for (const Option *o = spec->opts; o->name && o - spec->opts < ARGS_MAX_OPTIONS; o++)
+        if (strcmp(o->name, name) == 0) return args_seen[o - spec->opts];
+    CHECK(0, "%s: args_given of an unknown option --%s", spec->prog, name);
+    return 0;
 }
 
 int args_threads(const ArgSpec *spec, int n) {

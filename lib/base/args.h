@@ -44,6 +44,10 @@ int args_threads(const ArgSpec *spec, int n);
 // Parses argv; returns the positional arguments in *pos (a fresh array, NULL
 // terminated) and their count. Exits 2 on a usage error, 0 after --help.
 int args_parse(char ***pos, const ArgSpec *spec, int argc, char **argv);
+// 1 when the last args_parse of spec met --name on the command line (a value equal to
+// the default included), else 0: for options whose default comes from elsewhere (a
+// resumed state) unless given.
+int args_given(const ArgSpec *spec, const char *name);
 // Prints "prog: usage error: MESSAGE" and "try 'prog --help'", exits 2.
 void args_usage_error(const ArgSpec *spec, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), noreturn));

@@ -48,6 +48,14 @@ int loader_open(Loader *l, const char *const *paths, int n_paths, int seq, uint6
                 paths[i], l->shards[i].h.vocab_size, vocab);
             goto fail;
         }
+        uint64_t hash = l->shards[i].h.tokenizer_hash;
+        if (i == 0) l->tokenizer_hash = hash;
+        if (hash != l->tokenizer_hash) {
+            ERR("%s: made by another tokenizer than %s (tokenizer hash %016llx, not %016llx): shards of two "
+                "tokenizers do not mix", paths[i], paths[0], (unsigned long long)hash,
+                (unsigned long long)l->tokenizer_hash);
+            goto fail;
+        }
         uint64_t n = l->shards[i].h.ntokens;
         l->first[i + 1] = l->first[i] + (n > 0 ? (n - 1) / (uint64_t)seq : 0);
     }

@@ -27,14 +27,16 @@ typedef struct {
     int n_shards;
     uint64_t *first;     // (n_shards + 1) global index of each shard's first window
     uint64_t n_windows;  // N
+    uint64_t tokenizer_hash; // of the shards' header (shard.h), the same in every shard
     int seq;             // T
     uint64_t seed;
     uint64_t epoch, pos; // the cursor: next window is perm[pos] of epoch
     uint64_t *perm;      // (N) the permutation of the current epoch
 } Loader;
 
-// Opens and verifies the shards; every token must be < vocab (the model's V).
-// Errors name the shard; fewer than seq + 1 tokens in all shards is an error.
+// Opens and verifies the shards; every token must be < vocab (the model's V), and
+// every shard must carry the first one's tokenizer hash (shards of two tokenizers do
+// not mix). Errors name the shard; fewer than seq + 1 tokens in all shards is an error.
 int loader_open(Loader *l, const char *const *paths, int n_paths, int seq, uint64_t seed, uint32_t vocab);
 void loader_close(Loader *l);
 // Moves the cursor (a resumed run); pos must be < N.

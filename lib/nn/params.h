@@ -19,4 +19,9 @@ typedef struct {
     int prunable;        // q,k,v,o,gate,up,down _proj.weight of a block
 } ParamInfo;
 
+// 0, or ERR "where: tensor NAME: weight I is nan" (or inf) for the first element of w that
+// is not finite; w holds elements [off, off + n) of tensor p. Every tool that trains or
+// scores weights checks them so before using them (best-mask, best-train).
+int params_check_finite(const char *where, const ParamInfo *p, const float *w, size_t off, size_t n);
+
 #endif

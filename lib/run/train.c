@@ -1,17 +1,23 @@
 // train.c: the training loop, its state files and metrics (see train.h).
 #include "run/train.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <math.h>
+#include <omp.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <jansson.h>
 
+#include "base/args.h"       // defines: ARGS_THREADS_PER_CORE
 #include "base/error.h"      // defines: ERR, TRY, xmalloc
 #include "base/fileio.h"     // defines: AFile, path_join, path_is_dir
 #include "io/safetensors.h"  // defines: StWriter, SafeTensors
@@ -97,30 +103,43 @@ static int meta_get(const SafeTensors *st, const char *key, const char **out) {
     return *out ? 0 : ERR("%s: no \"%s\" in the metadata (not a best-train state?)", st->path, key);
 }
 
-static int meta_double(const SafeTensors *st, const char *key, double *out) {
+// A finite number in [lo, hi] ([lo, hi) with hi_open).
+static int meta_double(const SafeTensors *st, const char *key, double lo, double hi, int hi_open, double *out) {
     const char *v;
     TRY(meta_get(st, key, &v));
     char *end;
     *out = strtod(v, &end);
-    return *end || end == v ? ERR("%s: metadata %s = \"%s\" is not a number", st->path, key, v) : 0;
-}
-
-static int meta_int(const SafeTensors *st, const char *key, int *out) {
-    double d;
-    TRY(meta_double(st, key, &d));
-    if (d != floor(d) || d < -2147483648.0 || d > 2147483647.0)
-        return ERR("%s: metadata %s = %g is not an int", st->path, key, d);
-    *out = (int)d;
+    if (*end || end == v || !isfinite(*out) || *out < lo || *out > hi || (hi_open && *out == hi))
+        return ERR("%s: metadata %s = \"%s\" is not a number in [%g, %g%c", st->path, key, v, lo, hi,
+                   hi_open ? ')' : ']');
     return 0;
 }
 
-static int meta_u64(const SafeTensors *st, const char *key, uint64_t *out) {
+// An integer in [lo, hi], in decimal digits (with a '-' when lo < 0).
+static int meta_int(const SafeTensors *st, const char *key, int lo, int hi, int *out) {
     const char *v;
     TRY(meta_get(st, key, &v));
     char *end;
     errno = 0;
-    *out = strtoull(v, &end, 10);
-    return *end || end == v || errno ? ERR("%s: metadata %s = \"%s\" is not a count", st->path, key, v) : 0;
+    long x = strtol(v, &end, 10);
+    int sign_ok = (v[0] >= '0' && v[0] <= '9') || (v[0] == '-' && lo < 0);
+    if (!sign_ok || *end || end == v || errno || x < lo || x > hi)
+        return ERR("%s: metadata %s = \"%s\" is not an integer in [%d, %d]", st->path, key, v, lo, hi);
+    *out = (int)x;
+    return 0;
+}
+
+// A count in decimal digits (base 10) or 16 hex digits (base 16: a hash).
+static int meta_u64(const SafeTensors *st, const char *key, int base, uint64_t *out) {
+    const char *v;
+    TRY(meta_get(st, key, &v));
+    char *end;
+    errno = 0;
+    *out = strtoull(v, &end, base);
+    if (!isxdigit((unsigned char)v[0]) || *end || end == v || errno || (base == 16 && end - v != 16))
+        return ERR("%s: metadata %s = \"%s\" is not a %s", st->path, key, v,
+                   base == 16 ? "hash of 16 hex digits" : "count");
+    return 0;
 }
 
 // Every hyperparameter that shapes the run, so that a resume continues the same run.
@@ -161,10 +180,52 @@ static int state_meta_write(StWriter *w, const Trainer *tr) {
     json_decref(a);
     rc |= st_writer_meta(w, "data", js);
     free(js);
+    rc |= meta_set(w, "tokenizer_hash", "%016llx", (unsigned long long)tr->data.tokenizer_hash);
+    rc |= meta_set(w, "threads", "%d", c->threads);
+    rc |= meta_set(w, "save_every", "%d", c->save_every);
+    rc |= meta_set(w, "moments_every", "%d", c->moments_every);
+    rc |= meta_set(w, "save_masks", "%d", c->save_masks);
+    rc |= st_writer_meta(w, "log", c->log ? c->log : "");
     return rc ? -1 : 0;
 }
 
-// Reads the hyperparameters of a state into tr->cfg (the outputs of this run stay).
+// The run options of a state (train.h) into tr->cfg, except those given (each is
+// range-checked all the same); a state written before they were saved has none of
+// them (the command line's or the defaults stay). The log is restored only into the
+// resumed folder itself: a run resumed into another --out does not write the first
+// run's log.
+static int state_run_read(Trainer *tr, const SafeTensors *st) {
+    TrainConfig *c = &tr->cfg;
+    static const struct { const char *key; unsigned bit; int hi; } ints[] = {
+        {"threads", TRAIN_OPT_THREADS, INT_MAX}, {"save_every", TRAIN_OPT_SAVE_EVERY, INT_MAX},
+        {"moments_every", TRAIN_OPT_MOMENTS_EVERY, INT_MAX}, {"save_masks", TRAIN_OPT_SAVE_MASKS, 1},
+    };
+    int *dst[] = {&c->threads, &c->save_every, &c->moments_every, &c->save_masks};
+    for (int i = 0; i < 4; i++) {
+        if (!st_meta(st, ints[i].key)) continue;
+        int x;
+        TRY(meta_int(st, ints[i].key, ints[i].bit == TRAIN_OPT_THREADS, ints[i].hi, &x));
+        if (c->given & ints[i].bit) continue;
+        *dst[i] = x;
+        tr->restored |= ints[i].bit;
+    }
+    int most = ARGS_THREADS_PER_CORE * omp_get_num_procs();
+    if ((tr->restored & TRAIN_OPT_THREADS) && c->threads > most)
+        return ERR("%s: metadata threads = %d: more than this machine's %d cores run (at most %d); give --threads",
+                   st->path, c->threads, omp_get_num_procs(), most);
+    struct stat a, b;
+    int same_dir = c->out && stat(c->out, &a) == 0 && stat(c->resume, &b) == 0 && a.st_dev == b.st_dev &&
+                   a.st_ino == b.st_ino;
+    const char *v = st_meta(st, "log");
+    if (v && !(c->given & TRAIN_OPT_LOG) && same_dir) {
+        c->log = *v ? own(tr, v) : NULL;
+        tr->restored |= TRAIN_OPT_LOG;
+    }
+    return 0;
+}
+
+// Reads the hyperparameters of a state into tr->cfg, each range-checked, then the run
+// options (state_run_read).
 static int state_meta_read(Trainer *tr, const SafeTensors *st) {
     TrainConfig *c = &tr->cfg;
     const char *v;
@@ -172,37 +233,37 @@ static int state_meta_read(Trainer *tr, const SafeTensors *st) {
     if (strcmp(v, STATE_FORMAT) != 0) return ERR("%s: format \"%s\", want \"%s\"", st->path, v, STATE_FORMAT);
     TRY(meta_get(st, "version", &v));
     if (strcmp(v, STATE_VERSION) != 0) return ERR("%s: state version %s, this build reads %s", st->path, v, STATE_VERSION);
-    TRY(meta_u64(st, "seed", &c->seed));
-    TRY(meta_int(st, "steps", &c->steps));
-    TRY(meta_int(st, "batch", &c->batch));
-    TRY(meta_int(st, "micro_batch", &c->micro_batch));
-    TRY(meta_int(st, "seq", &c->seq));
-    TRY(meta_double(st, "lr", &c->lr));
-    TRY(meta_double(st, "warmup", &c->warmup));
-    TRY(meta_double(st, "beta1", &c->beta1));
-    TRY(meta_double(st, "beta2", &c->beta2));
-    TRY(meta_double(st, "eps", &c->eps));
-    TRY(meta_double(st, "weight_decay", &c->weight_decay));
-    TRY(meta_double(st, "clip", &c->clip));
-    TRY(meta_double(st, "sparsity", &c->sparsity));
+    TRY(meta_u64(st, "seed", 10, &c->seed));
+    TRY(meta_int(st, "steps", 1, INT_MAX, &c->steps));
+    TRY(meta_int(st, "batch", 1, INT_MAX, &c->batch));
+    TRY(meta_int(st, "micro_batch", 1, c->batch, &c->micro_batch));
+    TRY(meta_int(st, "seq", 1, INT_MAX, &c->seq));
+    TRY(meta_double(st, "lr", 0, INFINITY, 0, &c->lr));
+    TRY(meta_double(st, "warmup", 0, 1, 0, &c->warmup));
+    TRY(meta_double(st, "beta1", 0, 1, 1, &c->beta1));
+    TRY(meta_double(st, "beta2", 0, 1, 1, &c->beta2));
+    TRY(meta_double(st, "eps", 0, INFINITY, 0, &c->eps));
+    TRY(meta_double(st, "weight_decay", 0, INFINITY, 0, &c->weight_decay));
+    TRY(meta_double(st, "clip", 0, INFINITY, 0, &c->clip));
+    TRY(meta_double(st, "sparsity", 0, 1, 1, &c->sparsity));
     TRY(meta_get(st, "schedule", &v));
     if (schedule_parse(&c->schedule, v) < 0) return ERR("%s: unknown schedule \"%s\"", st->path, v);
-    TRY(meta_double(st, "prune_start", &c->prune_start));
-    TRY(meta_double(st, "prune_end", &c->prune_end));
-    TRY(meta_int(st, "prune_updates", &c->prune_updates));
+    TRY(meta_double(st, "prune_start", 0, 1, 0, &c->prune_start));
+    TRY(meta_double(st, "prune_end", c->prune_start, 1, 0, &c->prune_end));
+    TRY(meta_int(st, "prune_updates", 1, INT_MAX, &c->prune_updates));
     TRY(meta_get(st, "saliency", &v));
     if (saliency_parse(&c->saliency, v) < 0) return ERR("%s: unknown saliency \"%s\"", st->path, v);
     TRY(meta_get(st, "group", &v));
     if (mask_group_parse(&c->group, v) < 0) return ERR("%s: unknown group \"%s\"", st->path, v);
-    TRY(meta_int(st, "masked", &tr->masked));
+    TRY(meta_int(st, "masked", 0, 1, &tr->masked));
     TRY(meta_get(st, "mask_file", &v));
     c->mask_file = *v ? own(tr, v) : NULL;
-    TRY(meta_int(st, "step", &tr->step));
+    TRY(meta_int(st, "step", 0, c->steps, &tr->step));
     if (c->n_data == 0) {
         TRY(meta_get(st, "data", &v));
         json_error_t je;
         json_t *a = json_loads(v, 0, &je);
-        if (!json_is_array(a) || json_array_size(a) == 0) {
+        if (!json_is_array(a) || json_array_size(a) == 0 || json_array_size(a) > INT_MAX) {
             json_decref(a);
             return ERR("%s: metadata \"data\" is not a list of shards", st->path);
         }
@@ -215,10 +276,18 @@ static int state_meta_read(Trainer *tr, const SafeTensors *st) {
         json_decref(a);
         c->data = tr->data_list;
     }
-    return 0;
+    return state_run_read(tr, st);
 }
 
 // --- state: tensors ------------------------------------------------------------------
+
+// Every weight of m finite (params.h's check, as best-mask's): where names the file the
+// weights came from.
+static int weights_check(const Model *m, const char *where) {
+    for (int i = 0; i < m->n_info; i++)
+        TRY(params_check_finite(where, &m->info[i], m->params + m->info[i].offset, 0, m->info[i].numel));
+    return 0;
+}
 
 static int tensor_copy_in(float *dst, const SafeTensors *st, const char *name, const ParamInfo *p) {
     const StTensor *t = st_find(st, name);
@@ -251,16 +320,31 @@ static int state_load(Trainer *tr, const SafeTensors *st) {
             tr->mask[p->offset + j] = b[j];
         }
     }
+    TRY(weights_check(m, st->path));
     int adam_t;
-    TRY(meta_int(st, "adam_t", &adam_t));
+    TRY(meta_int(st, "adam_t", 0, tr->step, &adam_t));
     tr->opt.t = adam_t;
-    uint64_t epoch, pos, nw;
-    TRY(meta_u64(st, "data_epoch", &epoch));
-    TRY(meta_u64(st, "data_pos", &pos));
-    TRY(meta_u64(st, "data_windows", &nw));
+    uint64_t epoch, pos, nw, hash;
+    TRY(meta_u64(st, "data_epoch", 10, &epoch));
+    TRY(meta_u64(st, "data_pos", 10, &pos));
+    TRY(meta_u64(st, "data_windows", 10, &nw));
     if (nw != tr->data.n_windows)
         return ERR("%s: the state was trained on %llu windows, these shards give %llu (other --data or --seq?)",
                    st->path, (unsigned long long)nw, (unsigned long long)tr->data.n_windows);
+    // step t has read t * batch windows, epoch after epoch (loader.h)
+    uint64_t read = (uint64_t)tr->step * (uint64_t)tr->cfg.batch;
+    if (pos >= nw || epoch != read / nw || pos != read % nw)
+        return ERR("%s: metadata data_epoch = %llu, data_pos = %llu: not where step %d of batch %d leaves the "
+                   "cursor over %llu windows (epoch %llu, pos %llu)", st->path, (unsigned long long)epoch,
+                   (unsigned long long)pos, tr->step, tr->cfg.batch, (unsigned long long)nw,
+                   (unsigned long long)(read / nw), (unsigned long long)(read % nw));
+    if (st_meta(st, "tokenizer_hash")) { // states of older builds have none
+        TRY(meta_u64(st, "tokenizer_hash", 16, &hash));
+        if (hash != tr->data.tokenizer_hash)
+            return ERR("%s: the run was trained on shards of tokenizer %016llx, but %s was made by tokenizer %016llx "
+                       "(shards of another tokenizer)", st->path, (unsigned long long)hash, tr->cfg.data[0],
+                       (unsigned long long)tr->data.tokenizer_hash);
+    }
     TRY(loader_seek(&tr->data, epoch, pos));
     return 0;
 }
@@ -365,6 +449,40 @@ static void remove_stale_temps(const char *out) {
 
 // --- open, step, run, close -------------------------------------------------------------
 
+// Takes OUT/.lock: an exclusive flock, not waited for, then this process's pid written
+// into the file for the message of the next one. create 0: a missing lock file means
+// nobody holds OUT and nothing is taken (nothing is created: OUT may be refused later
+// for another reason); create 1: OUT exists, the file is made. The kernel drops the
+// lock when the descriptor is closed, so when the process ends, however it ends.
+static int out_lock(Trainer *tr, const char *out, int create) {
+    char *path = path_join(out, ".lock");
+    int fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0644);
+    int rc = 0;
+    if (fd < 0) {
+        if (create || errno != ENOENT) rc = ERR("%s: cannot open the lock file: %s", path, strerror(errno));
+    } else if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        int e = errno;
+        char buf[24] = {0};
+        ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+        long pid = n > 0 ? strtol(buf, NULL, 10) : 0;
+        if (e != EWOULDBLOCK) rc = ERR("%s: cannot lock: %s", path, strerror(e));
+        else if (pid > 0) rc = ERR("%s is in use by another best-train (pid %ld)", out, pid);
+        else rc = ERR("%s is in use by another best-train (pid unknown)", out);
+        close(fd);
+    } else {
+        char pid[24];
+        int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+        if (ftruncate(fd, 0) < 0 || pwrite(fd, pid, (size_t)len, 0) != len) {
+            rc = ERR("%s: cannot write: %s", path, strerror(errno));
+            close(fd);
+        } else {
+            tr->lock_fd = fd;
+        }
+    }
+    free(path);
+    return rc;
+}
+
 static int config_check(const TrainConfig *c, const Model *m) {
     if (c->steps < 1) return ERR("--steps %d must be >= 1", c->steps);
     if (c->micro_batch < 1 || c->batch < c->micro_batch || c->batch % c->micro_batch)
@@ -417,10 +535,13 @@ static int resume_with_mask(Trainer *tr, const char *path) {
 
 int train_open(Trainer *tr, const TrainConfig *cfg) {
     memset(tr, 0, sizeof *tr);
+    tr->lock_fd = -1;
     tr->cfg = *cfg;
     TrainConfig *c = &tr->cfg;
     SafeTensors st;
     int have_st = 0;
+    // OUT in use: refused before anything is read (or written)
+    if (c->out && path_is_dir(c->out) && out_lock(tr, c->out, 0) < 0) goto fail;
     if (c->resume) {
         char *sp = path_fmt("%s/state/state.safetensors", c->resume);
         int rc = st_open(&st, sp);
@@ -439,7 +560,14 @@ int train_open(Trainer *tr, const TrainConfig *cfg) {
         if (model_open(&tr->m, c->model_dir) < 0) goto fail;
     }
     if (model_need_folder(&tr->m, "best-train") < 0) goto fail;
-    if (config_check(c, &tr->m) < 0) goto fail;
+    if (c->model_dir && weights_check(&tr->m, c->model_dir) < 0) goto fail;
+    if (config_check(c, &tr->m) < 0) {
+        if (c->resume) err_prefix("%s/state/state.safetensors", c->resume);
+        goto fail;
+    }
+    // the run's threads: the resumed state's unless given (state_run_read), else those in force
+    if (tr->restored & TRAIN_OPT_THREADS) omp_set_num_threads(c->threads);
+    c->threads = omp_get_max_threads();
     if (!c->resume && c->out) {
         char *sp = path_fmt("%s/state/state.safetensors", c->out);
         int exists = access(sp, F_OK) == 0;
@@ -475,6 +603,7 @@ int train_open(Trainer *tr, const TrainConfig *cfg) {
     // Everything checked: from here on we write.
     char *logp = c->log ? xstrdup(c->log) : path_join(c->out, "log.jsonl");
     int rc = path_mkdir_p(c->out);
+    if (rc == 0 && tr->lock_fd < 0) rc = out_lock(tr, c->out, 1);
     if (rc == 0 && c->resume) {
         remove_stale_temps(c->out);
         rc = log_truncate(logp, tr->step);
@@ -494,6 +623,7 @@ fail:
 
 void train_close(Trainer *tr) {
     if (tr->log) fclose(tr->log);
+    if (tr->lock_fd >= 0) close(tr->lock_fd);
     if (tr->m.params) model_free(&tr->m);
     if (tr->opt.m) adamw_free(&tr->opt);
     if (tr->acts.block) model_acts_free(&tr->acts);
@@ -505,6 +635,7 @@ void train_close(Trainer *tr) {
     free(tr->owned);
     free(tr->data_list);
     memset(tr, 0, sizeof *tr);
+    tr->lock_fd = -1;
 }
 
 // Step 5 of train.h: shrink the mask to S(t) and apply it to the weights.
@@ -632,6 +763,21 @@ void train_print_config(FILE *f, const Trainer *tr) {
                 saliency_name(c->saliency), mask_group_name(c->group));
     else
         fprintf(f, "best-train: dense training (--sparsity 0)\n");
-    fprintf(f, "best-train: out %s, save every %d, moments every %d%s\n", c->out, c->save_every, c->moments_every,
+    char *logp = c->log ? xstrdup(c->log) : path_join(c->out, "log.jsonl");
+    fprintf(f, "best-train: out %s, log %s, %d threads, save every %d, moments every %d, masks %s%s\n", c->out, logp,
+            c->threads, c->save_every, c->moments_every, c->save_masks ? "saved" : "not saved",
             c->stop_at ? " (stopping early)" : "");
+    free(logp);
+    if (!c->resume) return;
+    // where each run option of a resumed run came from (train.h)
+    static const char *const names[] = {"threads", "save-every", "moments-every", "save-masks", "log"};
+    for (int from_state = 1; from_state >= 0; from_state--) {
+        unsigned bits = from_state ? tr->restored : c->given;
+        fprintf(f, "%s", from_state ? "best-train: run options from the state:" : "; from the command line:");
+        int any = 0;
+        for (int i = 0; i < 5; i++)
+            if (bits & 1u << i) fprintf(f, "%s %s", any++ ? "," : "", names[i]);
+        if (!any) fprintf(f, " none");
+    }
+    fprintf(f, "\n");
 }

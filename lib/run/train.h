@@ -19,8 +19,10 @@
 // F32, NAME.exp_avg and NAME.exp_avg_sq (F32), NAME.mask (BOOL, prunable tensors
 // only); __metadata__ holds format "best-train-state", the step, Adam's t, the data
 // cursor (epoch, pos; the seed is the only other randomness), every hyperparameter
-// and the schedule. OUT/model/ (model_save, dtype of the input) is written before the
-// state, so a state on disk always has its model folder beside it.
+// and the schedule, the shards' tokenizer hash and the run options. Every number read
+// back is range-checked (an error names the state file and the key). OUT/model/
+// (model_save, dtype of the input) is written before the state, so a state on disk
+// always has its model folder beside it.
 //
 // Not here: the command line (tools/best-train), kernels (model.h), the optimizer
 // update (adamw.h), masks and their files (mask.h), schedules (schedule.h), data
@@ -45,8 +47,8 @@ typedef struct {
     const char *init_config;   // config.json for a random init (normal(0, 0.02), norms 1)
     const char *const *data;   // (n_data) token shards; n_data 0 on resume = the saved list
     int n_data;
-    const char *out;           // OUT
-    const char *log;           // NULL: OUT/log.jsonl
+    const char *out;           // OUT; locked (OUT/.lock) while the run writes there
+    const char *log;           // NULL: OUT/log.jsonl (a run option, below)
     const char *mask_file;     // fixed mask (no schedule), or NULL; with resume: the mask
                                // that replaces the state's from the next step (it may
                                // only shrink it; the run must have no schedule)
@@ -62,10 +64,26 @@ typedef struct {
     int prune_updates;
     Saliency saliency;
     MaskGroup group;
-    // outputs of this run (never from the state)
-    int save_every, moments_every, save_masks, quiet;
+    // run options: how the run goes and what it writes besides the model and state, not
+    // what it computes. Saved in the state; on resume the state's win unless the bit of
+    // the option is in `given` (set on the command line). threads: the OpenMP threads in
+    // force when train_open is called (0 = OpenMP's default); after it, the count the run
+    // uses (a resumed run takes the state's, as a different count changes the sums).
+    int threads, save_every, moments_every, save_masks;
+    unsigned given;            // TRAIN_OPT_* bits
+    // of this invocation only (never saved)
+    int quiet;
     int stop_at;               // stop (and save) after this step; 0 = run to the end
 } TrainConfig;
+
+// The run options of TrainConfig, as bits of its `given` and of Trainer's `restored`.
+enum {
+    TRAIN_OPT_THREADS = 1,
+    TRAIN_OPT_SAVE_EVERY = 2,
+    TRAIN_OPT_MOMENTS_EVERY = 4,
+    TRAIN_OPT_SAVE_MASKS = 8,
+    TRAIN_OPT_LOG = 16,
+};
 
 // What step t measured (also the JSON line of the log).
 typedef struct {
@@ -90,10 +108,15 @@ typedef struct {
     char **owned;            // strings read from a state, freed by train_close
     int n_owned;
     const char **data_list;  // the shard list in use (cfg.data points here)
+    unsigned restored;       // TRAIN_OPT_* bits: run options taken from the resumed state
+    int lock_fd;             // OUT/.lock, held (flock) until train_close or exit; -1: none
 } Trainer;
 
 // Checks and opens everything (model or state, shards, mask) before writing
-// anything; then opens the log (truncated to the saved step on resume).
+// anything; then opens the log (truncated to the saved step on resume). OUT is
+// taken first: an exclusive flock on OUT/.lock, which holds the holder's pid; when
+// another process holds it, ERR "OUT is in use by another best-train (pid N)" and
+// nothing is touched. The kernel drops the lock when the process ends, however.
 int train_open(Trainer *tr, const TrainConfig *cfg);
 // Runs steps until cfg.steps (or cfg.stop_at), saving as configured. -1 after ERR
 // (a diverged loss included); the last saved state is left as it was.

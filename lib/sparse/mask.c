@@ -158,9 +158,7 @@ static int chunk_error(const Scorer *sc, const ParamInfo *p, size_t off, size_t 
                        const float *m, const float *v) {
     const char *wf = sc->spec->weights_from ? sc->spec->weights_from : "the weights";
     const char *mf = sc->mo && sc->mo->is_file ? sc->mo->st.path : "the Adam moments";
-    for (size_t i = 0; i < n; i++)
-        if (!isfinite(w[i]))
-            return ERR("%s: tensor %s: weight %zu is %s", wf, p->name, off + i, isnan(w[i]) ? "nan" : "inf");
+    TRY(params_check_finite(wf, p, w, off, n));
     const float *x = m ? m : v;
     const char *what = m ? "exp_avg" : "exp_avg_sq";
     for (size_t i = 0; x && i < n; i++)

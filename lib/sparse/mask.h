@@ -29,7 +29,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "nn/params.h"       // defines: ParamInfo
+#include "nn/params.h"       // defines: ParamInfo, params_check_finite
 #include "io/safetensors.h"  // defines: SafeTensors
 #include "sparse/saliency.h" // defines: Saliency
 

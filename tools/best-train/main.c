@@ -5,12 +5,11 @@
 // configuration on stderr, then lib/train (the loop, state, metrics), which uses
 // lib/model, lib/adamw, lib/mask, lib/schedule and lib/loader. Usage: docs/best-train.md.
 #include <math.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/args.h"  // defines: ArgSpec, args_parse
+#include "base/args.h"  // defines: ArgSpec, args_parse, args_given
 #include "base/error.h" // defines: TRY_OR_DIE, err_set_prog
 #include "run/train.h"  // defines: Trainer, TrainConfig, train_open, train_run
 
@@ -29,7 +28,8 @@ int main(int argc, char **argv) {
         {"config", OPT_STRING, &c.init_config, "FILE", "config.json of the random init"},
         {"data", OPT_MULTI, &data, "SHARD", "token shards (repeat, or list several after --data)"},
         {"out", OPT_STRING, &c.out, "DIR", "writes DIR/model, DIR/state, DIR/log.jsonl (required; default --resume DIR)"},
-        {"resume", OPT_STRING, &c.resume, "DIR", "continue the run whose --out was DIR (its hyperparameters win)"},
+        {"resume", OPT_STRING, &c.resume, "DIR", "continue the run whose --out was DIR (its hyperparameters win, "
+                                                   "and its run options unless given)"},
         {"steps", OPT_INT, &c.steps, "N", "optimizer steps"},
         {"batch", OPT_INT, &c.batch, "N", "sequences per step"},
         {"micro-batch", OPT_INT, &c.micro_batch, "N", "sequences per forward (divides --batch; 0 = --batch)"},
@@ -50,6 +50,7 @@ int main(int argc, char **argv) {
         {"save-every", OPT_INT, &c.save_every, "N", "save the state every N steps (and always at the end)"},
         {"moments-every", OPT_INT, &c.moments_every, "N", "write DIR/moments/step-N.safetensors every N steps"},
         {"save-masks", OPT_FLAG, &c.save_masks, NULL, "write DIR/masks/step-N.safetensors at every prune update"},
+        {"no-save-masks", OPT_FLAG_OFF, &c.save_masks, NULL, "do not (the default; turns off a resumed run's --save-masks)"},
         {"stop-at", OPT_INT, &c.stop_at, "N", "stop (and save) after step N, as if interrupted"},
         {"log", OPT_STRING, &c.log, "FILE", "metrics, one JSON line per step (default DIR/log.jsonl)"},
         {"threads", OPT_INT, &threads, "N", "threads; 0 = all cores (at most 4 per core)"},
@@ -61,7 +62,7 @@ int main(int argc, char **argv) {
         "AdamW on a model, with progressive sparsification: the mask is recomputed every few\n"
         "steps from the weights and Adam's second moment, keeping exactly the scheduled number\n"
         "of prunable weights; pruned weights never return. A resumed run is bitwise the run\n"
-        "that never stopped (on the CPU, with the same thread count).",
+        "that never stopped (on the CPU; it keeps the thread count unless --threads is given).",
         opts,
     };
     char **pos;
@@ -99,14 +100,19 @@ int main(int argc, char **argv) {
     if (mask_group_parse(&c.group, group) < 0) args_usage_error(&spec, "unknown --group %s (global, layer)", group);
     if (c.mask_file && c.sparsity > 0) args_usage_error(&spec, "--mask (a fixed mask) and --sparsity (a schedule) exclude each other");
     args_threads(&spec, threads);
+    // run options given here win over a resumed state's (train.h)
+    static const struct { const char *opt; unsigned bit; } run_opts[] = {
+        {"threads", TRAIN_OPT_THREADS}, {"save-every", TRAIN_OPT_SAVE_EVERY},
+        {"moments-every", TRAIN_OPT_MOMENTS_EVERY}, {"save-masks", TRAIN_OPT_SAVE_MASKS},
+        {"no-save-masks", TRAIN_OPT_SAVE_MASKS}, {"log", TRAIN_OPT_LOG},
+    };
+    for (size_t i = 0; i < sizeof run_opts / sizeof *run_opts; i++)
+        if (args_given(&spec, run_opts[i].opt)) c.given |= run_opts[i].bit;
 
     err_set_prog("best-train");
     Trainer tr;
     TRY_OR_DIE(train_open(&tr, &c));
-    if (!c.quiet) {
-        train_print_config(stderr, &tr);
-        fprintf(stderr, "best-train: %d threads\n", omp_get_max_threads());
-    }
+    if (!c.quiet) train_print_config(stderr, &tr);
     TRY_OR_DIE(train_run(&tr));
     if (!c.quiet) fprintf(stderr, "best-train: step %d, saved %s/model and %s/state\n", tr.step, c.out, c.out);
     train_close(&tr);
