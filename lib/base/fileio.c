@@ -1,9 +1,12 @@
-// fileio.c: atomic outputs (temp + rename, cleaned up at exit), whole-file reads, mmap.
+// fileio.c: atomic outputs (temp + rename, cleaned up at exit and on SIGTERM/INT/HUP/PIPE),
+// whole-file reads, mmap.
 #include "base/fileio.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -12,29 +15,64 @@
 
 #include "base/error.h" // defines: ERR, xmalloc
 
-// Temp files still open, removed if the process exits before committing them.
+// Temp files still open, removed if the process exits before committing them: by an
+// exit handler, or by a signal handler for the signals that end a run from outside
+// (SIGTERM, SIGINT, SIGHUP, SIGPIPE). The handler may run on any thread at any moment,
+// so the slots are lock-free atomic pointers it only loads (the mutex orders writers);
+// a path is taken out of its slot before it is freed.
 #define MAX_OPEN_TEMPS 64
-static char *open_temps[MAX_OPEN_TEMPS];
+_Static_assert(ATOMIC_POINTER_LOCK_FREE == 2, "the signal handler needs lock-free pointers");
+static _Atomic(char *) open_temps[MAX_OPEN_TEMPS];
 static pthread_mutex_t temps_lock = PTHREAD_MUTEX_INITIALIZER;
 static int cleanup_registered;
+static const int cleanup_signals[] = {SIGTERM, SIGINT, SIGHUP, SIGPIPE};
 
 static void temps_cleanup(void) {
-    for (int i = 0; i < MAX_OPEN_TEMPS; i++)
-        if (open_temps[i]) unlink(open_temps[i]);
+    for (int i = 0; i < MAX_OPEN_TEMPS; i++) {
+        char *p = atomic_load(&open_temps[i]);
+        if (p) unlink(p);
+    }
+}
+
+// Async-signal-safe: unlink, then die of the signal itself (its default action once
+// the handler returns and the signal, blocked while handling it, is delivered again),
+// so that the exit status still tells a shell or make what happened.
+static void temps_signal(int sig) {
+    int saved = errno;
+    temps_cleanup();
+    signal(sig, SIG_DFL);
+    raise(sig);
+    errno = saved;
+}
+
+// A signal the process was started with ignored (nohup's SIGHUP, a background job's
+// SIGINT) stays ignored.
+static void handlers_install(void) {
+    atexit(temps_cleanup);
+    for (size_t i = 0; i < sizeof cleanup_signals / sizeof *cleanup_signals; i++) {
+        struct sigaction old, sa;
+        if (sigaction(cleanup_signals[i], NULL, &old) != 0 || old.sa_handler == SIG_IGN) continue;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = temps_signal;
+        sigemptyset(&sa.sa_mask);
+        for (size_t j = 0; j < sizeof cleanup_signals / sizeof *cleanup_signals; j++)
+            sigaddset(&sa.sa_mask, cleanup_signals[j]); // one cleanup at a time
+        sigaction(cleanup_signals[i], &sa, NULL);
+    }
 }
 
 static void temps_add(char *tmp) {
     pthread_mutex_lock(&temps_lock);
-    if (!cleanup_registered) { atexit(temps_cleanup); cleanup_registered = 1; }
+    if (!cleanup_registered) { handlers_install(); cleanup_registered = 1; }
     for (int i = 0; i < MAX_OPEN_TEMPS; i++)
-        if (!open_temps[i]) { open_temps[i] = tmp; break; }
+        if (!atomic_load(&open_temps[i])) { atomic_store(&open_temps[i], tmp); break; }
     pthread_mutex_unlock(&temps_lock);
 }
 
 static void temps_remove(const char *tmp) {
     pthread_mutex_lock(&temps_lock);
     for (int i = 0; i < MAX_OPEN_TEMPS; i++)
-        if (open_temps[i] == tmp) open_temps[i] = NULL;
+        if (atomic_load(&open_temps[i]) == tmp) atomic_store(&open_temps[i], NULL);
     pthread_mutex_unlock(&temps_lock);
 }
 
@@ -83,18 +121,29 @@ int afile_open(AFile *f, const char *path) {
     size_t n = strlen(path) + 32;
     char *tmp = xmalloc(n);
     snprintf(tmp, n, "%.*s.%s.tmp.XXXXXX", (int)dirlen, path, path + dirlen);
-    int fd = mkstemp(tmp);
+    // a signal between creating the temp and remembering it would leave it behind
+    sigset_t block, old;
+    sigemptyset(&block);
+    for (size_t i = 0; i < sizeof cleanup_signals / sizeof *cleanup_signals; i++) sigaddset(&block, cleanup_signals[i]);
+    pthread_sigmask(SIG_BLOCK, &block, &old);
+    int fd = mkstemp(tmp), e = errno;
+    if (fd >= 0) temps_add(tmp);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (fd < 0) {
-        int e = errno;
         free(tmp);
         return ERR("%s: cannot create: %s", path, strerror(e));
     }
     fchmod(fd, 0644);
     f->fp = fdopen(fd, "wb");
-    if (!f->fp) { close(fd); unlink(tmp); free(tmp); return ERR("%s: fdopen failed", path); }
+    if (!f->fp) {
+        close(fd);
+        unlink(tmp);
+        temps_remove(tmp);
+        free(tmp);
+        return ERR("%s: fdopen failed", path);
+    }
     f->path = xstrdup(path);
     f->tmp = tmp;
-    temps_add(tmp);
     return 0;
 }
 

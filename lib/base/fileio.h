@@ -3,8 +3,10 @@
 // Every output a tool writes goes to "DIR/.NAME.tmp.XXXXXX" next to its final
 // path and is renamed into place only by afile_commit, so a killed or failed run
 // never leaves a half-written file under the real name. Open temp files are
-// remembered and removed by an exit handler (die() exits 1). Path "-" writes to
-// stdout directly (no rename possible; documented per tool).
+// remembered and removed by an exit handler (die() exits 1) and by a handler of
+// SIGTERM, SIGINT, SIGHUP and SIGPIPE, which then dies of the signal (exit status
+// 128 + signal in a shell; a signal ignored at start stays ignored). Path "-" writes
+// to stdout directly (no rename possible; documented per tool).
 #ifndef BEST_FILEIO_H
 #define BEST_FILEIO_H
 
