@@ -91,22 +91,51 @@ int path_is_dir(const char *path) {
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-int path_mkdir_p(const char *dir) {
-    char *p = xstrdup(dir);
+int path_mkdir_made(char **made, const char *dir) {
+    if (made) *made = NULL;
+    char *p = xstrdup(dir), *first = NULL; // the first folder this call created
+    int rc = 0;
     for (char *s = p + 1; ; s++) {
         if (*s != '/' && *s) continue;
         char saved = *s;
         *s = 0;
-        if (mkdir(p, 0777) < 0 && errno != EEXIST) {
-            int e = errno;
-            free(p);
-            return ERR("%s: cannot create folder: %s", dir, strerror(e));
+        if (mkdir(p, 0777) == 0) {
+            if (!first) first = xstrdup(p);
+        } else if (errno != EEXIST) {
+            rc = ERR("%s: cannot create folder: %s", dir, strerror(errno));
+            break;
         }
         *s = saved;
         if (!saved) break;
     }
     free(p);
-    return path_is_dir(dir) ? 0 : ERR("%s: exists and is not a folder", dir);
+    if (rc == 0 && !path_is_dir(dir)) rc = ERR("%s: exists and is not a folder", dir);
+    if (rc < 0) {
+        path_unmake(first, dir); // a parent made before a deeper mkdir failed
+        return -1;
+    }
+    if (made) *made = first;
+    else free(first);
+    return 0;
+}
+
+int path_mkdir_p(const char *dir) { return path_mkdir_made(NULL, dir); }
+
+void path_unmake(char *made, const char *dir) {
+    if (!made) return;
+    char *p = xstrdup(dir);
+    size_t stop = strlen(made);
+    for (size_t n = strlen(p); n >= stop;) {
+        while (n > stop && p[n - 1] == '/') p[--n] = 0; // "a/b/" and "a//b" name a/b
+        if (rmdir(p) != 0) break;                      // not empty: someone else's now
+        if (n == stop) break;
+        char *slash = strrchr(p, '/');
+        if (!slash) break;
+        *slash = 0;
+        n = (size_t)(slash - p);
+    }
+    free(p);
+    free(made);
 }
 
 int afile_open(AFile *f, const char *path) {

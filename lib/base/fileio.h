@@ -34,6 +34,14 @@ void mapped_close(MappedFile *m);
 int path_is_dir(const char *path);
 // Creates dir and its missing parents (like mkdir -p); an existing folder is fine.
 int path_mkdir_p(const char *dir);
+// The same for a save that may fail: *made is the topmost folder this call created (a
+// fresh string, a prefix of dir), or NULL when dir was there already. On failure the
+// folders it made are removed again and *made is NULL.
+int path_mkdir_made(char **made, const char *dir);
+// After a failed save into dir: removes dir and its parents up to made, the folders
+// path_mkdir_made created, as long as they are empty (the caller first unlinks what it
+// wrote there; never a folder that was there before). Frees made; NULL does nothing.
+void path_unmake(char *made, const char *dir);
 // "dir/name" in a fresh buffer.
 char *path_join(const char *dir, const char *name);
 
