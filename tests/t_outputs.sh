@@ -65,6 +65,27 @@ else
     skip "best-train with a name too long: python3 numpy missing (makes the shard)"
 fi
 
+# --- every output is checked before the first one is written (and before the work)
+mkdir "$TMP/o" "$TMP/o/adir" && : >"$TMP/o/file"
+expect_error "best-mask --report in a missing folder: exit 1" 1 "r.json: cannot write: folder .*nodir does not exist" \
+    $MASK --out "$TMP/o/m" --report "$TMP/o/nodir/r.json"
+check "  ... and no --out file written" test ! -e "$TMP/o/m"
+expect_error "best-mask --report under a regular file: exit 1" 1 "r.json: cannot write: .*file is not a folder" \
+    $MASK --out "$TMP/o/m" --report "$TMP/o/file/r.json"
+check "  ... and no --out file written" test ! -e "$TMP/o/m"
+expect_error "best-mask --plot that is a folder: exit 1" 1 "adir: cannot write: it is a folder" \
+    $MASK --out "$TMP/o/m" --plot "$TMP/o/adir"
+check "  ... and no --out file written" test ! -e "$TMP/o/m"
+expect_error "best-mask --out-model under a regular file: exit 1" 1 "model: cannot write: .*file is not a folder" \
+    $MASK --out "$TMP/o/m" --report "$TMP/o/r.json" --apply --out-model "$TMP/o/file/x/model"
+check "  ... and neither --out nor --report written" sh -c "test ! -e '$TMP/o/m' && test ! -e '$TMP/o/r.json'"
+check "best-mask --out and --report in the parent of a new --out-model folder" \
+    $MASK --out "$TMP/o/new/mask" --report "$TMP/o/new/r.json" --apply --out-model "$TMP/o/new/m/model"
+expect_error "best-pack --out in a missing folder: exit 1" 1 "p.pack: cannot write: folder .*nodir does not exist" \
+    "$BIN/best-pack" --model $D --out "$TMP/o/nodir/p.pack" --quiet
+expect_error "best-pack --unpack --out under a regular file: exit 1" 1 "u: cannot write: .*file is not a folder" \
+    "$BIN/best-pack" --unpack "$TMP/m.pack" --out "$TMP/o/file/u" --quiet
+
 # --- a full disk: a 64 KB tmpfs (the fixture's weights are 169 KB)
 cat >"$TMP/full.sh" <<'SH'
 # full.sh MNT: the full-disk cases, run inside the mount namespace with MNT mounted.
@@ -96,6 +117,18 @@ if [ -n "$SHARD" ]; then
 else
     echo "skip - best-train on a full disk: python3 numpy missing (makes the shard)"
 fi
+# a read-only filesystem: found before the first output is written
+mkdir "$mnt/ro"
+if mount -t tmpfs -o ro,size=16k tmpfs "$mnt/ro"; then
+    rc=$(run $MASK --out "$mnt.mask" --report "$mnt/ro/r.json")
+    if [ "$rc" = 1 ] && grep -q "r.json: cannot write in .*Read-only" "$mnt.err" && [ ! -e "$mnt.mask" ]; then
+        ok "best-mask --report on a read-only filesystem: exit 1, no --out written"
+    else fail "best-mask --report on a read-only filesystem (exit $rc; stderr: $(head -c 300 "$mnt.err"))"; fi
+    umount "$mnt/ro"
+else
+    echo "skip - read-only filesystem: cannot mount one"
+fi
+rmdir "$mnt/ro"
 SH
 mkdir "$TMP/mnt"
 export MASK TRAIN SHARD BIN

@@ -138,6 +138,64 @@ void path_unmake(char *made, const char *dir) {
     free(made);
 }
 
+// A fresh copy of path without its last component and trailing slashes ("." if none,
+// "/" for the root).
+static char *path_parent(const char *path) {
+    char *p = xstrdup(path);
+    size_t n = strlen(p);
+    while (n > 1 && p[n - 1] == '/') p[--n] = 0;
+    char *slash = strrchr(p, '/');
+    if (!slash) { free(p); return xstrdup("."); }
+    while (slash > p && slash[-1] == '/') slash--;
+    slash[slash == p] = 0;
+    return p;
+}
+
+// Whether a is b or one of its parents, by their names ("a/b/" is "a/b").
+static int path_is_within(const char *a, const char *b) {
+    size_t na = strlen(a), nb = strlen(b);
+    while (na > 1 && a[na - 1] == '/') na--;
+    while (nb > 1 && b[nb - 1] == '/') nb--;
+    return na <= nb && strncmp(a, b, na) == 0 && (na == nb || b[na] == '/');
+}
+
+// dir (an existing name) is a folder this process may create files in.
+static int check_writable_dir(const char *what, const char *dir) {
+    struct stat st;
+    if (stat(dir, &st) != 0) return ERR("%s: cannot write: %s: %s", what, dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode)) return ERR("%s: cannot write: %s is not a folder", what, dir);
+    if (access(dir, W_OK | X_OK) != 0) return ERR("%s: cannot write in %s: %s", what, dir, strerror(errno));
+    return 0;
+}
+
+int path_check_out_file(const char *path, const char *new_dir) {
+    if (strcmp(path, "-") == 0) return 0;
+    if (path_is_dir(path)) return ERR("%s: cannot write: it is a folder", path);
+    char *parent = path_parent(path);
+    int rc = 0;
+    struct stat st;
+    if (stat(parent, &st) == 0 || errno != ENOENT) // there, or under a file (ENOTDIR)
+        rc = check_writable_dir(path, parent);
+    else if (!new_dir || !path_is_within(parent, new_dir))
+        rc = ERR("%s: cannot write: folder %s does not exist", path, parent);
+    free(parent);
+    return rc;
+}
+
+int path_check_out_dir(const char *dir) {
+    char *p = xstrdup(dir);
+    struct stat st;
+    // up to the nearest name that exists: "file/sub" stops at file, not a folder
+    while (stat(p, &st) != 0 && (errno == ENOENT || errno == ENOTDIR) && strcmp(p, ".") != 0 && strcmp(p, "/") != 0) {
+        char *up = path_parent(p);
+        free(p);
+        p = up;
+    }
+    int rc = check_writable_dir(dir, p);
+    free(p);
+    return rc;
+}
+
 int afile_open(AFile *f, const char *path) {
     memset(f, 0, sizeof *f);
     if (strcmp(path, "-") == 0) {

@@ -42,6 +42,14 @@ int path_mkdir_made(char **made, const char *dir);
 // path_mkdir_made created, as long as they are empty (the caller first unlinks what it
 // wrote there; never a folder that was there before). Frees made; NULL does nothing.
 void path_unmake(char *made, const char *dir);
+// Before a tool writes any of its outputs, whether each can be written, so that a bad
+// last output does not fail the run after the first ones were written. ERR names the
+// output and the problem. path_check_out_file: "-" (stdout) is fine; else path is not a
+// folder, and its folder exists (or is new_dir or a parent of it: a folder the tool
+// creates first; NULL for none) and is writable. path_check_out_dir: dir is a writable
+// folder, or the nearest existing one above it is (path_mkdir_p creates the rest).
+int path_check_out_file(const char *path, const char *new_dir);
+int path_check_out_dir(const char *dir);
 // "dir/name" in a fresh buffer.
 char *path_join(const char *dir, const char *name);
 
