@@ -186,7 +186,7 @@ int path_check_out_dir(const char *dir) {
     char *p = xstrdup(dir);
     struct stat st;
     // up to the nearest name that exists: "file/sub" stops at file, not a folder
-    while (stat(p, &st) != 0 && (errno == ENOENT || errno == ENOTDIR) && strcmp(p, ".") != 0 && strcmp(p, "/") != 0) {
+    while (stat(p, &st) != 0 && (errno == ENOENT || errno == ENOTDIR) && strcmp(p, ".") && strcmp(p, "/")) {
         char *up = path_parent(p);
         free(p);
         p = up;

@@ -138,9 +138,11 @@ static int check_compression(struct archive *a, const char *path, const char *wh
     for (int k = 0, c; (c = compression_suffix(path, n)) >= 0; k++) {
         int at = nf - 1 - k;
         int code = at >= 0 ? archive_filter_code(a, at) : ARCHIVE_FILTER_NONE;
-        if (code != compressions[c].filter)
+        if (code != compressions[c].filter) {
+            const char *is = code == ARCHIVE_FILTER_NONE ? "not compressed" : archive_filter_name(a, at);
             return ERR("%s: not %s data, as its name (%s) says; the data is %s", what, compressions[c].name,
-                       compressions[c].suffix, code == ARCHIVE_FILTER_NONE ? "not compressed" : archive_filter_name(a, at));
+                       compressions[c].suffix, is);
+        }
         n -= strlen(compressions[c].suffix);
     }
     return 0;
