@@ -26,8 +26,10 @@ kill_mid_write() {
     mkdir "$d" && mkfifo "$d/in.jsonl"
     "$@" "$T" --tokenizer "$TOK" --threads 1 --quiet --out "$d/out.bin" "$d/in.jsonl" 2>"$d/err" &
     pid=$!
-    exec 3>"$d/in.jsonl"  # opens when the tool opens its end
-    cat "$TMP/docs.jsonl" >&3
+    # read-write: never blocks, even if the tool died before opening its end; and less
+    # than a pipe's buffer of text, so that the write does not block either
+    exec 3<>"$d/in.jsonl"
+    head -c 16000 "$TMP/docs.jsonl" >&3
     i=0
     while [ $i -lt 100 ] && ! ls -a "$d" | grep -q '^\.out\.bin\.tmp\.'; do sleep 0.1; i=$((i + 1)); done
     if ! ls -a "$d" | grep -q '^\.out\.bin\.tmp\.'; then
