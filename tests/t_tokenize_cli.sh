@@ -122,6 +122,21 @@ expect_error "invalid UTF-8 names the file" 1 "bad.txt: invalid UTF-8" "$T" --to
 check "no shard left after invalid UTF-8" test ! -e "$TMP/bad2.bin"
 head -c 3000 "$TMP/docs.jsonl.gz" >"$TMP/bad.jsonl.gz"
 expect_error "truncated gzip" 1 "bad.jsonl.gz" "$T" --tokenizer "$TOK" --ids "$TMP/bad.jsonl.gz"
+# Names that promise what the bytes do not keep: refused, not read as text.
+printf 'plain text, not gzip\n' >"$TMP/fake.txt.gz"
+expect_error "a .txt.gz that is not gzip" 1 "fake.txt.gz: not gzip data" \
+    "$T" --tokenizer "$TOK" --quiet --out "$TMP/fake.bin" "$TMP/fake.txt.gz"
+check "no shard left after a fake .gz" test ! -e "$TMP/fake.bin"
+cp "$TMP/docs.jsonl" "$TMP/fake.jsonl.zst"
+expect_error "a .jsonl.zst that is not zstd" 1 "fake.jsonl.zst: not zstd data" \
+    "$T" --tokenizer "$TOK" --quiet --out "$TMP/fake.bin" "$TMP/fake.jsonl.zst"
+cp "$TMP/docs.jsonl" "$TMP/notar.tar"
+expect_error "a .tar that is not an archive" 1 "notar.tar: not a tar archive" \
+    "$T" --tokenizer "$TOK" --quiet --out "$TMP/fake.bin" "$TMP/notar.tar"
+(cd "$TMP" && tar cf outer.tar docs.tar)
+expect_error "a tar inside a tar names the member" 1 "outer.tar:docs.tar: a tar inside a tar" \
+    "$T" --tokenizer "$TOK" --quiet --out "$TMP/fake.bin" "$TMP/outer.tar"
+check "no shard left after the refused inputs" test ! -e "$TMP/fake.bin"
 cp "$TMP/a.bin" "$TMP/flip.bin"
 printf 'X' | dd of="$TMP/flip.bin" bs=1 seek=100 conv=notrunc 2>/dev/null
 expect_error "shard with a flipped byte" 1 "checksum" "$T" --tokenizer "$TOK" --decode "$TMP/flip.bin"

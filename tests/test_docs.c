@@ -99,6 +99,36 @@ int main(void) {
     put("empty.jsonl", "", 0);
     T_OK(read_all(got, sizeof got, "empty.jsonl", "text") == 0, "empty file has no documents: %s", err_msg());
 
+    // A name that promises compression or a tar must keep its promise (else the bytes
+    // would be read as text: a tar's headers, a mislabelled file's raw bytes).
+    put("fake.txt.gz", "plain text, not gzip\n", 21);
+    T_OK(read_all(got, sizeof got, "fake.txt.gz", "text") < 0 && strstr(err_msg(), "fake.txt.gz: not gzip"),
+         "a .txt.gz that is not gzip is refused: %s", err_msg());
+    put("fake.jsonl.zst", "{\"text\": \"not zstd\"}\n", 21);
+    T_OK(read_all(got, sizeof got, "fake.jsonl.zst", "text") < 0 && strstr(err_msg(), "fake.jsonl.zst: not zstd"),
+         "a .jsonl.zst that is not zstd is refused: %s", err_msg());
+    if (have_gzip) {
+        T_OK(sh("cp a.jsonl.gz gz.jsonl.zst %s", "") == 0 && read_all(got, sizeof got, "gz.jsonl.zst", "text") < 0 &&
+                 strstr(err_msg(), "gz.jsonl.zst: not zstd") && strstr(err_msg(), "gzip"),
+             "a .zst that holds gzip is refused: %s", err_msg());
+    }
+    put("notar.tar", "just some text\n", 15);
+    T_OK(read_all(got, sizeof got, "notar.tar", "text") < 0 && strstr(err_msg(), "notar.tar: not a tar archive"),
+         "a .tar that is not an archive is refused: %s", err_msg());
+    if (have_gzip) {
+        T_OK(sh("gzip -c b.txt > notar.tar.gz %s", "") == 0 && read_all(got, sizeof got, "notar.tar.gz", "text") < 0 &&
+                 strstr(err_msg(), "notar.tar.gz: not a tar archive"),
+             "a .tar.gz of no archive is refused: %s", err_msg());
+    }
+    if (sh("tar cf in.tar b.txt && tar cf outer.tar in.tar b.txt %s", "") == 0)
+        T_OK(read_all(got, sizeof got, "outer.tar", "text") < 0 && strstr(err_msg(), "outer.tar:in.tar: a tar inside a tar"),
+             "a tar inside a tar is refused, naming the member: %s", err_msg());
+    if (sh("cp fake.txt.gz m.txt.gz && tar cf mfake.tar b.txt m.txt.gz %s", "") == 0)
+        T_OK(read_all(got, sizeof got, "mfake.tar", "text") < 0 && strstr(err_msg(), "mfake.tar:m.txt.gz: not gzip"),
+             "a member named .gz that is not gzip is refused: %s", err_msg());
+    if (have_gzip && sh("gzip -c t.tar > t.tgz %s", "") == 0)
+        T_OK(read_all(got, sizeof got, "t.tgz", "text") == 7, ".tgz is a gzipped tar: %s", err_msg());
+
     sh("rm -rf %s", dir);
     T_DONE();
 }

@@ -1,9 +1,12 @@
-// fileio.c: atomic outputs (temp + rename, cleaned up at exit), whole-file reads, mmap.
+// fileio.c: atomic outputs (temp + rename, cleaned up at exit and on SIGTERM/INT/HUP/PIPE),
+// whole-file reads, mmap.
 #include "base/fileio.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -12,29 +15,64 @@
 
 #include "base/error.h" // defines: ERR, xmalloc
 
-// Temp files still open, removed if the process exits before committing them.
+// Temp files still open, removed if the process exits before committing them: by an
+// exit handler, or by a signal handler for the signals that end a run from outside
+// (SIGTERM, SIGINT, SIGHUP, SIGPIPE). The handler may run on any thread at any moment,
+// so the slots are lock-free atomic pointers it only loads (the mutex orders writers);
+// a path is taken out of its slot before it is freed.
 #define MAX_OPEN_TEMPS 64
-static char *open_temps[MAX_OPEN_TEMPS];
+_Static_assert(ATOMIC_POINTER_LOCK_FREE == 2, "the signal handler needs lock-free pointers");
+static _Atomic(char *) open_temps[MAX_OPEN_TEMPS];
 static pthread_mutex_t temps_lock = PTHREAD_MUTEX_INITIALIZER;
 static int cleanup_registered;
+static const int cleanup_signals[] = {SIGTERM, SIGINT, SIGHUP, SIGPIPE};
 
 static void temps_cleanup(void) {
-    for (int i = 0; i < MAX_OPEN_TEMPS; i++)
-        if (open_temps[i]) unlink(open_temps[i]);
+    for (int i = 0; i < MAX_OPEN_TEMPS; i++) {
+        char *p = atomic_load(&open_temps[i]);
+        if (p) unlink(p);
+    }
+}
+
+// Async-signal-safe: unlink, then die of the signal itself (its default action once
+// the handler returns and the signal, blocked while handling it, is delivered again),
+// so that the exit status still tells a shell or make what happened.
+static void temps_signal(int sig) {
+    int saved = errno;
+    temps_cleanup();
+    signal(sig, SIG_DFL);
+    raise(sig);
+    errno = saved;
+}
+
+// A signal the process was started with ignored (nohup's SIGHUP, a background job's
+// SIGINT) stays ignored.
+static void handlers_install(void) {
+    atexit(temps_cleanup);
+    for (size_t i = 0; i < sizeof cleanup_signals / sizeof *cleanup_signals; i++) {
+        struct sigaction old, sa;
+        if (sigaction(cleanup_signals[i], NULL, &old) != 0 || old.sa_handler == SIG_IGN) continue;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = temps_signal;
+        sigemptyset(&sa.sa_mask);
+        for (size_t j = 0; j < sizeof cleanup_signals / sizeof *cleanup_signals; j++)
+            sigaddset(&sa.sa_mask, cleanup_signals[j]); // one cleanup at a time
+        sigaction(cleanup_signals[i], &sa, NULL);
+    }
 }
 
 static void temps_add(char *tmp) {
     pthread_mutex_lock(&temps_lock);
-    if (!cleanup_registered) { atexit(temps_cleanup); cleanup_registered = 1; }
+    if (!cleanup_registered) { handlers_install(); cleanup_registered = 1; }
     for (int i = 0; i < MAX_OPEN_TEMPS; i++)
-        if (!open_temps[i]) { open_temps[i] = tmp; break; }
+        if (!atomic_load(&open_temps[i])) { atomic_store(&open_temps[i], tmp); break; }
     pthread_mutex_unlock(&temps_lock);
 }
 
 static void temps_remove(const char *tmp) {
     pthread_mutex_lock(&temps_lock);
     for (int i = 0; i < MAX_OPEN_TEMPS; i++)
-        if (open_temps[i] == tmp) open_temps[i] = NULL;
+        if (atomic_load(&open_temps[i]) == tmp) atomic_store(&open_temps[i], NULL);
     pthread_mutex_unlock(&temps_lock);
 }
 
@@ -53,22 +91,109 @@ int path_is_dir(const char *path) {
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-int path_mkdir_p(const char *dir) {
-    char *p = xstrdup(dir);
+int path_mkdir_made(char **made, const char *dir) {
+    if (made) *made = NULL;
+    char *p = xstrdup(dir), *first = NULL; // the first folder this call created
+    int rc = 0;
     for (char *s = p + 1; ; s++) {
         if (*s != '/' && *s) continue;
         char saved = *s;
         *s = 0;
-        if (mkdir(p, 0777) < 0 && errno != EEXIST) {
-            int e = errno;
-            free(p);
-            return ERR("%s: cannot create folder: %s", dir, strerror(e));
+        if (mkdir(p, 0777) == 0) {
+            if (!first) first = xstrdup(p);
+        } else if (errno != EEXIST) {
+            rc = ERR("%s: cannot create folder: %s", dir, strerror(errno));
+            break;
         }
         *s = saved;
         if (!saved) break;
     }
     free(p);
-    return path_is_dir(dir) ? 0 : ERR("%s: exists and is not a folder", dir);
+    if (rc == 0 && !path_is_dir(dir)) rc = ERR("%s: exists and is not a folder", dir);
+    if (rc < 0) {
+        path_unmake(first, dir); // a parent made before a deeper mkdir failed
+        return -1;
+    }
+    if (made) *made = first;
+    else free(first);
+    return 0;
+}
+
+int path_mkdir_p(const char *dir) { return path_mkdir_made(NULL, dir); }
+
+void path_unmake(char *made, const char *dir) {
+    if (!made) return;
+    char *p = xstrdup(dir);
+    size_t stop = strlen(made);
+    for (size_t n = strlen(p); n >= stop;) {
+        while (n > stop && p[n - 1] == '/') p[--n] = 0; // "a/b/" and "a//b" name a/b
+        if (rmdir(p) != 0) break;                      // not empty: someone else's now
+        if (n == stop) break;
+        char *slash = strrchr(p, '/');
+        if (!slash) break;
+        *slash = 0;
+        n = (size_t)(slash - p);
+    }
+    free(p);
+    free(made);
+}
+
+// A fresh copy of path without its last component and trailing slashes ("." if none,
+// "/" for the root).
+static char *path_parent(const char *path) {
+    char *p = xstrdup(path);
+    size_t n = strlen(p);
+    while (n > 1 && p[n - 1] == '/') p[--n] = 0;
+    char *slash = strrchr(p, '/');
+    if (!slash) { free(p); return xstrdup("."); }
+    while (slash > p && slash[-1] == '/') slash--;
+    slash[slash == p] = 0;
+    return p;
+}
+
+// Whether a is b or one of its parents, by their names ("a/b/" is "a/b").
+static int path_is_within(const char *a, const char *b) {
+    size_t na = strlen(a), nb = strlen(b);
+    while (na > 1 && a[na - 1] == '/') na--;
+    while (nb > 1 && b[nb - 1] == '/') nb--;
+    return na <= nb && strncmp(a, b, na) == 0 && (na == nb || b[na] == '/');
+}
+
+// dir (an existing name) is a folder this process may create files in.
+static int check_writable_dir(const char *what, const char *dir) {
+    struct stat st;
+    if (stat(dir, &st) != 0) return ERR("%s: cannot write: %s: %s", what, dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode)) return ERR("%s: cannot write: %s is not a folder", what, dir);
+    if (access(dir, W_OK | X_OK) != 0) return ERR("%s: cannot write in %s: %s", what, dir, strerror(errno));
+    return 0;
+}
+
+int path_check_out_file(const char *path, const char *new_dir) {
+    if (strcmp(path, "-") == 0) return 0;
+    if (path_is_dir(path)) return ERR("%s: cannot write: it is a folder", path);
+    char *parent = path_parent(path);
+    int rc = 0;
+    struct stat st;
+    if (stat(parent, &st) == 0 || errno != ENOENT) // there, or under a file (ENOTDIR)
+        rc = check_writable_dir(path, parent);
+    else if (!new_dir || !path_is_within(parent, new_dir))
+        rc = ERR("%s: cannot write: folder %s does not exist", path, parent);
+    free(parent);
+    return rc;
+}
+
+int path_check_out_dir(const char *dir) {
+    char *p = xstrdup(dir);
+    struct stat st;
+    // up to the nearest name that exists: "file/sub" stops at file, not a folder
+    while (stat(p, &st) != 0 && (errno == ENOENT || errno == ENOTDIR) && strcmp(p, ".") && strcmp(p, "/")) {
+        char *up = path_parent(p);
+        free(p);
+        p = up;
+    }
+    int rc = check_writable_dir(dir, p);
+    free(p);
+    return rc;
 }
 
 int afile_open(AFile *f, const char *path) {
@@ -83,18 +208,29 @@ int afile_open(AFile *f, const char *path) {
     size_t n = strlen(path) + 32;
     char *tmp = xmalloc(n);
     snprintf(tmp, n, "%.*s.%s.tmp.XXXXXX", (int)dirlen, path, path + dirlen);
-    int fd = mkstemp(tmp);
+    // a signal between creating the temp and remembering it would leave it behind
+    sigset_t block, old;
+    sigemptyset(&block);
+    for (size_t i = 0; i < sizeof cleanup_signals / sizeof *cleanup_signals; i++) sigaddset(&block, cleanup_signals[i]);
+    pthread_sigmask(SIG_BLOCK, &block, &old);
+    int fd = mkstemp(tmp), e = errno;
+    if (fd >= 0) temps_add(tmp);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (fd < 0) {
-        int e = errno;
         free(tmp);
         return ERR("%s: cannot create: %s", path, strerror(e));
     }
     fchmod(fd, 0644);
     f->fp = fdopen(fd, "wb");
-    if (!f->fp) { close(fd); unlink(tmp); free(tmp); return ERR("%s: fdopen failed", path); }
+    if (!f->fp) {
+        close(fd);
+        unlink(tmp);
+        temps_remove(tmp);
+        free(tmp);
+        return ERR("%s: fdopen failed", path);
+    }
     f->path = xstrdup(path);
     f->tmp = tmp;
-    temps_add(tmp);
     return 0;
 }
 

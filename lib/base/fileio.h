@@ -3,8 +3,10 @@
 // Every output a tool writes goes to "DIR/.NAME.tmp.XXXXXX" next to its final
 // path and is renamed into place only by afile_commit, so a killed or failed run
 // never leaves a half-written file under the real name. Open temp files are
-// remembered and removed by an exit handler (die() exits 1). Path "-" writes to
-// stdout directly (no rename possible; documented per tool).
+// remembered and removed by an exit handler (die() exits 1) and by a handler of
+// SIGTERM, SIGINT, SIGHUP and SIGPIPE, which then dies of the signal (exit status
+// 128 + signal in a shell; a signal ignored at start stays ignored). Path "-" writes
+// to stdout directly (no rename possible; documented per tool).
 #ifndef BEST_FILEIO_H
 #define BEST_FILEIO_H
 
@@ -32,6 +34,22 @@ void mapped_close(MappedFile *m);
 int path_is_dir(const char *path);
 // Creates dir and its missing parents (like mkdir -p); an existing folder is fine.
 int path_mkdir_p(const char *dir);
+// The same for a save that may fail: *made is the topmost folder this call created (a
+// fresh string, a prefix of dir), or NULL when dir was there already. On failure the
+// folders it made are removed again and *made is NULL.
+int path_mkdir_made(char **made, const char *dir);
+// After a failed save into dir: removes dir and its parents up to made, the folders
+// path_mkdir_made created, as long as they are empty (the caller first unlinks what it
+// wrote there; never a folder that was there before). Frees made; NULL does nothing.
+void path_unmake(char *made, const char *dir);
+// Before a tool writes any of its outputs, whether each can be written, so that a bad
+// last output does not fail the run after the first ones were written. ERR names the
+// output and the problem. path_check_out_file: "-" (stdout) is fine; else path is not a
+// folder, and its folder exists (or is new_dir or a parent of it: a folder the tool
+// creates first; NULL for none) and is writable. path_check_out_dir: dir is a writable
+// folder, or the nearest existing one above it is (path_mkdir_p creates the rest).
+int path_check_out_file(const char *path, const char *new_dir);
+int path_check_out_dir(const char *dir);
 // "dir/name" in a fresh buffer.
 char *path_join(const char *dir, const char *name);
 

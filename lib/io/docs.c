@@ -23,6 +23,7 @@ struct DocReader {
     struct archive *cur;   // where member bytes come from (outer or inner)
     int is_raw;            // the outer file is not an archive
     int in_member;
+    int checked;           // the file's name against its content (check_compression)
     char name[1024];       // "file" or "file:member" for messages
     DocFormat mformat;     // format of the current member
     char *buf;             // member bytes not yet consumed: [pos, len)
@@ -83,21 +84,68 @@ static int has_suffix(const char *s, size_t n, const char *suf) {
     return n >= k && strncasecmp(s + n - k, suf, k) == 0;
 }
 
+// Compression suffixes and the libarchive filter each one promises.
+static const struct { const char *suffix, *name; int filter; } compressions[] = {
+    {".gz", "gzip", ARCHIVE_FILTER_GZIP},   {".zst", "zstd", ARCHIVE_FILTER_ZSTD},
+    {".zstd", "zstd", ARCHIVE_FILTER_ZSTD}, {".xz", "xz", ARCHIVE_FILTER_XZ},
+    {".bz2", "bzip2", ARCHIVE_FILTER_BZIP2}, {".lz4", "lz4", ARCHIVE_FILTER_LZ4},
+    {".Z", "compress", ARCHIVE_FILTER_COMPRESS},
+};
+enum { N_COMPRESSIONS = sizeof compressions / sizeof *compressions };
+
+// The compression suffix that ends name[0, n), or -1.
+static int compression_suffix(const char *name, size_t n) {
+    for (int i = 0; i < N_COMPRESSIONS; i++)
+        if (has_suffix(name, n, compressions[i].suffix)) return i;
+    return -1;
+}
+
+// Length of name once compression suffixes are stripped; *compressed: any were.
+static size_t strip_compression(const char *name, int *compressed) {
+    size_t n = strlen(name);
+    *compressed = 0;
+    for (int c; (c = compression_suffix(name, n)) >= 0;) {
+        n -= strlen(compressions[c].suffix);
+        *compressed = 1;
+    }
+    return n;
+}
+
 // Format from a name once compression suffixes are stripped.
 static DocFormat format_of_name(const char *name, int *compressed) {
-    size_t n = strlen(name);
-    static const char *comp[] = {".gz", ".zst", ".zstd", ".xz", ".bz2", ".lz4", ".Z"};
-    *compressed = 0;
-    for (int again = 1; again;) {
-        again = 0;
-        for (size_t i = 0; i < sizeof comp / sizeof *comp; i++)
-            if (has_suffix(name, n, comp[i])) { n -= strlen(comp[i]); *compressed = again = 1; }
-    }
+    size_t n = strip_compression(name, compressed);
     if (has_suffix(name, n, ".jsonl") || has_suffix(name, n, ".json") || has_suffix(name, n, ".ndjson"))
         return DOC_JSONL;
     if (has_suffix(name, n, ".txt") || has_suffix(name, n, ".text") || has_suffix(name, n, ".md"))
         return DOC_TEXT;
     return DOC_AUTO;
+}
+
+// A name that says tar: .tar (compressed or not), .tgz, .tbz2, .txz, .tzst.
+static int name_is_tar(const char *name) {
+    int compressed;
+    size_t n = strip_compression(name, &compressed);
+    return has_suffix(name, n, ".tar") || has_suffix(name, n, ".tgz") || has_suffix(name, n, ".tbz2") ||
+           has_suffix(name, n, ".txz") || has_suffix(name, n, ".tzst");
+}
+
+// Checks that a's filters are the compressions path's suffixes promise (path: its
+// name; what: the name in messages), so that a mislabelled file is refused rather than
+// read as text. a's filter count-2 is the outermost one (the last suffix), count-1 "none".
+static int check_compression(struct archive *a, const char *path, const char *what) {
+    int nf = archive_filter_count(a) - 1;
+    size_t n = strlen(path);
+    for (int k = 0, c; (c = compression_suffix(path, n)) >= 0; k++) {
+        int at = nf - 1 - k;
+        int code = at >= 0 ? archive_filter_code(a, at) : ARCHIVE_FILTER_NONE;
+        if (code != compressions[c].filter) {
+            const char *is = code == ARCHIVE_FILTER_NONE ? "not compressed" : archive_filter_name(a, at);
+            return ERR("%s: not %s data, as its name (%s) says; the data is %s", what, compressions[c].name,
+                       compressions[c].suffix, is);
+        }
+        n -= strlen(compressions[c].suffix);
+    }
+    return 0;
 }
 
 // Reads more member bytes into buf; sets eof at the end of the member.
@@ -136,9 +184,16 @@ static int member_next(DocReader *r) {
         if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN)
             return ERR("%s: cannot read: %s", r->path, archive_error_string(r->outer));
         r->is_raw = archive_format(r->outer) == ARCHIVE_FORMAT_RAW;
+        if (!r->checked) { // once: the file's compression, and that a .tar is one
+            TRY(check_compression(r->outer, r->path, r->path));
+            if (r->is_raw && name_is_tar(r->path)) return ERR("%s: not a tar archive, as its name says", r->path);
+            r->checked = 1;
+        }
         if (!r->is_raw && archive_entry_filetype(e) != AE_IFREG) continue;
         const char *mname = archive_entry_pathname(e);
         if (!mname) mname = "?";
+        if (!r->is_raw && name_is_tar(mname))
+            return ERR("%s:%s: a tar inside a tar is not read (unpack it, give its files)", r->path, mname);
         int compressed = 0;
         if (r->is_raw) {
             snprintf(r->name, sizeof r->name, "%s", strcmp(r->path, "-") == 0 ? "<stdin>" : r->path);
@@ -158,6 +213,11 @@ static int member_next(DocReader *r) {
                 archive_read_free(r->inner);
                 r->inner = NULL;
                 return bad;
+            }
+            if (check_compression(r->inner, mname, r->name) < 0) {
+                archive_read_free(r->inner);
+                r->inner = NULL;
+                return -1;
             }
             r->cur = r->inner;
         }

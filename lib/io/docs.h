@@ -8,6 +8,8 @@
 //                          field (default "text"); blank lines are skipped
 //   .txt .text .md         the whole file is one document
 //   anything else, stdin   sniffed: first non-blank byte '{' means JSON lines
+// A name must keep its promise: a compression suffix the data does not match, a
+// .tar that is not an archive, and a tar inside a tar are errors (never read as text).
 // Memory is bounded by the largest document, not by the input. Every document
 // is checked to be valid UTF-8; errors name the file (and the line).
 #ifndef BEST_DOCS_H

@@ -472,20 +472,26 @@ static int save_config(const Model *m, const char *dir, StDtype dtype) {
     return rc;
 }
 
+// What model_save writes: the weights, config.json, and the tokenizer files it copies.
+static const char *const saved_files[] = {
+    "model.safetensors", "config.json",
+    "tokenizer.model", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+    "vocab.json", "merges.txt", "added_tokens.json", "generation_config.json",
+};
+enum { N_SAVED_FILES = sizeof saved_files / sizeof *saved_files, FIRST_TOKENIZER_FILE = 2 };
+
 static int copy_tokenizer_files(const char *src, const char *dir) {
-    static const char *files[] = {
-        "tokenizer.model", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-        "vocab.json", "merges.txt", "added_tokens.json", "generation_config.json",
-    };
-    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
-        char *from = path_join(src, files[i]), *to = path_join(dir, files[i]);
+    for (size_t i = FIRST_TOKENIZER_FILE; i < N_SAVED_FILES; i++) {
+        char *from = path_join(src, saved_files[i]), *to = path_join(dir, saved_files[i]);
         int rc = 0;
         if (access(from, R_OK) == 0) {
             char *data;
             size_t n;
             rc = file_read_all(&data, &n, from);
-            if (rc == 0) rc = write_bytes(to, data, n);
-            if (rc == 0) free(data);
+            if (rc == 0) {
+                rc = write_bytes(to, data, n);
+                free(data); // also when the write failed
+            }
         }
         free(from);
         free(to);
@@ -504,7 +510,8 @@ int model_save(const Model *m, const char *dir, int dtype) {
     StDtype dt = dtype < 0 ? m->dtype : (StDtype)dtype;
     if (dt != ST_F32 && dt != ST_BF16 && dt != ST_F16)
         return ERR("%s: cannot save weights as %s (F32, BF16 or F16)", dir, st_dtype_name(dt));
-    TRY(path_mkdir_p(dir));
+    char *made; // the folders this save creates, removed again if it fails
+    TRY(path_mkdir_made(&made, dir));
     StWriter w;
     st_writer_init(&w);
     SaveCtx *ctx = xcalloc((size_t)m->n_info, sizeof *ctx);
@@ -524,7 +531,21 @@ int model_save(const Model *m, const char *dir, int dtype) {
     free(ctx);
     if (rc == 0) rc = save_config(m, dir, dt);
     if (rc == 0 && m->src_dir) rc = copy_tokenizer_files(m->src_dir, dir);
+    if (rc < 0 && made) { // a folder of our own: what is in it, we wrote
+        model_unlink_saved(dir);
+        path_unmake(made, dir);
+    } else {
+        free(made);
+    }
     return rc;
+}
+
+void model_unlink_saved(const char *dir) {
+    for (size_t i = 0; i < N_SAVED_FILES; i++) {
+        char *path = path_join(dir, saved_files[i]);
+        unlink(path);
+        free(path);
+    }
 }
 
 // --- activations ----------------------------------------------------------------------

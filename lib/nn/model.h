@@ -106,9 +106,13 @@ int model_need_folder(const Model *m, const char *what);
 // Writes dir/model.safetensors (metadata {"format": "pt"}; no lm_head.weight when
 // tied) in dtype (ST_F32, ST_BF16, ST_F16, or -1 for the dtype loaded), config.json
 // (torch_dtype updated if the dtype changed) and the tokenizer files of the source
-// folder. Creates dir if needed; every file goes through temp + rename. ERR for a
-// model with stored weights (best-pack --unpack writes a pack's folder).
+// folder. Creates dir if needed; every file goes through temp + rename. A save that
+// fails removes the folders it created (with what it wrote there), never a folder that
+// was there before. ERR for a model with stored weights (best-pack --unpack writes a
+// pack's folder).
 int model_save(const Model *m, const char *dir, int dtype);
+// Unlinks from dir every file model_save writes (after a failed save into a new folder).
+void model_unlink_saved(const char *dir);
 
 // The table entry of a HF tensor name, or NULL.
 const ParamInfo *model_param(const Model *m, const char *name);

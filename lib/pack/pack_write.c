@@ -552,26 +552,19 @@ int pack_unpack(const char *dir, const Pack *p) {
     if (!p->config_json) return ERR("%s: no config.json", p->path);
     TRY(pack_check_model(p)); // before a byte is written or a block allocated
     StDtype dt = p->n ? p->t[0].dtype : ST_F32;
-    TRY(path_mkdir_p(dir));
+    char *made; // the folders this unpack creates, removed again if it fails
+    TRY(path_mkdir_made(&made, dir));
     // config.json goes to a temp file that shapes the model and is renamed into place
     // last, over the one model_save writes, so the folder gets the packed bytes verbatim.
     char *cfg = path_join(dir, "config.json");
     AFile f;
-    int rc = afile_open(&f, cfg);
+    int rc = afile_open(&f, cfg), opened = rc == 0;
     free(cfg);
-    TRY(rc);
-    if (fwrite(p->config_json, 1, p->config_len, f.fp) != p->config_len || fflush(f.fp) != 0) {
-        afile_abort(&f);
-        return ERR("%s: cannot write config.json: %s", dir, strerror(errno));
-    }
-    Model m;
-    rc = model_create(&m, f.tmp);
-    if (rc < 0) {
-        err_prefix("%s: config.json", p->path);
-        afile_abort(&f);
-        return -1;
-    }
-    rc = unpack_params(&m, p);
+    if (rc == 0 && (fwrite(p->config_json, 1, p->config_len, f.fp) != p->config_len || fflush(f.fp) != 0))
+        rc = ERR("%s: cannot write config.json: %s", dir, strerror(errno));
+    Model m = {0};
+    if (rc == 0 && (rc = model_create(&m, f.tmp)) < 0) err_prefix("%s: config.json", p->path);
+    if (rc == 0) rc = unpack_params(&m, p);
     if (rc == 0) {
         m.dtype = dt;
         rc = model_save(&m, dir, dt);
@@ -581,8 +574,20 @@ int pack_unpack(const char *dir, const Pack *p) {
         if (pack_is_file_name(mb->name) && strcmp(mb->name, "config.json") != 0)
             rc = write_file(dir, mb->name, p->map.data + mb->offset, mb->size);
     }
-    model_free(&m);
+    if (m.params) model_free(&m);
     if (rc == 0) rc = afile_commit(&f);
-    else afile_abort(&f);
+    else if (opened) afile_abort(&f);
+    if (rc < 0 && made) { // a folder of our own: what is in it, we wrote
+        model_unlink_saved(dir);
+        for (int i = 1; i < p->n_members; i++)
+            if (pack_is_file_name(p->members[i].name)) {
+                char *path = path_join(dir, p->members[i].name);
+                unlink(path);
+                free(path);
+            }
+        path_unmake(made, dir);
+    } else {
+        free(made);
+    }
     return rc;
 }

@@ -15,6 +15,7 @@
 
 #include "base/args.h"       // defines: ArgSpec, args_parse, args_threads
 #include "base/error.h"      // defines: TRY_OR_DIE, DIE
+#include "base/fileio.h"     // defines: path_check_out_file, path_check_out_dir
 #include "sparse/mask.h"     // defines: mask_compute, mask_save, Moments
 #include "nn/model.h"        // defines: Model, model_save
 #include "pack/pack_model.h" // defines: model_open
@@ -132,6 +133,11 @@ int main(int argc, char **argv) {
     if (!o.out && !o.apply && !o.report && !o.plot)
         args_usage_error(&spec, "nothing to write: give %s--apply --out-model, --report or --plot", o.mask ? "" : "--out, ");
     args_threads(&spec, o.threads);
+    // every output can be written, before the work and before the first of them is
+    if (o.apply) TRY_OR_DIE(path_check_out_dir(o.out_model));
+    const char *files[] = {o.out, o.report, o.plot};
+    for (int i = 0; i < 3; i++)
+        if (files[i]) TRY_OR_DIE(path_check_out_file(files[i], o.apply ? o.out_model : NULL));
 
     double t0 = now_seconds();
     Model m;

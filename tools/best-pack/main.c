@@ -12,6 +12,7 @@
 
 #include "base/args.h"       // defines: ArgSpec, args_parse
 #include "base/error.h"      // defines: TRY_OR_DIE
+#include "base/fileio.h"     // defines: path_check_out_file, path_check_out_dir
 #include "nn/model.h"        // defines: Model
 #include "pack/pack.h"       // defines: Pack, pack_open, pack_verify
 #include "pack/pack_model.h" // defines: model_open, pack_check_model
@@ -164,6 +165,10 @@ int main(int argc, char **argv) {
         args_usage_error(&spec, "unknown --index %s (speed, size, bitmap, delta, tiles)", o.index);
     if (index != INDEX_SPEED && !o.model) args_usage_error(&spec, "--index goes with --model");
     if (o.json && !o.info) args_usage_error(&spec, "--json goes with --info");
+
+    // the output can be written, before the work
+    if (o.model) TRY_OR_DIE(path_check_out_file(o.out, NULL));
+    if (o.unpack) TRY_OR_DIE(path_check_out_dir(o.out));
 
     double t0 = now_seconds();
     if (o.model) {

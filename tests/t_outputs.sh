@@ -1,0 +1,149 @@
+#!/bin/sh
+# t_outputs.sh: what a failed save leaves behind. A save that fails (a full disk, a name
+# too long) removes the folders it created (best-mask --out-model, best-pack --unpack
+# --out, best-train OUT/model), never a folder that was there before; a tool checks that
+# every one of its outputs can be written before it writes any of them.
+# Full disks come from a 64 KB tmpfs mounted in a private mount namespace (unshare -r -m,
+# or unshare -m as root); where neither works those cases print skip. Names too long for
+# the temp files inside a new folder need no special filesystem.
+. tests/lib.sh
+D=tests/fixtures/model/llama
+MASK="$BIN/best-mask --model $D --sparsity 0.5 --saliency magnitude --quiet"
+"$BIN/best-pack" --model $D --out "$TMP/m.pack" --quiet || { fail "pack the fixture"; finish; }
+SHARD=
+if have_py numpy; then
+    python3 -c "
+import sys; sys.path.insert(0, 'tests'); from shardio import write_shard
+import numpy as np
+write_shard('$TMP/rand.bin', np.random.default_rng(0).integers(0, 97, 400), 97)" && SHARD="$TMP/rand.bin"
+fi
+TRAIN="$BIN/best-train --model $D --data $SHARD --seq 16 --batch 1 --steps 1 --threads 1 --quiet"
+
+# --- names too long: the folders are made, the first temp file inside fails (ENAMETOOLONG)
+# long_dir BASE LEN: BASE/ddd.../ddd... of LEN characters, in parts of at most 200
+long_dir() {
+    p=$1
+    part=$(printf '%0200d' 0 | tr 0 d)
+    while [ $((${#p} + 201)) -le "$2" ]; do p="$p/$part"; done
+    rest=$(($2 - ${#p} - 1))
+    [ "$rest" -gt 0 ] && p="$p/$(printf '%s' "$part" | head -c "$rest")"
+    printf '%s' "$p"
+}
+# 4080 characters: a folder can be made (PATH_MAX 4096), a ".NAME.tmp.XXXXXX" inside it
+# cannot (ENAMETOOLONG; the message, cut at 1 KB, shows only the start of the path)
+L=$(long_dir "$TMP/new" 4080)
+expect_error "best-mask --out-model NEW/...: a name too long fails" 1 "error: $TMP/" $MASK --apply --out-model "$L"
+check "  ... and removes the folders it made" test ! -e "$TMP/new"
+mkdir "$TMP/pre"
+L=$(long_dir "$TMP/pre" 4080)
+expect_error "best-mask --out-model PRE/NEW/...: a name too long fails" 1 "error: $TMP/" $MASK --apply --out-model "$L"
+check "  ... and removes the new folders, not the one that was there" sh -c "test -d '$TMP/pre' && test -z \"\$(ls -A '$TMP/pre')\""
+mkdir -p "$L"
+expect_error "best-mask --out-model EXISTING: a name too long fails" 1 "error: $TMP/" $MASK --apply --out-model "$L"
+check "  ... and keeps the folder that was there (empty)" sh -c "test -d '$L' && test -z \"\$(ls -A '$L')\""
+rm -rf "$TMP/pre"
+L=$(long_dir "$TMP/new" 4080)
+expect_error "best-pack --unpack --out NEW/...: a name too long fails" 1 "error: $TMP/" "$BIN/best-pack" --unpack "$TMP/m.pack" --out "$L"
+check "  ... and removes the folders it made" test ! -e "$TMP/new"
+# 4062 characters: model.safetensors and config.json are written, the temp of
+# special_tokens_map.json (the longest name) is not: what the save wrote goes too
+cp -r $D "$TMP/tokm" && echo '{}' >"$TMP/tokm/special_tokens_map.json"
+L=$(long_dir "$TMP/new" 4062)
+expect_error "best-mask --out-model NEW: the weights written, a tokenizer file fails" 1 "error: $TMP/" \
+    $MASK --model "$TMP/tokm" --apply --out-model "$L"
+check "  ... and removes the folders with the files it wrote there" test ! -e "$TMP/new"
+"$BIN/best-pack" --model "$TMP/tokm" --out "$TMP/tokm.pack" --quiet
+expect_error "best-pack --unpack --out NEW: the weights written, a tokenizer file fails" 1 "error: $TMP/" \
+    "$BIN/best-pack" --unpack "$TMP/tokm.pack" --out "$L"
+check "  ... and removes the folders with the files it wrote there" test ! -e "$TMP/new"
+if [ -n "$SHARD" ]; then
+    L=$(long_dir "$TMP/run" 4070)
+    expect_error "best-train --out OUT: OUT/model's name too long fails" 1 "error: $TMP/" $TRAIN --out "$L"
+    check "  ... and removes OUT/model (OUT keeps its log)" sh -c "test ! -e '$L/model' && test -f '$L/log.jsonl'"
+    rm -rf "$TMP/run"
+else
+    skip "best-train with a name too long: python3 numpy missing (makes the shard)"
+fi
+
+# --- every output is checked before the first one is written (and before the work)
+mkdir "$TMP/o" "$TMP/o/adir" && : >"$TMP/o/file"
+expect_error "best-mask --report in a missing folder: exit 1" 1 "r.json: cannot write: folder .*nodir does not exist" \
+    $MASK --out "$TMP/o/m" --report "$TMP/o/nodir/r.json"
+check "  ... and no --out file written" test ! -e "$TMP/o/m"
+expect_error "best-mask --report under a regular file: exit 1" 1 "r.json: cannot write: .*file is not a folder" \
+    $MASK --out "$TMP/o/m" --report "$TMP/o/file/r.json"
+check "  ... and no --out file written" test ! -e "$TMP/o/m"
+expect_error "best-mask --plot that is a folder: exit 1" 1 "adir: cannot write: it is a folder" \
+    $MASK --out "$TMP/o/m" --plot "$TMP/o/adir"
+check "  ... and no --out file written" test ! -e "$TMP/o/m"
+expect_error "best-mask --out-model under a regular file: exit 1" 1 "model: cannot write: .*file is not a folder" \
+    $MASK --out "$TMP/o/m" --report "$TMP/o/r.json" --apply --out-model "$TMP/o/file/x/model"
+check "  ... and neither --out nor --report written" sh -c "test ! -e '$TMP/o/m' && test ! -e '$TMP/o/r.json'"
+check "best-mask --out and --report in the parent of a new --out-model folder" \
+    $MASK --out "$TMP/o/new/mask" --report "$TMP/o/new/r.json" --apply --out-model "$TMP/o/new/m/model"
+expect_error "best-pack --out in a missing folder: exit 1" 1 "p.pack: cannot write: folder .*nodir does not exist" \
+    "$BIN/best-pack" --model $D --out "$TMP/o/nodir/p.pack" --quiet
+expect_error "best-pack --unpack --out under a regular file: exit 1" 1 "u: cannot write: .*file is not a folder" \
+    "$BIN/best-pack" --unpack "$TMP/m.pack" --out "$TMP/o/file/u" --quiet
+
+# --- a full disk: a 64 KB tmpfs (the fixture's weights are 169 KB)
+cat >"$TMP/full.sh" <<'SH'
+# full.sh MNT: the full-disk cases, run inside the mount namespace with MNT mounted.
+mnt=$1
+ok() { echo "ok - $*"; }
+fail() { echo "not ok - $*"; }
+# run CMD...: runs it, prints its exit status; left: what MNT holds
+run() { "$@" >"$mnt.out" 2>"$mnt.err"; echo $?; }
+left() { (cd "$mnt" && find . -mindepth 1 | sort | tr '\n' ' '); }
+rc=$(run $MASK --apply --out-model "$mnt/a/b/model")
+if [ "$rc" = 1 ] && grep -q "No space left" "$mnt.err" && [ -z "$(left)" ]; then ok "best-mask --out-model on a full disk: exit 1, no folder left"
+else fail "best-mask --out-model on a full disk (exit $rc; left: $(left); stderr: $(head -c 300 "$mnt.err"))"; fi
+mkdir "$mnt/pre"
+rc=$(run $MASK --apply --out-model "$mnt/pre/model")
+if [ "$rc" = 1 ] && [ "$(left)" = "./pre " ]; then ok "best-mask --out-model PRE/NEW on a full disk: PRE stays, NEW is removed"
+else fail "best-mask --out-model PRE/NEW on a full disk (exit $rc; left: $(left); stderr: $(head -c 300 "$mnt.err"))"; fi
+rc=$(run $MASK --apply --out-model "$mnt/pre")
+if [ "$rc" = 1 ] && [ "$(left)" = "./pre " ]; then ok "best-mask --out-model EXISTING on a full disk: the folder stays, empty"
+else fail "best-mask --out-model EXISTING on a full disk (exit $rc; left: $(left); stderr: $(head -c 300 "$mnt.err"))"; fi
+rmdir "$mnt/pre"
+rc=$(run "$BIN/best-pack" --unpack "$PACK" --out "$mnt/u/x")
+if [ "$rc" = 1 ] && grep -q "No space left" "$mnt.err" && [ -z "$(left)" ]; then ok "best-pack --unpack on a full disk: exit 1, no folder left"
+else fail "best-pack --unpack on a full disk (exit $rc; left: $(left); stderr: $(head -c 300 "$mnt.err"))"; fi
+if [ -n "$SHARD" ]; then
+    rc=$(run $TRAIN --out "$mnt/run")
+    if [ "$rc" = 1 ] && grep -q "No space left" "$mnt.err" && [ "$(left)" = "./run ./run/log.jsonl " ]; then
+        ok "best-train on a full disk: exit 1, no OUT/model left (OUT keeps its log)"
+    else fail "best-train on a full disk (exit $rc; left: $(left); stderr: $(head -c 300 "$mnt.err"))"; fi
+else
+    echo "skip - best-train on a full disk: python3 numpy missing (makes the shard)"
+fi
+# a read-only filesystem: found before the first output is written
+mkdir "$mnt/ro"
+if mount -t tmpfs -o ro,size=16k tmpfs "$mnt/ro"; then
+    rc=$(run $MASK --out "$mnt.mask" --report "$mnt/ro/r.json")
+    if [ "$rc" = 1 ] && grep -q "r.json: cannot write in .*Read-only" "$mnt.err" && [ ! -e "$mnt.mask" ]; then
+        ok "best-mask --report on a read-only filesystem: exit 1, no --out written"
+    else fail "best-mask --report on a read-only filesystem (exit $rc; stderr: $(head -c 300 "$mnt.err"))"; fi
+    umount "$mnt/ro"
+else
+    echo "skip - read-only filesystem: cannot mount one"
+fi
+rmdir "$mnt/ro"
+SH
+mkdir "$TMP/mnt"
+export MASK TRAIN SHARD BIN
+export PACK="$TMP/m.pack"
+mount_cmd='mount -t tmpfs -o size=64k tmpfs "$1" && sh "$2" "$1"'
+if unshare -r -m sh -c 'mount -t tmpfs -o size=64k tmpfs "$1"' - "$TMP/mnt" 2>/dev/null; then
+    unshare -r -m sh -c "$mount_cmd" - "$TMP/mnt" "$TMP/full.sh" >"$TMP/full.out" 2>&1
+    cat "$TMP/full.out"
+    grep -q '^ok - \|^not ok - ' "$TMP/full.out" || fail "the full-disk cases printed nothing"
+elif [ "$(id -u)" = 0 ] && unshare -m sh -c 'mount -t tmpfs -o size=64k tmpfs "$1"' - "$TMP/mnt" 2>/dev/null; then
+    unshare -m sh -c "$mount_cmd" - "$TMP/mnt" "$TMP/full.sh" >"$TMP/full.out" 2>&1
+    cat "$TMP/full.out"
+    grep -q '^ok - \|^not ok - ' "$TMP/full.out" || fail "the full-disk cases printed nothing"
+else
+    skip "full disk: cannot mount a small tmpfs here (unshare -r -m and unshare -m refused)"
+fi
+grep -q '^not ok - ' "$TMP/full.out" 2>/dev/null && FAILED=1
+finish
