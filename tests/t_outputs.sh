@@ -111,9 +111,22 @@ if [ "$rc" = 1 ] && grep -q "No space left" "$mnt.err" && [ -z "$(left)" ]; then
 else fail "best-pack --unpack on a full disk (exit $rc; left: $(left); stderr: $(head -c 300 "$mnt.err"))"; fi
 if [ -n "$SHARD" ]; then
     rc=$(run $TRAIN --out "$mnt/run")
-    if [ "$rc" = 1 ] && grep -q "No space left" "$mnt.err" && [ "$(left)" = "./run ./run/log.jsonl " ]; then
-        ok "best-train on a full disk: exit 1, no OUT/model left (OUT keeps its log)"
+    if [ "$rc" = 1 ] && grep -q "No space left" "$mnt.err" && [ "$(left)" = "./run ./run/.lock ./run/log.jsonl " ]; then
+        ok "best-train on a full disk: exit 1, no OUT/model left (OUT keeps its log and .lock)"
     else fail "best-train on a full disk (exit $rc; left: $(left); stderr: $(head -c 300 "$mnt.err"))"; fi
+    # room for OUT/model (169 KB) but not for the state beside it (weights and both moments)
+    mkdir "$mnt/big"
+    if mount -t tmpfs -o size=400k tmpfs "$mnt/big"; then
+        rc=$(run $TRAIN --out "$mnt/big/run")
+        if [ "$rc" = 1 ] && grep -q "No space left" "$mnt.err" && [ -s "$mnt/big/run/model/model.safetensors" ] \
+            && [ ! -e "$mnt/big/run/state" ]; then
+            ok "best-train, disk full at the state: exit 1, OUT/model saved, no empty OUT/state left"
+        else fail "best-train, disk full at the state (exit $rc; left: $(cd "$mnt/big" && find . | tr '\n' ' '); stderr: $(head -c 300 "$mnt.err"))"; fi
+        umount "$mnt/big"
+    else
+        echo "skip - best-train, disk full at the state: cannot mount a 400 KB tmpfs"
+    fi
+    rmdir "$mnt/big"
 else
     echo "skip - best-train on a full disk: python3 numpy missing (makes the shard)"
 fi

@@ -352,8 +352,9 @@ static int state_load(Trainer *tr, const SafeTensors *st) {
 int train_save(const Trainer *tr) {
     const Model *m = &tr->m;
     char *mdir = path_join(tr->cfg.out, "model"), *sdir = path_join(tr->cfg.out, "state");
+    char *made = NULL; // the folders this save creates, removed again if it fails
     int rc = model_save(m, mdir, -1);
-    if (rc == 0) rc = path_mkdir_p(sdir);
+    if (rc == 0) rc = path_mkdir_made(&made, sdir);
     StWriter w;
     st_writer_init(&w);
     char name[128];
@@ -370,6 +371,8 @@ int train_save(const Trainer *tr) {
     if (rc == 0) rc = state_meta_write(&w, tr);
     char *path = path_join(sdir, "state.safetensors");
     if (rc == 0) rc = st_writer_write(&w, path);
+    if (rc < 0) path_unmake(made, sdir);
+    else free(made);
     st_writer_free(&w);
     free(path);
     free(mdir);
@@ -379,8 +382,8 @@ int train_save(const Trainer *tr) {
 
 int train_save_moments(const Trainer *tr) {
     const Model *m = &tr->m;
-    char *dir = path_join(tr->cfg.out, "moments");
-    int rc = path_mkdir_p(dir);
+    char *dir = path_join(tr->cfg.out, "moments"), *made;
+    int rc = path_mkdir_made(&made, dir);
     StWriter w;
     st_writer_init(&w);
     char name[128];
@@ -398,6 +401,8 @@ int train_save_moments(const Trainer *tr) {
     if (rc == 0) rc = meta_set(&w, "sparsity", "%.17g", schedule_mask_target(&tr->sched, tr->step));
     char *path = path_fmt("%s/step-%d.safetensors", dir, tr->step);
     if (rc == 0) rc = st_writer_write(&w, path);
+    if (rc < 0) path_unmake(made, dir);
+    else free(made);
     st_writer_free(&w);
     free(path);
     free(dir);
@@ -656,8 +661,11 @@ static int mask_update(Trainer *tr, double S) {
     char *dir = path_join(tr->cfg.out, "masks");
     MaskMeta meta = {S, saliency_name(tr->cfg.saliency), mask_group_name(tr->cfg.group), tr->step, 1, "BEST",
                      schedule_name(tr->cfg.schedule)};
-    int rc = path_mkdir_p(dir);
+    char *made;
+    int rc = path_mkdir_made(&made, dir);
     if (rc == 0) rc = mask_save(path, tr->mask, &meta, m->info, m->n_info);
+    if (rc < 0) path_unmake(made, dir);
+    else free(made);
     free(dir);
     free(path);
     return rc;
