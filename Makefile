@@ -127,7 +127,7 @@ TEST_BINS := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%) $(BUILD)/tests/hf_logits
 TEST_CXX_BINS := $(patsubst tests/%.cpp,$(BUILD)/tests/%,$(wildcard tests/test_*.cpp))
 # and with CUDA, test_kernels again built by nvcc, launching the kernels on a real GPU
 # (it prints "skip - no CUDA device" where there is none)
-TEST_GPU_BINS := $(if $(LIB_CU),$(BUILD)/tests/test_kernels_gpu)
+TEST_GPU_BINS := $(if $(and $(LIB_CU),$(wildcard tests/test_kernels.cpp)),$(BUILD)/tests/test_kernels_gpu)
 TEST_BINS += $(TEST_CXX_BINS) $(TEST_GPU_BINS)
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BINS := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
