@@ -18,6 +18,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus // the CUDA twins (.cu) and the C++ tests include this
+extern "C" {
+#endif
+
 // Threads the OpenMP kernels will use (for sizing per-thread scratch).
 int layers_threads(void);
 // Sets OpenBLAS to one thread (for the whole process: other BLAS callers should slice
@@ -112,5 +116,9 @@ double crossentropy_forward(float *nll, float *lse, const float *logits,
 // get 0. dlogits may equal logits (in place); lse from the forward.
 void crossentropy_backward(float *dlogits, const float *logits, const float *lse,
                            const int32_t *targets, float scale, size_t N, size_t V);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

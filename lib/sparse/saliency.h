@@ -16,6 +16,10 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus // the CUDA twins (.cu) and the C++ tests include this
+extern "C" {
+#endif
+
 typedef enum { SAL_MAGNITUDE, SAL_FIRST, SAL_SECOND } Saliency;
 
 // "magnitude", "first", "second" -> *out; -1 (no ERR) if unknown.
@@ -28,5 +32,9 @@ int saliency_needs_moments(Saliency s);
 // may be NULL. Returns 0, or -1 after ERR naming the first bad element ("element 12:
 // exp_avg_sq is nan"); the caller prefixes the tensor name.
 int saliency_score(float *out, Saliency s, const float *w, const float *m, const float *v, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
