@@ -55,6 +55,13 @@ void grad_scale(float *g, float s, size_t n);
 // The single-process clip_grad_norm_: returns the norm before clipping.
 double grad_clip(float *g, double max_norm, size_t n);
 
+#ifdef BEST_CUDA
+struct CUstream_st; // cudaStream_t
+// adamw_update on device arrays (adamw.cu); mask may be NULL.
+void adamw_update_cuda(float *w, float *m, float *v, const float *g, const uint8_t *mask,
+                       const AdamWHyper *h, int t, size_t n, struct CUstream_st *stream);
+#endif
+
 #ifdef __cplusplus
 }
 #endif

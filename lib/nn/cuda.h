@@ -42,6 +42,13 @@ void cuda_ctx_free(CudaCtx *c); // NULL is fine
 }
 #endif
 
+// The linkage of the kernels' C API in .cu files: extern "C", except where
+// tests/test_kernels.cpp includes the .cu files themselves to run them on the CPU (it
+// makes them static).
+#if defined(__cplusplus) && !defined(BEST_KAPI)
+#define BEST_KAPI extern "C"
+#endif
+
 #ifdef __CUDACC__
 #include <cublasLt.h>
 

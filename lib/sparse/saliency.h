@@ -33,6 +33,15 @@ int saliency_needs_moments(Saliency s);
 // exp_avg_sq is nan"); the caller prefixes the tensor name.
 int saliency_score(float *out, Saliency s, const float *w, const float *m, const float *v, size_t n);
 
+#ifdef BEST_CUDA
+struct CUstream_st; // cudaStream_t
+// saliency_score on device arrays (saliency.cu): out (n) = the scores; *bad (a device
+// counter, zeroed by the caller) += the number of elements with a NaN or infinite input
+// or a negative exp_avg_sq (0: all good).
+void saliency_score_cuda(float *out, unsigned long long *bad, Saliency s, const float *w,
+                         const float *m, const float *v, size_t n, struct CUstream_st *stream);
+#endif
+
 #ifdef __cplusplus
 }
 #endif
