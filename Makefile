@@ -53,7 +53,7 @@ PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 PKG_MISSING := $(shell pkg-config --exists $(PKGS) openblas 2>/dev/null || \
                  for p in $(PKGS) openblas; do pkg-config --exists $$p 2>/dev/null || echo $$p; done)
 ifneq ($(PKG_MISSING),)
-ifneq ($(filter-out deps test demo clean,$(or $(MAKECMDGOALS),all)),)
+ifneq ($(filter-out deps test demo clean cuda-flags,$(or $(MAKECMDGOALS),all)),)
 $(error missing pkg-config packages: $(PKG_MISSING); run 'make deps' to install them (or 'make demo' / 'make test', which do))
 endif
 endif
@@ -132,7 +132,7 @@ TEST_BINS += $(TEST_CXX_BINS) $(TEST_GPU_BINS)
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BINS := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all tools test deps fuzz fuzz-build bench demo report clean FORCE
+.PHONY: all tools test deps fuzz fuzz-build bench demo report clean cuda-flags FORCE
 # keep objects made through pattern chains (tests, fuzz targets): no "rm *.o" after a build
 .SECONDARY:
 all: $(LIBA) $(BINS) $(TEST_BINS) $(BENCH_BINS)
@@ -242,7 +242,16 @@ else
 	    $(foreach r,$(RUNS),--results $(r)/report/results.jsonl)
 endif
 
+# The compiler settings as shell assignments, for tests/gpu/run.sh's fallback build on a
+# machine without the packages (so this target skips the package check).
+cuda-flags:
+	@echo "CUDA=$(CUDA)"
+	@echo "NVCC='$(NVCC)'"
+	@echo "NVCCFLAGS='$(NVCCFLAGS)'"
+	@echo "CUDA_LDLIBS='$(CUDA_LDLIBS)'"
+	@echo "CFLAGS='$(CFLAGS)'"
+
 clean:
-	rm -rf build build-san build-fuzz bin lib/libbest.a
+	rm -rf build build-san build-fuzz build-gpu bin lib/libbest.a
 
 -include $(LIB_OBJ:.o=.d) $(TEST_BINS:=.d) $(BENCH_BINS:=.d) $(wildcard $(BUILD)/tools/*/*.d)
