@@ -12,6 +12,7 @@
 #   make demo       installs missing packages, builds the tools, runs the whole pipeline on
 #                   a synthetic corpus on the CPU (pipelines/demo.mk)
 #   make report     the demo's report (RUNS="OUT...": compare pipeline runs)
+#   make cuda-flags the CUDA settings found, as shell assignments (tests/gpu/run.sh)
 #
 # Optional dependencies are probed and reported, never guessed; the CPU path is always
 # built. CUDA: nvcc on PATH, else /usr/local/cuda/bin/nvcc (NVCC=PATH picks one,
