@@ -12,9 +12,14 @@
 #   make demo       installs missing packages, builds the tools, runs the whole pipeline on
 #                   a synthetic corpus on the CPU (pipelines/demo.mk)
 #   make report     the demo's report (RUNS="OUT...": compare pipeline runs)
+#   make cuda-flags the CUDA settings found, as shell assignments (tests/gpu/run.sh)
 #
-# Optional dependencies are probed and reported, never guessed: nvcc is not
-# needed yet; the CPU path is always built.
+# Optional dependencies are probed and reported, never guessed; the CPU path is always
+# built. CUDA: nvcc on PATH, else /usr/local/cuda/bin/nvcc (NVCC=PATH picks one,
+# NVCC=none builds without). When found, every lib/*/*.cu is compiled for sm_80 and
+# sm_90a plus compute_90a PTX (named, never guessed) into libbest.a, the C code sees
+# BEST_CUDA=1 and the programs link cudart and cuBLASLt from the toolkit's lib64. One
+# line says what was found. The sanitizer and fuzz builds stay CPU-only. docs/cuda.md.
 #
 # Fresh machines: the pkg-config flags below are read when make parses this file, so a
 # target that installs the packages (deps) must build in a new make process that parses
@@ -49,34 +54,113 @@ PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 PKG_MISSING := $(shell pkg-config --exists $(PKGS) openblas 2>/dev/null || \
                  for p in $(PKGS) openblas; do pkg-config --exists $$p 2>/dev/null || echo $$p; done)
 ifneq ($(PKG_MISSING),)
-ifneq ($(filter-out deps test demo clean,$(or $(MAKECMDGOALS),all)),)
+ifneq ($(filter-out deps test demo clean cuda-flags,$(or $(MAKECMDGOALS),all)),)
 $(error missing pkg-config packages: $(PKG_MISSING); run 'make deps' to install them (or 'make demo' / 'make test', which do))
 endif
 endif
+# --- CUDA, probed ------------------------------------------------------------------------
+ifeq ($(origin NVCC),undefined)
+NVCC := $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc))
+endif
+CUDA := 0
+CUDA_WHY :=
+ifeq ($(filter-out none,$(NVCC)),)
+CUDA_WHY := no nvcc ($(if $(NVCC),NVCC=none,none on PATH nor /usr/local/cuda/bin/nvcc))
+else ifeq ($(SAN),1)
+CUDA_WHY := not in the sanitizer build
+else
+NVCC_PATH := $(realpath $(shell command -v $(NVCC) 2>/dev/null))
+NVCC_VERSION := $(shell $(NVCC) --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\),.*/\1/p')
+CUDA_HOME := $(patsubst %/bin/nvcc,%,$(NVCC_PATH))
+CUDA_INC := $(CUDA_HOME)/include
+CUDA_LIBDIR := $(firstword $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib))
+ifeq ($(NVCC_VERSION),)
+# NVCC named by the user that does not run is their mistake, not a CPU-only machine
+ifneq ($(origin NVCC),file)
+$(error NVCC=$(NVCC) does not run (nvcc --version failed); name a working nvcc or NVCC=none)
+endif
+CUDA_WHY := $(NVCC) does not run (nvcc --version failed)
+else ifneq ($(words $(wildcard $(CUDA_INC)/cublasLt.h $(CUDA_LIBDIR)/libcublasLt.so)),2)
+CUDA_WHY := nvcc $(NVCC_VERSION) at $(NVCC_PATH) but no cuBLASLt (cublasLt.h, libcublasLt.so) under $(CUDA_HOME)
+else
+CUDA := 1
+endif
+endif
+ifeq ($(CUDA),1)
+# sm_80 (A100) and sm_90a (H100/H200: wgmma, setmaxnreg) machine code, compute_90a PTX for
+# later GPUs; the -gencode form, which HOPPER.md found reliable for sm_90a
+CUDA_ARCH := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90a,code=sm_90a \
+             -gencode arch=compute_90a,code=compute_90a
+NVCCFLAGS := -O3 -std=c++17 $(CUDA_ARCH) -lineinfo -Werror all-warnings \
+             -Xcompiler -Wall,-Wextra,-Werror -DBEST_CUDA=1 -Ilib -MMD -MP $(EXTRA_NVCCFLAGS)
+CFLAGS_CUDA := -DBEST_CUDA=1
+CUDA_LDLIBS := -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcudart -lcublasLt -lstdc++
+CUDA_LINE := cuda: nvcc $(NVCC_VERSION) ($(NVCC_PATH)), include $(CUDA_INC), lib $(CUDA_LIBDIR), cuBLASLt yes: lib/*/*.cu for sm_80 sm_90a + compute_90a PTX
+else
+CUDA_LINE := cuda: off, $(CUDA_WHY): CPU build only
+endif
+# Said once per top-level make (sub-makes of `make test` stay quiet), after the check for
+# missing packages so that a build without them still fails in one line.
+ifeq ($(MAKELEVEL),0)
+$(info $(CUDA_LINE))
+endif
+
 CFLAGS  := $(OPT) -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fopenmp -MMD -MP \
-           -Ilib $(SANFLAGS) $(PKG_CFLAGS) $(EXTRA_CFLAGS)
+           -Ilib $(SANFLAGS) $(PKG_CFLAGS) $(CFLAGS_CUDA) $(EXTRA_CFLAGS)
+CXXFLAGS := $(OPT) -g -std=c++17 -D_GNU_SOURCE -Wall -Wextra -Werror -pthread -MMD -MP \
+            -Ilib $(SANFLAGS) $(EXTRA_CXXFLAGS)
 LDFLAGS := -fopenmp $(SANFLAGS)
 LDLIBS  := $(PKG_LIBS) -lopenblas -lm -lpthread
+# the programs' links (the fuzz targets link LDLIBS alone: they are CPU-only)
+LINK_LIBS := $(LDLIBS) $(CUDA_LDLIBS)
 
 LIB_SRC := $(wildcard lib/*/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+# CUDA objects are NAME.cu.o: layers.cu is layers.c's twin, beside it
+LIB_CU  := $(if $(filter 1,$(CUDA)),$(wildcard lib/*/*.cu))
+LIB_OBJ += $(LIB_CU:%.cu=$(BUILD)/%.cu.o)
 TOOLS   := $(notdir $(wildcard tools/best-*))
 BINS    := $(TOOLS:%=$(BINDIR)/%)
 TEST_SRC := $(wildcard tests/test_*.c)
 # and tests/hf_logits.c, a helper that tests/t_hf_load.sh runs (tests/run.sh runs only test_*)
 TEST_BINS := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%) $(BUILD)/tests/hf_logits
+# C++ tests (the CUDA kernels run on the CPU through tests/cuda_emu.h), built by $(CXX)
+TEST_CXX_BINS := $(patsubst tests/%.cpp,$(BUILD)/tests/%,$(wildcard tests/test_*.cpp))
+# and with CUDA, test_kernels again built by nvcc, launching the kernels on a real GPU
+# (it prints "skip - no CUDA device" where there is none)
+TEST_GPU_BINS := $(if $(and $(LIB_CU),$(wildcard tests/test_kernels.cpp)),$(BUILD)/tests/test_kernels_gpu)
+TEST_BINS += $(TEST_CXX_BINS) $(TEST_GPU_BINS)
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BINS := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all tools test deps fuzz fuzz-build bench demo report clean
+.PHONY: all tools test deps fuzz fuzz-build bench demo report clean cuda-flags FORCE
 # keep objects made through pattern chains (tests, fuzz targets): no "rm *.o" after a build
 .SECONDARY:
 all: $(LIBA) $(BINS) $(TEST_BINS) $(BENCH_BINS)
 tools: $(LIBA) $(BINS)
 
-$(BUILD)/%.o: %.c
+# Objects depend on whether CUDA is on (BEST_CUDA=1 changes the C code): a stamp that
+# changes when the setting does, so that switching (NVCC=none, then a plain make) rebuilds.
+CUDA_STAMP := $(BUILD)/cuda.stamp
+$(CUDA_STAMP): FORCE
+	@mkdir -p $(dir $@) && echo $(CUDA) | cmp -s - $@ || echo $(CUDA) >$@
+FORCE:
+
+$(BUILD)/%.o: %.c $(CUDA_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/%.cu.o: %.cu $(CUDA_STAMP)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+$(BUILD)/tests/%.o: tests/%.cpp $(CUDA_STAMP)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) -c $< -o $@
+
+$(BUILD)/tests/test_kernels_gpu.o: tests/test_kernels.cpp $(CUDA_STAMP)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -DTEST_ON_GPU -x cu -c $< -o $@
 
 $(LIBA): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -87,15 +171,19 @@ $(LIBA): $(LIB_OBJ)
 # (No '%' inside the functions: make would put the stem there before expanding.)
 $(BINDIR)/%: $$(addprefix $(BUILD)/,$$(subst .c,.o,$$(wildcard tools/$$*/*.c))) $(LIBA)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIBA) $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIBA) $(LINK_LIBS)
 
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBA)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $< $(LIBA) $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIBA) $(LINK_LIBS)
+
+$(TEST_CXX_BINS) $(TEST_GPU_BINS): $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBA)
+	@mkdir -p $(dir $@)
+	$(CXX) $(LDFLAGS) -pthread -o $@ $< $(LIBA) $(LINK_LIBS)
 
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIBA)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $< $(LIBA) $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIBA) $(LINK_LIBS)
 
 # One command runs everything: the suite on the plain build, again on the ASan+UBSan
 # build, and the fuzz targets briefly (FUZZ_SECONDS_CI each). SAN=1 runs only the
@@ -155,7 +243,16 @@ else
 	    $(foreach r,$(RUNS),--results $(r)/report/results.jsonl)
 endif
 
+# The compiler settings as shell assignments, for tests/gpu/run.sh's fallback build on a
+# machine without the packages (so this target skips the package check).
+cuda-flags:
+	@echo "CUDA=$(CUDA)"
+	@echo "NVCC='$(NVCC)'"
+	@echo "NVCCFLAGS='$(NVCCFLAGS)'"
+	@echo "CUDA_LDLIBS='$(CUDA_LDLIBS)'"
+	@echo "CFLAGS='$(CFLAGS)'"
+
 clean:
-	rm -rf build build-san build-fuzz bin lib/libbest.a
+	rm -rf build build-san build-fuzz build-gpu bin lib/libbest.a
 
 -include $(LIB_OBJ:.o=.d) $(TEST_BINS:=.d) $(BENCH_BINS:=.d) $(wildcard $(BUILD)/tools/*/*.d)

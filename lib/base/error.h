@@ -11,6 +11,10 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus // the CUDA files (lib/*/*.cu) and C++ tests call these too
+extern "C" {
+#endif
+
 // Records a message (printf format) and the source location; returns -1.
 int err_set_(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -47,5 +51,9 @@ void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t size);
 void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -2,7 +2,7 @@
 //
 // The update mirrors torch.optim.AdamW's _single_tensor_adamw operation by operation
 // (including where torch rounds to fp32), so that three steps agree with PyTorch to a
-// few ulps:
+// few ulps; one element is km_adamw (kernel_math.h), which adamw.cu's kernel calls too:
 //   w *= 1 - lr*wd;  m = m*b1 + (1-b1)*g;  v = v*b2 + (1-b2)*g*g
 //   w += -(lr / (1-b1^t)) * m / (sqrt(v) / sqrt(1-b2^t) + eps)
 #include "nn/adamw.h"
@@ -28,26 +28,23 @@ void adamw_free(AdamW *o) {
     memset(o, 0, sizeof *o);
 }
 
+AdamWScalars adamw_scalars(const AdamWHyper *h, int t) {
+    // Python doubles, cast to float where they meet a tensor, as torch forms them.
+    double bc1 = 1.0 - pow(h->beta1, (double)t), bc2 = 1.0 - pow(h->beta2, (double)t);
+    AdamWScalars k = {
+        .decay = (float)(1.0 - h->lr * h->weight_decay),
+        .b1 = (float)h->beta1, .b2 = (float)h->beta2,
+        .a1 = (float)(1.0 - h->beta1), .a2 = (float)(1.0 - h->beta2),
+        .step = (float)(h->lr / bc1), .bc2s = (float)sqrt(bc2), .eps = (float)h->eps,
+    };
+    return k;
+}
+
 void adamw_update(float *w, float *m, float *v, const float *g, const uint8_t *mask,
                   const AdamWHyper *h, int t, size_t n) {
-    // Scalars as torch forms them: Python doubles, cast to float where they meet a tensor.
-    float decay = (float)(1.0 - h->lr * h->weight_decay);
-    float b1 = (float)h->beta1, b2 = (float)h->beta2;
-    float a1 = (float)(1.0 - h->beta1), a2 = (float)(1.0 - h->beta2);
-    double bc1 = 1.0 - pow(h->beta1, (double)t), bc2 = 1.0 - pow(h->beta2, (double)t);
-    float step = (float)(h->lr / bc1), bc2s = (float)sqrt(bc2), eps = (float)h->eps;
+    AdamWScalars k = adamw_scalars(h, t);
 #pragma omp parallel for schedule(static) if (n > PAR_MIN_WORK)
-    for (size_t i = 0; i < n; i++) {
-        int keep = !mask || mask[i];
-        float gi = keep ? g[i] : 0.0f;
-        float mi = m[i] * b1 + a1 * gi;
-        float vi = v[i] * b2 + a2 * gi * gi;
-        m[i] = mi;
-        v[i] = vi;
-        float wi = w[i] * decay;
-        wi = wi + -step * (mi / (sqrtf(vi) / bc2s + eps));
-        w[i] = keep ? wi : 0.0f;
-    }
+    for (size_t i = 0; i < n; i++) km_adamw(w + i, m + i, v + i, g[i], !mask || mask[i], &k);
 }
 
 void adamw_step(AdamW *o, float *w, const float *g, const uint8_t *mask, const AdamWHyper *h) {

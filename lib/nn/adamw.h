@@ -14,6 +14,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "nn/kernel_math.h" // defines: AdamWScalars
+
+#ifdef __cplusplus // adamw.cu includes this
+extern "C" {
+#endif
+
 typedef struct {
     double lr, beta1, beta2, eps, weight_decay; // torch's defaults: 1e-3, 0.9, 0.999, 1e-8, 1e-2
 } AdamWHyper;
@@ -28,6 +34,9 @@ typedef struct {
 void adamw_init(AdamW *o, size_t n);  // moments zero, t = 0
 void adamw_free(AdamW *o);
 
+// The float scalars of step t (1-based) as torch forms them from h's doubles; the CPU
+// update and the CUDA kernel take these.
+AdamWScalars adamw_scalars(const AdamWHyper *h, int t);
 // One AdamW step, number t (1-based), over w, m, v, g (n). With a mask, positions with
 // mask 0 see a zero gradient (their moments decay as torch's would) and their weight is
 // set to 0 after the update.
@@ -46,5 +55,15 @@ void grad_scale(float *g, float s, size_t n);
 // The single-process clip_grad_norm_: returns the norm before clipping.
 double grad_clip(float *g, double max_norm, size_t n);
 
+#ifdef BEST_CUDA
+struct CUstream_st; // cudaStream_t
+// adamw_update on device arrays (adamw.cu); mask may be NULL.
+void adamw_update_cuda(float *w, float *m, float *v, const float *g, const uint8_t *mask,
+                       const AdamWHyper *h, int t, size_t n, struct CUstream_st *stream);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -26,6 +26,7 @@
 #endif
 
 #include "base/error.h" // defines: CHECK
+#include "nn/kernel_math.h" // defines: km_exp and the per-element arithmetic of each kernel
 
 // OpenMP loops fork only when there is enough work: a fork-join costs a few
 // microseconds, more than a whole kernel of a tiny model or of one decoded token.
@@ -103,34 +104,8 @@ static void colsum_add(float *out, const float *x, size_t N, size_t C) {
 #pragma clang diagnostic ignored "-Wpass-failed"
 #endif
 
-static inline float f_of(uint32_t u) { float f; memcpy(&f, &u, sizeof f); return f; }
-static inline uint32_t u_of(float f) { uint32_t u; memcpy(&u, &f, sizeof u); return u; }
-
-// exp(x) to 1 ulp (against exp in double, every 1e-4 of the range), without branches,
-// so that it vectorises: x = n ln2 + r with |r| <= ln2/2, exp(r) by Cephes' expf
-// polynomial, 2^n put straight into exponent bits (as 2 * 2^(n-1), so that n = 128, up
-// to expf's overflow at 88.72, stays finite). Below -86.6 (2^-125) the result is 0,
-// where expf's is under 2.4e-38; inf and NaN go through. (Bit arithmetic in unsigned:
-// a NaN's bits would overflow a signed shift.)
-static inline float exp_fast(float x) {
-    uint32_t under = 0u - (x < -86.6f), over = 0u - (x > 88.8f); // all ones or 0
-    x = f_of((u_of(x) & ~over & ~under) | (u_of(88.8f) & over));
-    // round(x / ln2) without a rounding instruction: adding 1.5 * 2^23 leaves the
-    // integer in the low mantissa bits (|x / ln2| < 2^22 here).
-    float t = x * 1.44269504088896341f + 12582912.0f;
-    float n = t - 12582912.0f;
-    uint32_t ni = u_of(t) - u_of(12582912.0f); // n, as a 2's-complement integer
-    float r = x - n * 0.693359375f - n * -2.12194440e-4f; // ln2 in two parts: n*hi is exact
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    p = (p + p) * f_of((ni + 126u) << 23); // 2^(n-1), n in [-125, 128]
-    return f_of(u_of(p) & ~under);
-}
+// exp is km_exp (kernel_math.h): the branch-free polynomial these loops were tuned with,
+// shared with the CUDA kernels so both paths compute the same exp.
 
 // The largest of x (n), -INFINITY for n = 0.
 VEC_CLONES static float row_max(const float *x, size_t n) {
@@ -147,13 +122,13 @@ VEC_CLONES static double row_exp_sum(float *y, const float *x, float shift, size
     if (y) {
 #pragma omp simd reduction(+ : sum)
         for (size_t j = 0; j < n; j++) {
-            float e = exp_fast(x[j] - shift);
+            float e = km_exp(x[j] - shift);
             y[j] = e;
             sum += e;
         }
     } else {
 #pragma omp simd reduction(+ : sum)
-        for (size_t j = 0; j < n; j++) sum += exp_fast(x[j] - shift);
+        for (size_t j = 0; j < n; j++) sum += km_exp(x[j] - shift);
     }
     return sum;
 }
@@ -164,10 +139,15 @@ VEC_CLONES static void row_scale(float *x, float s, size_t n) {
     for (size_t j = 0; j < n; j++) x[j] *= s;
 }
 
-// y (n) = exp(x - shift) * s (y may be x).
-VEC_CLONES static void row_exp_scale(float *y, const float *x, float shift, float s, size_t n) {
+// d (n) = scale * (exp(z - lse) - onehot(t)), by km_xent_dlogit (d may be z). The target
+// is done apart, so that the loop has no index compare (SSE2 has no 64-bit one: that
+// clone would not vectorise).
+VEC_CLONES static void row_xent_grad(float *d, const float *z, float lse, float scale, size_t t,
+                                     size_t n) {
+    float zt = z[t];
 #pragma omp simd
-    for (size_t j = 0; j < n; j++) y[j] = exp_fast(x[j] - shift) * s;
+    for (size_t j = 0; j < n; j++) d[j] = km_xent_dlogit(z[j], lse, scale, 0);
+    d[t] = km_xent_dlogit(zt, lse, scale, 1);
 }
 
 // --- linear -----------------------------------------------------------------------------
@@ -239,11 +219,10 @@ void rmsnorm_forward(float *y, float *rstd, const float *x, const float *w,
         const float *xr = x + n * C;
         double ss = 0; // mean of squares in double: C can be 8192 and fp32 sums drift
         for (size_t c = 0; c < C; c++) ss += (double)xr[c] * xr[c];
-        float r = 1.0f / sqrtf((float)(ss / (double)C) + eps);
+        float r = km_rmsnorm_rstd((float)(ss / (double)C), eps);
         rstd[n] = r;
         float *yr = y + n * C;
-        // (x * r) * w in this order, as transformers does (weight * hidden.to(dtype))
-        for (size_t c = 0; c < C; c++) yr[c] = w[c] * (xr[c] * r);
+        for (size_t c = 0; c < C; c++) yr[c] = km_rmsnorm_y(xr[c], r, w[c]);
     }
 }
 
@@ -268,9 +247,9 @@ void rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x,
         float r = rstd[n];
         double dot = 0;
         for (size_t c = 0; c < C; c++) dot += (double)w[c] * dyr[c] * xr[c];
-        float k = (float)(dot * r * r * r / (double)C);
+        float k = km_rmsnorm_dcoef(dot, r, C);
         for (size_t c = 0; c < C; c++) {
-            float g = r * w[c] * dyr[c] - k * xr[c];
+            float g = km_rmsnorm_dx(dyr[c], xr[c], w[c], r, k);
             dxr[c] = dx_acc ? dxr[c] + g : g;
         }
     }
@@ -302,11 +281,7 @@ static void rope_rotate(float *x, const float *cos, const float *sin, size_t B, 
             const float *c = cos + t * half, *s = sin + t * half;
             for (size_t h = 0; h < H; h++) {
                 float *v = x + ((b * T + t) * H + h) * HD;
-                for (size_t i = 0; i < half; i++) {
-                    float a = v[i], z = v[i + half], si = dir * s[i];
-                    v[i] = a * c[i] - z * si;
-                    v[i + half] = z * c[i] + a * si;
-                }
+                for (size_t i = 0; i < half; i++) km_rope_pair(v + i, v + i + half, c[i], dir * s[i]);
             }
         }
 }
@@ -413,7 +388,7 @@ VEC_CLONES static void softmax_grad_row(float *p, float *d, float lse, float D, 
                                         size_t n) {
 #pragma omp simd
     for (size_t j = 0; j < n; j++) {
-        p[j] = exp_fast(p[j] - lse);
+        p[j] = km_exp(p[j] - lse);
         d[j] = p[j] * (d[j] - D) * scale;
     }
 }
@@ -487,21 +462,13 @@ void attention_backward(float *dq, float *dk, float *dv, float *dkh, float *dvh,
 // h (n) = silu(gate) * up over one span (vectorised; the OpenMP loops below cut spans).
 VEC_CLONES static void swiglu_span(float *h, const float *gate, const float *up, size_t n) {
 #pragma omp simd
-    for (size_t i = 0; i < n; i++) {
-        float g = gate[i];
-        h[i] = g / (1.0f + exp_fast(-g)) * up[i];
-    }
+    for (size_t i = 0; i < n; i++) h[i] = km_swiglu_forward(gate[i], up[i]);
 }
 
 VEC_CLONES static void swiglu_back_span(float *dgate, float *dup, const float *dh,
                                         const float *gate, const float *up, size_t n) {
 #pragma omp simd
-    for (size_t i = 0; i < n; i++) {
-        float g = gate[i], sig = 1.0f / (1.0f + exp_fast(-g));
-        // d silu(g)/dg = sig * (1 + g (1 - sig))
-        dgate[i] = dh[i] * up[i] * sig * (1.0f + g * (1.0f - sig));
-        dup[i] = dh[i] * g * sig;
-    }
+    for (size_t i = 0; i < n; i++) km_swiglu_backward(dgate + i, dup + i, dh[i], gate[i], up[i]);
 }
 
 enum { SPAN = 4096 }; // elements per OpenMP task of the elementwise kernels
@@ -562,7 +529,6 @@ void crossentropy_backward(float *dlogits, const float *logits, const float *lse
         float *d = dlogits + n * V;
         const float *z = logits + n * V;
         if (targets[n] < 0) { memset(d, 0, V * sizeof *d); continue; }
-        row_exp_scale(d, z, lse[n], scale, V);
-        d[targets[n]] -= scale;
+        row_xent_grad(d, z, lse[n], scale, (size_t)targets[n], V);
     }
 }

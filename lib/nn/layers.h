@@ -18,6 +18,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus // the CUDA twins (.cu) and the C++ tests include this
+extern "C" {
+#endif
+
 // Threads the OpenMP kernels will use (for sizing per-thread scratch).
 int layers_threads(void);
 // Sets OpenBLAS to one thread (for the whole process: other BLAS callers should slice
@@ -112,5 +116,47 @@ double crossentropy_forward(float *nll, float *lse, const float *logits,
 // get 0. dlogits may equal logits (in place); lse from the forward.
 void crossentropy_backward(float *dlogits, const float *logits, const float *lse,
                            const int32_t *targets, float scale, size_t N, size_t V);
+
+// --- the CUDA twins (layers.cu), in builds with CUDA (BEST_CUDA) ------------------------
+// The CPU kernel's arguments as device pointers, plus the stream the launch goes to
+// (asynchronous; launch errors are fatal, CUDA_CHECK). Results match the CPU kernels to
+// fp32 rounding (docs/cuda.md); none uses float atomics, so each is deterministic.
+#ifdef BEST_CUDA
+struct CUstream_st; // cudaStream_t is a struct CUstream_st *
+
+void embedding_forward_cuda(float *x, const int32_t *tokens, const float *embed, size_t N,
+                            size_t C, struct CUstream_st *stream);
+void embedding_backward_cuda(float *dembed, const float *dx, const int32_t *tokens, size_t N,
+                             size_t C, struct CUstream_st *stream);
+void rmsnorm_forward_cuda(float *y, float *rstd, const float *x, const float *w, size_t N,
+                          size_t C, float eps, struct CUstream_st *stream);
+// scratch (km_rmsnorm_dw_chunks(N) * C floats): the weight gradient's partial sums.
+void rmsnorm_backward_cuda(float *dx, float *dw, float *scratch, const float *dy, const float *x,
+                           const float *rstd, const float *w, size_t N, size_t C, int dx_acc,
+                           struct CUstream_st *stream);
+void rope_forward_cuda(float *x, const float *cos, const float *sin, size_t B, size_t T,
+                       size_t H, size_t HD, struct CUstream_st *stream);
+void rope_backward_cuda(float *dx, const float *cos, const float *sin, size_t B, size_t T,
+                        size_t H, size_t HD, struct CUstream_st *stream);
+void swiglu_forward_cuda(float *h, const float *gate, const float *up, size_t n,
+                         struct CUstream_st *stream);
+void swiglu_backward_cuda(float *dgate, float *dup, const float *dh, const float *gate,
+                          const float *up, size_t n, struct CUstream_st *stream);
+// out (n) = a + b (out may be a or b): the residual connections.
+void residual_forward_cuda(float *out, const float *a, const float *b, size_t n,
+                           struct CUstream_st *stream);
+// out (n) = bf16 bits of in (n), rounded to nearest even: matrix-product operands.
+void cast_bf16_cuda(uint16_t *out, const float *in, size_t n, struct CUstream_st *stream);
+// The cross-entropy of N rows of logits (N, V), a chunk of the batch's rows: nll (N) as
+// crossentropy_forward's, lse (N) or NULL, and, unless dlogits is NULL, dlogits (N, V)
+// as crossentropy_backward's (dlogits may be logits: in place).
+void crossentropy_chunk_cuda(float *dlogits, float *nll, float *lse, const float *logits,
+                             const int32_t *targets, float scale, size_t N, size_t V,
+                             struct CUstream_st *stream);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

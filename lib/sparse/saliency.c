@@ -4,7 +4,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "base/error.h" // defines: ERR
+#include "base/error.h"      // defines: ERR
+#include "nn/kernel_math.h"  // defines: km_saliency_* (one element, shared with saliency.cu)
 
 static const char *const NAMES[] = {"magnitude", "first", "second"};
 
@@ -33,7 +34,7 @@ int saliency_score(float *out, Saliency s, const float *w, const float *m, const
     switch (s) {
     case SAL_MAGNITUDE:
         for (size_t i = 0; i < n; i++) {
-            out[i] = fabsf(w[i]);
+            out[i] = km_saliency_magnitude(w[i]);
             bad |= !isfinite(w[i]);
         }
         if (bad) return bad_input("weight", w, n);
@@ -41,8 +42,7 @@ int saliency_score(float *out, Saliency s, const float *w, const float *m, const
     case SAL_FIRST:
         if (!m) return ERR("first-order saliency needs exp_avg");
         for (size_t i = 0; i < n; i++) {
-            float x = fabsf(m[i] * w[i]);
-            out[i] = w[i] == 0.0f ? 0.0f : x;
+            out[i] = km_saliency_first(w[i], m[i]);
             bad |= !isfinite(w[i]) | !isfinite(m[i]);
         }
         if (bad) { TRY(bad_input("weight", w, n)); return bad_input("exp_avg", m, n); }
@@ -50,9 +50,7 @@ int saliency_score(float *out, Saliency s, const float *w, const float *m, const
     case SAL_SECOND:
         if (!v) return ERR("second-order saliency needs exp_avg_sq");
         for (size_t i = 0; i < n; i++) {
-            // v * w^2 in float, as the paper's PyTorch code; + 0.0f turns -0.0 into +0.
-            float x = 0.5f * v[i] * (w[i] * w[i]) + 0.0f;
-            out[i] = w[i] == 0.0f ? 0.0f : x;
+            out[i] = km_saliency_second(w[i], v[i]);
             bad |= !isfinite(w[i]) | !isfinite(v[i]) | (v[i] < 0.0f);
         }
         if (bad) {

@@ -16,6 +16,10 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus // the CUDA twins (.cu) and the C++ tests include this
+extern "C" {
+#endif
+
 typedef enum { SAL_MAGNITUDE, SAL_FIRST, SAL_SECOND } Saliency;
 
 // "magnitude", "first", "second" -> *out; -1 (no ERR) if unknown.
@@ -28,5 +32,18 @@ int saliency_needs_moments(Saliency s);
 // may be NULL. Returns 0, or -1 after ERR naming the first bad element ("element 12:
 // exp_avg_sq is nan"); the caller prefixes the tensor name.
 int saliency_score(float *out, Saliency s, const float *w, const float *m, const float *v, size_t n);
+
+#ifdef BEST_CUDA
+struct CUstream_st; // cudaStream_t
+// saliency_score on device arrays (saliency.cu): out (n) = the scores; *bad (a device
+// counter, zeroed by the caller) += the number of elements with a NaN or infinite input
+// or a negative exp_avg_sq (0: all good).
+void saliency_score_cuda(float *out, unsigned long long *bad, Saliency s, const float *w,
+                         const float *m, const float *v, size_t n, struct CUstream_st *stream);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

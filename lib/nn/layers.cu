@@ -1,0 +1,275 @@
+// layers.cu: the CUDA twins of layers.c's kernels that are not matrix products, fp32
+// on device pointers: embedding, RMSNorm, RoPE, SwiGLU, the residual add, the cast of
+// fp32 to bf16 (the matrix products' operands), and the cross-entropy of a chunk of rows
+// of logits (softmax, loss and dlogits in one pass over the chunk). Shapes and
+// semantics are layers.h's; each twin is declared there under BEST_CUDA.
+//
+// Each thread's arithmetic is kernel_math.h's, the same functions the CPU path calls,
+// so a kernel differs from its CPU twin only in how rows are summed: a block sums a row
+// in float by warp shuffles (cuda_reduce.cuh), the CPU in double and in order. No kernel
+// uses atomics on floats: every output is written by one thread in a fixed order, so
+// the results are the same bits on every run (the embedding and RMSNorm weight
+// gradients included; docs/cuda.md says how).
+//
+// Written so that tests/cuda_emu.h can run it on the CPU (tests/test_kernels.cpp
+// includes this file): launches go through LAUNCH, the API's linkage through BEST_KAPI,
+// shared memory is static (no dynamic shared memory), every __syncthreads is reached by
+// all threads of the block.
+//
+// Not here: matrix products and attention (next, docs/cuda.md), the loop that calls
+// these (the model's device step, to come).
+#include "nn/cuda.h"        // defines: CUDA_CHECK, LAUNCH, BEST_KAPI
+#include "nn/cuda_reduce.cuh" // defines: block_sum, block_lse
+#include "nn/kernel_math.h" // defines: km_* (per element), km_blocks, km_row_threads
+#include "nn/layers.h"      // defines: the _cuda prototypes (with BEST_CUDA)
+
+// Threads per block of the row kernels (RMSNorm rows, cross-entropy rows).
+#define ROW_THREADS_MAX 512
+#define XENT_THREADS_MAX 1024
+
+// for (i over [0, n) in grid-stride steps): the loop of the elementwise kernels
+#define GRID_STRIDE(i, n)                                                                  \
+    for (size_t i = km_thread_index(blockIdx.x, blockDim.x, threadIdx.x); i < (n);          \
+         i += (size_t)gridDim.x * blockDim.x)
+
+// --- embedding ------------------------------------------------------------------------
+
+// x (N, C) = rows tokens (N) of embed (V, C).
+static __global__ void embedding_forward_kernel(float *x, const int32_t *tokens,
+                                                const float *embed, size_t N, size_t C) {
+    GRID_STRIDE(i, N * C) x[i] = embed[(size_t)tokens[i / C] * C + i % C];
+}
+
+// dembed (V, C) += dx rows at tokens. Deterministic without atomics: thread (c, bucket)
+// owns channel c of every token t with t % EMBED_BUCKETS == bucket and adds their rows
+// in row order, as the CPU does (the same bits). Each thread scans all N tokens; a
+// token that fills the batch makes one bucket slow, never wrong.
+#define EMBED_BUCKETS 64
+static __global__ void embedding_backward_kernel(float *dembed, const float *dx,
+                                                 const int32_t *tokens, size_t N, size_t C) {
+    size_t c = km_thread_index(blockIdx.x, blockDim.x, threadIdx.x);
+    if (c >= C) return; // no barriers here: leaving early is fine
+    for (size_t n = 0; n < N; n++) {
+        int32_t t = tokens[n];
+        if ((unsigned)t % EMBED_BUCKETS == blockIdx.y) dembed[(size_t)t * C + c] += dx[n * C + c];
+    }
+}
+
+BEST_KAPI void embedding_forward_cuda(float *x, const int32_t *tokens, const float *embed,
+                                      size_t N, size_t C, cudaStream_t stream) {
+    if (N * C == 0) return;
+    LAUNCH(embedding_forward_kernel, km_blocks(N * C, KM_THREADS, KM_GRID_CAP), KM_THREADS,
+           stream, x, tokens, embed, N, C);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+BEST_KAPI void embedding_backward_cuda(float *dembed, const float *dx, const int32_t *tokens,
+                                       size_t N, size_t C, cudaStream_t stream) {
+    if (N * C == 0) return;
+    unsigned threads = km_row_threads(C, 256);
+    dim3 grid(km_blocks(C, threads, 0xffffffffu), EMBED_BUCKETS);
+    LAUNCH(embedding_backward_kernel, grid, threads, stream, dembed, dx, tokens, N, C);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+// --- RMSNorm ----------------------------------------------------------------------------
+// A block per row (rows in grid-stride steps), C spread over its threads.
+
+static __global__ void rmsnorm_forward_kernel(float *y, float *rstd, const float *x,
+                                              const float *w, size_t N, size_t C, float eps) {
+    for (size_t n = blockIdx.x; n < N; n += gridDim.x) {
+        const float *xr = x + n * C;
+        float ss = 0.0f;
+        for (size_t c = threadIdx.x; c < C; c += blockDim.x) ss += xr[c] * xr[c];
+        float r = km_rmsnorm_rstd(block_sum(ss) / (float)C, eps);
+        if (threadIdx.x == 0) rstd[n] = r;
+        for (size_t c = threadIdx.x; c < C; c += blockDim.x) y[n * C + c] = km_rmsnorm_y(xr[c], r, w[c]);
+    }
+}
+
+// dx (N, C) = or += the input gradient (dx may be dy: each thread reads its dy before it
+// writes the same element, and the row's dot is complete before any write).
+static __global__ void rmsnorm_backward_dx_kernel(float *dx, const float *dy, const float *x,
+                                                  const float *rstd, const float *w, size_t N,
+                                                  size_t C, int dx_acc) {
+    for (size_t n = blockIdx.x; n < N; n += gridDim.x) {
+        const float *dyr = dy + n * C, *xr = x + n * C;
+        float dot = 0.0f;
+        for (size_t c = threadIdx.x; c < C; c += blockDim.x) dot += w[c] * dyr[c] * xr[c];
+        float r = rstd[n];
+        float coef = km_rmsnorm_dcoef((double)block_sum(dot), r, C);
+        for (size_t c = threadIdx.x; c < C; c += blockDim.x) {
+            float g = km_rmsnorm_dx(dyr[c], xr[c], w[c], r, coef);
+            dx[n * C + c] = dx_acc ? dx[n * C + c] + g : g;
+        }
+    }
+}
+
+// part (chunks, C): chunk k's sum over its rows of dy * x * rstd, per channel, in row order.
+static __global__ void rmsnorm_dw_part_kernel(float *part, const float *dy, const float *x,
+                                              const float *rstd, size_t N, size_t C,
+                                              size_t rows_per_chunk) {
+    size_t c = km_thread_index(blockIdx.x, blockDim.x, threadIdx.x);
+    if (c >= C) return;
+    size_t lo = blockIdx.y * rows_per_chunk, hi = lo + rows_per_chunk < N ? lo + rows_per_chunk : N;
+    float acc = 0.0f;
+    for (size_t n = lo; n < hi; n++) acc += dy[n * C + c] * x[n * C + c] * rstd[n];
+    part[blockIdx.y * C + c] = acc;
+}
+
+// dw (C) += the chunks' sums, in chunk order.
+static __global__ void rmsnorm_dw_sum_kernel(float *dw, const float *part, size_t chunks, size_t C) {
+    GRID_STRIDE(c, C) {
+        float acc = 0.0f;
+        for (size_t k = 0; k < chunks; k++) acc += part[k * C + c];
+        dw[c] += acc;
+    }
+}
+
+BEST_KAPI void rmsnorm_forward_cuda(float *y, float *rstd, const float *x, const float *w,
+                                    size_t N, size_t C, float eps, cudaStream_t stream) {
+    if (N * C == 0) return;
+    LAUNCH(rmsnorm_forward_kernel, km_blocks(N, 1, KM_GRID_CAP), km_row_threads(C, ROW_THREADS_MAX),
+           stream, y, rstd, x, w, N, C, eps);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+BEST_KAPI void rmsnorm_backward_cuda(float *dx, float *dw, float *scratch, const float *dy,
+                                     const float *x, const float *rstd, const float *w,
+                                     size_t N, size_t C, int dx_acc, cudaStream_t stream) {
+    if (N * C == 0) return;
+    // dw first: it reads dy, which dx may overwrite (as on the CPU)
+    unsigned chunks = km_rmsnorm_dw_chunks(N), threads = km_row_threads(C, 256);
+    size_t rows_per_chunk = (N + chunks - 1) / chunks;
+    dim3 grid(km_blocks(C, threads, 0xffffffffu), chunks);
+    LAUNCH(rmsnorm_dw_part_kernel, grid, threads, stream, scratch, dy, x, rstd, N, C, rows_per_chunk);
+    CUDA_CHECK(cudaGetLastError());
+    LAUNCH(rmsnorm_dw_sum_kernel, km_blocks(C, KM_THREADS, KM_GRID_CAP), KM_THREADS, stream, dw,
+           scratch, (size_t)chunks, C);
+    CUDA_CHECK(cudaGetLastError());
+    LAUNCH(rmsnorm_backward_dx_kernel, km_blocks(N, 1, KM_GRID_CAP),
+           km_row_threads(C, ROW_THREADS_MAX), stream, dx, dy, x, rstd, w, N, C, dx_acc);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+// --- RoPE -------------------------------------------------------------------------------
+// A thread per (b, t, h, i < HD/2) pair, in place; sign -1 rotates back (the backward).
+
+static __global__ void rope_kernel(float *x, const float *cos, const float *sin, size_t B,
+                                   size_t T, size_t H, size_t HD, float sign) {
+    size_t half = HD / 2;
+    GRID_STRIDE(p, B * T * H * half) {
+        size_t i = p % half, bth = p / half, t = bth / H % T; // bth = (b, t, h) flat
+        float *v = x + bth * HD;
+        km_rope_pair(v + i, v + i + half, cos[t * half + i], sign * sin[t * half + i]);
+    }
+}
+
+static void rope_launch(float *x, const float *cos, const float *sin, size_t B, size_t T,
+                        size_t H, size_t HD, float sign, cudaStream_t stream) {
+    size_t n = B * T * H * (HD / 2);
+    if (n == 0) return;
+    LAUNCH(rope_kernel, km_blocks(n, KM_THREADS, KM_GRID_CAP), KM_THREADS, stream, x, cos, sin,
+           B, T, H, HD, sign);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+BEST_KAPI void rope_forward_cuda(float *x, const float *cos, const float *sin, size_t B,
+                                 size_t T, size_t H, size_t HD, cudaStream_t stream) {
+    rope_launch(x, cos, sin, B, T, H, HD, 1.0f, stream);
+}
+
+BEST_KAPI void rope_backward_cuda(float *dx, const float *cos, const float *sin, size_t B,
+                                  size_t T, size_t H, size_t HD, cudaStream_t stream) {
+    rope_launch(dx, cos, sin, B, T, H, HD, -1.0f, stream);
+}
+
+// --- SwiGLU, residual, bf16 cast: elementwise ----------------------------------------------
+
+static __global__ void swiglu_forward_kernel(float *h, const float *gate, const float *up, size_t n) {
+    GRID_STRIDE(i, n) h[i] = km_swiglu_forward(gate[i], up[i]);
+}
+
+static __global__ void swiglu_backward_kernel(float *dgate, float *dup, const float *dh,
+                                              const float *gate, const float *up, size_t n) {
+    GRID_STRIDE(i, n) {
+        float dg, du;
+        km_swiglu_backward(&dg, &du, dh[i], gate[i], up[i]);
+        dgate[i] = dg;
+        dup[i] = du;
+    }
+}
+
+static __global__ void residual_kernel(float *out, const float *a, const float *b, size_t n) {
+    GRID_STRIDE(i, n) out[i] = a[i] + b[i];
+}
+
+static __global__ void cast_bf16_kernel(uint16_t *out, const float *in, size_t n) {
+    GRID_STRIDE(i, n) out[i] = km_bf16_from_float(in[i]);
+}
+
+BEST_KAPI void swiglu_forward_cuda(float *h, const float *gate, const float *up, size_t n,
+                                   cudaStream_t stream) {
+    if (n == 0) return;
+    LAUNCH(swiglu_forward_kernel, km_blocks(n, KM_THREADS, KM_GRID_CAP), KM_THREADS, stream, h,
+           gate, up, n);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+BEST_KAPI void swiglu_backward_cuda(float *dgate, float *dup, const float *dh, const float *gate,
+                                    const float *up, size_t n, cudaStream_t stream) {
+    if (n == 0) return;
+    LAUNCH(swiglu_backward_kernel, km_blocks(n, KM_THREADS, KM_GRID_CAP), KM_THREADS, stream,
+           dgate, dup, dh, gate, up, n);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+BEST_KAPI void residual_forward_cuda(float *out, const float *a, const float *b, size_t n,
+                                     cudaStream_t stream) {
+    if (n == 0) return;
+    LAUNCH(residual_kernel, km_blocks(n, KM_THREADS, KM_GRID_CAP), KM_THREADS, stream, out, a, b, n);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+BEST_KAPI void cast_bf16_cuda(uint16_t *out, const float *in, size_t n, cudaStream_t stream) {
+    if (n == 0) return;
+    LAUNCH(cast_bf16_kernel, km_blocks(n, KM_THREADS, KM_GRID_CAP), KM_THREADS, stream, out, in, n);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+// --- cross-entropy of a chunk of rows -------------------------------------------------------
+// A block per row: one pass of online log-sum-exp over the row (each thread its strided
+// share, then merged over the block), the loss, then a second pass writing dlogits.
+// The target's logit is read before the block's first barrier, so that writing dlogits
+// over logits (in place) cannot clobber it first.
+static __global__ void crossentropy_chunk_kernel(float *dlogits, float *nll, float *lse,
+                                                 const float *logits, const int32_t *targets,
+                                                 float scale, size_t N, size_t V) {
+    for (size_t n = blockIdx.x; n < N; n += gridDim.x) {
+        const float *z = logits + n * V;
+        int32_t t = targets[n];
+        float zt = t >= 0 ? z[t] : 0.0f;
+        float m = -INFINITY, s = 0.0f;
+        for (size_t j = threadIdx.x; j < V; j += blockDim.x) km_lse_step(&m, &s, z[j]);
+        block_lse(&m, &s);
+        float l = km_lse_value(m, s);
+        if (threadIdx.x == 0) {
+            nll[n] = t >= 0 ? l - zt : 0.0f;
+            if (lse) lse[n] = l;
+        }
+        if (!dlogits) continue;
+        float *d = dlogits + n * V;
+        for (size_t j = threadIdx.x; j < V; j += blockDim.x)
+            d[j] = t >= 0 ? km_xent_dlogit(z[j], l, scale, j == (size_t)t) : 0.0f;
+    }
+}
+
+BEST_KAPI void crossentropy_chunk_cuda(float *dlogits, float *nll, float *lse, const float *logits,
+                                       const int32_t *targets, float scale, size_t N, size_t V,
+                                       cudaStream_t stream) {
+    if (N * V == 0) return;
+    LAUNCH(crossentropy_chunk_kernel, km_blocks(N, 1, KM_GRID_CAP),
+           km_row_threads(V, XENT_THREADS_MAX), stream, dlogits, nll, lse, logits, targets, scale,
+           N, V);
+    CUDA_CHECK(cudaGetLastError());
+}

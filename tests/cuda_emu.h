@@ -1,0 +1,306 @@
+// cuda_emu.h: a CPU emulator of the CUDA execution model, just enough to run our own
+// kernels (lib/*/*.cu) in `make test` on machines without a GPU. Test-only, C++17, g++.
+// tests/test_kernels.cpp includes this, then the .cu files themselves.
+//
+// What it does: a launch runs the grid's blocks one after another; a block's threads
+// are host threads (std::thread), all alive at once but taking turns (one runs at a
+// time, until its next barrier), so that __syncthreads is a real barrier over the
+// block and __shfl_*_sync a real exchange within a warp (32 consecutive threads; one
+// barrier over the warp per exchange). threadIdx / blockIdx are thread-local; __shared__
+// variables are function statics (blocks never overlap, so one copy serves every
+// block). Launch geometry is checked as the hardware would (0 blocks, over 1024
+// threads, grid limits): the error comes back from cudaGetLastError, so the library's
+// own CUDA_CHECK(cudaGetLastError()) reports it.
+//
+// Strict where CUDA is undefined: threads of a block that meet different barriers
+// (__syncthreads against a thread that returned), a shuffle mask other than the
+// warp's lanes, or barriers that can never complete (a shuffle some lanes skip) stop
+// the test with "not ok - cuda_emu: ...". The order of turns between barriers is the
+// block's policy (lowest thread first, highest first, random: below), so a race, a
+// missing barrier, shows as a wrong result instead of passing by luck.
+//
+// Limits (docs/cuda.md): no tensor-core fragments (mma, wgmma), no dynamic shared
+// memory, no cp.async or other asynchronous copies, no memory model (a thread's writes
+// are visible to the next thread at once: a missing __threadfence, or a read that a
+// GPU would serve from a stale cache, passes here), no lockstep within a warp (a lane
+// runs to its next barrier alone: warp-synchronous code without __syncwarp is not
+// modelled), one device, streams ignored (launches run to completion in order), device
+// memory is host memory (so ASan sees a kernel's out-of-bounds access in the
+// sanitizer build), and only the intrinsics our kernels use.
+#ifndef BEST_CUDA_EMU_H
+#define BEST_CUDA_EMU_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <thread>
+#include <vector>
+
+
+// --- the language ---------------------------------------------------------------------
+#define __global__
+#define __device__
+#define __host__
+#define __shared__ static
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+
+struct dim3 {
+    unsigned x, y, z;
+    dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+
+static thread_local dim3 threadIdx, blockIdx;
+static dim3 blockDim, gridDim; // set before a launch's threads start, read-only during it
+static const int warpSize = 32;
+
+// --- the runtime ------------------------------------------------------------------------
+typedef int cudaError_t;
+enum { cudaSuccess = 0, cudaErrorInvalidConfiguration = 9 };
+struct CUstream_st;
+typedef CUstream_st *cudaStream_t;
+
+static cudaError_t emu_last_error = cudaSuccess;
+static const char *emu_last_why = "";
+
+static inline cudaError_t cudaGetLastError(void) {
+    cudaError_t e = emu_last_error;
+    emu_last_error = cudaSuccess;
+    return e;
+}
+static inline const char *cudaGetErrorString(cudaError_t e) {
+    return e == cudaSuccess ? "no error" : emu_last_why;
+}
+
+[[noreturn]] static void emu_fail(const char *what) {
+    printf("not ok - cuda_emu: %s\n", what);
+    fflush(stdout);
+    _exit(1); // other threads may be blocked in a barrier: no exit handlers
+}
+
+#define CUDA_CHECK(call)                                                                 \
+    do {                                                                                 \
+        cudaError_t e_ = (call);                                                         \
+        if (e_ != cudaSuccess) {                                                         \
+            char m_[256];                                                                \
+            snprintf(m_, sizeof m_, "%s failed at %s:%d: %s", #call, __FILE__, __LINE__,  \
+                     cudaGetErrorString(e_));                                            \
+            emu_fail(m_);                                                                \
+        }                                                                                \
+    } while (0)
+
+// --- scheduling and barriers --------------------------------------------------------------
+// The threads of a block are host threads, but only one runs at a time: it holds the
+// baton until it reaches a barrier (or returns), then hands it to a runnable thread.
+// Which one is the block's policy, by turns (launch number + block number, mod 3):
+// the lowest thread index first, the highest first, or at random (seeded per launch,
+// so a run is reproducible). The first two let one warp run as far ahead of the others
+// as the barriers allow, in either direction; random mixes. So the races a GPU would
+// have (a thread reading what another writes without a barrier between, or writing
+// what another has yet to read) become wrong results here, deterministically, as soon
+// as a kernel runs 3 blocks (the test caps grids at 3). A barrier that cannot complete
+// is seen at once (no live thread left to run) instead of hanging.
+static pthread_mutex_t emu_mu = PTHREAD_MUTEX_INITIALIZER;
+struct EmuThread { pthread_cond_t cv = PTHREAD_COND_INITIALIZER; };
+static std::vector<EmuThread> emu_thr; // per thread of the block
+static std::vector<unsigned> emu_ready; // runnable threads (not the running one)
+static int emu_running = -1;            // the thread holding the baton
+static unsigned emu_live;               // threads not yet finished
+static uint64_t emu_rng, emu_launches, emu_blocks_done;
+static thread_local unsigned emu_tid;   // linear thread index in the block
+static thread_local unsigned emu_nshfl; // exchanges this thread made in this block
+
+// Under emu_mu: gives the baton to a ready thread.
+static void emu_pass(void) {
+    if (emu_ready.empty()) {
+        if (emu_live > 0)
+            emu_fail("deadlock: every live thread waits at a barrier that cannot complete "
+                     "(a __syncthreads or shuffle not reached by all threads of the block or warp)");
+        emu_running = -1;
+        return;
+    }
+    size_t k = 0;
+    switch ((emu_launches + emu_blocks_done) % 3) {
+    case 0: // lowest index first
+        for (size_t i = 1; i < emu_ready.size(); i++) k = emu_ready[i] < emu_ready[k] ? i : k;
+        break;
+    case 1: // highest first
+        for (size_t i = 1; i < emu_ready.size(); i++) k = emu_ready[i] > emu_ready[k] ? i : k;
+        break;
+    default:
+        emu_rng = emu_rng * 6364136223846793005ull + 1442695040888963407ull;
+        k = (size_t)((emu_rng >> 33) % emu_ready.size());
+    }
+    unsigned next = emu_ready[k];
+    emu_ready[k] = emu_ready.back();
+    emu_ready.pop_back();
+    emu_running = (int)next;
+    pthread_cond_signal(&emu_thr[next].cv);
+}
+
+// Under emu_mu: waits for the baton.
+static void emu_wait_turn(void) {
+    while (emu_running != (int)emu_tid) pthread_cond_wait(&emu_thr[emu_tid].cv, &emu_mu);
+}
+
+enum EmuKind { EMU_SYNCTHREADS = 1, EMU_BLOCK_END, EMU_SHUFFLE };
+static const char *emu_kind_name(int k) {
+    return k == EMU_SYNCTHREADS ? "__syncthreads" : k == EMU_BLOCK_END ? "the end of the kernel"
+         : "a warp shuffle";
+}
+
+struct EmuBarrier {
+    unsigned n = 0;                // threads that must arrive
+    std::vector<unsigned> waiting; // those that have
+    int kind = 0;                  // what they arrived at
+};
+
+// Waits until all b->n threads arrived, at the same kind of barrier.
+static void emu_arrive(EmuBarrier *b, int kind) {
+    pthread_mutex_lock(&emu_mu);
+    if (b->waiting.empty()) b->kind = kind;
+    else if (b->kind != kind) {
+        char m[200];
+        snprintf(m, sizeof m, "threads of one %s met different barriers: %s and %s (undefined in CUDA)",
+                 kind == EMU_SHUFFLE || b->kind == EMU_SHUFFLE ? "warp" : "block",
+                 emu_kind_name(b->kind), emu_kind_name(kind));
+        emu_fail(m);
+    }
+    b->waiting.push_back(emu_tid);
+    if (b->waiting.size() == b->n) {
+        emu_ready.insert(emu_ready.end(), b->waiting.begin(), b->waiting.end());
+        b->waiting.clear();
+        emu_blocks_done += kind == EMU_BLOCK_END;
+    }
+    emu_pass();
+    emu_wait_turn();
+    pthread_mutex_unlock(&emu_mu);
+}
+
+struct EmuWarp {
+    EmuBarrier bar;
+    unsigned lanes = 32;  // threads in this warp (the last may be partial)
+    uint64_t slot[2][32]; // the values being exchanged, by the parity of the exchange
+};
+
+static EmuBarrier emu_block_bar;
+static std::vector<EmuWarp> emu_warps;
+
+static inline void __syncthreads(void) { emu_arrive(&emu_block_bar, EMU_SYNCTHREADS); }
+
+// One exchange: every lane publishes v, then reads lane src(lane)'s (its own when src
+// is out of range, as __shfl_down_sync does past the warp's end). One barrier each:
+// exchanges alternate between two sets of slots, and no lane can write the set it
+// read last time before every lane has arrived at the next exchange, that is, has read.
+template <class T, class F>
+static T emu_shfl(unsigned mask, T v, F src_of) {
+    static_assert(sizeof(T) <= 8, "shuffle of a type wider than 8 bytes");
+    EmuWarp &w = emu_warps[emu_tid / 32];
+    unsigned lane = emu_tid % 32;
+    unsigned want = w.lanes == 32 ? 0xffffffffu : (1u << w.lanes) - 1;
+    if (mask != want) {
+        char m[120];
+        snprintf(m, sizeof m, "shuffle mask %08x, but this warp's lanes are %08x", mask, want);
+        emu_fail(m);
+    }
+    uint64_t *slot = w.slot[emu_nshfl++ & 1];
+    memcpy(&slot[lane], &v, sizeof v);
+    emu_arrive(&w.bar, EMU_SHUFFLE);
+    int src = src_of((int)lane);
+    T r = v;
+    if (src >= 0 && src < 32) {
+        if ((unsigned)src >= w.lanes) emu_fail("shuffle reads a lane past the block's last thread");
+        memcpy(&r, &slot[src], sizeof r);
+    }
+    return r;
+}
+
+template <class T> static inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
+    if (width != 32) emu_fail("shuffle width other than 32");
+    return emu_shfl(mask, v, [=](int l) { return l ^ lane_mask; });
+}
+template <class T> static inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+    if (width != 32) emu_fail("shuffle width other than 32");
+    return emu_shfl(mask, v, [=](int l) { return l + (int)delta < 32 ? l + (int)delta : -1; });
+}
+template <class T> static inline T __shfl_sync(unsigned mask, T v, int src_lane, int width = 32) {
+    if (width != 32) emu_fail("shuffle width other than 32");
+    return emu_shfl(mask, v, [=](int) { return src_lane & 31; });
+}
+
+// --- atomics ----------------------------------------------------------------------------
+static pthread_mutex_t emu_atomic_mu = PTHREAD_MUTEX_INITIALIZER;
+template <class T> static inline T atomicAdd(T *p, T v) {
+    pthread_mutex_lock(&emu_atomic_mu);
+    T old = *p;
+    *p = old + v;
+    pthread_mutex_unlock(&emu_atomic_mu);
+    return old;
+}
+
+// --- launches ---------------------------------------------------------------------------
+
+// Runs kernel(args...) over grid x block; returns when every block has finished.
+template <class... KArgs, class... Args>
+static void emu_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, Args... args) {
+    static_assert(sizeof...(KArgs) == sizeof...(Args), "kernel launched with the wrong arity");
+    unsigned long nt = (unsigned long)block.x * block.y * block.z;
+    const char *bad = nt == 0 || grid.x == 0 || grid.y == 0 || grid.z == 0 ? "an empty grid or block"
+                    : nt > 1024 || block.z > 64 ? "more than 1024 threads in a block"
+                    : grid.y > 65535 || grid.z > 65535 ? "grid.y or grid.z above 65535"
+                    : NULL;
+    if (bad) {
+        emu_last_error = cudaErrorInvalidConfiguration;
+        emu_last_why = bad;
+        return;
+    }
+    gridDim = grid;
+    blockDim = block;
+    emu_block_bar.n = (unsigned)nt;
+    emu_warps.assign((nt + 31) / 32, EmuWarp());
+    for (size_t w = 0; w < emu_warps.size(); w++) {
+        emu_warps[w].lanes = w + 1 < emu_warps.size() || nt % 32 == 0 ? 32 : (unsigned)(nt % 32);
+        emu_warps[w].bar.n = emu_warps[w].lanes;
+    }
+    emu_thr.assign(nt, EmuThread());
+    emu_rng = 0x9E3779B97F4A7C15ull * ++emu_launches;
+    auto body = [&](unsigned tid) {
+        emu_tid = tid;
+        pthread_mutex_lock(&emu_mu);
+        emu_wait_turn();
+        pthread_mutex_unlock(&emu_mu);
+        threadIdx = dim3(tid % block.x, tid / block.x % block.y, tid / (block.x * block.y));
+        for (unsigned z = 0; z < grid.z; z++)
+            for (unsigned y = 0; y < grid.y; y++)
+                for (unsigned x = 0; x < grid.x; x++) {
+                    blockIdx = dim3(x, y, z);
+                    emu_nshfl = 0;
+                    kernel(static_cast<KArgs>(args)...);
+                    // the block ends when all its threads have returned (a lane that returns
+                    // while its warp shuffles leaves the shuffle unable to complete: deadlock)
+                    emu_arrive(&emu_block_bar, EMU_BLOCK_END);
+                }
+        pthread_mutex_lock(&emu_mu);
+        emu_live--;
+        emu_pass();
+        pthread_mutex_unlock(&emu_mu);
+    };
+    std::vector<std::thread> threads;
+    threads.reserve(nt);
+    for (unsigned t = 0; t < nt; t++) threads.emplace_back(body, t);
+    pthread_mutex_lock(&emu_mu); // all start ready; one at a time from here
+    emu_ready.clear();
+    for (unsigned t = 0; t < nt; t++) emu_ready.push_back(t);
+    emu_live = (unsigned)nt;
+    emu_pass();
+    pthread_mutex_unlock(&emu_mu);
+    for (auto &t : threads) t.join();
+}
+
+#define LAUNCH(kernel, grid, block, stream, ...)                                         \
+    ((void)(stream), emu_launch(kernel, dim3(grid), dim3(block), __VA_ARGS__))
+
+#endif

@@ -1,0 +1,130 @@
+#!/bin/sh
+# tests/gpu/run.sh: every GPU test of the repository in one call on a lent GPU (the
+# device tool's `run`, docs/cuda.md), from the repository root:
+#
+#   sh tests/gpu/run.sh            logs under $OUT (default out/gpu); last line "N passed, N failed"
+#
+# 1. the device: nvidia-smi, nvcc, the kernel (device.txt)
+# 2. the build: `make all` with nvcc (build.log). A device machine may lack the Debian
+#    packages the CPU tools need (libarchive, jansson, OpenBLAS, ...): then that is one
+#    failure, and a fallback build (fallback.log, into build-gpu/) compiles only what the
+#    GPU tests need, with the Makefile's own flags (make cuda-flags) and a BLAS stub
+#    (tests/gpu/blas_stub/), so that the kernels are still checked.
+# 3. the tests: test_cuda (device discovery, a context with cuBLASLt), test_kernels_gpu
+#    (every kernel of lib/*/*.cu on the GPU against the CPU path), each also under
+#    compute-sanitizer (memcheck, racecheck, synccheck) when it is there; and, with the
+#    full build, test_kernels (the same kernels on the CPU emulator) for comparison.
+#    A GPU test that skips (no device seen) is a failure here.
+#
+# Nothing of this has run on a GPU yet (docs/cuda.md). GPU_FALLBACK=1 forces the
+# fallback build (to try it on a machine that has the packages).
+set -u
+OUT=${OUT:-out/gpu}
+mkdir -p "$OUT"
+pass=0 fail=0
+ok() { echo "ok - $*"; pass=$((pass + 1)); }
+notok() { echo "not ok - $*"; fail=$((fail + 1)); }
+
+# run_prog NAME CMD...: runs a test program, logs to $OUT/NAME.log, adds its ok / not ok
+# lines to the totals (a non-zero exit without a "not ok" line is one failure; a skip is
+# one failure too: every test here must run on the GPU).
+run_prog() {
+    name=$1
+    shift
+    start=$(date +%s)
+    "$@" >"$OUT/$name.log" 2>&1
+    rc=$?
+    p=$(grep -c '^ok - ' "$OUT/$name.log")
+    f=$(grep -c '^not ok - ' "$OUT/$name.log")
+    s=$(grep -c '^skip - ' "$OUT/$name.log")
+    if [ "$rc" != 0 ] && [ "$f" = 0 ]; then f=1; echo "not ok - $name exited $rc" >>"$OUT/$name.log"; fi
+    f=$((f + s))
+    pass=$((pass + p))
+    fail=$((fail + f))
+    echo "== $name: $p passed, $f failed ($s skipped) in $(($(date +%s) - start))s"
+    grep -E '^(not ok|skip) - ' "$OUT/$name.log" | head -n 20 | sed 's/^/   /'
+}
+
+# sanitize TOOL NAME BIN: BIN under compute-sanitizer --tool TOOL; passes when the tool
+# reports 0 errors and the program passed.
+sanitize() {
+    log="$OUT/$2-$1.log"
+    "$CSAN" --tool "$1" --error-exitcode 97 "$3" >"$log" 2>&1
+    rc=$?
+    summary=$(grep -m 1 'ERROR SUMMARY' "$log")
+    if [ "$rc" = 0 ] && ! grep -q '^not ok - ' "$log"; then ok "compute-sanitizer $1 $2: ${summary:-no summary}"
+    else notok "compute-sanitizer $1 $2 (exit $rc): ${summary:-see $log}"; fi
+}
+
+# --- 1. the device -------------------------------------------------------------------------
+{
+    date -u
+    uname -a
+    nvidia-smi
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,compute_cap --format=csv
+    command -v nvcc && nvcc --version
+} >"$OUT/device.txt" 2>&1
+gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader 2>/dev/null | head -n 1)
+echo "# device: ${gpu:-none visible to nvidia-smi}"
+if [ -n "$gpu" ]; then ok "nvidia-smi sees a GPU: $gpu"; else notok "nvidia-smi sees no GPU (device.txt)"; fi
+
+# --- 2. the build ----------------------------------------------------------------------------
+jobs=$(nproc 2>/dev/null || echo 4)
+TB=build/tests
+start=$(date +%s)
+if [ "${GPU_FALLBACK:-0}" != 1 ] && make -j"$jobs" all >"$OUT/build.log" 2>&1; then
+    ok "make all: $(head -n 1 "$OUT/build.log") ($(($(date +%s) - start))s)"
+    if ! grep -q '^cuda: nvcc' "$OUT/build.log"; then notok "make all found no nvcc: the GPU tests cannot be built"; fi
+else
+    [ "${GPU_FALLBACK:-0}" = 1 ] && echo "# GPU_FALLBACK=1: the fallback build only" ||
+        notok "make all failed: $(grep -m 1 -E 'error|missing' "$OUT/build.log") (build.log)"
+    # the fallback: the GPU tests' sources only, with the Makefile's flags
+    TB=build-gpu
+    mkdir -p "$TB"
+    eval "$(make -s cuda-flags 2>/dev/null | grep -E '^(CUDA|NVCC|NVCCFLAGS|CUDA_LDLIBS|CFLAGS)=')"
+    if [ "${CUDA:-0}" != 1 ]; then
+        notok "fallback build: make cuda-flags found no usable nvcc"
+    else
+        (
+            set -ex
+            for f in lib/base/error.c lib/nn/layers.c lib/nn/adamw.c lib/nn/cuda.c lib/sparse/saliency.c \
+                tests/test_cuda.c; do
+                gcc $CFLAGS -Itests/gpu/blas_stub -c "$f" -o "$TB/$(basename "$f").o"
+            done
+            gcc -O2 -Wall -Wextra -Werror -c tests/gpu/blas_stub/blas_stub.c -o "$TB/blas_stub.o"
+            for f in lib/nn/cuda.cu lib/nn/layers.cu lib/nn/adamw.cu lib/sparse/saliency.cu; do
+                $NVCC $NVCCFLAGS -c "$f" -o "$TB/$(basename "$f").o"
+            done
+            $NVCC $NVCCFLAGS -DTEST_ON_GPU -x cu -c tests/test_kernels.cpp -o "$TB/test_kernels_gpu.o"
+            lib="$TB/error.c.o $TB/layers.c.o $TB/adamw.c.o $TB/cuda.c.o $TB/saliency.c.o $TB/blas_stub.o \
+                 $TB/cuda.cu.o $TB/layers.cu.o $TB/adamw.cu.o $TB/saliency.cu.o"
+            g++ -fopenmp -o "$TB/test_kernels_gpu" "$TB/test_kernels_gpu.o" $lib $CUDA_LDLIBS -lm -lpthread
+            g++ -fopenmp -o "$TB/test_cuda" "$TB/test_cuda.c.o" $lib $CUDA_LDLIBS -lm -lpthread
+        ) >"$OUT/fallback.log" 2>&1
+        if [ -x "$TB/test_kernels_gpu" ] && [ -x "$TB/test_cuda" ]; then
+            ok "fallback build of the GPU tests into $TB ($(($(date +%s) - start))s)"
+        else
+            notok "fallback build failed: $(grep -m 1 -E 'error' "$OUT/fallback.log") (fallback.log)"
+        fi
+    fi
+fi
+
+# --- 3. the tests ----------------------------------------------------------------------------
+CSAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
+for t in test_cuda test_kernels_gpu; do
+    if [ ! -x "$TB/$t" ]; then notok "$TB/$t was not built"; continue; fi
+    run_prog "$t" "$TB/$t"
+done
+if [ -x "$TB/test_kernels_gpu" ] && grep -q '^ok - ' "$OUT/test_kernels_gpu.log"; then
+    if [ -n "$CSAN" ]; then
+        for tool in memcheck racecheck synccheck; do sanitize "$tool" test_kernels_gpu "$TB/test_kernels_gpu"; done
+    else
+        echo "# compute-sanitizer not found: kernels not sanitized"
+    fi
+fi
+if [ "$TB" = build/tests ] && [ -x build/tests/test_kernels ]; then
+    run_prog test_kernels_emulated build/tests/test_kernels
+fi
+
+echo "$pass passed, $fail failed" | tee "$OUT/summary.txt"
+[ "$fail" = 0 ]

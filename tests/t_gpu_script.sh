@@ -1,0 +1,37 @@
+#!/bin/sh
+# t_gpu_script.sh: tests/gpu/run.sh, the one call that checks everything on a lent GPU,
+# stays runnable on machines that have none: it parses (sh -n); `make cuda-flags` (its
+# fallback build's source of flags) names the three architectures when nvcc is there;
+# and, in a build with CUDA, a whole run here builds, runs the tests, counts the GPU
+# test's "skip - no CUDA device" as a failure (on a GPU machine a skip means the GPU
+# went unused), writes its logs and ends with "N passed, N failed", exiting 1.
+# Plain pass only (run.sh uses the plain build).
+. tests/lib.sh
+check "tests/gpu/run.sh parses (sh -n)" sh -n tests/gpu/run.sh
+if [ "${SAN:-0}" = 1 ]; then skip "gpu script: run.sh uses the plain build"; finish; fi
+flags=$(env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s cuda-flags 2>&1)
+case "$flags" in
+*"CUDA=1"*)
+    if echo "$flags" | grep -q "arch=compute_80,code=sm_80 -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_90a,code=compute_90a"; then
+        ok "make cuda-flags: sm_80, sm_90a and compute_90a PTX, named"
+    else fail "make cuda-flags: the architectures are not the three named ones: $flags"; fi ;;
+*"CUDA=0"*) skip "gpu script: this build has no nvcc (make cuda-flags: CUDA=0)"; finish ;;
+*) fail "make cuda-flags printed no CUDA= line: $flags"; finish ;;
+esac
+if [ ! -x "$TBIN/test_kernels_gpu" ]; then fail "no $TBIN/test_kernels_gpu in a build with nvcc: run make"; finish; fi
+OUT="$TMP/gpu" env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL sh tests/gpu/run.sh >"$TMP/run.out" 2>&1
+rc=$?
+last=$(tail -n 1 "$TMP/run.out")
+if nvidia-smi -L >/dev/null 2>&1; then
+    # a machine with a GPU: the run must pass
+    if [ "$rc" = 0 ]; then ok "tests/gpu/run.sh on this GPU: $last"
+    else fail "tests/gpu/run.sh on this GPU: exit $rc, $last"; fi
+else
+    check "run.sh without a GPU: ends with 'N passed, N failed' and exits 1" sh -c \
+        "echo '$last' | grep -Eq '^[0-9]+ passed, [1-9][0-9]* failed$' && [ $rc = 1 ]"
+    check "run.sh without a GPU: the GPU kernel test was built, ran and skipped, and that counts as a failure" sh -c \
+        "grep -q '^skip - no CUDA device' '$TMP/gpu/test_kernels_gpu.log' && grep -q '== test_kernels_gpu: 0 passed, 1 failed' '$TMP/run.out'"
+    check "run.sh writes device.txt, build.log, the tests' logs and summary.txt under OUT" sh -c \
+        "cd '$TMP/gpu' && [ -s device.txt ] && [ -s build.log ] && [ -s test_cuda.log ] && [ -s test_kernels_emulated.log ] && [ -s summary.txt ]"
+fi
+finish

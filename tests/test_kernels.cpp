@@ -1,0 +1,478 @@
+// test_kernels.cpp: every CUDA kernel of ours (lib/nn/layers.cu, lib/nn/adamw.cu,
+// lib/sparse/saliency.cu) against its CPU twin (layers.c, adamw.c, saliency.c), on
+// random inputs (never zeros), at shapes chosen to reach every path: rows longer than
+// a block, widths that are not whole warps, more rows and elements than the grid has
+// blocks (grid-stride loops), repeated tokens, rows without a target, in-place
+// variants. Every output buffer is poisoned (NaN bits) first and checked to be written
+// everywhere. Each check prints the largest error relative to the reference's scale.
+//
+// Built two ways from this one file:
+//   build/tests/test_kernels      g++: the .cu files are included here and run on the
+//                                 CPU by tests/cuda_emu.h, with the grid capped at 3
+//                                 blocks so that small sizes reach the grid-stride
+//                                 loops. Runs in every `make test`, plain and ASan.
+//   build/tests/test_kernels_gpu  nvcc, in builds with CUDA: calls libbest's compiled
+//                                 kernels on a real GPU (tests/gpu/run.sh); prints
+//                                 "skip - no CUDA device" and exits 0 where there is none.
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <vector>
+
+#ifdef TEST_ON_GPU
+#include "nn/adamw.h"        // defines: adamw_update_cuda (BEST_CUDA)
+#include "nn/cuda.h"         // defines: CUDA_CHECK, cuda_device_count
+#include "nn/layers.h"       // defines: the layer kernels and their _cuda twins
+#include "sparse/saliency.h" // defines: saliency_score_cuda
+#define MODE "gpu"
+#else
+#define KM_GRID_CAP 3u      // tiny grids: the grid-stride loops run at tiny sizes
+#define BEST_KAPI static    // this file's own copy of the kernels' API
+#include "cuda_emu.h"
+#include "nn/layers.cu"
+#include "nn/adamw.cu"
+#include "sparse/saliency.cu"
+#define MODE "emulated"
+#endif
+#include "base/error.h"      // defines: err_msg
+#include "nn/adamw.h"        // defines: adamw_update (the CPU reference)
+#include "nn/layers.h"       // defines: the CPU layer kernels
+#include "sparse/saliency.h" // defines: saliency_score
+#include "test.h"
+
+// --- device memory: cudaMalloc on a GPU, host memory under the emulator -----------------
+#ifdef TEST_ON_GPU
+static void *dev_alloc(size_t bytes) { void *p; CUDA_CHECK(cudaMalloc(&p, bytes)); return p; }
+static void dev_free(void *p) { CUDA_CHECK(cudaFree(p)); }
+static void to_dev(void *d, const void *h, size_t bytes) { CUDA_CHECK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice)); }
+static void to_host(void *h, const void *d, size_t bytes) {
+    CUDA_CHECK(cudaDeviceSynchronize()); // a kernel's fault surfaces here
+    CUDA_CHECK(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost));
+}
+#else
+static void *dev_alloc(size_t bytes) { void *p = malloc(bytes ? bytes : 1); if (!p) abort(); return p; }
+static void dev_free(void *p) { free(p); }
+static void to_dev(void *d, const void *h, size_t bytes) { memcpy(d, h, bytes); }
+static void to_host(void *h, const void *d, size_t bytes) { memcpy(h, d, bytes); }
+#endif
+static cudaStream_t stream = 0; // the default stream
+
+// A device buffer of n T; the host vector it came from or goes to.
+template <class T> struct Dev {
+    T *p;
+    size_t n;
+    explicit Dev(size_t n_) : p((T *)dev_alloc(n_ * sizeof(T))), n(n_) {}
+    explicit Dev(const std::vector<T> &h) : Dev(h.size()) { put(h); }
+    ~Dev() { dev_free(p); }
+    Dev(const Dev &) = delete;
+    Dev &operator=(const Dev &) = delete;
+    void put(const std::vector<T> &h) { to_dev(p, h.data(), n * sizeof(T)); }
+    std::vector<T> get() const {
+        std::vector<T> h(n);
+        to_host(h.data(), p, n * sizeof(T));
+        return h;
+    }
+    void poison() { // all bits set: NaN as a float or bf16, -1 as an int
+        std::vector<T> h(n);
+        memset(h.data(), 0xff, n * sizeof(T));
+        put(h);
+    }
+};
+
+// --- inputs and comparisons ------------------------------------------------------------
+static uint64_t rng = 0x243F6A8885A308D3ull;
+static uint32_t rnd32() {
+    rng ^= rng >> 12;
+    rng ^= rng << 25;
+    rng ^= rng >> 27;
+    return (uint32_t)((rng * 2685821657736338717ull) >> 32);
+}
+// uniform in [-a, a], never exactly 0
+static float rnd(float a) {
+    float x = a * ((float)(rnd32() >> 8) / 8388608.0f - 1.0f);
+    return x == 0.0f ? a * 0.5f : x;
+}
+static std::vector<float> rand_vec(size_t n, float a) {
+    std::vector<float> v(n);
+    for (auto &x : v) x = rnd(a);
+    return v;
+}
+
+// Elements still holding the poison (never written).
+static size_t unwritten(const std::vector<float> &v) {
+    size_t k = 0;
+    for (float x : v) { uint32_t u; memcpy(&u, &x, 4); k += u == 0xffffffffu; }
+    return k;
+}
+
+// got against want: every element written, rel_err (max |diff| / max |want|) <= tol.
+static void expect_close(const char *what, const std::vector<float> &got,
+                         const std::vector<float> &want, double tol) {
+    size_t un = unwritten(got);
+    double e = rel_err(got.data(), want.data(), got.size());
+    int same = memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0;
+    T_OK(got.size() == want.size() && un == 0 && e <= tol,
+         "%s %s: max rel err %.2e (tolerance %.0e)%s%s", MODE, what, e, tol,
+         same ? ", bitwise equal" : "", un ? ", some elements never written" : "");
+}
+static void expect_equal(const char *what, const std::vector<float> &got, const std::vector<float> &want) {
+    size_t un = unwritten(got);
+    int same = got.size() == want.size() && memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0;
+    T_OK(same && un == 0, "%s %s: bitwise equal to the CPU (%zu values)%s", MODE, what, got.size(),
+         same ? "" : ", max rel err differs");
+    if (!same) printf("#   max rel err %.3e\n", rel_err(got.data(), want.data(), got.size()));
+}
+
+// Tolerances: elementwise kernels compute what the CPU computes; only nvcc's fma
+// contraction moves the last bit (the emulator matches bitwise). Kernels that sum a row
+// sum it in float across threads where the CPU sums in double, in order.
+#define TOL_ELEM 1e-6
+#define TOL_ROW 2e-5
+
+// --- the kernels -------------------------------------------------------------------------
+
+static void check_embedding() {
+    const size_t V = 150, C = 37, N = 300; // N*C far past 3 blocks x 256; tokens repeat
+    std::vector<float> embed = rand_vec(V * C, 1.0f), dx = rand_vec(N * C, 1.0f);
+    std::vector<int32_t> tok(N);
+    for (auto &t : tok) t = (int32_t)(rnd32() % (rnd32() % 2 ? 8 : V)); // many repeats of 0..7
+    Dev<float> d_embed(embed), d_x(N * C), d_dx(dx);
+    Dev<int32_t> d_tok(tok);
+    d_x.poison();
+    embedding_forward_cuda(d_x.p, d_tok.p, d_embed.p, N, C, stream);
+    std::vector<float> want(N * C);
+    embedding_forward(want.data(), tok.data(), embed.data(), N, C);
+    expect_equal("embedding forward", d_x.get(), want);
+    // backward adds into a gradient that already holds something
+    std::vector<float> dembed = rand_vec(V * C, 0.5f), dwant = dembed;
+    Dev<float> d_dembed(dembed);
+    embedding_backward_cuda(d_dembed.p, d_dx.p, d_tok.p, N, C, stream);
+    embedding_backward(dwant.data(), dx.data(), tok.data(), N, C);
+    expect_equal("embedding backward (tokens repeated, added in row order)", d_dembed.get(), dwant);
+}
+
+static void check_rmsnorm() {
+    // C: a warp multiple, not one, more than a block's 512 threads. Few rows where the
+    // blocks are wide: each barrier of the emulator costs a context switch per thread.
+    static const size_t Cs[] = {64, 100, 700}, Ns[] = {13, 13, 5};
+    for (int k = 0; k < 3; k++) {
+        const size_t C = Cs[k], N = Ns[k];
+        const float eps = 1e-5f;
+        std::vector<float> x = rand_vec(N * C, 2.0f), w = rand_vec(C, 1.5f), dy = rand_vec(N * C, 1.0f);
+        Dev<float> d_x(x), d_w(w), d_y(N * C), d_rstd(N), d_dy(dy);
+        d_y.poison();
+        d_rstd.poison();
+        rmsnorm_forward_cuda(d_y.p, d_rstd.p, d_x.p, d_w.p, N, C, eps, stream);
+        std::vector<float> y(N * C), rstd(N);
+        rmsnorm_forward(y.data(), rstd.data(), x.data(), w.data(), N, C, eps);
+        char what[96];
+        snprintf(what, sizeof what, "rmsnorm forward C=%zu: y", C);
+        expect_close(what, d_y.get(), y, TOL_ROW);
+        snprintf(what, sizeof what, "rmsnorm forward C=%zu: rstd", C);
+        expect_close(what, d_rstd.get(), rstd, TOL_ROW);
+        // backward: dx overwritten, then accumulated, then in place over dy; dw added into
+        Dev<float> d_rs(rstd), d_scratch(km_rmsnorm_dw_chunks(N) * C);
+        for (int mode = 0; mode < 3; mode++) {
+            int acc = mode == 1;
+            std::vector<float> dx0 = rand_vec(N * C, 1.0f), dw0 = rand_vec(C, 1.0f);
+            std::vector<float> dx = mode == 2 ? dy : dx0, dw = dw0;
+            Dev<float> d_dx(dx0), d_dw(dw0), d_dyc(dy);
+            if (mode == 0) d_dx.poison();
+            d_scratch.poison();
+            float *dxp = mode == 2 ? d_dyc.p : d_dx.p;
+            rmsnorm_backward_cuda(dxp, d_dw.p, d_scratch.p, d_dyc.p, d_x.p, d_rs.p, d_w.p, N, C, acc, stream);
+            std::vector<float> dyc = dy;
+            rmsnorm_backward(mode == 2 ? dyc.data() : dx.data(), dw.data(), dyc.data(), x.data(),
+                             rstd.data(), w.data(), N, C, acc);
+            static const char *name[] = {"dx", "dx accumulated", "dx in place over dy"};
+            snprintf(what, sizeof what, "rmsnorm backward C=%zu: %s", C, name[mode]);
+            expect_close(what, mode == 2 ? d_dyc.get() : d_dx.get(), mode == 2 ? dyc : dx, TOL_ROW);
+            snprintf(what, sizeof what, "rmsnorm backward C=%zu: dw (added, %u row chunks)", C,
+                     km_rmsnorm_dw_chunks(N));
+            expect_close(what, d_dw.get(), dw, TOL_ROW);
+        }
+    }
+    // many rows: several chunks of the weight gradient, each of many rows
+    const size_t N = 200, C = 40;
+    std::vector<float> x = rand_vec(N * C, 2.0f), w = rand_vec(C, 1.0f), dy = rand_vec(N * C, 1.0f);
+    std::vector<float> rstd(N), y(N * C), dx(N * C), dw = rand_vec(C, 1.0f);
+    rmsnorm_forward(y.data(), rstd.data(), x.data(), w.data(), N, C, 1e-6f);
+    Dev<float> d_x(x), d_w(w), d_dy(dy), d_rstd(rstd), d_dx(N * C), d_dw(dw),
+        d_scratch(km_rmsnorm_dw_chunks(N) * C);
+    d_dx.poison();
+    rmsnorm_backward_cuda(d_dx.p, d_dw.p, d_scratch.p, d_dy.p, d_x.p, d_rstd.p, d_w.p, N, C, 0, stream);
+    rmsnorm_backward(dx.data(), dw.data(), dy.data(), x.data(), rstd.data(), w.data(), N, C, 0);
+    char what[96];
+    snprintf(what, sizeof what, "rmsnorm backward N=%zu: dw over %u chunks", N, km_rmsnorm_dw_chunks(N));
+    expect_close(what, d_dw.get(), dw, TOL_ROW);
+    expect_close("rmsnorm backward N=200: dx", d_dx.get(), dx, TOL_ROW);
+}
+
+static void check_rope() {
+    const size_t B = 2, T = 5, H = 3, HD = 16, n = B * T * H * HD;
+    std::vector<float> cos(T * HD / 2), sin(T * HD / 2), x = rand_vec(n, 2.0f);
+    rope_table(cos.data(), sin.data(), 3, T, HD, 10000.0);
+    Dev<float> d_cos(cos), d_sin(sin), d_x(x);
+    rope_forward_cuda(d_x.p, d_cos.p, d_sin.p, B, T, H, HD, stream);
+    std::vector<float> want = x;
+    rope_forward(want.data(), cos.data(), sin.data(), B, T, H, HD);
+    expect_close("rope forward (in place)", d_x.get(), want, TOL_ELEM);
+    std::vector<float> dx = rand_vec(n, 1.0f), dwant = dx;
+    Dev<float> d_dx(dx);
+    rope_backward_cuda(d_dx.p, d_cos.p, d_sin.p, B, T, H, HD, stream);
+    rope_backward(dwant.data(), cos.data(), sin.data(), B, T, H, HD);
+    expect_close("rope backward (in place)", d_dx.get(), dwant, TOL_ELEM);
+}
+
+static void check_elementwise() {
+    const size_t n = 5000;
+    std::vector<float> g = rand_vec(n, 9.0f), u = rand_vec(n, 2.0f), dh = rand_vec(n, 1.0f);
+    Dev<float> d_g(g), d_u(u), d_dh(dh), d_h(n), d_dg(n), d_du(n);
+    d_h.poison();
+    d_dg.poison();
+    d_du.poison();
+    swiglu_forward_cuda(d_h.p, d_g.p, d_u.p, n, stream);
+    swiglu_backward_cuda(d_dg.p, d_du.p, d_dh.p, d_g.p, d_u.p, n, stream);
+    std::vector<float> h(n), dg(n), du(n);
+    swiglu_forward(h.data(), g.data(), u.data(), n);
+    swiglu_backward(dg.data(), du.data(), dh.data(), g.data(), u.data(), n);
+    expect_close("swiglu forward", d_h.get(), h, TOL_ELEM);
+    expect_close("swiglu backward: dgate", d_dg.get(), dg, TOL_ELEM);
+    expect_close("swiglu backward: dup", d_du.get(), du, TOL_ELEM);
+    // residual: out = a + b, and in place (out = a)
+    Dev<float> d_out(n);
+    d_out.poison();
+    residual_forward_cuda(d_out.p, d_g.p, d_u.p, n, stream);
+    residual_forward_cuda(d_g.p, d_g.p, d_u.p, n, stream);
+    std::vector<float> sum(n);
+    for (size_t i = 0; i < n; i++) sum[i] = g[i] + u[i];
+    expect_equal("residual add", d_out.get(), sum);
+    expect_equal("residual add in place", d_g.get(), sum);
+    // bf16: random floats of every magnitude, and the specials
+    std::vector<float> f(n);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t b = rnd32();
+        memcpy(&f[i], &b, 4);
+    }
+    f[0] = INFINITY, f[1] = -INFINITY, f[2] = NAN, f[3] = 0.0f, f[4] = -0.0f, f[5] = 1.00390625f;
+    Dev<float> d_f(f);
+    Dev<uint16_t> d_b(n);
+    d_b.poison();
+    cast_bf16_cuda(d_b.p, d_f.p, n, stream);
+    std::vector<uint16_t> b = d_b.get();
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += b[i] != km_bf16_from_float(f[i]);
+    T_OK(bad == 0, "%s cast to bf16: every value rounds as km_bf16_from_float (%zu differ of %zu)",
+         MODE, bad, n);
+}
+
+static void check_crossentropy() {
+    static const size_t Vs[] = {100, 1500}; // one pass of threads; several (over 1024)
+    for (size_t V : Vs) {
+        const size_t N = V > 1024 ? 4 : 9; // (few rows of 1024 threads: see check_rmsnorm)
+        std::vector<float> z = rand_vec(N * V, 6.0f);
+        std::vector<int32_t> tgt(N);
+        size_t count = 0;
+        for (size_t i = 0; i < N; i++) {
+            tgt[i] = i % 4 == 3 ? -1 : (int32_t)(rnd32() % V); // some rows without a target
+            count += tgt[i] >= 0;
+        }
+        tgt[0] = (int32_t)V - 1; // the last logit as a target
+        float scale = 1.0f / (float)count;
+        std::vector<float> nll(N), lse(N), d(N * V);
+        crossentropy_forward(nll.data(), lse.data(), z.data(), tgt.data(), N, V);
+        crossentropy_backward(d.data(), z.data(), lse.data(), tgt.data(), scale, N, V);
+        Dev<float> d_z(z), d_nll(N), d_lse(N), d_d(N * V);
+        Dev<int32_t> d_t(tgt);
+        d_nll.poison();
+        d_lse.poison();
+        d_d.poison();
+        crossentropy_chunk_cuda(d_d.p, d_nll.p, d_lse.p, d_z.p, d_t.p, scale, N, V, stream);
+        char what[96];
+        snprintf(what, sizeof what, "cross-entropy chunk V=%zu: nll", V);
+        expect_close(what, d_nll.get(), nll, TOL_ROW);
+        snprintf(what, sizeof what, "cross-entropy chunk V=%zu: lse", V);
+        expect_close(what, d_lse.get(), lse, TOL_ROW);
+        snprintf(what, sizeof what, "cross-entropy chunk V=%zu: dlogits", V);
+        expect_close(what, d_d.get(), d, TOL_ROW);
+        // in place (dlogits over logits: the loss must read the target's logit before it
+        // is overwritten), and the loss alone (no dlogits, no lse)
+        d_nll.poison();
+        crossentropy_chunk_cuda(d_z.p, d_nll.p, NULL, d_z.p, d_t.p, scale, N, V, stream);
+        snprintf(what, sizeof what, "cross-entropy chunk V=%zu: dlogits in place", V);
+        expect_close(what, d_z.get(), d, TOL_ROW);
+        snprintf(what, sizeof what, "cross-entropy chunk V=%zu: nll of the in-place run", V);
+        expect_close(what, d_nll.get(), nll, TOL_ROW);
+        Dev<float> d_z2(z);
+        d_nll.poison();
+        crossentropy_chunk_cuda(NULL, d_nll.p, NULL, d_z2.p, d_t.p, scale, N, V, stream);
+        snprintf(what, sizeof what, "cross-entropy chunk V=%zu: nll without dlogits", V);
+        expect_close(what, d_nll.get(), nll, TOL_ROW);
+    }
+}
+
+static void check_adamw() {
+    const size_t n = 5000;
+    AdamWHyper h = {1e-2, 0.9, 0.999, 1e-8, 0.1};
+    for (int masked = 0; masked < 2; masked++) {
+        std::vector<float> w = rand_vec(n, 1.0f), m = rand_vec(n, 0.1f), v(n), g = rand_vec(n, 1.0f);
+        for (auto &x : v) x = fabsf(rnd(0.01f));
+        std::vector<uint8_t> mask(n);
+        for (auto &k : mask) k = rnd32() % 3 != 0;
+        const uint8_t *mk = masked ? mask.data() : NULL;
+        Dev<float> d_w(w), d_m(m), d_v(v), d_g(g);
+        Dev<uint8_t> d_mask(mask);
+        for (int t = 1; t <= 3; t++) { // three steps, as torch's test
+            adamw_update_cuda(d_w.p, d_m.p, d_v.p, d_g.p, masked ? d_mask.p : NULL, &h, t, n, stream);
+            adamw_update(w.data(), m.data(), v.data(), g.data(), mk, &h, t, n);
+        }
+        char what[96];
+        snprintf(what, sizeof what, "adamw %s, 3 steps: weights", masked ? "masked" : "unmasked");
+        expect_close(what, d_w.get(), w, TOL_ELEM);
+        snprintf(what, sizeof what, "adamw %s, 3 steps: exp_avg", masked ? "masked" : "unmasked");
+        expect_close(what, d_m.get(), m, TOL_ELEM);
+        snprintf(what, sizeof what, "adamw %s, 3 steps: exp_avg_sq", masked ? "masked" : "unmasked");
+        expect_close(what, d_v.get(), v, TOL_ELEM);
+        if (masked) {
+            std::vector<float> wg = d_w.get();
+            size_t live = 0;
+            for (size_t i = 0; i < n; i++) live += !mask[i] && wg[i] != 0.0f;
+            T_OK(live == 0, "%s adamw masked: pruned weights are exactly 0 (%zu are not)", MODE, live);
+        }
+    }
+}
+
+static void check_saliency() {
+    const size_t n = 3000;
+    std::vector<float> w = rand_vec(n, 1.0f), m = rand_vec(n, 0.1f), v(n);
+    for (auto &x : v) x = fabsf(rnd(0.01f));
+    for (size_t i = 0; i < n; i += 7) w[i] = 0.0f; // pruned weights score +0
+    for (size_t i = 3; i < n; i += 11) w[i] = -w[i];
+    Dev<float> d_w(w), d_m(m), d_v(v), d_out(n);
+    Dev<unsigned long long> d_bad(1);
+    static const Saliency kinds[] = {SAL_MAGNITUDE, SAL_FIRST, SAL_SECOND};
+    for (Saliency s : kinds) {
+        d_out.poison();
+        d_bad.put(std::vector<unsigned long long>(1, 0));
+        saliency_score_cuda(d_out.p, d_bad.p, s, d_w.p, d_m.p, d_v.p, n, stream);
+        std::vector<float> want(n);
+        int rc = saliency_score(want.data(), s, w.data(), m.data(), v.data(), n);
+        char what[96];
+        snprintf(what, sizeof what, "saliency %s", saliency_name(s));
+        if (rc == 0) expect_equal(what, d_out.get(), want);
+        else T_OK(0, "saliency %s on the CPU: %s", saliency_name(s), err_msg());
+        T_OK(d_bad.get()[0] == 0, "%s saliency %s: no bad input counted", MODE, saliency_name(s));
+    }
+    // three bad inputs: a NaN weight, an infinite exp_avg_sq, a negative one
+    w[5] = NAN, v[8] = INFINITY, v[9] = -1e-3f;
+    d_w.put(w);
+    d_v.put(v);
+    d_bad.put(std::vector<unsigned long long>(1, 0));
+    saliency_score_cuda(d_out.p, d_bad.p, SAL_SECOND, d_w.p, d_m.p, d_v.p, n, stream);
+    unsigned long long nbad = d_bad.get()[0];
+    T_OK(nbad == 3, "%s saliency second: counts 3 bad inputs (NaN w, inf v, negative v): %llu",
+         MODE, nbad);
+}
+
+#ifndef TEST_ON_GPU
+// --- the emulator itself: atomics, shuffles, launch errors, divergent barriers ----------
+
+static __global__ void emu_histogram_kernel(unsigned *hist, const int32_t *x, size_t n) {
+    for (size_t i = km_thread_index(blockIdx.x, blockDim.x, threadIdx.x); i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        atomicAdd(&hist[x[i]], 1u);
+}
+
+// out[warp] = the sum of the warp's thread indices by a __shfl_down_sync tree; out2[warp]
+// = lane 5's index, broadcast by __shfl_sync.
+static __global__ void emu_shuffle_kernel(unsigned *out, unsigned *out2) {
+    unsigned v = threadIdx.x;
+    for (unsigned o = 16; o > 0; o >>= 1) v += __shfl_down_sync(FULL_MASK, v, o);
+    unsigned b = __shfl_sync(FULL_MASK, threadIdx.x, 5);
+    if (threadIdx.x % 32 == 0) {
+        out[blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32] = v;
+        out2[blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32] = b;
+    }
+}
+
+// Thread 0 leaves before the barrier the others wait at: undefined in CUDA.
+static __global__ void emu_divergent_kernel(float *x) {
+    if (threadIdx.x == 0) return;
+    x[threadIdx.x] = 1.0f;
+    __syncthreads();
+}
+
+static void check_emulator() {
+    std::vector<int32_t> x(1000);
+    std::vector<unsigned> want(10, 0), hist(10, 0);
+    for (auto &v : x) { v = (int32_t)(rnd32() % 10); want[v]++; }
+    LAUNCH(emu_histogram_kernel, 3, 64, stream, hist.data(), x.data(), x.size());
+    CUDA_CHECK(cudaGetLastError());
+    T_OK(hist == want, "emulator: atomicAdd histogram of 1000 values over 3 x 64 threads");
+    std::vector<unsigned> sum(8), lane5(8);
+    LAUNCH(emu_shuffle_kernel, 2, 128, stream, sum.data(), lane5.data());
+    CUDA_CHECK(cudaGetLastError());
+    int ok = 1;
+    for (unsigned w = 0; w < 8; w++) {
+        unsigned base = (w % 4) * 32;
+        ok &= sum[w] == 32 * base + 496 && lane5[w] == base + 5;
+    }
+    T_OK(ok, "emulator: __shfl_down_sync tree sums and __shfl_sync broadcasts within each warp");
+    LAUNCH(emu_histogram_kernel, 1, 1025, stream, hist.data(), x.data(), x.size());
+    cudaError_t e = cudaGetLastError();
+    T_OK(e == cudaErrorInvalidConfiguration && cudaGetLastError() == cudaSuccess,
+         "emulator: a block of 1025 threads is a launch error (%d), reported once", e);
+    LAUNCH(emu_histogram_kernel, 0, 64, stream, hist.data(), x.data(), x.size());
+    T_OK(cudaGetLastError() == cudaErrorInvalidConfiguration, "emulator: a grid of 0 blocks is a launch error");
+    // a divergent barrier stops the program: in a child, whose output we read
+    int fd[2];
+    if (pipe(fd) != 0) { T_OK(0, "emulator: pipe"); return; }
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        close(fd[0]);
+        std::vector<float> buf(64);
+        LAUNCH(emu_divergent_kernel, 1, 64, stream, buf.data());
+        _exit(0);
+    }
+    close(fd[1]);
+    char out[512] = {0};
+    size_t got = 0;
+    ssize_t r;
+    while (got < sizeof out - 1 && (r = read(fd[0], out + got, sizeof out - 1 - got)) > 0) got += (size_t)r;
+    close(fd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    const char *msg = strstr(out, "cuda_emu: ");
+    msg = msg ? msg + 10 : out;
+    T_OK(WIFEXITED(status) && WEXITSTATUS(status) == 1 && strstr(out, "met different barriers"),
+         "emulator: a thread returning before a __syncthreads the others reach stops the test "
+         "(\"%.*s\")", (int)strcspn(msg, "\n"), msg);
+}
+#endif
+
+int main() {
+#ifdef TEST_ON_GPU
+    if (cuda_device_count() == 0) {
+        T_SKIP("no CUDA device (%s)", cuda_info());
+        return 0;
+    }
+    printf("# device: %s\n", cuda_info());
+#else
+    printf("# kernels run by tests/cuda_emu.h on the CPU, grids capped at %u blocks\n", KM_GRID_CAP);
+    check_emulator();
+#endif
+    check_embedding();
+    check_rmsnorm();
+    check_rope();
+    check_elementwise();
+    check_crossentropy();
+    check_adamw();
+    check_saliency();
+    T_DONE();
+}
