@@ -122,8 +122,9 @@ LIB_OBJ += $(LIB_CU:%.cu=$(BUILD)/%.cu.o)
 TOOLS   := $(notdir $(wildcard tools/best-*))
 BINS    := $(TOOLS:%=$(BINDIR)/%)
 TEST_SRC := $(wildcard tests/test_*.c)
-# and tests/hf_logits.c, a helper that tests/t_hf_load.sh runs (tests/run.sh runs only test_*)
-TEST_BINS := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%) $(BUILD)/tests/hf_logits
+# and tests/hf_logits.c, hf_grads.c: helpers that tests/t_hf_load.sh and t_hf_grad.sh run
+# (tests/run.sh runs only test_*)
+TEST_BINS := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%) $(BUILD)/tests/hf_logits $(BUILD)/tests/hf_grads
 # C++ tests (the CUDA kernels run on the CPU through tests/cuda_emu.h), built by $(CXX)
 TEST_CXX_BINS := $(patsubst tests/%.cpp,$(BUILD)/tests/%,$(wildcard tests/test_*.cpp))
 # and with CUDA, test_kernels again built by nvcc, launching the kernels on a real GPU
