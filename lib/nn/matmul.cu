@@ -20,7 +20,7 @@
 // shapes (multiples of 64, cudaMalloc'd blocks cut at such offsets) are 16-byte aligned.
 //
 // The heuristic is asked once per distinct product (shape, transposes, bias, beta,
-// alignments, device); answers are kept in a small table (ALGO_CACHE entries; past
+// alignments, device, workspace size); answers are kept in a small table (ALGO_CACHE entries; past
 // that, the heuristic is asked each time). Descriptors are created per call: host
 // work of a few microseconds against products of milliseconds. Not thread-safe: one
 // host thread drives a device (DESIGN.md: one process per device).
@@ -44,7 +44,7 @@ static uint32_t alignment(const void *p, size_t ld_bytes) {
 // What the heuristic's answer depends on.
 typedef struct {
     int device, transa, transb, bias, beta1;
-    size_t m, n, k, lda, ldb, ldc;
+    size_t m, n, k, lda, ldb, ldc, workspace_bytes;
     uint32_t align_a, align_b, align_c, align_bias;
 } AlgoKey;
 
@@ -100,6 +100,7 @@ static void lt_matmul(CudaCtx *c, const MatmulMap *p, const uint16_t *A, const u
     key.device = c->device, key.transa = p->transa, key.transb = p->transb;
     key.bias = bias != NULL, key.beta1 = p->beta != 0.0f;
     key.m = p->m, key.n = p->n, key.k = p->k, key.lda = p->lda, key.ldb = p->ldb, key.ldc = p->ldc;
+    key.workspace_bytes = c->workspace_bytes;
     key.align_a = alignment(A, p->lda * 2), key.align_b = alignment(B, p->ldb * 2);
     key.align_c = alignment(C, p->ldc * 4), key.align_bias = bias ? alignment(bias, 0) : 0;
 
