@@ -18,8 +18,8 @@
 //           none of them, that needs no numbering; the one run where the last kept tie
 //           falls numbers its ties tile by tile with a block scan (warp shuffles, then
 //           the warps' totals), in index order.
-// Passes over the scores: two counts and the marking (which counts the ties of its
-// runs first), plus the tie count across ranks when there are several.
+// Reads of the scores: four on one rank (the two counts, the runs' tie counts, the
+// marking), five with several ranks (the shard's tie count for the prefix over ranks).
 //
 // Written for tests/cuda_emu.h too (tests/test_kernels.cpp includes this file and
 // compares the mask bit for bit with select.c's): LAUNCH, BEST_KAPI, static shared
