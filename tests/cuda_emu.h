@@ -24,9 +24,10 @@
 // are visible to the next thread at once: a missing __threadfence, or a read that a
 // GPU would serve from a stale cache, passes here), no lockstep within a warp (a lane
 // runs to its next barrier alone: warp-synchronous code without __syncwarp is not
-// modelled), one device, streams ignored (launches run to completion in order), device
-// memory is host memory (so ASan sees a kernel's out-of-bounds access in the
-// sanitizer build), and only the intrinsics our kernels use.
+// modelled), one device, streams ignored (launches run to completion in order;
+// cudaMemcpyAsync and cudaMemsetAsync are memcpy and memset), device memory is host
+// memory (so ASan sees a kernel's out-of-bounds access in the sanitizer build), and
+// only the intrinsics our kernels use.
 #ifndef BEST_CUDA_EMU_H
 #define BEST_CUDA_EMU_H
 
@@ -74,6 +75,21 @@ static inline cudaError_t cudaGetLastError(void) {
 static inline const char *cudaGetErrorString(cudaError_t e) {
     return e == cudaSuccess ? "no error" : emu_last_why;
 }
+
+// Copies and fills: device memory is host memory, and launches have finished by the time
+// they return (streams ignored), so these are memcpy and memset.
+enum cudaMemcpyKind { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost,
+                      cudaMemcpyDeviceToDevice, cudaMemcpyDefault };
+static inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind,
+                                          cudaStream_t) {
+    memcpy(dst, src, bytes);
+    return cudaSuccess;
+}
+static inline cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStream_t) {
+    memset(dst, value, bytes);
+    return cudaSuccess;
+}
+static inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
 
 [[noreturn]] static void emu_fail(const char *what) {
     printf("not ok - cuda_emu: %s\n", what);

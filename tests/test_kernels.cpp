@@ -1,5 +1,7 @@
 // test_kernels.cpp: every CUDA kernel of ours (lib/nn/layers.cu, lib/nn/adamw.cu,
-// lib/sparse/saliency.cu) against its CPU twin (layers.c, adamw.c, saliency.c), on
+// lib/sparse/saliency.cu, lib/sparse/select.cu) against its CPU twin (layers.c,
+// adamw.c, saliency.c, select.c), and on a GPU the cuBLASLt products (lib/nn/matmul.cu,
+// which the emulator cannot run) against layers.c's, on
 // random inputs (never zeros), at shapes chosen to reach every path: rows longer than
 // a block, widths that are not whole warps, more rows and elements than the grid has
 // blocks (grid-stride loops), repeated tokens, rows without a target, in-place
@@ -21,27 +23,32 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <vector>
 
 #ifdef TEST_ON_GPU
 #include "nn/adamw.h"        // defines: adamw_update_cuda (BEST_CUDA)
-#include "nn/cuda.h"         // defines: CUDA_CHECK, cuda_device_count
-#include "nn/layers.h"       // defines: the layer kernels and their _cuda twins
+#include "nn/cuda.h"         // defines: CUDA_CHECK, cuda_device_count, CudaCtx
+#include "nn/layers.h"       // defines: the layer kernels and their _cuda twins, matmul_*_cuda
 #include "sparse/saliency.h" // defines: saliency_score_cuda
+#include "sparse/select.h"   // defines: select_*_cuda
 #define MODE "gpu"
 #else
 #define KM_GRID_CAP 3u      // tiny grids: the grid-stride loops run at tiny sizes
+#define SELECT_CUDA_SPAN 512 // short runs: several blocks of marking at small sizes
 #define BEST_KAPI static    // this file's own copy of the kernels' API
 #include "cuda_emu.h"
 #include "nn/layers.cu"
 #include "nn/adamw.cu"
 #include "sparse/saliency.cu"
+#include "sparse/select.cu"
 #define MODE "emulated"
 #endif
 #include "base/error.h"      // defines: err_msg
 #include "nn/adamw.h"        // defines: adamw_update (the CPU reference)
 #include "nn/layers.h"       // defines: the CPU layer kernels
 #include "sparse/saliency.h" // defines: saliency_score
+#include "sparse/select.h"   // defines: select_init, select_count, ... (the CPU reference)
 #include "test.h"
 
 // --- device memory: cudaMalloc on a GPU, host memory under the emulator -----------------
@@ -378,6 +385,194 @@ static void check_saliency() {
          MODE, nbad);
 }
 
+static void check_bias_backward() {
+    // rows: fewer than a chunk, several chunks (km_colsum_chunks); OC past a block of 256
+    static const size_t Ns[] = {5, 200}, OCs[] = {300, 37};
+    for (int t = 0; t < 2; t++) {
+        const size_t N = Ns[t], OC = OCs[t], IC = 3;
+        std::vector<float> dy = rand_vec(N * OC, 1.0f), db = rand_vec(OC, 1.0f), want = db;
+        std::vector<float> x = rand_vec(N * IC, 1.0f), w = rand_vec(OC * IC, 1.0f), dw(OC * IC);
+        matmul_backward(NULL, dw.data(), want.data(), dy.data(), x.data(), w.data(), N, IC, OC, 0);
+        Dev<float> d_dy(dy), d_db(db), d_scratch(km_colsum_chunks(N) * OC);
+        d_scratch.poison();
+        bias_backward_cuda(d_db.p, d_scratch.p, d_dy.p, N, OC, stream);
+        char what[96];
+        snprintf(what, sizeof what, "bias backward N=%zu OC=%zu (added, %u row chunks)", N, OC, km_colsum_chunks(N));
+        expect_close(what, d_db.get(), want, TOL_ROW);
+    }
+}
+
+// --- the global select: the device path against select.c, bit for bit ---------------------
+
+// The CPU path of select.h for one rank: the mask of the k survivors of x (n), or -1.
+static int select_cpu(std::vector<uint8_t> &mask, const std::vector<float> &x, uint64_t k) {
+    Select s;
+    select_init(&s, k);
+    int rc = 0;
+    while (!s.done && rc == 0) {
+        select_count(&s, x.data(), x.size());
+        rc = select_advance(&s);
+    }
+    uint64_t ties = 0;
+    mask.assign(x.size(), 0);
+    if (rc == 0) select_mark(mask.data(), &s, x.data(), x.size(), &ties);
+    select_free(&s);
+    return rc;
+}
+
+// Three simulated ranks holding the slices [cut[r], cut[r+1]) of the device scores,
+// each with its own Select: histograms summed, ties prefixed over the ranks.
+static int select_ranks_cuda(std::vector<uint8_t> &mask, const Dev<float> &d_x, uint64_t k,
+                             const size_t cut[4]) {
+    Select s[3];
+    Dev<uint64_t> scratch(select_cuda_scratch(d_x.n));
+    Dev<uint8_t> d_mask(d_x.n);
+    d_mask.poison();
+    for (int r = 0; r < 3; r++) select_init_exact(&s[r], k);
+    int rc = 0;
+    while (!s[0].done && rc == 0) {
+        for (int r = 0; r < 3; r++) select_count_cuda(&s[r], scratch.p, d_x.p + cut[r], cut[r + 1] - cut[r], stream);
+        for (size_t b = 0; b < SELECT_HIST_LEN; b++) {
+            uint64_t sum = s[0].hist[b] + s[1].hist[b] + s[2].hist[b];
+            for (int r = 0; r < 3; r++) s[r].hist[b] = sum;
+        }
+        for (int r = 0; r < 3 && rc == 0; r++) rc = select_advance(&s[r]);
+    }
+    if (rc == 0) {
+        uint64_t ties[3], before = 0;
+        for (int r = 0; r < 3; r++)
+            ties[r] = select_count_ties_cuda(&s[r], scratch.p, d_x.p + cut[r], cut[r + 1] - cut[r], stream);
+        for (int r = 0; r < 3; r++) {
+            uint64_t mine = before; // the exclusive prefix over ranks
+            before += ties[r];
+            select_mark_cuda(d_mask.p + cut[r], &s[r], scratch.p, d_x.p + cut[r], cut[r + 1] - cut[r], &mine, stream);
+        }
+        mask = d_mask.get();
+    }
+    for (int r = 0; r < 3; r++) select_free(&s[r]);
+    return rc;
+}
+
+static void check_select() {
+    // several marking blocks of SELECT_CUDA_SPAN scores, the last one partial
+    const size_t n = 5 * SELECT_CUDA_SPAN + 123;
+    static const char *kinds[] = {"5 values, excluded, -0", "spread", "all equal"};
+    Dev<uint64_t> scratch(select_cuda_scratch(n));
+    for (int kind = 0; kind < 3; kind++) {
+        std::vector<float> x(n);
+        static const float five[5] = {0.0f, 0.25f, 1.0f, 3.5f, 1e-30f};
+        for (size_t i = 0; i < n; i++) {
+            uint32_t r = rnd32();
+            x[i] = kind == 1 ? fabsf(rnd(2.0f)) : kind == 2 ? 0.75f : r % 7 == 0 ? -1.0f : r % 13 == 0 ? -0.0f
+                                                                               : five[r / 16 % 5];
+        }
+        uint64_t cand = 0;
+        for (float v : x) cand += !signbit(v);
+        const uint64_t ks[] = {0, 1, cand / 3, cand / 2 + 1, cand - 1, cand, rnd32() % cand, cand + 1};
+        Dev<float> d_x(x);
+        int bad = 0, bad_ranks = 0, cases = 0, rank_cases = 0;
+        for (uint64_t k : ks) {
+            std::vector<uint8_t> want, got;
+            int rc_cpu = select_cpu(want, x, k);
+            Dev<uint8_t> d_mask(n);
+            d_mask.poison();
+            int rc = select_mask_cuda(d_mask.p, scratch.p, d_x.p, n, k, stream);
+            if (rc == 0) got = d_mask.get();
+            int ok = rc == rc_cpu && (rc != 0 || got == want);
+            if (!ok) printf("# %s, k %llu of %llu candidates: device %s (rc %d, cpu %d)\n", kinds[kind],
+                            (unsigned long long)k, (unsigned long long)cand, rc ? err_msg() : "mask differs", rc, rc_cpu);
+            bad += !ok;
+            cases++;
+            // three ranks with uneven slices, cut inside marking blocks, for two k (each
+            // emulated launch starts 256 threads: the 15 launches of three ranks add up)
+            if (k != cand / 3 && k != ks[6]) continue;
+            size_t cut[4] = {0, n / 3 + 7, 2 * n / 3 + SELECT_CUDA_SPAN / 2, n};
+            std::vector<uint8_t> rk;
+            int rr = select_ranks_cuda(rk, d_x, k, cut);
+            int okr = rr == rc_cpu && (rr != 0 || rk == want);
+            if (!okr) printf("# 3 ranks, %s, k %llu: differ from the CPU\n", kinds[kind], (unsigned long long)k);
+            bad_ranks += !okr;
+            rank_cases++;
+        }
+        T_OK(bad == 0, "%s select_mask_cuda, %s: the CPU select's mask bit for bit, or its error for k > "
+             "candidates (%d values of k from 0 to %llu, %zu scores, %zu marking blocks; %d differ)",
+             MODE, kinds[kind], cases, (unsigned long long)cand + 1, n, select_cuda_blocks(n), bad);
+        T_OK(bad_ranks == 0, "%s select, 3 simulated ranks (summed histograms, ties prefixed over ranks), %s: "
+             "the one-rank CPU mask (%d values of k; %d differ)", MODE, kinds[kind], rank_cases, bad_ranks);
+    }
+}
+
+#ifdef TEST_ON_GPU
+// --- cuBLASLt products against layers.c (a GPU only) ---------------------------------------
+
+// bf16 bits of x (n), and x rounded to them (what the CPU reference multiplies).
+static std::vector<uint16_t> to_bf16(std::vector<float> &x) {
+    std::vector<uint16_t> b(x.size());
+    for (size_t i = 0; i < x.size(); i++) {
+        b[i] = km_bf16_from_float(x[i]);
+        x[i] = km_float_from_bf16(b[i]);
+    }
+    return b;
+}
+
+// bf16 operands are exact in both paths; only the order of fp32 sums differs.
+#define TOL_MATMUL 1e-2
+
+static void check_matmul(CudaCtx *c) {
+    // odd sizes (unaligned leading dimensions), multiples of 8 (tensor-core shapes),
+    // and the same with x one element past an aligned address (2-byte alignment)
+    static const size_t shapes[][4] = {{37, 70, 53, 0}, {64, 128, 96, 0}, {1, 64, 40, 0}, {48, 256, 80, 1}};
+    for (auto &sh : shapes) {
+        const size_t N = sh[0], IC = sh[1], OC = sh[2], off = sh[3];
+        std::vector<float> x = rand_vec(N * IC, 1.0f), w = rand_vec(OC * IC, 1.0f), dy = rand_vec(N * OC, 1.0f);
+        std::vector<float> b = rand_vec(OC, 1.0f), y0 = rand_vec(N * OC, 1.0f);
+        std::vector<float> dx0 = rand_vec(N * IC, 1.0f), dw0 = rand_vec(OC * IC, 1.0f);
+        std::vector<uint16_t> xb = to_bf16(x), wb = to_bf16(w), dyb = to_bf16(dy);
+        std::vector<uint16_t> xpad(off + xb.size());
+        std::copy(xb.begin(), xb.end(), xpad.begin() + off);
+        Dev<uint16_t> d_x(xpad), d_w(wb), d_dy(dyb);
+        Dev<float> d_b(b);
+        const uint16_t *xp = d_x.p + off;
+        char what[128];
+        for (int acc = 0; acc < 2; acc++)
+            for (int bias = 0; bias < 2; bias++) {
+                std::vector<float> want = y0;
+                Dev<float> d_y(y0);
+                if (!acc) d_y.poison();
+                matmul_forward(want.data(), x.data(), w.data(), bias ? b.data() : NULL, N, IC, OC, acc);
+                matmul_forward_cuda(c, d_y.p, xp, d_w.p, bias ? d_b.p : NULL, N, IC, OC, acc);
+                snprintf(what, sizeof what, "matmul forward N=%zu IC=%zu OC=%zu%s acc=%d bias=%d", N, IC, OC,
+                         off ? " (x 2-byte aligned)" : "", acc, bias);
+                expect_close(what, d_y.get(), want, TOL_MATMUL);
+            }
+        for (int dx_acc = 0; dx_acc < 2; dx_acc++) {
+            std::vector<float> wdx = dx0, wdw = dw0;
+            Dev<float> d_dx(dx0), d_dw(dw0);
+            if (!dx_acc) d_dx.poison();
+            matmul_backward(wdx.data(), wdw.data(), NULL, dy.data(), x.data(), w.data(), N, IC, OC, dx_acc);
+            matmul_backward_cuda(c, d_dx.p, d_dw.p, d_dy.p, xp, d_w.p, N, IC, OC, dx_acc);
+            snprintf(what, sizeof what, "matmul backward N=%zu IC=%zu OC=%zu%s: dx (dx_acc=%d)", N, IC, OC,
+                     off ? " (x 2-byte aligned)" : "", dx_acc);
+            expect_close(what, d_dx.get(), wdx, TOL_MATMUL);
+            snprintf(what, sizeof what, "matmul backward N=%zu IC=%zu OC=%zu%s: dw (added)", N, IC, OC,
+                     off ? " (x 2-byte aligned)" : "");
+            expect_close(what, d_dw.get(), wdw, TOL_MATMUL);
+        }
+        // dx or dw alone: the other is skipped (NULL) and left as it was
+        std::vector<float> wdx = dx0, wdw = dw0, unused(OC * IC);
+        Dev<float> d_dx(dx0), d_dw(dw0);
+        matmul_backward(wdx.data(), unused.data(), NULL, dy.data(), x.data(), w.data(), N, IC, OC, 1);
+        matmul_backward_cuda(c, d_dx.p, NULL, d_dy.p, xp, d_w.p, N, IC, OC, 1);
+        matmul_backward(NULL, wdw.data(), NULL, dy.data(), x.data(), w.data(), N, IC, OC, 0);
+        matmul_backward_cuda(c, NULL, d_dw.p, d_dy.p, xp, d_w.p, N, IC, OC, 0);
+        snprintf(what, sizeof what, "matmul backward N=%zu IC=%zu OC=%zu: dx alone (dw NULL)", N, IC, OC);
+        expect_close(what, d_dx.get(), wdx, TOL_MATMUL);
+        snprintf(what, sizeof what, "matmul backward N=%zu IC=%zu OC=%zu: dw alone (dx NULL)", N, IC, OC);
+        expect_close(what, d_dw.get(), wdw, TOL_MATMUL);
+    }
+}
+#endif
+
 #ifndef TEST_ON_GPU
 // --- the emulator itself: atomics, shuffles, launch errors, divergent barriers ----------
 
@@ -474,5 +669,16 @@ int main() {
     check_crossentropy();
     check_adamw();
     check_saliency();
+    check_bias_backward();
+    check_select();
+#ifdef TEST_ON_GPU
+    CudaCtx *c;
+    if (cuda_ctx_create(&c, 0, (size_t)32 << 20) == 0) {
+        check_matmul(c);
+        cuda_ctx_free(c);
+    } else {
+        T_OK(0, "gpu: a CudaCtx for the matrix products: %s", err_msg());
+    }
+#endif
     T_DONE();
 }

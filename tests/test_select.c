@@ -2,7 +2,8 @@
 // against a full sort: exactly k survivors, the same set as "sort by score, ties by
 // lowest index", for many sizes and k, heavy ties, all-equal scores, k = 0 and k = n,
 // scores streamed in chunks of random sizes; three simulated ranks that only add their
-// histograms and prefix their tie counts give the single rank's mask.
+// histograms and prefix their tie counts give the single rank's mask; a Select started
+// at the exact rounds (select_init_exact, the device path's start) gives the same mask.
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -39,9 +40,11 @@ static void reference_mask(uint8_t *mask, const float *s, size_t n, uint64_t k) 
     free(ix);
 }
 
-// One rank over all n scores, streamed in chunks of random sizes.
-static int select_one(uint8_t *mask, Select *s, const float *x, size_t n, uint64_t k) {
-    select_init(s, k);
+// One rank over all n scores, streamed in chunks of random sizes; exact: started by
+// select_init_exact.
+static int select_one(uint8_t *mask, Select *s, const float *x, size_t n, uint64_t k, int exact) {
+    if (exact) select_init_exact(s, k);
+    else select_init(s, k);
     while (!s->done) {
         for (size_t off = 0; off < n && select_needs_data(s);) {
             size_t c = 1 + next_u64() % (n / 3 + 1);
@@ -105,7 +108,7 @@ static void fill(float *x, size_t n, int kind) {
 static void test_against_sort(void) {
     static const size_t sizes[] = {1, 2, 3, 7, 100, 1000, 4097, 65537, 300001};
     static const char *kinds[] = {"spread", "5 values", "all equal", "excluded", "tiny"};
-    int bad = 0, cases = 0, bad_ranks = 0;
+    int bad = 0, cases = 0, bad_ranks = 0, bad_exact = 0;
     for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
         size_t n = sizes[si];
         float *x = xmalloc(n * sizeof *x);
@@ -119,7 +122,7 @@ static void test_against_sort(void) {
                 uint64_t k = ks[ki];
                 Select s;
                 reference_mask(a, x, n, k);
-                int ok = select_one(b, &s, x, n, k) == 0 && memcmp(a, b, n) == 0;
+                int ok = select_one(b, &s, x, n, k, 0) == 0 && memcmp(a, b, n) == 0;
                 uint64_t kept = 0;
                 for (size_t i = 0; i < n; i++) kept += b[i];
                 ok = ok && kept == k;
@@ -130,7 +133,12 @@ static void test_against_sort(void) {
                         if (a[i] && x[i] < kth) kth = x[i];
                     ok = select_bits(kth) == s.threshold;
                 }
+                uint32_t thr_sampled = s.threshold;
                 select_free(&s);
+                int oke = select_one(c, &s, x, n, k, 1) == 0 && memcmp(a, c, n) == 0 &&
+                          s.threshold == thr_sampled;
+                select_free(&s);
+                if (!oke) { bad_exact++; printf("# exact start differs: n %zu, %s, k %llu\n", n, kinds[kind], (unsigned long long)k); }
                 uint32_t thr[3];
                 int okr = select_ranks(c, thr, x, n, k) == 0 && memcmp(b, c, n) == 0 && thr[0] == thr[1] &&
                           thr[1] == thr[2];
@@ -143,13 +151,16 @@ static void test_against_sort(void) {
     }
     T_OK(bad == 0, "radix select == full sort with lowest-index ties, exactly k kept (%d cases, %d bad)", cases, bad);
     T_OK(bad_ranks == 0, "3 simulated ranks (summed histograms, prefix tie counts) == 1 rank (%d cases)", cases);
+    T_OK(bad_exact == 0, "select_init_exact (two full counts, no sample) == full sort, same threshold (%d cases, %d bad)",
+         cases, bad_exact);
 }
 
 // One chunk of n scores, the way bench_select runs it; *passes counts the passes over
 // the data (2 on the fast path: sample + main).
-static int select_passes(uint8_t *mask, const float *x, size_t n, uint64_t k, int *passes) {
+static int select_passes(uint8_t *mask, const float *x, size_t n, uint64_t k, int *passes, int exact) {
     Select s;
-    select_init(&s, k);
+    if (exact) select_init_exact(&s, k);
+    else select_init(&s, k);
     *passes = 0;
     int rc = 0;
     while (!s.done && rc == 0) {
@@ -184,8 +195,10 @@ static void test_large_parallel(void) {
         uint64_t k = n / 3 + 17;
         reference_mask(a, x, n, k);
         int passes = 0;
-        int ok = select_passes(b, x, n, k, &passes) == 0 && memcmp(a, b, n) == 0;
+        int ok = select_passes(b, x, n, k, &passes, 0) == 0 && memcmp(a, b, n) == 0;
         T_OK(ok && passes == want_passes[c], "3M scores in one chunk, %s == full sort (%d passes)", what[c], passes);
+        ok = select_passes(b, x, n, k, &passes, 1) == 0 && memcmp(a, b, n) == 0;
+        T_OK(ok && passes == 2, "the same from select_init_exact == full sort (%d passes: the two full counts)", passes);
     }
     Select s;
     select_init(&s, n + 1);
@@ -195,6 +208,14 @@ static void test_large_parallel(void) {
         rc = select_advance(&s);
     }
     T_OK(rc < 0 && strstr(err_msg(), "cannot keep"), "k > n is an error: %s", err_msg());
+    select_free(&s);
+    select_init_exact(&s, n + 1);
+    rc = 0;
+    while (!s.done && rc == 0) {
+        select_count(&s, x, n);
+        rc = select_advance(&s);
+    }
+    T_OK(rc < 0 && strstr(err_msg(), "cannot keep"), "k > n is an error from select_init_exact too: %s", err_msg());
     select_free(&s);
     free(x), free(a), free(b);
 }

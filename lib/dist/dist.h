@@ -19,6 +19,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus // sparse/select.cu calls these
+extern "C" {
+#endif
+
 int dist_rank(void);  // this process's rank, 0 .. dist_size() - 1
 int dist_size(void);  // ranks in the run
 
@@ -27,5 +31,9 @@ void dist_sum_u64(uint64_t *x, size_t n);
 void dist_sum_f64(double *x, size_t n);
 // The sum of x over the ranks before this one (exclusive prefix sum; 0 on rank 0).
 uint64_t dist_exscan_u64(uint64_t x);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -237,6 +237,10 @@ KM_HD unsigned km_row_threads(size_t C, unsigned max_threads) {
 // least 32, at most 256 chunks; its scratch holds chunks * C floats.
 KM_HD unsigned km_rmsnorm_dw_chunks(size_t N) { return km_blocks(N, 32, 256); }
 
+// Row chunks of a column sum on a GPU (the bias gradient, bias_backward_cuda): the same
+// cut as the RMSNorm weight gradient's; its scratch holds chunks * OC floats.
+KM_HD unsigned km_colsum_chunks(size_t N) { return km_blocks(N, 32, 256); }
+
 // The flat index of a thread in its grid, in size_t (a grid can hold more than 2^32).
 KM_HD size_t km_thread_index(unsigned block, unsigned block_dim, unsigned thread) {
     return (size_t)block * block_dim + thread;

@@ -1,8 +1,10 @@
 // layers.cu: the CUDA twins of layers.c's kernels that are not matrix products, fp32
 // on device pointers: embedding, RMSNorm, RoPE, SwiGLU, the residual add, the cast of
 // fp32 to bf16 (the matrix products' operands), and the cross-entropy of a chunk of rows
-// of logits (softmax, loss and dlogits in one pass over the chunk). Shapes and
-// semantics are layers.h's; each twin is declared there under BEST_CUDA.
+// of logits (softmax, loss and dlogits in one pass over the chunk), and the bias
+// gradient of the matrix products (a column sum: the products themselves are cuBLASLt
+// calls in matmul.cu, which the emulator cannot run). Shapes and semantics are
+// layers.h's; each twin is declared there under BEST_CUDA.
 //
 // Each thread's arithmetic is kernel_math.h's, the same functions the CPU path calls,
 // so a kernel differs from its CPU twin only in how rows are summed: a block sums a row
@@ -16,8 +18,8 @@
 // shared memory is static (no dynamic shared memory), every __syncthreads is reached by
 // all threads of the block.
 //
-// Not here: matrix products and attention (next, docs/cuda.md), the loop that calls
-// these (the model's device step, to come).
+// Not here: matrix products (matmul.cu) and attention, the loop that calls these (the
+// model's device step, to come).
 #include "nn/cuda.h"        // defines: CUDA_CHECK, LAUNCH, BEST_KAPI
 #include "nn/cuda_reduce.cuh" // defines: block_sum, block_lse
 #include "nn/kernel_math.h" // defines: km_* (per element), km_blocks, km_row_threads
@@ -117,12 +119,13 @@ static __global__ void rmsnorm_dw_part_kernel(float *part, const float *dy, cons
     part[blockIdx.y * C + c] = acc;
 }
 
-// dw (C) += the chunks' sums, in chunk order.
-static __global__ void rmsnorm_dw_sum_kernel(float *dw, const float *part, size_t chunks, size_t C) {
+// out (C) += the chunks' sums of part (chunks, C), in chunk order (the RMSNorm weight
+// gradient, the bias gradient).
+static __global__ void chunks_sum_kernel(float *out, const float *part, size_t chunks, size_t C) {
     GRID_STRIDE(c, C) {
         float acc = 0.0f;
         for (size_t k = 0; k < chunks; k++) acc += part[k * C + c];
-        dw[c] += acc;
+        out[c] += acc;
     }
 }
 
@@ -144,11 +147,39 @@ BEST_KAPI void rmsnorm_backward_cuda(float *dx, float *dw, float *scratch, const
     dim3 grid(km_blocks(C, threads, 0xffffffffu), chunks);
     LAUNCH(rmsnorm_dw_part_kernel, grid, threads, stream, scratch, dy, x, rstd, N, C, rows_per_chunk);
     CUDA_CHECK(cudaGetLastError());
-    LAUNCH(rmsnorm_dw_sum_kernel, km_blocks(C, KM_THREADS, KM_GRID_CAP), KM_THREADS, stream, dw,
+    LAUNCH(chunks_sum_kernel, km_blocks(C, KM_THREADS, KM_GRID_CAP), KM_THREADS, stream, dw,
            scratch, (size_t)chunks, C);
     CUDA_CHECK(cudaGetLastError());
     LAUNCH(rmsnorm_backward_dx_kernel, km_blocks(N, 1, KM_GRID_CAP),
            km_row_threads(C, ROW_THREADS_MAX), stream, dx, dy, x, rstd, w, N, C, dx_acc);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+// --- the bias gradient: db (OC) += column sums of dy (N, OC) ----------------------------------
+// As the RMSNorm weight gradient: chunks of rows summed per column in row order into
+// scratch, then the chunks in order. Deterministic; the CPU sums in double (colsum_add).
+
+// part (chunks, C): chunk k's column sums of dy over its rows, in row order.
+static __global__ void colsum_part_kernel(float *part, const float *dy, size_t N, size_t C,
+                                          size_t rows_per_chunk) {
+    size_t c = km_thread_index(blockIdx.x, blockDim.x, threadIdx.x);
+    if (c >= C) return;
+    size_t lo = blockIdx.y * rows_per_chunk, hi = lo + rows_per_chunk < N ? lo + rows_per_chunk : N;
+    float acc = 0.0f;
+    for (size_t n = lo; n < hi; n++) acc += dy[n * C + c];
+    part[blockIdx.y * C + c] = acc;
+}
+
+BEST_KAPI void bias_backward_cuda(float *db, float *scratch, const float *dy, size_t N, size_t OC,
+                                  cudaStream_t stream) {
+    if (N * OC == 0) return;
+    unsigned chunks = km_colsum_chunks(N), threads = km_row_threads(OC, 256);
+    size_t rows_per_chunk = (N + chunks - 1) / chunks;
+    dim3 grid(km_blocks(OC, threads, 0xffffffffu), chunks);
+    LAUNCH(colsum_part_kernel, grid, threads, stream, scratch, dy, N, OC, rows_per_chunk);
+    CUDA_CHECK(cudaGetLastError());
+    LAUNCH(chunks_sum_kernel, km_blocks(OC, KM_THREADS, KM_GRID_CAP), KM_THREADS, stream, db,
+           scratch, (size_t)chunks, OC);
     CUDA_CHECK(cudaGetLastError());
 }
 

@@ -153,6 +153,26 @@ void cast_bf16_cuda(uint16_t *out, const float *in, size_t n, struct CUstream_st
 void crossentropy_chunk_cuda(float *dlogits, float *nll, float *lse, const float *logits,
                              const int32_t *targets, float scale, size_t N, size_t V,
                              struct CUstream_st *stream);
+
+// The Linear layer's matrix products (matmul.cu): cuBLASLt on tensor cores, bf16 operands,
+// fp32 accumulation and results, on c's stream with c's workspace. Each product's map to
+// cuBLASLt's column-major is matmul_map.h's. Any size and alignment; 16-byte aligned
+// pointers and sizes that are multiples of 8 get the tensor-core kernels (matmul.cu).
+struct CudaCtx;
+// y (N, OC) fp32 = x (N, IC) @ w^T (+ b) (+ the old y when acc): x, w bf16 bits (w as
+// torch.nn.Linear stores it, (OC, IC)); b (OC) fp32 or NULL; fp32 accumulation on tensor
+// cores, on c's stream.
+void matmul_forward_cuda(struct CudaCtx *c, float *y, const uint16_t *x, const uint16_t *w,
+                         const float *b, size_t N, size_t IC, size_t OC, int acc);
+// dx (N, IC) fp32 = or += (dx_acc) dy @ w, skipped when dx is NULL; dw (OC, IC) fp32 +=
+// dy^T @ x, skipped when dw is NULL; dy (N, OC), x (N, IC), w (OC, IC) bf16 bits.
+void matmul_backward_cuda(struct CudaCtx *c, float *dx, float *dw, const uint16_t *dy,
+                          const uint16_t *x, const uint16_t *w, size_t N, size_t IC, size_t OC,
+                          int dx_acc);
+// db (OC) += column sums of dy (N, OC) fp32, deterministic (per-chunk sums in row order,
+// then the chunks in order; no float atomics). scratch (km_colsum_chunks(N) * OC floats).
+void bias_backward_cuda(float *db, float *scratch, const float *dy, size_t N, size_t OC,
+                        struct CUstream_st *stream);
 #endif
 
 #ifdef __cplusplus

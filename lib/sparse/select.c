@@ -32,6 +32,11 @@ void select_init(Select *s, uint64_t k) {
     if (k == 0) { s->done = 1; s->threshold = UINT32_MAX; } // no candidate has this pattern
 }
 
+void select_init_exact(Select *s, uint64_t k) {
+    select_init(s, k);
+    if (!s->done) s->round = SELECT_FULL_HIGH;
+}
+
 static void kept_free(Select *s) {
     for (int i = 0; i < s->n_kept_arrays; i++) free(s->kept[i]);
     free(s->kept);

@@ -50,12 +50,27 @@
 // must be contiguous in global order (rank r holds the slice before rank r+1's) for
 // the tie rule to be "lowest global index first"; any slicing gives exactly k.
 //
+// On a GPU (select.cu, under BEST_CUDA) the scores live in device memory and the same
+// protocol runs with the device counting: a Select started by select_init_exact (no
+// sample, no kept scores: each of its two rounds is a plain count of every score into
+// the 65536 buckets, FULL_HIGH then FULL_LOW), select_count_cuda in place of
+// select_count (the device fills a histogram, only the histogram comes back to the
+// host, where select_advance decides as ever), select_count_ties_cuda and
+// select_mark_cuda in place of theirs. select_mask_cuda is the whole protocol for one
+// shard, the histograms summed with dist_sum_u64 and the ties prefixed with
+// dist_exscan_u64 (dist.h), so that with MPI each rank gets the same threshold and mask
+// from its own device; a NCCL build would all-reduce the device histogram instead.
+//
 // Not here: the scores (saliency.h), what a model's mask is made of (mask.h).
 #ifndef BEST_SELECT_H
 #define BEST_SELECT_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#ifdef __cplusplus // select.cu and the C++ kernel test include this
+extern "C" {
+#endif
 
 #define SELECT_BITS 16
 #define SELECT_BUCKETS (1u << SELECT_BITS)
@@ -85,6 +100,10 @@ typedef struct {
 } Select;
 
 void select_init(Select *s, uint64_t k);
+// The same selection started at the exact rounds (FULL_HIGH, then FULL_LOW): two full
+// counts, no sample and no kept scores. The same threshold and mask as select_init's,
+// always in two passes; what the device path uses (select.cu).
+void select_init_exact(Select *s, uint64_t k);
 void select_free(Select *s);
 // Whether this round reads the scores (the low round counts what the main round kept).
 static inline int select_needs_data(const Select *s) { return !s->done && s->round != SELECT_LOW; }
@@ -110,5 +129,46 @@ static inline uint32_t select_bits(float x) {
     union { float f; uint32_t u; } c = {x};
     return c.u;
 }
+
+// --- on a GPU (select.cu) -----------------------------------------------------------------
+// The marking kernels give each block a contiguous run of at least SELECT_CUDA_SPAN
+// scores (at most SELECT_CUDA_BLOCKS_MAX blocks), so that ties are numbered in global
+// order: a block's ties come after every tie of the blocks before it.
+#ifndef SELECT_CUDA_SPAN
+#define SELECT_CUDA_SPAN 8192
+#endif
+#define SELECT_CUDA_BLOCKS_MAX 16384
+static inline size_t select_cuda_blocks(size_t n) {
+    size_t b = (n + SELECT_CUDA_SPAN - 1) / SELECT_CUDA_SPAN;
+    return b == 0 ? 1 : b > SELECT_CUDA_BLOCKS_MAX ? SELECT_CUDA_BLOCKS_MAX : b;
+}
+// uint64 words of device scratch the _cuda calls need for n scores: the histogram
+// (SELECT_BUCKETS), then the blocks' tie counts and offsets (blocks + 1).
+static inline size_t select_cuda_scratch(size_t n) { return SELECT_BUCKETS + select_cuda_blocks(n) + 1; }
+
+#ifdef BEST_CUDA
+struct CUstream_st; // cudaStream_t
+// The device twins of select_count, select_count_ties and select_mark, for a Select
+// started by select_init_exact; scores (n) and mask (n) are device memory, scratch
+// (select_cuda_scratch(n) uint64) too. Each waits for its stream before returning
+// (the counts come back to the host). select_count_cuda adds this round's counts of
+// scores (n) into s->hist (host memory, for the caller to all-reduce).
+void select_count_cuda(Select *s, uint64_t *scratch, const float *scores, size_t n,
+                       struct CUstream_st *stream);
+uint64_t select_count_ties_cuda(const Select *s, uint64_t *scratch, const float *scores, size_t n,
+                                struct CUstream_st *stream);
+void select_mark_cuda(uint8_t *mask, const Select *s, uint64_t *scratch, const float *scores,
+                      size_t n, uint64_t *ties_before, struct CUstream_st *stream);
+// mask (n) = 1 for the survivors of this rank's scores (n) among the k (over all ranks)
+// to keep, by select.h's rule: the whole protocol above, with dist_sum_u64 on the
+// histograms and dist_exscan_u64 on the ties. Returns 0, or -1 after ERR when k
+// exceeds the candidates.
+int select_mask_cuda(uint8_t *mask, uint64_t *scratch, const float *scores, size_t n, uint64_t k,
+                     struct CUstream_st *stream);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -9,7 +9,8 @@
 #    packages the CPU tools need (libarchive, jansson, OpenBLAS, ...): then that is one
 #    failure, and a fallback build (fallback.log, into build-gpu/) compiles only what the
 #    GPU tests need, with the Makefile's own flags (make cuda-flags) and a BLAS stub
-#    (tests/gpu/blas_stub/), so that the kernels are still checked.
+#    (tests/gpu/blas_stub/: naive products, the CPU reference of the cuBLASLt checks), so
+#    that the kernels are still checked.
 # 3. the tests: test_cuda (device discovery, a context with cuBLASLt), test_kernels_gpu
 #    (every kernel of lib/*/*.cu on the GPU against the CPU path), each also under
 #    compute-sanitizer (memcheck, racecheck, synccheck) when it is there; and, with the
@@ -87,17 +88,19 @@ else
     else
         (
             set -ex
-            for f in lib/base/error.c lib/nn/layers.c lib/nn/adamw.c lib/nn/cuda.c lib/sparse/saliency.c \
-                tests/test_cuda.c; do
+            for f in lib/base/error.c lib/dist/dist_single.c lib/nn/layers.c lib/nn/adamw.c lib/nn/cuda.c \
+                lib/sparse/saliency.c lib/sparse/select.c tests/test_cuda.c; do
                 gcc $CFLAGS -Itests/gpu/blas_stub -c "$f" -o "$TB/$(basename "$f").o"
             done
             gcc -O2 -Wall -Wextra -Werror -c tests/gpu/blas_stub/blas_stub.c -o "$TB/blas_stub.o"
-            for f in lib/nn/cuda.cu lib/nn/layers.cu lib/nn/adamw.cu lib/sparse/saliency.cu; do
+            for f in lib/nn/cuda.cu lib/nn/layers.cu lib/nn/adamw.cu lib/nn/matmul.cu lib/sparse/saliency.cu \
+                lib/sparse/select.cu; do
                 $NVCC $NVCCFLAGS -c "$f" -o "$TB/$(basename "$f").o"
             done
             $NVCC $NVCCFLAGS -DTEST_ON_GPU -x cu -c tests/test_kernels.cpp -o "$TB/test_kernels_gpu.o"
-            lib="$TB/error.c.o $TB/layers.c.o $TB/adamw.c.o $TB/cuda.c.o $TB/saliency.c.o $TB/blas_stub.o \
-                 $TB/cuda.cu.o $TB/layers.cu.o $TB/adamw.cu.o $TB/saliency.cu.o"
+            lib="$TB/error.c.o $TB/dist_single.c.o $TB/layers.c.o $TB/adamw.c.o $TB/cuda.c.o $TB/saliency.c.o \
+                 $TB/select.c.o $TB/blas_stub.o $TB/cuda.cu.o $TB/layers.cu.o $TB/adamw.cu.o $TB/matmul.cu.o \
+                 $TB/saliency.cu.o $TB/select.cu.o"
             g++ -fopenmp -o "$TB/test_kernels_gpu" "$TB/test_kernels_gpu.o" $lib $CUDA_LDLIBS -lm -lpthread
             g++ -fopenmp -o "$TB/test_cuda" "$TB/test_cuda.c.o" $lib $CUDA_LDLIBS -lm -lpthread
         ) >"$OUT/fallback.log" 2>&1

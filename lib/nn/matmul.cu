@@ -1,0 +1,157 @@
+// matmul.cu: the Linear layer's matrix products on the GPU with cuBLASLt: bf16 operands
+// (x, w, dy as bf16 bits, cast by cast_bf16_cuda), fp32 accumulation on tensor cores
+// (CUBLAS_COMPUTE_32F), fp32 results, on the CudaCtx's stream and workspace. The
+// semantics are layers.h's matmul_forward / matmul_backward; the row-major to
+// column-major translation of each product is matmul_map.h's (checked on the CPU by
+// tests/test_matmul_map.c), so this file only turns a MatmulMap into one cublasLtMatmul.
+//
+// Bias: cuBLASLt's CUBLASLT_EPILOGUE_BIAS with an fp32 bias (the output's type), fused
+// into the forward product: the bias runs along the map's m rows (OC), broadcast over
+// the N columns, and is added to alpha op(A) op(B) + beta C, so acc and bias combine as
+// on the CPU. The bias gradient is a kernel of ours (bias_backward_cuda, layers.cu).
+//
+// Alignment: cuBLASLt's heuristic assumes 256-byte aligned buffers unless told
+// otherwise, and its tensor-core kernels want 16-byte aligned pointers and leading
+// dimensions (8 bf16 elements). We tell it the alignment each buffer really has (the
+// largest power of two, up to 256, dividing both the address and the leading dimension
+// in bytes), so an odd size or an offset pointer gets an algorithm that copes (slower,
+// possibly not on tensor cores) instead of a fault; if cuBLASLt has none, the program
+// stops with the shape and alignments (CUBLAS_STATUS_NOT_SUPPORTED's hint). The model's
+// shapes (multiples of 64, cudaMalloc'd blocks cut at such offsets) are 16-byte aligned.
+//
+// The heuristic is asked once per distinct product (shape, transposes, bias, beta,
+// alignments, device, workspace size); answers are kept in a small table (ALGO_CACHE entries; past
+// that, the heuristic is asked each time). Descriptors are created per call: host
+// work of a few microseconds against products of milliseconds. Not thread-safe: one
+// host thread drives a device (DESIGN.md: one process per device).
+//
+// Not here: the bias gradient and the bf16 cast (layers.cu), attention's products.
+// None of this has run on a GPU yet (docs/cuda.md).
+#include <stdint.h>
+#include <string.h>
+
+#include "nn/cuda.h"       // defines: CudaCtx, CUBLAS_CHECK, BEST_KAPI
+#include "nn/layers.h"     // defines: the _cuda prototypes (with BEST_CUDA)
+#include "nn/matmul_map.h" // defines: MatmulMap, matmul_map_*
+
+// The alignment in bytes (a power of two, at most 256) of a buffer at p whose columns
+// are ld_bytes apart.
+static uint32_t alignment(const void *p, size_t ld_bytes) {
+    uintptr_t a = (uintptr_t)p | (uintptr_t)ld_bytes | 256;
+    return (uint32_t)(a & (~a + 1)); // the lowest set bit
+}
+
+// What the heuristic's answer depends on.
+typedef struct {
+    int device, transa, transb, bias, beta1;
+    size_t m, n, k, lda, ldb, ldc, workspace_bytes;
+    uint32_t align_a, align_b, align_c, align_bias;
+} AlgoKey;
+
+#define ALGO_CACHE 64
+static struct {
+    AlgoKey key;
+    cublasLtMatmulAlgo_t algo;
+} algo_cache[ALGO_CACHE];
+static int algo_cached;
+
+// The algorithm for this product: from the table, or the heuristic's first choice.
+static cublasLtMatmulAlgo_t algo_for(CudaCtx *c, const AlgoKey *key, cublasLtMatmulDesc_t op,
+                                     cublasLtMatrixLayout_t la, cublasLtMatrixLayout_t lb,
+                                     cublasLtMatrixLayout_t lc) {
+    for (int i = 0; i < algo_cached; i++)
+        if (memcmp(&algo_cache[i].key, key, sizeof *key) == 0) return algo_cache[i].algo;
+    cublasLtMatmulPreference_t pref;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                      &c->workspace_bytes, sizeof c->workspace_bytes));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                                      &key->align_a, sizeof key->align_a));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                                      &key->align_b, sizeof key->align_b));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                                      &key->align_c, sizeof key->align_c));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                                      &key->align_c, sizeof key->align_c));
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(c->lt, op, la, lb, lc, lc, pref, 1, &res, &found));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+    if (found == 0 || res.state != CUBLAS_STATUS_SUCCESS)
+        DIE("cuBLASLt has no algorithm for a bf16 product m=%zu n=%zu k=%zu (lda %zu, ldb %zu, ldc "
+            "%zu, transa %d, transb %d, bias %d) with buffers aligned to %u, %u, %u bytes",
+            key->m, key->n, key->k, key->lda, key->ldb, key->ldc, key->transa, key->transb,
+            key->bias, key->align_a, key->align_b, key->align_c);
+    if (algo_cached < ALGO_CACHE) {
+        algo_cache[algo_cached].key = *key;
+        algo_cache[algo_cached++].algo = res.algo;
+    }
+    return res.algo;
+}
+
+// C (column-major m x n, fp32) = alpha op(A) op(B) + beta C (+ bias along the rows), A
+// and B bf16, as the map says.
+static void lt_matmul(CudaCtx *c, const MatmulMap *p, const uint16_t *A, const uint16_t *B,
+                      float *C, const float *bias) {
+    if (p->m == 0 || p->n == 0) return;
+    CHECK(p->k > 0, "matmul: an empty inner dimension (m=%zu n=%zu k=0)", p->m, p->n);
+    AlgoKey key;
+    memset(&key, 0, sizeof key); // padding too: keys are compared with memcmp
+    key.device = c->device, key.transa = p->transa, key.transb = p->transb;
+    key.bias = bias != NULL, key.beta1 = p->beta != 0.0f;
+    key.m = p->m, key.n = p->n, key.k = p->k, key.lda = p->lda, key.ldb = p->ldb, key.ldc = p->ldc;
+    key.workspace_bytes = c->workspace_bytes;
+    key.align_a = alignment(A, p->lda * 2), key.align_b = alignment(B, p->ldb * 2);
+    key.align_c = alignment(C, p->ldc * 4), key.align_bias = bias ? alignment(bias, 0) : 0;
+
+    cublasLtMatmulDesc_t op;
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t ta = p->transa ? CUBLAS_OP_T : CUBLAS_OP_N, tb = p->transb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    if (bias) {
+        cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+        cudaDataType_t bt = CUDA_R_32F;
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
+    }
+    size_t ar, ac, br, bc;
+    matmul_map_a_shape(p, &ar, &ac);
+    matmul_map_b_shape(p, &br, &bc);
+    cublasLtMatrixLayout_t la, lb, lc;
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, ar, ac, (int64_t)p->lda));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, br, bc, (int64_t)p->ldb));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, p->m, p->n, (int64_t)p->ldc));
+    cublasLtMatmulAlgo_t algo = algo_for(c, &key, op, la, lb, lc);
+    CUBLAS_CHECK(cublasLtMatmul(c->lt, op, &p->alpha, A, la, B, lb, &p->beta, C, lc, C, lc, &algo,
+                                c->workspace, c->workspace_bytes, c->stream));
+    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(lc));
+    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(lb));
+    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(la));
+    CUBLAS_CHECK(cublasLtMatmulDescDestroy(op));
+}
+
+// The buffer a map names.
+static const uint16_t *operand(MatmulOperand o, const uint16_t *x, const uint16_t *w, const uint16_t *dy) {
+    return o == MM_X ? x : o == MM_W ? w : dy;
+}
+
+BEST_KAPI void matmul_forward_cuda(CudaCtx *c, float *y, const uint16_t *x, const uint16_t *w,
+                                   const float *b, size_t N, size_t IC, size_t OC, int acc) {
+    MatmulMap p = matmul_map_forward(N, IC, OC, acc);
+    lt_matmul(c, &p, operand(p.a, x, w, NULL), operand(p.b, x, w, NULL), y, b);
+}
+
+BEST_KAPI void matmul_backward_cuda(CudaCtx *c, float *dx, float *dw, const uint16_t *dy,
+                                    const uint16_t *x, const uint16_t *w, size_t N, size_t IC,
+                                    size_t OC, int dx_acc) {
+    if (dx) {
+        MatmulMap p = matmul_map_dx(N, IC, OC, dx_acc);
+        lt_matmul(c, &p, operand(p.a, x, w, dy), operand(p.b, x, w, dy), dx, NULL);
+    }
+    if (dw) {
+        MatmulMap p = matmul_map_dw(N, IC, OC);
+        lt_matmul(c, &p, operand(p.a, x, w, dy), operand(p.b, x, w, dy), dw, NULL);
+    }
+}
