@@ -13,6 +13,7 @@
 #include <dirent.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -454,18 +455,29 @@ static void remove_stale_temps(const char *out) {
 
 // --- open, step, run, close -------------------------------------------------------------
 
-// Takes OUT/.lock: an exclusive flock, not waited for, then this process's pid written
-// into the file for the message of the next one. create 0: a missing lock file means
+// Takes OUT/.lock: an exclusive flock, waited for up to LOCK_WAIT_MS (a run killed a
+// moment ago, say by Ctrl-C or kill -9 on its make, can still be tearing down and hold
+// the lock for some milliseconds after its parent is gone; a live run holds it for
+// hours), then this process's pid written into the file for the message of the next one. create 0: a missing lock file means
 // nobody holds OUT and nothing is taken (nothing is created: OUT may be refused later
 // for another reason); create 1: OUT exists, the file is made. The kernel drops the
 // lock when the descriptor is closed, so when the process ends, however it ends.
+#define LOCK_WAIT_MS 3000
+static int lock_wait(int fd) {
+    for (int waited = 0;; waited += 50) {
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0) return 0;
+        if (errno != EWOULDBLOCK || waited >= LOCK_WAIT_MS) return -1;
+        nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+    }
+}
+
 static int out_lock(Trainer *tr, const char *out, int create) {
     char *path = path_join(out, ".lock");
     int fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0644);
     int rc = 0;
     if (fd < 0) {
         if (create || errno != ENOENT) rc = ERR("%s: cannot open the lock file: %s", path, strerror(errno));
-    } else if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+    } else if (lock_wait(fd) < 0) {
         int e = errno;
         char buf[24] = {0};
         ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
