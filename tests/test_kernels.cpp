@@ -1,5 +1,6 @@
-// test_kernels.cpp: every CUDA kernel of ours (lib/nn/layers.cu, lib/nn/adamw.cu,
-// lib/sparse/saliency.cu) against its CPU twin (layers.c, adamw.c, saliency.c), on
+// test_kernels.cpp: every CUDA kernel of ours (lib/nn/layers.cu, lib/nn/attention.cu,
+// lib/nn/adamw.cu, lib/sparse/saliency.cu) against its CPU twin (layers.c, adamw.c,
+// saliency.c), on
 // random inputs (never zeros), at shapes chosen to reach every path: rows longer than
 // a block, widths that are not whole warps, more rows and elements than the grid has
 // blocks (grid-stride loops), repeated tokens, rows without a target, in-place
@@ -34,6 +35,7 @@
 #define BEST_KAPI static    // this file's own copy of the kernels' API
 #include "cuda_emu.h"
 #include "nn/layers.cu"
+#include "nn/attention.cu"
 #include "nn/adamw.cu"
 #include "sparse/saliency.cu"
 #define MODE "emulated"
@@ -315,6 +317,110 @@ static void check_crossentropy() {
     }
 }
 
+// Attention: the forward and the backward against layers.c's, each case run 3 times
+// (the emulator's three turn orders fall on every block in turn; the results must be
+// the same bits each time). Shapes reach every path: several query and key tiles and a
+// partial last one (T = 37, 70 against tiles of 32 or 64 rows at HD <= 64, 32 and 16 at
+// HD <= 128, 16 and 8 at HD <= 256), groups of 1, 2, 4 query heads, B > 1, the three
+// instantiations (HD 8, 12: the fixtures and stories260K; 64; 65 and 128; 256), and
+// forward calls after a cache (pos0 > 0, Tq < Tk; keys past the last query unseen).
+struct AttCase {
+    size_t B, Tq, Tk, pos0, NH, KV, HD;
+};
+
+static std::vector<float> att_scratch(size_t Tk) {
+    return std::vector<float>((size_t)layers_threads() * attention_scratch(Tk));
+}
+
+// Runs f 3 times on poisoned outputs; checks each output of each run against want and
+// that the runs agree bitwise.
+template <class F>
+static void expect_runs(const char *what, F run, std::vector<Dev<float> *> outs,
+                        std::vector<const std::vector<float> *> want, std::vector<const char *> names) {
+    std::vector<std::vector<float>> first(outs.size());
+    double worst[8] = {0};
+    size_t unw = 0;
+    int same = 1;
+    for (int k = 0; k < 3; k++) {
+        for (Dev<float> *o : outs) o->poison();
+        run();
+        for (size_t x = 0; x < outs.size(); x++) {
+            std::vector<float> got = outs[x]->get();
+            unw += unwritten(got);
+            double e = rel_err(got.data(), want[x]->data(), got.size());
+            worst[x] = e > worst[x] || isnan(e) ? e : worst[x];
+            if (k == 0) first[x] = got;
+            else same &= memcmp(got.data(), first[x].data(), got.size() * sizeof(float)) == 0;
+        }
+    }
+    for (size_t x = 0; x < outs.size(); x++)
+        T_OK(worst[x] <= TOL_ROW && unw == 0, "%s %s: %s max rel err %.2e (tolerance %.0e)%s", MODE,
+             what, names[x], worst[x], TOL_ROW, unw ? ", some elements never written" : "");
+    T_OK(same, "%s %s: 3 runs give the same bits", MODE, what);
+}
+
+static void check_attention_forward(const AttCase &c) {
+    size_t nq = c.B * c.Tq * c.NH * c.HD, nk = c.B * c.Tk * c.KV * c.HD;
+    std::vector<float> q = rand_vec(nq, 2.0f), k = rand_vec(nk, 2.0f), v = rand_vec(nk, 1.0f);
+    std::vector<float> out(nq), lse(c.B * c.NH * c.Tq), scratch = att_scratch(c.Tk);
+    attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), scratch.data(), c.B,
+                      c.Tq, c.Tk, c.pos0, c.NH, c.KV, c.HD, layers_threads());
+    Dev<float> d_q(q), d_k(k), d_v(v), d_out(nq), d_lse(lse.size());
+    char what[128];
+    snprintf(what, sizeof what, "attention forward B=%zu Tq=%zu Tk=%zu pos0=%zu NH=%zu KV=%zu HD=%zu",
+             c.B, c.Tq, c.Tk, c.pos0, c.NH, c.KV, c.HD);
+    expect_runs(what, [&] {
+        attention_forward_cuda(d_out.p, d_lse.p, d_q.p, d_k.p, d_v.p, c.B, c.Tq, c.Tk, c.pos0, c.NH,
+                               c.KV, c.HD, stream);
+    }, {&d_out, &d_lse}, {&out, &lse}, {"out", "lse"});
+}
+
+static void check_attention_backward(const AttCase &c) {
+    size_t T = c.Tq, nq = c.B * T * c.NH * c.HD, nk = c.B * T * c.KV * c.HD, nh = c.B * c.NH * T * c.HD;
+    std::vector<float> q = rand_vec(nq, 2.0f), k = rand_vec(nk, 2.0f), v = rand_vec(nk, 1.0f);
+    std::vector<float> dout = rand_vec(nq, 1.0f), out(nq), lse(c.B * c.NH * T), scratch = att_scratch(T);
+    attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), scratch.data(), c.B, T, T,
+                      0, c.NH, c.KV, c.HD, layers_threads());
+    std::vector<float> dq(nq), dk(nk), dv(nk), dkh(nh), dvh(nh);
+    attention_backward(dq.data(), dk.data(), dv.data(), dkh.data(), dvh.data(), dout.data(), q.data(),
+                       k.data(), v.data(), out.data(), lse.data(), scratch.data(), c.B, T, c.NH, c.KV,
+                       c.HD, layers_threads());
+    // the same out and lse in: the check is of the backward alone
+    Dev<float> d_q(q), d_k(k), d_v(v), d_dout(dout), d_out(out), d_lse(lse);
+    Dev<float> d_dq(nq), d_dk(nk), d_dv(nk), d_dkh(nh), d_dvh(nh);
+    char what[128];
+    snprintf(what, sizeof what, "attention backward B=%zu T=%zu NH=%zu KV=%zu HD=%zu", c.B, T, c.NH,
+             c.KV, c.HD);
+    expect_runs(what, [&] {
+        d_dkh.poison();
+        d_dvh.poison();
+        attention_backward_cuda(d_dq.p, d_dk.p, d_dv.p, d_dkh.p, d_dvh.p, d_dout.p, d_q.p, d_k.p,
+                                d_v.p, d_out.p, d_lse.p, c.B, T, c.NH, c.KV, c.HD, stream);
+    }, {&d_dq, &d_dk, &d_dv}, {&dq, &dk, &dv}, {"dq", "dk", "dv"});
+}
+
+static void check_attention() {
+    static const AttCase train[] = {
+        {2, 70, 70, 0, 4, 2, 12},  // the LLaMA fixture's heads; 2 x 64 query rows, 3 x 32 keys
+        {1, 70, 70, 0, 8, 4, 8},   // stories260K's heads
+        {1, 37, 37, 0, 4, 1, 64},  // groups of 4
+        {2, 37, 37, 0, 2, 2, 128}, // LLaMA / Qwen3's HD; groups of 1
+        {1, 37, 37, 0, 2, 1, 65},  // an odd HD in the 128 tiles: threads with one dimension less
+        {1, 20, 20, 0, 4, 2, 256}, // the largest HD: 8-row backward tiles
+    };
+    for (const AttCase &c : train) {
+        check_attention_forward(c);
+        check_attention_backward(c);
+    }
+    static const AttCase prefill[] = {
+        {2, 21, 70, 49, 4, 2, 12}, // prefill after a cache of 49 tokens
+        {1, 5, 40, 20, 2, 1, 128}, // keys 25 .. 39 after the last query: never seen
+        {2, 1, 37, 36, 4, 2, 64},  // one decoded token
+        {1, 9, 30, 21, 4, 4, 256},
+    };
+    for (const AttCase &c : prefill) check_attention_forward(c);
+}
+
 static void check_adamw() {
     const size_t n = 5000;
     AdamWHyper h = {1e-2, 0.9, 0.999, 1e-8, 0.1};
@@ -472,6 +578,7 @@ int main() {
     check_rope();
     check_elementwise();
     check_crossentropy();
+    check_attention();
     check_adamw();
     check_saliency();
     T_DONE();
