@@ -237,7 +237,8 @@ attention_dkdv_kernel(float *dkh, float *dvh, const float *dout, const float *q,
             attention_load_queries<HDMAX, BT>(qs, dos, lse_s, D_s, q, dout, out, lse, b, h, t0, T,
                                               NH, HD);
             __syncthreads(); // [A]
-            attention_ds_tile<HDMAX, BT>(ps, dss, qs, dos, ks, vs, lse_s, D_s, t0, j0, T, HD, scale);
+            attention_ds_tile<HDMAX, BT>(ps, dss, qs, dos, ks, vs, lse_s, D_s, t0, j0, T, HD,
+                                         scale);
             __syncthreads(); // [B]
             int nq = T - t0 < (size_t)BT ? (int)(T - t0) : BT;
             for (int ii = 0; ii < nq; ii++) {
@@ -289,7 +290,8 @@ attention_dq_kernel(float *dq, const float *dout, const float *q, const float *k
         for (size_t j0 = 0; j0 < kend; j0 += BT) {
             attention_load_keys<HDMAX, BT>(ks, vs, k, v, b, h / (NH / KV), j0, T, KV, HD);
             __syncthreads(); // [A]
-            attention_ds_tile<HDMAX, BT>(NULL, dss, qs, dos, ks, vs, lse_s, D_s, t0, j0, T, HD, scale);
+            attention_ds_tile<HDMAX, BT>(NULL, dss, qs, dos, ks, vs, lse_s, D_s, t0, j0, T, HD,
+                                         scale);
             __syncthreads(); // [B]
             int nk = kend - j0 < (size_t)BT ? (int)(kend - j0) : BT;
             for (int jj = 0; jj < nk; jj++) {
@@ -346,8 +348,8 @@ BEST_KAPI void attention_forward_cuda(float *out, float *lse, const float *q, co
                                       size_t NH, size_t KV, size_t HD, cudaStream_t stream) {
     attention_check_shapes("attention_forward_cuda", NH, KV, HD);
     if (pos0 + Tq > Tk)
-        die_(__FILE__, __LINE__, "attention_forward_cuda: queries reach position %zu, only %zu keys",
-             pos0 + Tq, Tk);
+        die_(__FILE__, __LINE__,
+             "attention_forward_cuda: queries reach position %zu, only %zu keys", pos0 + Tq, Tk);
     if (B * NH * Tq == 0) return;
     float scale = 1.0f / sqrtf((float)HD); // as the CPU forms it
     int hd = (int)HD;
