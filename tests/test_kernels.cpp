@@ -434,11 +434,11 @@ static void check_attention_backward(const AttCase &c) {
 static void check_attention() {
     static const AttCase train[] = {
         {2, 70, 70, 0, 4, 2, 12},  // the LLaMA fixture's heads; 2 x 64 query rows, 3 x 32 keys
-        {1, 70, 70, 0, 8, 4, 8},   // stories260K's heads
+        {1, 37, 37, 0, 2, 1, 8},   // stories260K's HD
         {1, 37, 37, 0, 4, 1, 64},  // groups of 4
         {2, 37, 37, 0, 2, 2, 128}, // LLaMA / Qwen3's HD; groups of 1
-        {1, 37, 37, 0, 2, 1, 65},  // an odd HD in the 128 tiles: threads with one dimension less
-        {1, 20, 20, 0, 4, 2, 256}, // the largest HD: 8-row backward tiles
+        {1, 20, 20, 0, 2, 1, 65},  // an odd HD in the 128 tiles: threads with one dimension less
+        {1, 20, 20, 0, 2, 1, 256}, // the largest HD: 16-row forward, 8-row backward tiles
     };
     for (const AttCase &c : train) {
         check_attention_forward(c);
