@@ -1,7 +1,7 @@
 // cblas.h (stub): only for tests/gpu/run.sh's fallback build, on a device machine that
 // lacks OpenBLAS and the other packages `make all` needs. It lets lib/nn/layers.c
-// compile so that the kernel tests can compare with its non-BLAS kernels; the BLAS
-// calls themselves abort (blas_stub.c). Never used by the Makefile.
+// compile so that the kernel tests can compare with its kernels: cblas_sgemm is a plain
+// loop, cblas_sgemv aborts (blas_stub.c). Never used by the Makefile.
 #ifndef BEST_CBLAS_STUB_H
 #define BEST_CBLAS_STUB_H
 
