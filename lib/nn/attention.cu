@@ -21,7 +21,9 @@
 // static shared memory under 48 KiB: HD up to 64, 128 and 256 are three instantiations;
 // a larger HD dies with a message. The arithmetic per element is kernel_math.h's (km_exp,
 // km_lse_merge, km_lse_value), as on the CPU; sums run in another order than the CPU's
-// BLAS, so results agree to fp32 rounding (docs/cuda.md has the measured errors).
+// BLAS, so results agree to fp32 rounding (docs/cuda.md has the measured errors). The
+// threads sharing a row exchange maxima and sums through shared memory at barriers the
+// tile needs anyway, not by cuda_reduce.cuh's warp shuffles.
 //
 // Correctness first: written for the emulator's checks and for readability, not tuned
 // (bank conflicts are avoided by padding rows by one float, nothing more). Not run on a
