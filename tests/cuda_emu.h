@@ -316,6 +316,15 @@ static void emu_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, Args... 
     for (auto &t : threads) t.join();
 }
 
+// Makes the next launch's block 0 take turns by order k (0: lowest first, 1: highest
+// first, 2: random) and its block i by order k + i (mod 3), whatever ran before: a test
+// that runs a case with k = 0, 1, 2 puts every block under every order, even when the
+// case makes several launches.
+static inline void emu_set_turn_order(unsigned k) {
+    unsigned next = (unsigned)((emu_launches + 1 + emu_blocks_done) % 3);
+    emu_launches += (k % 3 + 3 - next) % 3;
+}
+
 #define LAUNCH(kernel, grid, block, stream, ...)                                         \
     ((void)(stream), emu_launch(kernel, dim3(grid), dim3(block), __VA_ARGS__))
 

@@ -1,7 +1,7 @@
-// test_kernels.cpp: every CUDA kernel of ours (lib/nn/layers.cu, lib/nn/adamw.cu,
-// lib/sparse/saliency.cu, lib/sparse/select.cu) against its CPU twin (layers.c,
-// adamw.c, saliency.c, select.c), and on a GPU the cuBLASLt products (lib/nn/matmul.cu,
-// which the emulator cannot run) against layers.c's, on
+// test_kernels.cpp: every CUDA kernel of ours (lib/nn/layers.cu, lib/nn/attention.cu,
+// lib/nn/adamw.cu, lib/sparse/saliency.cu, lib/sparse/select.cu) against its CPU twin
+// (layers.c, adamw.c, saliency.c, select.c), and on a GPU the cuBLASLt products
+// (lib/nn/matmul.cu, which the emulator cannot run) against layers.c's, on
 // random inputs (never zeros), at shapes chosen to reach every path: rows longer than
 // a block, widths that are not whole warps, more rows and elements than the grid has
 // blocks (grid-stride loops), repeated tokens, rows without a target, in-place
@@ -39,6 +39,7 @@
 #define BEST_KAPI static    // this file's own copy of the kernels' API
 #include "cuda_emu.h"
 #include "nn/layers.cu"
+#include "nn/attention.cu"
 #include "nn/adamw.cu"
 #include "sparse/saliency.cu"
 #include "sparse/select.cu"
@@ -320,6 +321,159 @@ static void check_crossentropy() {
         snprintf(what, sizeof what, "cross-entropy chunk V=%zu: nll without dlogits", V);
         expect_close(what, d_nll.get(), nll, TOL_ROW);
     }
+}
+
+#ifndef TEST_ON_GPU
+// Runs f in a child with its stdout and stderr into got (NUL-terminated); returns the
+// child's exit status (-1 if it did not exit).
+template <class F> static int run_child(char *got, size_t size, F f) {
+    int fd[2];
+    got[0] = 0;
+    if (pipe(fd) != 0) return -1;
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        dup2(fd[1], 2);
+        close(fd[0]);
+        f();
+        _exit(0);
+    }
+    close(fd[1]);
+    size_t n = 0;
+    ssize_t r;
+    while (n < size - 1 && (r = read(fd[0], got + n, size - 1 - n)) > 0) n += (size_t)r;
+    got[n] = 0;
+    close(fd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+#endif
+
+// Attention: the forward and the backward against layers.c's, each case run 3 times
+// (under the emulator, every block of every launch takes turns in each of the three
+// orders once; the results must be the same bits each time). Shapes reach every path: several query and key tiles and a
+// partial last one (T = 37, 70 against tiles of 32 or 64 rows at HD <= 64, 32 and 16 at
+// HD <= 128, 16 and 8 at HD <= 256), groups of 1, 2, 4 query heads, B > 1, the three
+// instantiations (HD 8, 12: the fixtures and stories260K; 64; 65 and 128; 256), and
+// forward calls after a cache (pos0 > 0, Tq < Tk; keys past the last query unseen).
+struct AttCase {
+    size_t B, Tq, Tk, pos0, NH, KV, HD;
+};
+
+static std::vector<float> att_scratch(size_t Tk) {
+    return std::vector<float>((size_t)layers_threads() * attention_scratch(Tk));
+}
+
+// Runs f 3 times on poisoned outputs; checks each output of each run against want and
+// that the runs agree bitwise.
+template <class F>
+static void expect_runs(const char *what, F run, std::vector<Dev<float> *> outs,
+                        std::vector<const std::vector<float> *> want, std::vector<const char *> names) {
+    std::vector<std::vector<float>> first(outs.size());
+    double worst[8] = {0};
+    size_t unw = 0;
+    int same = 1;
+    for (int k = 0; k < 3; k++) {
+        for (Dev<float> *o : outs) o->poison();
+#ifndef TEST_ON_GPU
+        emu_set_turn_order((unsigned)k); // block i of each launch: order k + i
+#endif
+        run();
+        for (size_t x = 0; x < outs.size(); x++) {
+            std::vector<float> got = outs[x]->get();
+            unw += unwritten(got);
+            double e = rel_err(got.data(), want[x]->data(), got.size());
+            worst[x] = e > worst[x] || isnan(e) ? e : worst[x];
+            if (k == 0) first[x] = got;
+            else same &= memcmp(got.data(), first[x].data(), got.size() * sizeof(float)) == 0;
+        }
+    }
+    for (size_t x = 0; x < outs.size(); x++)
+        T_OK(worst[x] <= TOL_ROW && unw == 0, "%s %s: %s max rel err %.2e (tolerance %.0e)%s", MODE,
+             what, names[x], worst[x], TOL_ROW, unw ? ", some elements never written" : "");
+    T_OK(same, "%s %s: 3 runs give the same bits", MODE, what);
+}
+
+static void check_attention_forward(const AttCase &c) {
+    size_t nq = c.B * c.Tq * c.NH * c.HD, nk = c.B * c.Tk * c.KV * c.HD;
+    std::vector<float> q = rand_vec(nq, 2.0f), k = rand_vec(nk, 2.0f), v = rand_vec(nk, 1.0f);
+    std::vector<float> out(nq), lse(c.B * c.NH * c.Tq), scratch = att_scratch(c.Tk);
+    attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), scratch.data(), c.B,
+                      c.Tq, c.Tk, c.pos0, c.NH, c.KV, c.HD, layers_threads());
+    Dev<float> d_q(q), d_k(k), d_v(v), d_out(nq), d_lse(lse.size());
+    char what[128];
+    snprintf(what, sizeof what, "attention forward B=%zu Tq=%zu Tk=%zu pos0=%zu NH=%zu KV=%zu HD=%zu",
+             c.B, c.Tq, c.Tk, c.pos0, c.NH, c.KV, c.HD);
+    expect_runs(what, [&] {
+        attention_forward_cuda(d_out.p, d_lse.p, d_q.p, d_k.p, d_v.p, c.B, c.Tq, c.Tk, c.pos0, c.NH,
+                               c.KV, c.HD, stream);
+    }, {&d_out, &d_lse}, {&out, &lse}, {"out", "lse"});
+}
+
+static void check_attention_backward(const AttCase &c) {
+    size_t T = c.Tq, nq = c.B * T * c.NH * c.HD, nk = c.B * T * c.KV * c.HD, nh = c.B * c.NH * T * c.HD;
+    std::vector<float> q = rand_vec(nq, 2.0f), k = rand_vec(nk, 2.0f), v = rand_vec(nk, 1.0f);
+    std::vector<float> dout = rand_vec(nq, 1.0f), out(nq), lse(c.B * c.NH * T), scratch = att_scratch(T);
+    attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), scratch.data(), c.B, T, T,
+                      0, c.NH, c.KV, c.HD, layers_threads());
+    std::vector<float> dq(nq), dk(nk), dv(nk), dkh(nh), dvh(nh);
+    attention_backward(dq.data(), dk.data(), dv.data(), dkh.data(), dvh.data(), dout.data(), q.data(),
+                       k.data(), v.data(), out.data(), lse.data(), scratch.data(), c.B, T, c.NH, c.KV,
+                       c.HD, layers_threads());
+    // the same out and lse in: the check is of the backward alone
+    Dev<float> d_q(q), d_k(k), d_v(v), d_dout(dout), d_out(out), d_lse(lse);
+    Dev<float> d_dq(nq), d_dk(nk), d_dv(nk), d_dkh(nh), d_dvh(nh);
+    char what[128];
+    snprintf(what, sizeof what, "attention backward B=%zu T=%zu NH=%zu KV=%zu HD=%zu", c.B, T, c.NH,
+             c.KV, c.HD);
+    expect_runs(what, [&] {
+        d_dkh.poison();
+        d_dvh.poison();
+        attention_backward_cuda(d_dq.p, d_dk.p, d_dv.p, d_dkh.p, d_dvh.p, d_dout.p, d_q.p, d_k.p,
+                                d_v.p, d_out.p, d_lse.p, c.B, T, c.NH, c.KV, c.HD, stream);
+    }, {&d_dq, &d_dk, &d_dv}, {&dq, &dk, &dv}, {"dq", "dk", "dv"});
+}
+
+static void check_attention() {
+    static const AttCase train[] = {
+        {2, 70, 70, 0, 4, 2, 12},  // the LLaMA fixture's heads; 2 x 64 query rows, 3 x 32 keys
+        {1, 37, 37, 0, 2, 1, 8},   // stories260K's HD
+        {1, 37, 37, 0, 4, 1, 64},  // groups of 4
+        {2, 37, 37, 0, 2, 2, 128}, // LLaMA / Qwen3's HD; groups of 1
+        {1, 20, 20, 0, 2, 1, 65},  // an odd HD in the 128 tiles: threads with one dimension less
+        {1, 20, 20, 0, 2, 1, 256}, // the largest HD: 16-row forward, 8-row backward tiles
+    };
+    for (const AttCase &c : train) {
+        check_attention_forward(c);
+        check_attention_backward(c);
+    }
+    static const AttCase prefill[] = {
+        {2, 21, 70, 49, 4, 2, 12}, // prefill after a cache of 49 tokens
+        {1, 5, 40, 20, 2, 1, 128}, // keys 25 .. 39 after the last query: never seen
+        {2, 1, 37, 36, 4, 2, 64},  // one decoded token
+        {1, 9, 30, 21, 4, 4, 256},
+    };
+    for (const AttCase &c : prefill) check_attention_forward(c);
+#ifndef TEST_ON_GPU
+    // shapes the kernels do not handle stop the program with a message (in a child)
+    static const struct { size_t NH, KV, HD; const char *want; } bad[] = {
+        {2, 1, 257, "head dimension 257 not supported (1 to 256)"},
+        {3, 2, 64, "3 query heads do not divide into 2 key/value heads"},
+    };
+    for (const auto &x : bad) {
+        std::vector<float> buf(2 * x.NH * x.HD);
+        char got[512];
+        int rc = run_child(got, sizeof got, [&] {
+            attention_forward_cuda(buf.data(), NULL, buf.data(), buf.data(), buf.data(), 1, 1, 1, 0,
+                                   x.NH, x.KV, x.HD, stream);
+        });
+        T_OK(rc == 1 && strstr(got, x.want), "%s attention NH=%zu KV=%zu HD=%zu: exit %d, \"%.*s\"",
+             MODE, x.NH, x.KV, x.HD, rc, (int)strcspn(got, "\n"), got);
+    }
+#endif
 }
 
 static void check_adamw() {
@@ -624,28 +778,14 @@ static void check_emulator() {
     LAUNCH(emu_histogram_kernel, 0, 64, stream, hist.data(), x.data(), x.size());
     T_OK(cudaGetLastError() == cudaErrorInvalidConfiguration, "emulator: a grid of 0 blocks is a launch error");
     // a divergent barrier stops the program: in a child, whose output we read
-    int fd[2];
-    if (pipe(fd) != 0) { T_OK(0, "emulator: pipe"); return; }
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fd[1], 1);
-        close(fd[0]);
+    char out[512];
+    int rc = run_child(out, sizeof out, [] {
         std::vector<float> buf(64);
         LAUNCH(emu_divergent_kernel, 1, 64, stream, buf.data());
-        _exit(0);
-    }
-    close(fd[1]);
-    char out[512] = {0};
-    size_t got = 0;
-    ssize_t r;
-    while (got < sizeof out - 1 && (r = read(fd[0], out + got, sizeof out - 1 - got)) > 0) got += (size_t)r;
-    close(fd[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
+    });
     const char *msg = strstr(out, "cuda_emu: ");
     msg = msg ? msg + 10 : out;
-    T_OK(WIFEXITED(status) && WEXITSTATUS(status) == 1 && strstr(out, "met different barriers"),
+    T_OK(rc == 1 && strstr(out, "met different barriers"),
          "emulator: a thread returning before a __syncthreads the others reach stops the test "
          "(\"%.*s\")", (int)strcspn(msg, "\n"), msg);
 }
@@ -667,6 +807,7 @@ int main() {
     check_rope();
     check_elementwise();
     check_crossentropy();
+    check_attention();
     check_adamw();
     check_saliency();
     check_bias_backward();

@@ -117,7 +117,7 @@ double crossentropy_forward(float *nll, float *lse, const float *logits,
 void crossentropy_backward(float *dlogits, const float *logits, const float *lse,
                            const int32_t *targets, float scale, size_t N, size_t V);
 
-// --- the CUDA twins (layers.cu), in builds with CUDA (BEST_CUDA) ------------------------
+// --- the CUDA twins (layers.cu, attention.cu), in builds with CUDA (BEST_CUDA) ----------
 // The CPU kernel's arguments as device pointers, plus the stream the launch goes to
 // (asynchronous; launch errors are fatal, CUDA_CHECK). Results match the CPU kernels to
 // fp32 rounding (docs/cuda.md); none uses float atomics, so each is deterministic.
@@ -173,6 +173,24 @@ void matmul_backward_cuda(struct CudaCtx *c, float *dx, float *dw, const uint16_
 // then the chunks in order; no float atomics). scratch (km_colsum_chunks(N) * OC floats).
 void bias_backward_cuda(float *db, float *scratch, const float *dy, size_t N, size_t OC,
                         struct CUstream_st *stream);
+
+// Causal grouped-query attention (attention.cu), flash-attention style: no T x T matrix
+// in memory, the backward recomputes the probabilities from lse. HD up to 256 (a larger
+// one, or NH not a multiple of KV, dies with a message).
+// out (B, Tq, NH, HD), lse (B, NH, Tq) or NULL; q (B, Tq, NH, HD); k, v (B, Tk, KV, HD);
+// query row t at position pos0 + t sees keys 0 .. pos0 + t; query head h reads kv head
+// h / (NH / KV); scale 1/sqrt(HD). fp32 in and out.
+void attention_forward_cuda(float *out, float *lse, const float *q, const float *k,
+                            const float *v, size_t B, size_t Tq, size_t Tk, size_t pos0,
+                            size_t NH, size_t KV, size_t HD, struct CUstream_st *stream);
+// Training shapes (Tq = Tk = T, pos0 = 0). dq (B, T, NH, HD), dk, dv (B, T, KV, HD)
+// overwritten; dkh, dvh (B, NH, T, HD) scratch: per query head, then summed over each
+// group in a fixed order (deterministic, no float atomics); dout, out (B, T, NH, HD);
+// lse from the forward.
+void attention_backward_cuda(float *dq, float *dk, float *dv, float *dkh, float *dvh,
+                             const float *dout, const float *q, const float *k, const float *v,
+                             const float *out, const float *lse, size_t B, size_t T, size_t NH,
+                             size_t KV, size_t HD, struct CUstream_st *stream);
 #endif
 
 #ifdef __cplusplus

@@ -93,13 +93,13 @@ else
                 gcc $CFLAGS -Itests/gpu/blas_stub -c "$f" -o "$TB/$(basename "$f").o"
             done
             gcc -O2 -Wall -Wextra -Werror -c tests/gpu/blas_stub/blas_stub.c -o "$TB/blas_stub.o"
-            for f in lib/nn/cuda.cu lib/nn/layers.cu lib/nn/adamw.cu lib/nn/matmul.cu lib/sparse/saliency.cu \
+            for f in lib/nn/cuda.cu lib/nn/layers.cu lib/nn/attention.cu lib/nn/adamw.cu lib/nn/matmul.cu lib/sparse/saliency.cu \
                 lib/sparse/select.cu; do
                 $NVCC $NVCCFLAGS -c "$f" -o "$TB/$(basename "$f").o"
             done
             $NVCC $NVCCFLAGS -DTEST_ON_GPU -x cu -c tests/test_kernels.cpp -o "$TB/test_kernels_gpu.o"
             lib="$TB/error.c.o $TB/dist_single.c.o $TB/layers.c.o $TB/adamw.c.o $TB/cuda.c.o $TB/saliency.c.o \
-                 $TB/select.c.o $TB/blas_stub.o $TB/cuda.cu.o $TB/layers.cu.o $TB/adamw.cu.o $TB/matmul.cu.o \
+                 $TB/select.c.o $TB/blas_stub.o $TB/cuda.cu.o $TB/layers.cu.o $TB/attention.cu.o $TB/adamw.cu.o $TB/matmul.cu.o \
                  $TB/saliency.cu.o $TB/select.cu.o"
             g++ -fopenmp -o "$TB/test_kernels_gpu" "$TB/test_kernels_gpu.o" $lib $CUDA_LDLIBS -lm -lpthread
             g++ -fopenmp -o "$TB/test_cuda" "$TB/test_cuda.c.o" $lib $CUDA_LDLIBS -lm -lpthread
