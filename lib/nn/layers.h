@@ -153,6 +153,34 @@ void cast_bf16_cuda(uint16_t *out, const float *in, size_t n, struct CUstream_st
 void crossentropy_chunk_cuda(float *dlogits, float *nll, float *lse, const float *logits,
                              const int32_t *targets, float scale, size_t N, size_t V,
                              struct CUstream_st *stream);
+
+// ---- TEMPORARY (branch `step`): the declarations of the matrix-product and attention
+// kernels that two other branches write (cuBLASLt products, attention). Copied here so
+// that model.cu compiles against them; REMOVE this block when those branches merge (their
+// own declarations above replace it), and delete lib/nn/step_pending.cu with it.
+struct CudaCtx;
+// y (N, OC) fp32 = x (N, IC) @ w^T (+ b) (+ the old y when acc): x, w bf16 bits; b (OC) fp32 or NULL.
+void matmul_forward_cuda(struct CudaCtx *c, float *y, const uint16_t *x, const uint16_t *w,
+                         const float *b, size_t N, size_t IC, size_t OC, int acc);
+// dx (N, IC) fp32 = or += (dx_acc) dy @ w (skipped when dx NULL); dw (OC, IC) fp32 += dy^T @ x
+// (skipped when NULL); dy, x, w bf16 bits.
+void matmul_backward_cuda(struct CudaCtx *c, float *dx, float *dw, const uint16_t *dy,
+                          const uint16_t *x, const uint16_t *w, size_t N, size_t IC, size_t OC,
+                          int dx_acc);
+// db (OC) += column sums of dy (N, OC), deterministic; scratch: N * OC floats at most.
+void bias_backward_cuda(float *db, float *scratch, const float *dy, size_t N, size_t OC,
+                        struct CUstream_st *stream);
+// out (B, Tq, NH, HD), lse (B, NH, Tq) or NULL; q (B, Tq, NH, HD); k, v (B, Tk, KV, HD);
+// causal with query t at pos0 + t; GQA h -> h / (NH/KV).
+void attention_forward_cuda(float *out, float *lse, const float *q, const float *k,
+                            const float *v, size_t B, size_t Tq, size_t Tk, size_t pos0,
+                            size_t NH, size_t KV, size_t HD, struct CUstream_st *stream);
+// Tq = Tk = T, pos0 = 0. dq (B,T,NH,HD), dk, dv (B,T,KV,HD) overwritten; dkh, dvh (B,NH,T,HD) scratch.
+void attention_backward_cuda(float *dq, float *dk, float *dv, float *dkh, float *dvh,
+                             const float *dout, const float *q, const float *k, const float *v,
+                             const float *out, const float *lse, size_t B, size_t T, size_t NH,
+                             size_t KV, size_t HD, struct CUstream_st *stream);
+// ---- END TEMPORARY
 #endif
 
 #ifdef __cplusplus
