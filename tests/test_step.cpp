@@ -8,7 +8,7 @@
 //     the last one short): each loss within 1e-2 relative of model_forward's, and every
 //     gradient tensor at cosine >= 0.999 with model_backward's (the device's products
 //     take bf16 operands, the CPU's fp32);
-//   * 20 steps of masked AdamW (clipping, weight decay, warmup) under a BEST schedule to
+//   * on llama and qwen3, 20 steps of masked AdamW (clipping, weight decay, warmup) under a BEST schedule to
 //     70% (cubic, 5 mask updates, second-order saliency, global), the mask updated on the
 //     host from downloaded weights and moments, exactly as best-train --device cuda does
 //     (run/train.c): at every update, the device run's mask and the CPU run's disagree on
@@ -204,11 +204,13 @@ static void check_grads(const char *name) {
 
 // --- 20 masked AdamW steps under a BEST schedule --------------------------------------------
 
-enum { STEPS = 20, MICRO = 2 };
+// One micro-batch a step: accumulation is check_grads' (the emulator's cost is a host
+// thread per GPU thread per launch, so the steps are kept few and small).
+enum { STEPS = 20, MICRO = 1 };
 
 typedef struct {
     std::vector<std::vector<uint8_t>> masks; // at each update
-    double loss, sparsity;
+    double loss, sparsity; // the mean loss of steps 11..20; the final sparsity
 } RunLog;
 
 // One run of STEPS steps, on the CPU (d NULL) or the device; the host's m, opt, mask
@@ -257,7 +259,7 @@ static int run_steps(RunLog *log, Model *m, DevModel *d, const char *name) {
         AdamWHyper h = {lr_at(3e-3, 0.1, STEPS, t), 0.9, 0.999, 1e-8, 0.01};
         if (d) devmodel_adamw(d, &h, ++opt.t, masked);
         else adamw_step(&opt, m->params, m->grads, masked ? mask.data() : NULL, &h);
-        log->loss = loss;
+        if (t > STEPS / 2) log->loss += loss / (STEPS - STEPS / 2);
         if (!schedule_update_at(&sched, t)) continue;
         // the mask update on the host: weights and moments as they stand after the step
         if (d) devmodel_download(d, m->params, &opt);
@@ -300,7 +302,7 @@ static void check_training(const char *name) {
     snprintf(dir, sizeof dir, "tests/fixtures/model/%s", name);
     Model mc, md;
     if (!T_OK(model_load(&mc, dir) == 0 && model_load(&md, dir) == 0, "%s: load %s", name, dir)) return;
-    RunLog cpu, dev;
+    RunLog cpu = {}, dev = {};
     CudaCtx ctx = {0};
     DevModel d;
     if (run_steps(&cpu, &mc, NULL, name) == 0 && devmodel_init(&d, &ctx, &md, B, T, CE_ROWS) == 0) {
@@ -326,7 +328,8 @@ static void check_training(const char *name) {
             for (size_t i = 0; i < md.n_params; i++) alive += !dev.masks.back()[i] && md.params[i] != 0.0f;
             T_OK(alive == 0, "%s: %zu weights pruned by the last mask are not 0 on the device", name, alive);
             double e = fabs(dev.loss - cpu.loss) / cpu.loss;
-            T_OK(e <= 1e-2, "%s: step %d loss %.6f vs CPU %.6f, rel err %.2e", name, STEPS, dev.loss, cpu.loss, e);
+            T_OK(e <= 1e-2, "%s: mean loss of steps %d..%d %.6f vs CPU %.6f, rel err %.2e", name, STEPS / 2 + 1, STEPS,
+                 dev.loss, cpu.loss, e);
             T_OK(fabs(dev.sparsity - cpu.sparsity) <= 1e-3, "%s: final sparsity %.6f vs CPU %.6f", name,
                  dev.sparsity, cpu.sparsity);
             double c = cosine(md.params, mc.params, mc.n_params);
@@ -343,6 +346,6 @@ int main() {
     printf("# the device step in the CPU emulator (matrix products: CPU shims on bf16 operands)\n");
     const char *fixtures[] = {"llama", "qwen3", "llama_tied"};
     for (const char *f : fixtures) check_grads(f);
-    for (const char *f : fixtures) check_training(f);
+    for (int i = 0; i < 2; i++) check_training(fixtures[i]); // LLaMA and Qwen3 (tied)
     T_DONE();
 }
