@@ -18,7 +18,10 @@
 //     counted on the device, equals the host's count of the downloaded weights; loss and
 //     weights at step 20 close to the CPU run's.
 //
-// Built as build/tests/test_step (g++): model.cu, layers.cu and adamw.cu are included
+// Built two ways, as test_kernels is: build/tests/test_step_gpu (nvcc, in builds with
+// CUDA) calls libbest's compiled step and kernels on a real GPU (tests/gpu/run.sh; it
+// prints "skip - no CUDA device" where there is none; never run yet, and on branch `step`
+// it stops at the TEMPORARY stubs of step_pending.cu). build/tests/test_step (g++): model.cu, layers.cu and adamw.cu are included
 // here and run on the CPU by tests/cuda_emu.h (the grid capped at 3 blocks, as in
 // test_kernels). The matrix products (cuBLASLt) cannot run in the emulator, so here they
 // are test-only CPU shims that read the bf16 operands and call the CPU matmul; the
@@ -32,6 +35,13 @@
 
 #include <vector>
 
+#ifdef TEST_ON_GPU
+#include "nn/cuda.h"     // defines: cuda_ctx_create, cuda_device_count
+#include "nn/layers.h"   // defines: layers_init
+#include "nn/model.h"    // defines: DevModel and its devmodel_ functions (BEST_CUDA)
+#define MODE "on the GPU (libbest's kernels, cuBLASLt)"
+#else
+#define MODE "in the CPU emulator (matrix products: CPU shims on bf16 operands)"
 #define KM_GRID_CAP 3u   // tiny grids: the grid-stride loops run at tiny sizes
 #define BEST_KAPI static // this file's own copy of the kernels' and the step's API
 #include "cuda_emu.h"
@@ -101,6 +111,7 @@ static void attention_backward_cuda(float *dq, float *dk, float *dv, float *dkh,
 #include "nn/adamw.cu"
 #include "nn/model.cu"
 #pragma GCC diagnostic pop
+#endif
 
 #include "base/error.h"      // defines: err_msg, xmalloc
 #include "nn/model.h"        // defines: Model, ModelActs, DevModel
@@ -142,6 +153,18 @@ static double cosine(const float *a, const float *b, size_t n) {
 
 enum { B = 2, T = 8, CE_ROWS = 5 };
 
+// The context the steps run in: a real one on the GPU, a stream alone in the emulator.
+static CudaCtx *ctx_get(void) {
+#ifdef TEST_ON_GPU
+    static CudaCtx *c;
+    if (!c) CHECK(cuda_ctx_create(&c, 0, (size_t)32 << 20) == 0, "cuda_ctx_create: %s", err_msg());
+    return c;
+#else
+    static CudaCtx c = {0};
+    return &c;
+#endif
+}
+
 // --- forward and backward -----------------------------------------------------------------
 
 static void check_grads(const char *name) {
@@ -163,9 +186,8 @@ static void check_grads(const char *name) {
         model_backward(&m, &a, 0.5f);
     }
     // the device
-    CudaCtx ctx = {0};
     DevModel d;
-    if (!T_OK(devmodel_init(&d, &ctx, &m, B, T, CE_ROWS) == 0, "%s: devmodel_init", name)) return;
+    if (!T_OK(devmodel_init(&d, ctx_get(), &m, B, T, CE_ROWS) == 0, "%s: devmodel_init", name)) return;
     T_OK(d.ce_rows == CE_ROWS && (N + CE_ROWS - 1) / CE_ROWS == 4, "%s: the head runs in 4 chunks of rows", name);
     for (int i = 0; i < 2; i++) {
         T_OK(devmodel_forward(&d, tok[i], tgt[i]) == 0, "%s: device forward %d", name, i);
@@ -303,9 +325,8 @@ static void check_training(const char *name) {
     Model mc, md;
     if (!T_OK(model_load(&mc, dir) == 0 && model_load(&md, dir) == 0, "%s: load %s", name, dir)) return;
     RunLog cpu = {}, dev = {};
-    CudaCtx ctx = {0};
     DevModel d;
-    if (run_steps(&cpu, &mc, NULL, name) == 0 && devmodel_init(&d, &ctx, &md, B, T, CE_ROWS) == 0) {
+    if (run_steps(&cpu, &mc, NULL, name) == 0 && devmodel_init(&d, ctx_get(), &md, B, T, CE_ROWS) == 0) {
         if (run_steps(&dev, &md, &d, name) == 0) {
             int same_n = cpu.masks.size() == dev.masks.size() && cpu.masks.size() == 5;
             T_OK(same_n, "%s: %zu mask updates on the CPU, %zu on the device (5 scheduled)", name, cpu.masks.size(),
@@ -342,8 +363,15 @@ static void check_training(const char *name) {
 }
 
 int main() {
+#ifdef TEST_ON_GPU
+    if (cuda_device_count() == 0) {
+        T_SKIP("no CUDA device (%s)", cuda_info());
+        return 0;
+    }
+    printf("# device: %s\n", cuda_info());
+#endif
     layers_init();
-    printf("# the device step in the CPU emulator (matrix products: CPU shims on bf16 operands)\n");
+    printf("# the device step %s\n", MODE);
     const char *fixtures[] = {"llama", "qwen3", "llama_tied"};
     for (const char *f : fixtures) check_grads(f);
     for (int i = 0; i < 2; i++) check_training(fixtures[i]); // LLaMA and Qwen3 (tied)
