@@ -16,7 +16,10 @@
 //     hoped for, because bf16 products flip near-ties of the score and the two runs drift
 //     apart); the weights a mask pruned stay exactly 0 on the device; the final sparsity,
 //     counted on the device, equals the host's count of the downloaded weights; loss and
-//     weights at step 20 close to the CPU run's.
+//     weights at step 20 close to the CPU run's;
+//   * a device run of 4 steps under a fixed mask, and the same run downloaded after step 2
+//     and continued by a new DevModel from the host's copies (best-train's save and
+//     resume): the same weights and moments, bit for bit.
 //
 // Built two ways, as test_kernels is: build/tests/test_step_gpu (nvcc, in builds with
 // CUDA) calls libbest's compiled step and kernels on a real GPU (tests/gpu/run.sh; it
@@ -362,6 +365,66 @@ static void check_training(const char *name) {
     model_free(&md);
 }
 
+// --- a device run saved and resumed -----------------------------------------------------------
+
+// One step t on the device under a fixed mask (train.c's order), data from seed t.
+static void dev_step(DevModel *d, AdamW *opt, int t) {
+    size_t N = d->N;
+    std::vector<int32_t> tok(N), tgt(N);
+    batch_make(tok.data(), tgt.data(), N, d->m->V, 500 + t);
+    devmodel_zero_grad(d);
+    devmodel_forward(d, tok.data(), tgt.data());
+    devmodel_backward(d, 1.0f);
+    float coef = grad_clip_coef(sqrt(devmodel_grad_sumsq(d, 1)), 0.5);
+    if (coef < 1.0f) devmodel_grad_scale(d, coef);
+    AdamWHyper h = {1e-3, 0.9, 0.999, 1e-8, 0.01};
+    devmodel_adamw(d, &h, ++opt->t, 1);
+}
+
+// 4 steps straight == 2 steps, everything downloaded (as a save does), a new DevModel
+// given the weights, moments and mask (as a resume does), 2 more steps: the same bits.
+static void check_resume(const char *name) {
+    char dir[128];
+    snprintf(dir, sizeof dir, "tests/fixtures/model/%s", name);
+    Model m;
+    if (!T_OK(model_load(&m, dir) == 0, "%s: load %s", name, dir)) return;
+    size_t n = m.n_params;
+    std::vector<uint8_t> mask(n, 1);
+    for (size_t i = 0; i < n; i += 3) mask[i] = 0; // a fixed mask (norms too: any bytes will do)
+    mask_apply(m.params, mask.data(), n);
+    AdamW o1, o2;
+    adamw_init(&o1, n);
+    adamw_init(&o2, n);
+    DevModel d;
+    devmodel_init(&d, ctx_get(), &m, B, T, CE_ROWS);
+    devmodel_upload(&d, m.params, &o1, mask.data());
+    for (int t = 1; t <= 4; t++) dev_step(&d, &o1, t);
+    std::vector<float> straight(n), resumed(n);
+    devmodel_download(&d, straight.data(), &o1);
+    devmodel_free(&d);
+    // the interrupted run: steps 1-2, saved into the host's copies, a fresh DevModel, 3-4
+    devmodel_init(&d, ctx_get(), &m, B, T, CE_ROWS);
+    devmodel_upload(&d, m.params, &o2, mask.data());
+    for (int t = 1; t <= 2; t++) dev_step(&d, &o2, t);
+    devmodel_download(&d, m.params, &o2);
+    devmodel_free(&d);
+    devmodel_init(&d, ctx_get(), &m, B, T, CE_ROWS);
+    devmodel_upload(&d, m.params, &o2, mask.data());
+    for (int t = 3; t <= 4; t++) dev_step(&d, &o2, t);
+    devmodel_download(&d, resumed.data(), &o2);
+    devmodel_free(&d);
+    T_OK(memcmp(straight.data(), resumed.data(), n * sizeof(float)) == 0 &&
+         memcmp(o1.m, o2.m, n * sizeof(float)) == 0 && memcmp(o1.v, o2.v, n * sizeof(float)) == 0 && o1.t == o2.t,
+         "%s: 4 device steps == 2, download, a new device model from the host's copies, 2 more (weights, "
+         "exp_avg, exp_avg_sq bitwise)", name);
+    size_t alive = 0;
+    for (size_t i = 0; i < n; i++) alive += !mask[i] && resumed[i] != 0.0f;
+    T_OK(alive == 0, "%s: the fixed mask's pruned weights stay 0 (%zu not)", name, alive);
+    adamw_free(&o1);
+    adamw_free(&o2);
+    model_free(&m);
+}
+
 int main() {
 #ifdef TEST_ON_GPU
     if (cuda_device_count() == 0) {
@@ -375,5 +438,6 @@ int main() {
     const char *fixtures[] = {"llama", "qwen3", "llama_tied"};
     for (const char *f : fixtures) check_grads(f);
     for (int i = 0; i < 2; i++) check_training(fixtures[i]); // LLaMA and Qwen3 (tied)
+    check_resume("llama_tied");
     T_DONE();
 }
