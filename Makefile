@@ -127,9 +127,9 @@ TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BINS := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%) $(BUILD)/tests/hf_logits $(BUILD)/tests/hf_grads
 # C++ tests (the CUDA kernels run on the CPU through tests/cuda_emu.h), built by $(CXX)
 TEST_CXX_BINS := $(patsubst tests/%.cpp,$(BUILD)/tests/%,$(wildcard tests/test_*.cpp))
-# and with CUDA, test_kernels again built by nvcc, launching the kernels on a real GPU
-# (it prints "skip - no CUDA device" where there is none)
-TEST_GPU_BINS := $(if $(and $(LIB_CU),$(wildcard tests/test_kernels.cpp)),$(BUILD)/tests/test_kernels_gpu)
+# and with CUDA, test_kernels and test_step again built by nvcc (NAME_gpu), launching the
+# kernels on a real GPU (they print "skip - no CUDA device" where there is none)
+TEST_GPU_BINS := $(if $(LIB_CU),$(patsubst tests/%.cpp,$(BUILD)/tests/%_gpu,$(wildcard tests/test_kernels.cpp tests/test_step.cpp)))
 TEST_BINS += $(TEST_CXX_BINS) $(TEST_GPU_BINS)
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BINS := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
@@ -159,7 +159,7 @@ $(BUILD)/tests/%.o: tests/%.cpp $(CUDA_STAMP)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) -c $< -o $@
 
-$(BUILD)/tests/test_kernels_gpu.o: tests/test_kernels.cpp $(CUDA_STAMP)
+$(BUILD)/tests/%_gpu.o: tests/%.cpp $(CUDA_STAMP)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -DTEST_ON_GPU -x cu -c $< -o $@
 

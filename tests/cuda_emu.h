@@ -24,16 +24,17 @@
 // are visible to the next thread at once: a missing __threadfence, or a read that a
 // GPU would serve from a stale cache, passes here), no lockstep within a warp (a lane
 // runs to its next barrier alone: warp-synchronous code without __syncwarp is not
-// modelled), one device, streams ignored (launches run to completion in order;
-// cudaMemcpyAsync and cudaMemsetAsync are memcpy and memset), device memory is host
-// memory (so ASan sees a kernel's out-of-bounds access in the sanitizer build), and
-// only the intrinsics our kernels use.
+// modelled), one device, streams ignored (launches and copies run to completion in
+// order), device memory is host memory (so ASan sees a kernel's out-of-bounds access in
+// the sanitizer build; cudaMalloc/cudaFree/cudaMemcpy(Async)/cudaMemset(Async) are host
+// operations, a new buffer all-ones bytes), and only the intrinsics our kernels use.
 #ifndef BEST_CUDA_EMU_H
 #define BEST_CUDA_EMU_H
 
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -76,26 +77,42 @@ static inline const char *cudaGetErrorString(cudaError_t e) {
     return e == cudaSuccess ? "no error" : emu_last_why;
 }
 
-// Copies and fills: device memory is host memory, and launches have finished by the time
-// they return (streams ignored), so these are memcpy and memset.
-enum cudaMemcpyKind { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost,
-                      cudaMemcpyDeviceToDevice, cudaMemcpyDefault };
-static inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind,
-                                          cudaStream_t) {
-    memcpy(dst, src, bytes);
-    return cudaSuccess;
-}
-static inline cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStream_t) {
-    memset(dst, value, bytes);
-    return cudaSuccess;
-}
-static inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
-
 [[noreturn]] static void emu_fail(const char *what) {
     printf("not ok - cuda_emu: %s\n", what);
     fflush(stdout);
     _exit(1); // other threads may be blocked in a barrier: no exit handlers
 }
+
+// Device memory is host memory. cudaMalloc fills a new buffer with all-ones bytes (NaN as
+// a float or bf16, -1 as an integer), so that reading what was never written shows; copies
+// and sets are plain memcpy/memset, done at once (streams are ignored: every launch and
+// copy has finished when the call returns, so cudaStreamSynchronize has nothing to wait for).
+enum cudaMemcpyKind { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost,
+                      cudaMemcpyDeviceToDevice, cudaMemcpyDefault };
+static inline cudaError_t cudaMalloc(void **p, size_t bytes) {
+    *p = malloc(bytes ? bytes : 1);
+    if (!*p) emu_fail("cudaMalloc: out of host memory");
+    memset(*p, 0xff, bytes);
+    return cudaSuccess;
+}
+static inline cudaError_t cudaFree(void *p) { free(p); return cudaSuccess; }
+static inline cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind) {
+    if (bytes) memmove(dst, src, bytes);
+    return cudaSuccess;
+}
+static inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind k,
+                                          cudaStream_t = 0) {
+    return cudaMemcpy(dst, src, bytes, k);
+}
+static inline cudaError_t cudaMemset(void *p, int v, size_t bytes) {
+    if (bytes) memset(p, v, bytes);
+    return cudaSuccess;
+}
+static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t bytes, cudaStream_t = 0) {
+    return cudaMemset(p, v, bytes);
+}
+static inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+static inline cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
 
 #define CUDA_CHECK(call)                                                                 \
     do {                                                                                 \

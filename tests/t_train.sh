@@ -6,7 +6,9 @@
 # same bytes as one that never stopped; a diverging run stops with exit 1 and keeps the
 # last good state; bad input fails with one error line and writes nothing; the moment
 # dumps load in best-mask; OUT is locked against a second run; --resume restores the run
-# options; the state's metadata is range-checked; shards of two tokenizers do not mix.
+# options; the state's metadata is range-checked; shards of two tokenizers do not mix;
+# --device: a bad name is a usage error, cuda without a GPU one error line (exit 1), cpu
+# the default here.
 . tests/lib.sh
 TR="$BIN/best-train"
 D=tests/fixtures/model/llama
@@ -162,13 +164,21 @@ ARGS="--data $TMP/rand.bin --steps 12 --lr 1e-3 --sparsity 0.8 --prune-updates 4
 $RUN $ARGS --out "$TMP/straight"
 $RUN $ARGS --out "$TMP/halves" --stop-at 6
 check "stopped at step 6" test "$($PY meta "$TMP/halves/state/state.safetensors" step)" = 6
-"$TR" --resume "$TMP/halves" --threads 2 --quiet
+"$TR" --resume "$TMP/halves" --threads 2 --quiet --device cpu
 check "resume: model.safetensors bitwise equal to the uninterrupted run" \
     cmp "$TMP/straight/model/model.safetensors" "$TMP/halves/model/model.safetensors"
 check "resume: state (weights, moments, mask, cursor) bitwise equal" \
     cmp "$TMP/straight/state/state.safetensors" "$TMP/halves/state/state.safetensors"
 check "resume: the log has steps 1..12 once" python3 -c "
 import json; s = [json.loads(l)['step'] for l in open('$TMP/halves/log.jsonl')]; assert s == list(range(1, 13)), s"
+
+if ! nvidia-smi -L >/dev/null 2>&1; then # without a GPU the default device is the CPU
+    $RUN $ARGS --out "$TMP/oncpu" --device cpu 2>"$TMP/oncpu.err"
+    check "--device cpu: the same bytes as the default (no GPU here)" \
+        cmp "$TMP/straight/state/state.safetensors" "$TMP/oncpu/state/state.safetensors"
+    "$TR" --model "$D" --data "$TMP/rand.bin" --out "$TMP/banner" --seq 16 --batch 2 --steps 1 --threads 2 2>"$TMP/banner.err"
+    check "the banner names the device (cpu, here)" grep -q "^best-train: device cpu: " "$TMP/banner.err"
+fi
 
 # 4b. Composability: the schedule as separate processes (best-train for one interval,
 # best-mask on its moment dump, best-train --resume --mask, repeated) gives the same
@@ -252,6 +262,13 @@ expect_error "--batch not a multiple of --micro-batch" 2 "multiple" $RUN --data 
 expect_error "--seq beyond max_position_embeddings" 1 "max_position_embeddings" $RUN --data "$TMP/rand.bin" --out "$O" --seq 65
 expect_error "an existing state without --resume" 1 "--resume" $RUN --data "$TMP/rand.bin" --out "$TMP/sp"
 expect_error "--resume of a folder without a state" 1 "state.safetensors" "$TR" --resume "$TMP/nowhere"
+expect_error "--device bogus" 2 "unknown --device bogus (cuda, cpu)" $RUN --data "$TMP/rand.bin" --out "$O" --device bogus
+if nvidia-smi -L >/dev/null 2>&1; then
+    skip "--device cuda without a GPU: this machine has one (tests/gpu/run.sh runs the device step)"
+else # a CUDA build without a driver or GPU, or a build without CUDA (the sanitizer pass)
+    expect_error "--device cuda without a GPU: one error line, exit 1" 1 "--device cuda: .*; use --device cpu" \
+        $RUN --data "$TMP/rand.bin" --out "$O" --device cuda
+fi
 check "nothing written after the failures" test ! -e "$O"
 
 # 8. A fixed mask: retraining keeps exactly its zeros.

@@ -31,8 +31,13 @@
 
 #include "io/config.h"      // defines: ModelConfig
 #include "io/safetensors.h" // defines: StDtype
+#include "nn/adamw.h"       // defines: AdamW, AdamWHyper (the device step's optimizer)
 #include "nn/params.h"      // defines: ParamInfo
 #include "nn/weight.h"      // defines: WeightStore
+
+#ifdef __cplusplus // model.cu and the C++ tests include this
+extern "C" {
+#endif
 
 // The most parameters a config.json may describe (1.1e12; LLaMA-2-70B has 6.9e10).
 #define MODEL_MAX_PARAMS ((size_t)1 << 40)
@@ -245,5 +250,97 @@ void kvcache_free(KVCache *c);
 // another order than BLAS: logits agree with the unpacked model's to fp32 rounding,
 // not bit for bit).
 const float *model_forward_token(const Model *m, KVCache *c, int32_t token, int pos);
+
+// --- the training step on a CUDA device (model.cu) ---------------------------------------
+// The model of a Model on the device, for training: the fp32 master weights and their
+// gradients in one device allocation each with the host block's layout (so a mask, the
+// moments and every offset of m->info mean the same on both sides), Adam's moments and
+// the mask likewise, a bf16 copy of the weights (the matrix products' operands,
+// refreshed after every optimizer step), and the activations of one (B, T) in one more
+// allocation, fp32 like the CPU's (LayerActs, with device pointers). Each activation is
+// cast to bf16 right before the product that reads it; products accumulate in fp32.
+//
+// Per step only scalars cross to the host: the loss of each forward, the gradient's sum
+// of squares, the count of zero prunable weights. The host's Model and AdamW are brought
+// up to date by devmodel_download (for saving, and for a mask update on the host).
+//
+// The struct is visible in every build (a Trainer holds a pointer); the functions exist
+// only in builds with CUDA. docs/cuda.md: what has run where.
+struct CudaCtx;
+typedef struct DevModel {
+    struct CudaCtx *ctx;        // the stream and cuBLASLt handle everything goes to
+    const Model *m;             // the host model this mirrors (sizes, table): outlives d
+    size_t n_params;
+    float *params;              // (n_params) fp32 master weights, the host block's layout
+    float *grads;               // (n_params)
+    float *adam_m, *adam_v;     // (n_params) exp_avg, exp_avg_sq
+    uint16_t *wbf;              // (n_params) bf16 bits of params
+    uint8_t *mask;              // (n_params) 1 = keep
+    ModelParams w, g;           // into params, grads (lm_head == embed when tied)
+    size_t pr_off[8], pr_len[8]; // the prunable families: ranges of the block
+    int n_pr;
+    int B, T;
+    size_t N;                   // B*T
+    LayerActs *layer;           // (L) host array of device pointers
+    float *resf, *rstdf, *xnf;  // (N, C), (N), (N, C)
+    size_t ce_rows;             // rows of logits per lm_head + cross-entropy chunk
+    float *logits;              // (ce_rows, V) one chunk; dlogits in the backward
+    uint16_t *logits_bf;        // (ce_rows, V) the chunk's dlogits as bf16
+    float *nll;                 // (N)
+    float *h;                   // (N, I) silu(gate) * up
+    float *rope_cos, *rope_sin; // (T, HD/2)
+    float *dres, *dxn;          // (N, C)
+    float *datt, *dq;           // (N, Q)
+    float *dk, *dv;             // (N, KVD)
+    float *dkh, *dvh;           // (B, NH, T, HD)
+    float *dh, *dgate, *dup;    // (N, I)
+    uint16_t *xbf, *dybf;       // (N, max(C, Q, I)) bf16 operands of one product
+    float *scratch;             // RMSNorm weight-gradient partials, bias-gradient scratch
+    double *part;               // (DEV_RED_BLOCKS) partial sums of a reduction
+    double *scalars;            // (4) reduction results, copied to the host
+    int32_t *tokens, *targets;  // (N)
+    float *acts;                // the one allocation behind the activations above
+    size_t acts_bytes;
+    int has_targets, n_valid;   // of the last forward
+    float loss;                 // mean NLL of the last forward (0 without a target)
+} DevModel;
+
+#ifdef BEST_CUDA
+// Allocates d for m (whose weights it uploads; gradients and moments zero, mask all
+// ones) and activations for (B, T); ce_rows: rows of logits per chunk (0 = as many as
+// 2^26 floats of logits hold, at least 1). 0, or ERR (out of device memory: how much
+// was asked).
+int devmodel_init(DevModel *d, struct CudaCtx *c, const Model *m, int B, int T, size_t ce_rows);
+void devmodel_free(DevModel *d);
+// Uploads the host's weights (and refreshes their bf16 copy), moments (opt, or NULL:
+// left as they are) and mask (NULL: all ones).
+void devmodel_upload(DevModel *d, const float *params, const AdamW *opt, const uint8_t *mask);
+// Downloads the weights into params (n_params) and, with opt, the moments into opt->m
+// and opt->v (opt->t is the host's); waits for the device.
+void devmodel_download(const DevModel *d, float *params, AdamW *opt);
+// Downloads the gradients into grads (n_params) (tests).
+void devmodel_download_grads(const DevModel *d, float *grads);
+// model_forward on the device: the same checks, d->loss and d->n_valid set, the loss
+// returned through d->loss (the only value that comes back). -1 after ERR.
+int devmodel_forward(DevModel *d, const int32_t *tokens, const int32_t *targets);
+// model_backward on the device: adds the gradient of loss_scale * d->loss into d->grads.
+void devmodel_backward(DevModel *d, float loss_scale);
+void devmodel_zero_grad(DevModel *d);
+// With masked, the gradients of pruned weights are set to 0 first (as mask_apply);
+// then their sum of squares in double, a fixed-order reduction (the same bits every
+// run on a given GPU; not grad_sumsq's order).
+double devmodel_grad_sumsq(DevModel *d, int masked);
+// grads *= s.
+void devmodel_grad_scale(DevModel *d, float s);
+// adamw_step's update number t on the device (with the device mask when masked), then
+// the bf16 copy refreshed.
+void devmodel_adamw(DevModel *d, const AdamWHyper *h, int t, int masked);
+// Zeros among the prunable weights, over their count (train.c's count_sparsity).
+double devmodel_sparsity(DevModel *d);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

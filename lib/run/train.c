@@ -25,6 +25,8 @@
 #include "sparse/select.h"   // defines: select_keep_count
 #include "pack/pack_model.h" // defines: model_open
 #include "dist/dist.h"       // defines: dist_sum_f64
+#include "nn/cuda.h"         // defines: cuda_device_count, cuda_info, cuda_ctx_create
+#include "nn/layers.h"       // defines: layers_blas_info
 
 #define STATE_FORMAT "best-train-state"
 #define STATE_VERSION "1"
@@ -350,7 +352,17 @@ static int state_load(Trainer *tr, const SafeTensors *st) {
     return 0;
 }
 
-int train_save(const Trainer *tr) {
+// --device cuda: the device's weights and moments into the host's m.params and opt (once
+// per step at most), before anything reads them there.
+static void host_sync(Trainer *tr) {
+#ifdef BEST_CUDA
+    if (tr->dev && tr->host_stale) devmodel_download(tr->dev, tr->m.params, &tr->opt);
+#endif
+    tr->host_stale = 0;
+}
+
+int train_save(Trainer *tr) {
+    host_sync(tr);
     const Model *m = &tr->m;
     char *mdir = path_join(tr->cfg.out, "model"), *sdir = path_join(tr->cfg.out, "state");
     char *made = NULL; // the folders this save creates, removed again if it fails
@@ -381,7 +393,8 @@ int train_save(const Trainer *tr) {
     return rc;
 }
 
-int train_save_moments(const Trainer *tr) {
+int train_save_moments(Trainer *tr) {
+    host_sync(tr);
     const Model *m = &tr->m;
     char *dir = path_join(tr->cfg.out, "moments"), *made;
     int rc = path_mkdir_made(&made, dir);
@@ -550,6 +563,36 @@ static int resume_with_mask(Trainer *tr, const char *path) {
     return 0;
 }
 
+// --device cuda is possible here: a build with CUDA and a device (ERR otherwise, before
+// anything is written).
+static int device_check(void) {
+#ifndef BEST_CUDA
+    return ERR("--device cuda: this best-train was built without CUDA (%s); use --device cpu", cuda_info());
+#else
+    if (cuda_device_count() == 0) return ERR("--device cuda: %s; use --device cpu", cuda_info());
+    return 0;
+#endif
+}
+
+// The device's context and model, with the host's weights, moments and mask uploaded.
+static int device_open(Trainer *tr) {
+#ifdef BEST_CUDA
+    const TrainConfig *c = &tr->cfg;
+    TRY(cuda_ctx_create(&tr->cuda, 0, (size_t)32 << 20)); // cuBLASLt's workspace: 32 MiB (Hopper)
+    tr->dev = xcalloc(1, sizeof *tr->dev);
+    if (devmodel_init(tr->dev, tr->cuda, &tr->m, c->micro_batch, c->seq, 0) < 0) {
+        free(tr->dev);
+        tr->dev = NULL;
+        return -1;
+    }
+    devmodel_upload(tr->dev, tr->m.params, &tr->opt, tr->masked ? tr->mask : NULL);
+    return 0;
+#else
+    (void)tr;
+    return device_check();
+#endif
+}
+
 int train_open(Trainer *tr, const TrainConfig *cfg) {
     memset(tr, 0, sizeof *tr);
     tr->lock_fd = -1;
@@ -596,7 +639,10 @@ int train_open(Trainer *tr, const TrainConfig *cfg) {
         }
     }
     Model *m = &tr->m;
-    model_grads_init(m);
+    int on_cuda = c->device == TRAIN_DEVICE_CUDA || (c->device == TRAIN_DEVICE_DEFAULT && cuda_device_count() > 0);
+    c->device = on_cuda ? TRAIN_DEVICE_CUDA : TRAIN_DEVICE_CPU;
+    if (on_cuda && device_check() < 0) goto fail;
+    if (!on_cuda) model_grads_init(m); // the device has its own
     adamw_init(&tr->opt, m->n_params);
     tr->mask = xmalloc(m->n_params);
     memset(tr->mask, 1, m->n_params);
@@ -613,7 +659,7 @@ int train_open(Trainer *tr, const TrainConfig *cfg) {
     }
     tr->sched = (PruneSchedule){c->schedule, c->mask_file ? 0.0 : c->sparsity, c->steps, c->prune_start,
                                 c->prune_end, c->prune_updates};
-    if (model_acts_init(&tr->acts, m, c->micro_batch, c->seq, 1) < 0) goto fail;
+    if (on_cuda ? device_open(tr) < 0 : model_acts_init(&tr->acts, m, c->micro_batch, c->seq, 1) < 0) goto fail;
     size_t n = (size_t)c->micro_batch * (size_t)c->seq;
     tr->tokens = xmalloc(n * sizeof *tr->tokens);
     tr->targets = xmalloc(n * sizeof *tr->targets);
@@ -639,6 +685,11 @@ fail:
 }
 
 void train_close(Trainer *tr) {
+#ifdef BEST_CUDA
+    if (tr->dev) devmodel_free(tr->dev);
+#endif
+    free(tr->dev);
+    cuda_ctx_free(tr->cuda);
     if (tr->log) fclose(tr->log);
     if (tr->lock_fd >= 0) close(tr->lock_fd);
     if (tr->m.params) model_free(&tr->m);
@@ -658,6 +709,7 @@ void train_close(Trainer *tr) {
 // Step 5 of train.h: shrink the mask to S(t) and apply it to the weights.
 static int mask_update(Trainer *tr, double S) {
     Model *m = &tr->m;
+    host_sync(tr); // on the device: its weights and moments are the ones to score
     MaskSpec spec = {tr->cfg.saliency, tr->cfg.group, S, NULL}; // weights in memory: no file to name
     Moments mo;
     moments_from_block(&mo, tr->opt.m, tr->opt.v);
@@ -668,6 +720,9 @@ static int mask_update(Trainer *tr, double S) {
         return -1;
     }
     mask_install(tr, fresh);
+#ifdef BEST_CUDA
+    if (tr->dev) devmodel_upload(tr->dev, m->params, NULL, tr->mask); // the mask, and the weights it zeroed
+#endif
     if (!tr->cfg.save_masks) return 0;
     char *path = path_fmt("%s/masks/step-%d.safetensors", tr->cfg.out, tr->step);
     char *dir = path_join(tr->cfg.out, "masks");
@@ -683,14 +738,14 @@ static int mask_update(Trainer *tr, double S) {
     return rc;
 }
 
-int train_step(Trainer *tr, StepStats *stats) {
+// Steps 1-3 of train.h on the host: the gradients of the batch, pruned ones zeroed; their
+// sum of squares (this rank's) into *sumsq and the mean loss into *loss.
+static int grads_cpu(Trainer *tr, int t, double *loss, double *sumsq) {
     TrainConfig *c = &tr->cfg;
     Model *m = &tr->m;
-    int t = tr->step + 1;
-    double t0 = now_seconds();
     model_zero_grad(m);
     int n_micro = c->batch / c->micro_batch;
-    double loss = 0;
+    *loss = 0;
     for (int i = 0; i < n_micro; i++) {
         for (int b = 0; b < c->micro_batch; b++)
             loader_next(&tr->data, tr->tokens + (size_t)b * c->seq, tr->targets + (size_t)b * c->seq);
@@ -698,21 +753,67 @@ int train_step(Trainer *tr, StepStats *stats) {
             err_prefix("step %d", t);
             return -1;
         }
-        loss += tr->acts.loss / n_micro;
+        *loss += tr->acts.loss / n_micro;
         model_backward(m, &tr->acts, (float)c->micro_batch / (float)c->batch);
     }
     if (tr->masked) mask_apply(m->grads, tr->mask, m->n_params);
+    *sumsq = grad_sumsq(m->grads, m->n_params);
+    return 0;
+}
+
+#ifdef BEST_CUDA
+// grads_cpu on the device: the tokens go up, the losses and the sum of squares come back.
+static int grads_cuda(Trainer *tr, int t, double *loss, double *sumsq) {
+    TrainConfig *c = &tr->cfg;
+    DevModel *d = tr->dev;
+    devmodel_zero_grad(d);
+    int n_micro = c->batch / c->micro_batch;
+    *loss = 0;
+    for (int i = 0; i < n_micro; i++) {
+        for (int b = 0; b < c->micro_batch; b++)
+            loader_next(&tr->data, tr->tokens + (size_t)b * c->seq, tr->targets + (size_t)b * c->seq);
+        if (devmodel_forward(d, tr->tokens, tr->targets) < 0) {
+            err_prefix("step %d", t);
+            return -1;
+        }
+        *loss += d->loss / n_micro;
+        devmodel_backward(d, (float)c->micro_batch / (float)c->batch);
+    }
+    *sumsq = devmodel_grad_sumsq(d, tr->masked);
+    return 0;
+}
+#endif
+
+int train_step(Trainer *tr, StepStats *stats) {
+    TrainConfig *c = &tr->cfg;
+    Model *m = &tr->m;
+    int t = tr->step + 1;
+    double t0 = now_seconds();
+    double loss, sumsq;
+#ifdef BEST_CUDA
+    if (tr->dev) TRY(grads_cuda(tr, t, &loss, &sumsq));
+    else
+#endif
+        TRY(grads_cpu(tr, t, &loss, &sumsq));
     // clip_grad_norm_ over the ranks: each adds its slice's squares (dist.h), then clips
-    double sumsq = grad_sumsq(m->grads, m->n_params);
     dist_sum_f64(&sumsq, 1);
     double norm = sqrt(sumsq);
     float coef = c->clip > 0 ? grad_clip_coef(norm, c->clip) : 1.0f;
-    if (coef < 1.0f) grad_scale(m->grads, coef, m->n_params);
     if (!isfinite(loss) || !isfinite(norm))
         return ERR("step %d: the %s is %g: training diverged (try a lower --lr); stopped, the last saved state "
                    "is kept", t, isfinite(loss) ? "gradient norm" : "loss", isfinite(loss) ? norm : loss);
     AdamWHyper h = {lr_at(c->lr, c->warmup, c->steps, t), c->beta1, c->beta2, c->eps, c->weight_decay};
-    adamw_step(&tr->opt, m->params, m->grads, tr->masked ? tr->mask : NULL, &h);
+#ifdef BEST_CUDA
+    if (tr->dev) {
+        if (coef < 1.0f) devmodel_grad_scale(tr->dev, coef);
+        devmodel_adamw(tr->dev, &h, ++tr->opt.t, tr->masked);
+        tr->host_stale = 1;
+    } else
+#endif
+    {
+        if (coef < 1.0f) grad_scale(m->grads, coef, m->n_params);
+        adamw_step(&tr->opt, m->params, m->grads, tr->masked ? tr->mask : NULL, &h);
+    }
     tr->step = t;
     double tm = now_seconds(), mask_seconds = 0;
     if (schedule_update_at(&tr->sched, t)) {
@@ -721,8 +822,13 @@ int train_step(Trainer *tr, StepStats *stats) {
     }
     if (stats) {
         double dt = tm - t0;  // tokens/s of the training step alone
+#ifdef BEST_CUDA
+        double sparsity = tr->dev ? devmodel_sparsity(tr->dev) : count_sparsity(m);
+#else
+        double sparsity = count_sparsity(m);
+#endif
         *stats = (StepStats){t, loss, h.lr, tr->masked && tr->sched.final == 0 ? NAN : schedule_mask_target(&tr->sched, t),
-                             count_sparsity(m), norm, dt > 0 ? (double)c->batch * c->seq / dt : 0, mask_seconds};
+                             sparsity, norm, dt > 0 ? (double)c->batch * c->seq / dt : 0, mask_seconds};
     }
     return 0;
 }
@@ -788,6 +894,10 @@ void train_print_config(FILE *f, const Trainer *tr) {
             c->threads, c->save_every, c->moments_every, c->save_masks ? "saved" : "not saved",
             c->stop_at ? " (stopping early)" : "");
     free(logp);
+    if (c->device == TRAIN_DEVICE_CUDA)
+        fprintf(f, "best-train: device cuda: %s; bf16 matrix products, fp32 weights and moments\n", cuda_info());
+    else
+        fprintf(f, "best-train: device cpu: %s\n", layers_blas_info());
     if (!c->resume) return;
     // where each run option of a resumed run came from (train.h)
     static const char *const names[] = {"threads", "save-every", "moments-every", "save-masks", "log"};

@@ -14,6 +14,10 @@
 //      mask to exactly k = select_keep_count(S(t), n_prunable) survivors (mask.h),
 //      and the weights are multiplied by it
 //   6. a JSON line to the log, the progress bar, and the saves that are due
+// With --device cuda, 1-4 run on the device (the same steps; bf16 matrix products);
+// 5 downloads the weights and moments, computes the mask on the host and uploads it
+// with the masked weights; saves download first, so every file is the CPU run's format
+// and a state resumes on either device.
 //
 // State (OUT/state/state.safetensors, docs/best-train.md): every parameter NAME as
 // F32, NAME.exp_avg and NAME.exp_avg_sq (F32), NAME.mask (BOOL, prunable tensors
@@ -72,6 +76,9 @@ typedef struct {
     int threads, save_every, moments_every, save_masks;
     unsigned given;            // TRAIN_OPT_* bits
     // of this invocation only (never saved)
+    int device;                // TRAIN_DEVICE_*; DEFAULT: cuda when cuda_device_count() > 0,
+                               // else cpu. Not restored on resume: a state moves between
+                               // machines, and either device continues it (train.c)
     int quiet;
     int stop_at;               // stop (and save) after this step; 0 = run to the end
 } TrainConfig;
@@ -84,6 +91,9 @@ enum {
     TRAIN_OPT_SAVE_MASKS = 8,
     TRAIN_OPT_LOG = 16,
 };
+
+// Where the step runs (TrainConfig.device).
+enum { TRAIN_DEVICE_DEFAULT, TRAIN_DEVICE_CPU, TRAIN_DEVICE_CUDA };
 
 // What step t measured (also the JSON line of the log).
 typedef struct {
@@ -110,6 +120,12 @@ typedef struct {
     const char **data_list;  // the shard list in use (cfg.data points here)
     unsigned restored;       // TRAIN_OPT_* bits: run options taken from the resumed state
     int lock_fd;             // OUT/.lock, held (flock) until train_close or exit; -1: none
+    // --device cuda: the step runs on the device (model.h's DevModel, with its own
+    // weights, gradients, moments and mask); the host's m.params, opt and mask are
+    // brought up to date before a mask update and a save. NULL on the CPU.
+    struct CudaCtx *cuda;
+    DevModel *dev;
+    int host_stale;          // the device's weights and moments are ahead of the host's
 } Trainer;
 
 // Checks and opens everything (model or state, shards, mask) before writing
@@ -124,9 +140,10 @@ int train_run(Trainer *tr);
 // One step (1-6 above, without saves); stats may be NULL.
 int train_step(Trainer *tr, StepStats *stats);
 // OUT/model then OUT/state/state.safetensors, each file through temp + rename.
-int train_save(const Trainer *tr);
+// With --device cuda the device's weights and moments are downloaded first.
+int train_save(Trainer *tr);
 // OUT/moments/step-N.safetensors: NAME.exp_avg, NAME.exp_avg_sq (F32) per parameter.
-int train_save_moments(const Trainer *tr);
+int train_save_moments(Trainer *tr);
 void train_close(Trainer *tr);
 // Prints the effective configuration (the banner) to f.
 void train_print_config(FILE *f, const Trainer *tr);

@@ -14,7 +14,7 @@
 #include "run/train.h"  // defines: Trainer, TrainConfig, train_open, train_run
 
 int main(int argc, char **argv) {
-    const char *init = NULL, *schedule = "cubic", *saliency = "second", *group = "global";
+    const char *init = NULL, *schedule = "cubic", *saliency = "second", *group = "global", *device = NULL;
     StrList data = {0};
     int threads = 0, seed = 0;
     TrainConfig c = {
@@ -54,6 +54,8 @@ int main(int argc, char **argv) {
         {"stop-at", OPT_INT, &c.stop_at, "N", "stop (and save) after step N, as if interrupted"},
         {"log", OPT_STRING, &c.log, "FILE", "metrics, one JSON line per step (default DIR/log.jsonl)"},
         {"threads", OPT_INT, &threads, "N", "threads; 0 = all cores (at most 4 per core)"},
+        {"device", OPT_STRING, &device, "NAME", "cuda or cpu: where the step runs (default cuda when a GPU is "
+                                                  "visible, else cpu; not taken from a resumed state)"},
         {"quiet", OPT_FLAG, &c.quiet, NULL, "nothing on stderr but errors"},
         {0},
     };
@@ -98,6 +100,10 @@ int main(int argc, char **argv) {
     if (schedule_parse(&c.schedule, schedule) < 0) args_usage_error(&spec, "unknown --schedule %s (cubic, linear, oneshot)", schedule);
     if (saliency_parse(&c.saliency, saliency) < 0) args_usage_error(&spec, "unknown --saliency %s (second, first, magnitude)", saliency);
     if (mask_group_parse(&c.group, group) < 0) args_usage_error(&spec, "unknown --group %s (global, layer)", group);
+    if (!device) c.device = TRAIN_DEVICE_DEFAULT;
+    else if (strcmp(device, "cuda") == 0) c.device = TRAIN_DEVICE_CUDA;
+    else if (strcmp(device, "cpu") == 0) c.device = TRAIN_DEVICE_CPU;
+    else args_usage_error(&spec, "unknown --device %s (cuda, cpu)", device);
     if (c.mask_file && c.sparsity > 0) args_usage_error(&spec, "--mask (a fixed mask) and --sparsity (a schedule) exclude each other");
     args_threads(&spec, threads);
     // run options given here win over a resumed state's (train.h)

@@ -1,0 +1,539 @@
+// model.cu: the training step of model.c on a CUDA device (DevModel, declared in
+// model.h): the forward and backward of a LLaMA / Qwen3 decoder in the order model.c runs
+// them, the lm_head and cross-entropy in chunks of rows, the gradient's sum of squares,
+// clipping and masked AdamW, with every tensor on the device.
+//
+// Memory: the fp32 weights, gradients and Adam's two moments in one device allocation
+// each, laid out as the host block (so the host's offsets, masks and moments line up),
+// a bf16 copy of the weights (the products' operands, refreshed after each optimizer
+// step), a uint8 mask, and one allocation carved into the activations of one (B, T).
+// Activations are fp32, as on the CPU; each product's operands are cast to bf16 right
+// before it (cast_bf16_cuda) and it accumulates in fp32. Full logits never exist: the
+// forward computes the loss a chunk of ce_rows rows at a time, and the backward computes
+// each chunk's logits again (one more lm_head product; llm.c instead fuses the loss's
+// backward into the forward, which needs the loss scale up front) and turns them into
+// dlogits in place.
+//
+// Host traffic per step: the tokens and targets in, the loss of each forward, the
+// gradient's sum of squares and the count of zero prunable weights out (doubles from a
+// fixed-order reduction of this file). The weights and moments come back only when the
+// caller asks (devmodel_download: saves, mask updates).
+//
+// Written like layers.cu so that tests/cuda_emu.h runs it on the CPU (tests/test_step.cpp
+// includes this file): launches through LAUNCH, the API's linkage through BEST_KAPI, static
+// shared memory, every barrier reached by the whole block.
+//
+// Not here: the kernels (layers.cu, adamw.cu; the matrix products and attention of
+// their own files), the loop, schedules and masks (run/train.c), where a mask is chosen.
+#include "nn/model.h" // defines: DevModel, LayerActs, the devmodel_ prototypes (BEST_CUDA)
+
+#include <string.h>
+
+#include "base/error.h"       // defines: ERR, CHECK, xcalloc
+#include "nn/adamw.h"         // defines: adamw_update_cuda
+#include "nn/cuda.h"          // defines: CUDA_CHECK, LAUNCH, BEST_KAPI, CudaCtx
+#include "nn/cuda_reduce.cuh" // defines: FULL_MASK
+#include "nn/kernel_math.h"   // defines: km_blocks, km_thread_index, km_rmsnorm_dw_chunks
+#include "nn/layers.h"        // defines: the _cuda kernels, rope_table
+
+// Blocks of a reduction's first pass (the partial sums; the second pass adds them in order).
+#define DEV_RED_BLOCKS (KM_GRID_CAP < 256u ? KM_GRID_CAP : 256u)
+// Logits (floats) of one chunk when devmodel_init is not told the rows: 256 MiB.
+#define DEV_CE_FLOATS ((size_t)1 << 26)
+
+enum { RED_SUM, RED_SUMSQ, RED_ZEROS };             // what a reduction adds up
+enum { SLOT_LOSS, SLOT_SUMSQ, SLOT_ZEROS, N_SLOTS }; // d->scalars
+
+// --- small kernels: masking, scaling, reductions ----------------------------------------
+
+#define DEV_GRID_STRIDE(i, n)                                                               \
+    for (size_t i = km_thread_index(blockIdx.x, blockDim.x, threadIdx.x); i < (n);          \
+         i += (size_t)gridDim.x * blockDim.x)
+
+// g (n) = 0 where mask (n) is 0: mask_apply on the device.
+static __global__ void dev_mask_kernel(float *g, const uint8_t *mask, size_t n) {
+    DEV_GRID_STRIDE(i, n) if (!mask[i]) g[i] = 0.0f;
+}
+
+// g (n) *= s.
+static __global__ void dev_scale_kernel(float *g, float s, size_t n) {
+    DEV_GRID_STRIDE(i, n) g[i] *= s;
+}
+
+static __device__ inline double dev_warp_sum(double v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
+
+// The block's sum of v in double, in every thread (cuda_reduce.cuh's block_sum in double).
+static __device__ inline double dev_block_sum(double v) {
+    __shared__ double part[32];
+    unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+    v = dev_warp_sum(v);
+    if (lane == 0) part[warp] = v;
+    __syncthreads();
+    v = dev_warp_sum(lane < nwarps ? part[lane] : 0.0);
+    __syncthreads();
+    return v;
+}
+
+// part (gridDim.x) = per block, the sum over its grid-stride share of x (n) of x, x^2, or
+// (x == 0), in double. A fixed grid for a given n: the same bits every run.
+static __global__ void dev_reduce_kernel(double *part, const float *x, size_t n, int op) {
+    double s = 0;
+    DEV_GRID_STRIDE(i, n) {
+        double v = x[i];
+        s += op == RED_SUM ? v : op == RED_SUMSQ ? v * v : (double)(x[i] == 0.0f);
+    }
+    s = dev_block_sum(s);
+    if (threadIdx.x == 0) part[blockIdx.x] = s;
+}
+
+// *out (= or += with acc) the sum of part (n) in order: one thread.
+static __global__ void dev_reduce_final_kernel(double *out, const double *part, unsigned n, int acc) {
+    double s = 0;
+    for (unsigned i = 0; i < n; i++) s += part[i];
+    *out = acc ? *out + s : s;
+}
+
+// d->scalars[slot] (= or += with acc) the reduction op of x (n); stays on the device.
+static void reduce_into(DevModel *d, int slot, const float *x, size_t n, int op, int acc) {
+    cudaStream_t st = d->ctx->stream;
+    unsigned blocks = km_blocks(n, KM_THREADS, DEV_RED_BLOCKS);
+    LAUNCH(dev_reduce_kernel, blocks, KM_THREADS, st, d->part, x, n, op);
+    CUDA_CHECK(cudaGetLastError());
+    LAUNCH(dev_reduce_final_kernel, 1, 1, st, d->scalars + slot, (const double *)d->part, blocks, acc);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+// d->scalars[slot] on the host (waits for the stream).
+static double fetch_scalar(DevModel *d, int slot) {
+    double v;
+    CUDA_CHECK(cudaMemcpyAsync(&v, d->scalars + slot, sizeof v, cudaMemcpyDeviceToHost, d->ctx->stream));
+    CUDA_CHECK(cudaStreamSynchronize(d->ctx->stream));
+    return v;
+}
+
+// --- allocation ---------------------------------------------------------------------------
+
+// Hands out aligned pieces of one allocation: a first pass with base NULL measures.
+typedef struct {
+    char *base;
+    size_t used;
+} DevCarver;
+
+static void *dev_take(DevCarver *cv, size_t bytes) {
+    size_t at = (cv->used + 255) & ~(size_t)255; // 256-byte aligned, as cudaMalloc's own
+    cv->used = at + bytes;
+    return cv->base ? cv->base + at : NULL;
+}
+#define TAKE_F(cv, n) ((float *)dev_take(cv, (n) * sizeof(float)))
+
+static size_t max3(size_t a, size_t b, size_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
+
+// Carves the activations of d (sizes set) out of cv.
+static void acts_layout(DevModel *d, DevCarver *cv) {
+    const Model *m = d->m;
+    size_t N = d->N, C = m->C, Q = m->Q, KVD = m->KVD, I = m->I, V = m->V, HD = m->HD;
+    for (size_t l = 0; l < m->L; l++) {
+        LayerActs *s = &d->layer[l];
+        memset(s, 0, sizeof *s);
+        s->res = TAKE_F(cv, N * C);
+        s->rstd1 = TAKE_F(cv, N);
+        s->xn1 = TAKE_F(cv, N * C);
+        if (m->qk_norm) {
+            s->qraw = TAKE_F(cv, N * Q);
+            s->qrstd = TAKE_F(cv, N * m->NH);
+            s->kraw = TAKE_F(cv, N * KVD);
+            s->krstd = TAKE_F(cv, N * m->KV);
+        }
+        s->q = TAKE_F(cv, N * Q);
+        s->k = TAKE_F(cv, N * KVD);
+        s->v = TAKE_F(cv, N * KVD);
+        s->lse = TAKE_F(cv, N * m->NH);
+        s->att = TAKE_F(cv, N * Q);
+        s->res2 = TAKE_F(cv, N * C);
+        s->rstd2 = TAKE_F(cv, N);
+        s->xn2 = TAKE_F(cv, N * C);
+        s->gate = TAKE_F(cv, N * I);
+        s->up = TAKE_F(cv, N * I);
+    }
+    d->resf = TAKE_F(cv, N * C);
+    d->rstdf = TAKE_F(cv, N);
+    d->xnf = TAKE_F(cv, N * C);
+    d->logits = TAKE_F(cv, d->ce_rows * V);
+    d->logits_bf = (uint16_t *)dev_take(cv, d->ce_rows * V * sizeof(uint16_t));
+    d->nll = TAKE_F(cv, N);
+    d->h = TAKE_F(cv, N * I);
+    d->rope_cos = TAKE_F(cv, (size_t)d->T * HD / 2);
+    d->rope_sin = TAKE_F(cv, (size_t)d->T * HD / 2);
+    d->dres = TAKE_F(cv, N * C);
+    d->dxn = TAKE_F(cv, N * C);
+    d->datt = TAKE_F(cv, N * Q);
+    d->dq = TAKE_F(cv, N * Q);
+    d->dk = TAKE_F(cv, N * KVD);
+    d->dv = TAKE_F(cv, N * KVD);
+    d->dkh = TAKE_F(cv, N * Q); // (B, NH, T, HD)
+    d->dvh = TAKE_F(cv, N * Q);
+    d->dh = TAKE_F(cv, N * I);
+    d->dgate = TAKE_F(cv, N * I);
+    d->dup = TAKE_F(cv, N * I);
+    size_t widest = max3(C, Q, I);
+    d->xbf = (uint16_t *)dev_take(cv, N * widest * sizeof(uint16_t));
+    d->dybf = (uint16_t *)dev_take(cv, N * widest * sizeof(uint16_t));
+    // RMSNorm's weight-gradient partials (rows of C, or of HD for the q/k norms) and the
+    // bias gradients' scratch (km_colsum_chunks(N) * OC, bias_backward_cuda's)
+    size_t sc = max3(km_rmsnorm_dw_chunks(N) * C, km_rmsnorm_dw_chunks(N * m->NH) * HD,
+                     km_rmsnorm_dw_chunks(N * m->KV) * HD);
+    size_t sb = (size_t)km_colsum_chunks(N) * max3(C, Q, I);
+    if (m->cfg.attention_bias || m->cfg.mlp_bias) sc = sc > sb ? sc : sb;
+    d->scratch = TAKE_F(cv, sc);
+    d->part = (double *)dev_take(cv, DEV_RED_BLOCKS * sizeof(double));
+    d->scalars = (double *)dev_take(cv, N_SLOTS * sizeof(double));
+    d->tokens = (int32_t *)dev_take(cv, N * sizeof(int32_t));
+    d->targets = (int32_t *)dev_take(cv, N * sizeof(int32_t));
+}
+
+// *p = bytes of device memory, or ERR saying how much was asked for what.
+static int dev_malloc(void **p, size_t bytes, const char *what) {
+    *p = NULL;
+    cudaError_t e = cudaMalloc(p, bytes);
+    if (e == cudaSuccess) return 0;
+    (void)cudaGetLastError();
+    *p = NULL;
+    return ERR("CUDA: cannot allocate %.2f GiB of device memory for %s: %s (a smaller --micro-batch or "
+               "--seq, or a smaller model)", (double)bytes / (1 << 30), what, cudaGetErrorString(e));
+}
+
+// The same pointers as m's named ones, at the same offsets from base.
+static void params_rebase(ModelParams *out, const Model *m, float *base) {
+    const float *const *src = (const float *const *)&m->w;
+    float **dst = (float **)out;
+    for (size_t i = 0; i < sizeof(ModelParams) / sizeof(float *); i++)
+        dst[i] = src[i] ? base + (src[i] - m->params) : NULL;
+}
+
+BEST_KAPI void devmodel_free(DevModel *d) {
+    void *bufs[] = {d->params, d->grads, d->adam_m, d->adam_v, d->wbf, d->mask, d->acts};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+        if (bufs[i]) CUDA_CHECK(cudaFree(bufs[i]));
+    free(d->layer);
+    memset(d, 0, sizeof *d);
+}
+
+BEST_KAPI void devmodel_upload(DevModel *d, const float *params, const AdamW *opt, const uint8_t *mask) {
+    cudaStream_t st = d->ctx->stream;
+    size_t n = d->n_params;
+    CUDA_CHECK(cudaMemcpyAsync(d->params, params, n * sizeof(float), cudaMemcpyHostToDevice, st));
+    cast_bf16_cuda(d->wbf, d->params, n, st);
+    if (opt) {
+        CUDA_CHECK(cudaMemcpyAsync(d->adam_m, opt->m, n * sizeof(float), cudaMemcpyHostToDevice, st));
+        CUDA_CHECK(cudaMemcpyAsync(d->adam_v, opt->v, n * sizeof(float), cudaMemcpyHostToDevice, st));
+    }
+    if (mask) CUDA_CHECK(cudaMemcpyAsync(d->mask, mask, n, cudaMemcpyHostToDevice, st));
+    else CUDA_CHECK(cudaMemsetAsync(d->mask, 1, n, st));
+    // the host buffers may change as soon as we return (pageable copies are staged, but
+    // say so explicitly rather than rely on it)
+    CUDA_CHECK(cudaStreamSynchronize(st));
+}
+
+BEST_KAPI int devmodel_init(DevModel *d, CudaCtx *c, const Model *m, int B, int T, size_t ce_rows) {
+    memset(d, 0, sizeof *d);
+    if (B < 1 || T < 1) return ERR("batch %d x %d: both must be at least 1", B, T);
+    CHECK(!m->ext && m->params, "devmodel_init: a model with stored weights cannot train");
+    d->ctx = c;
+    d->m = m;
+    d->n_params = m->n_params;
+    d->B = B;
+    d->T = T;
+    d->N = (size_t)B * (size_t)T;
+    d->ce_rows = ce_rows ? ce_rows : DEV_CE_FLOATS / m->V;
+    if (d->ce_rows < 1) d->ce_rows = 1;
+    if (d->ce_rows > d->N) d->ce_rows = d->N;
+    // the prunable families as ranges of the block (the table is in block order)
+    for (int i = 0; i < m->n_info; i++) {
+        const ParamInfo *p = &m->info[i];
+        if (!p->prunable) continue;
+        if (d->n_pr > 0 && d->pr_off[d->n_pr - 1] + d->pr_len[d->n_pr - 1] == p->offset) {
+            d->pr_len[d->n_pr - 1] += p->numel;
+            continue;
+        }
+        CHECK(d->n_pr < 8, "devmodel_init: more than 8 ranges of prunable weights");
+        d->pr_off[d->n_pr] = p->offset;
+        d->pr_len[d->n_pr++] = p->numel;
+    }
+    d->layer = (LayerActs *)xcalloc(m->L, sizeof *d->layer);
+    DevCarver cv = {NULL, 0};
+    acts_layout(d, &cv);
+    d->acts_bytes = cv.used;
+    size_t n = d->n_params;
+    int rc = dev_malloc((void **)&d->params, n * sizeof(float), "the weights");
+    if (rc == 0) rc = dev_malloc((void **)&d->grads, n * sizeof(float), "the gradients");
+    if (rc == 0) rc = dev_malloc((void **)&d->adam_m, n * sizeof(float), "Adam's exp_avg");
+    if (rc == 0) rc = dev_malloc((void **)&d->adam_v, n * sizeof(float), "Adam's exp_avg_sq");
+    if (rc == 0) rc = dev_malloc((void **)&d->wbf, n * sizeof(uint16_t), "the bf16 weights");
+    if (rc == 0) rc = dev_malloc((void **)&d->mask, n, "the mask");
+    if (rc == 0) rc = dev_malloc((void **)&d->acts, cv.used, "the activations");
+    if (rc < 0) {
+        devmodel_free(d);
+        return -1;
+    }
+    cv = (DevCarver){(char *)d->acts, 0};
+    acts_layout(d, &cv);
+    params_rebase(&d->w, m, d->params);
+    params_rebase(&d->g, m, d->grads);
+    cudaStream_t st = c->stream;
+    CUDA_CHECK(cudaMemsetAsync(d->grads, 0, n * sizeof(float), st));
+    CUDA_CHECK(cudaMemsetAsync(d->adam_m, 0, n * sizeof(float), st));
+    CUDA_CHECK(cudaMemsetAsync(d->adam_v, 0, n * sizeof(float), st));
+    size_t half = (size_t)T * m->HD / 2;
+    float *cs = (float *)xmalloc(2 * half * sizeof(float));
+    rope_table(cs, cs + half, 0, (size_t)T, m->HD, m->cfg.rope_theta);
+    CUDA_CHECK(cudaMemcpyAsync(d->rope_cos, cs, half * sizeof(float), cudaMemcpyHostToDevice, st));
+    CUDA_CHECK(cudaMemcpyAsync(d->rope_sin, cs + half, half * sizeof(float), cudaMemcpyHostToDevice, st));
+    devmodel_upload(d, m->params, NULL, NULL); // synchronises: cs may go
+    free(cs);
+    return 0;
+}
+
+BEST_KAPI void devmodel_download(const DevModel *d, float *params, AdamW *opt) {
+    cudaStream_t st = d->ctx->stream;
+    size_t n = d->n_params;
+    CUDA_CHECK(cudaMemcpyAsync(params, d->params, n * sizeof(float), cudaMemcpyDeviceToHost, st));
+    if (opt) {
+        CUDA_CHECK(cudaMemcpyAsync(opt->m, d->adam_m, n * sizeof(float), cudaMemcpyDeviceToHost, st));
+        CUDA_CHECK(cudaMemcpyAsync(opt->v, d->adam_v, n * sizeof(float), cudaMemcpyDeviceToHost, st));
+    }
+    CUDA_CHECK(cudaStreamSynchronize(st));
+}
+
+BEST_KAPI void devmodel_download_grads(const DevModel *d, float *grads) {
+    CUDA_CHECK(cudaMemcpyAsync(grads, d->grads, d->n_params * sizeof(float), cudaMemcpyDeviceToHost,
+                               d->ctx->stream));
+    CUDA_CHECK(cudaStreamSynchronize(d->ctx->stream));
+}
+
+// --- forward ------------------------------------------------------------------------------
+
+// The bf16 copy of the fp32 weight w (a pointer into d->params).
+static const uint16_t *bf(const DevModel *d, const float *w) { return d->wbf + (w - d->params); }
+
+// y (N, OC) = or += (acc) xbf (N, IC) @ W^T + b: W (OC, IC) read as its bf16 copy.
+static void linear(DevModel *d, float *y, const uint16_t *xbf, const float *w, const float *b, size_t N,
+                   size_t IC, size_t OC, int acc) {
+    matmul_forward_cuda(d->ctx, y, xbf, bf(d, w), b, N, IC, OC, acc);
+}
+
+// One decoder block (model.c's block_forward): s->res in, out (N, C) out.
+static void block_forward(DevModel *d, size_t l, float *out) {
+    const Model *m = d->m;
+    const ModelParams *w = &d->w;
+    LayerActs *s = &d->layer[l];
+    cudaStream_t st = d->ctx->stream;
+    size_t B = (size_t)d->B, T = (size_t)d->T, N = d->N;
+    size_t C = m->C, Q = m->Q, KVD = m->KVD, I = m->I, HD = m->HD, NH = m->NH, KV = m->KV;
+    float eps = (float)m->cfg.rms_norm_eps;
+#define LW(p, size) ((p) ? (p) + l * (size) : NULL) // layer l's slice of a stacked family
+    rmsnorm_forward_cuda(s->xn1, s->rstd1, s->res, w->attn_norm + l * C, N, C, eps, st);
+    cast_bf16_cuda(d->xbf, s->xn1, N * C, st);
+    float *q = m->qk_norm ? s->qraw : s->q, *k = m->qk_norm ? s->kraw : s->k;
+    linear(d, q, d->xbf, w->wq + l * Q * C, LW(w->bq, Q), N, C, Q, 0);
+    linear(d, k, d->xbf, w->wk + l * KVD * C, LW(w->bk, KVD), N, C, KVD, 0);
+    linear(d, s->v, d->xbf, w->wv + l * KVD * C, LW(w->bv, KVD), N, C, KVD, 0);
+    if (m->qk_norm) {
+        rmsnorm_forward_cuda(s->q, s->qrstd, s->qraw, w->q_norm + l * HD, N * NH, HD, eps, st);
+        rmsnorm_forward_cuda(s->k, s->krstd, s->kraw, w->k_norm + l * HD, N * KV, HD, eps, st);
+    }
+    rope_forward_cuda(s->q, d->rope_cos, d->rope_sin, B, T, NH, HD, st);
+    rope_forward_cuda(s->k, d->rope_cos, d->rope_sin, B, T, KV, HD, st);
+    attention_forward_cuda(s->att, s->lse, s->q, s->k, s->v, B, T, T, 0, NH, KV, HD, st);
+    // residual: res2 = res + o_proj(att)
+    CUDA_CHECK(cudaMemcpyAsync(s->res2, s->res, N * C * sizeof(float), cudaMemcpyDeviceToDevice, st));
+    cast_bf16_cuda(d->xbf, s->att, N * Q, st);
+    linear(d, s->res2, d->xbf, w->wo + l * C * Q, LW(w->bo, C), N, Q, C, 1);
+    rmsnorm_forward_cuda(s->xn2, s->rstd2, s->res2, w->mlp_norm + l * C, N, C, eps, st);
+    cast_bf16_cuda(d->xbf, s->xn2, N * C, st);
+    linear(d, s->gate, d->xbf, w->wgate + l * I * C, LW(w->bgate, I), N, C, I, 0);
+    linear(d, s->up, d->xbf, w->wup + l * I * C, LW(w->bup, I), N, C, I, 0);
+    swiglu_forward_cuda(d->h, s->gate, s->up, N * I, st);
+    CUDA_CHECK(cudaMemcpyAsync(out, s->res2, N * C * sizeof(float), cudaMemcpyDeviceToDevice, st));
+    cast_bf16_cuda(d->xbf, d->h, N * I, st);
+    linear(d, out, d->xbf, w->wdown + l * C * I, LW(w->bdown, C), N, I, C, 1);
+#undef LW
+}
+
+// 0, or ERR for an id outside [lo, V) (lo = -1: targets may be ignored).
+static int ids_check(const int32_t *ids, size_t n, size_t V, int32_t lo, const char *what) {
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < lo || (ids[i] >= 0 && (size_t)ids[i] >= V))
+            return ERR("%s %d at position %zu is outside [%d, %zu)", what, ids[i], i, lo, V);
+    return 0;
+}
+
+BEST_KAPI int devmodel_forward(DevModel *d, const int32_t *tokens, const int32_t *targets) {
+    const Model *m = d->m;
+    cudaStream_t st = d->ctx->stream;
+    size_t N = d->N, C = m->C, V = m->V;
+    TRY(ids_check(tokens, N, V, 0, "token"));
+    if (targets) TRY(ids_check(targets, N, V, -1, "target"));
+    d->has_targets = targets != NULL;
+    d->n_valid = 0;
+    d->loss = 0;
+    CUDA_CHECK(cudaMemcpyAsync(d->tokens, tokens, N * sizeof(int32_t), cudaMemcpyHostToDevice, st));
+    if (targets) {
+        CUDA_CHECK(cudaMemcpyAsync(d->targets, targets, N * sizeof(int32_t), cudaMemcpyHostToDevice, st));
+        for (size_t n = 0; n < N; n++) d->n_valid += targets[n] >= 0;
+    }
+    embedding_forward_cuda(d->layer[0].res, d->tokens, d->w.embed, N, C, st);
+    for (size_t l = 0; l < m->L; l++)
+        block_forward(d, l, l + 1 == m->L ? d->resf : d->layer[l + 1].res);
+    rmsnorm_forward_cuda(d->xnf, d->rstdf, d->resf, d->w.final_norm, N, C, (float)m->cfg.rms_norm_eps, st);
+    if (targets) { // the loss, ce_rows rows of logits at a time
+        cast_bf16_cuda(d->xbf, d->xnf, N * C, st);
+        for (size_t r0 = 0; r0 < N; r0 += d->ce_rows) {
+            size_t nr = N - r0 < d->ce_rows ? N - r0 : d->ce_rows;
+            linear(d, d->logits, d->xbf + r0 * C, d->w.lm_head, NULL, nr, C, V, 0);
+            crossentropy_chunk_cuda(NULL, d->nll + r0, NULL, d->logits, d->targets + r0, 1.0f, nr, V, st);
+        }
+        reduce_into(d, SLOT_LOSS, d->nll, N, RED_SUM, 0);
+        double sum = fetch_scalar(d, SLOT_LOSS);
+        // no valid target: 0, as model_forward
+        d->loss = d->n_valid ? (float)(sum / d->n_valid) : 0.0f;
+    } else {
+        CUDA_CHECK(cudaStreamSynchronize(st)); // the host's tokens may change on return
+    }
+    return 0;
+}
+
+// --- backward -----------------------------------------------------------------------------
+
+// db (OC) += column sums of dy (N, OC), when the model has that bias.
+static void bias_grad(DevModel *d, float *db, const float *dy, size_t OC) {
+    if (db) bias_backward_cuda(db, d->scratch, dy, d->N, OC, d->ctx->stream);
+}
+
+// dx (N, IC) = or += dybf @ W, dW += dybf^T @ xbf: W (OC, IC) = the weight at w, dW the
+// gradient at the same offset of d->grads.
+static void linear_back(DevModel *d, float *dx, const float *w, const uint16_t *dybf, const uint16_t *xbf,
+                        size_t IC, size_t OC, int dx_acc) {
+    matmul_backward_cuda(d->ctx, dx, d->grads + (w - d->params), dybf, xbf, bf(d, w), d->N, IC, OC, dx_acc);
+}
+
+// One block backward (model.c's block_backward): d->dres holds d(block output) on entry and
+// d(block input) on exit.
+static void block_backward(DevModel *d, size_t l) {
+    const Model *m = d->m;
+    const ModelParams *w = &d->w, *g = &d->g;
+    const LayerActs *s = &d->layer[l];
+    cudaStream_t st = d->ctx->stream;
+    size_t B = (size_t)d->B, T = (size_t)d->T, N = d->N;
+    size_t C = m->C, Q = m->Q, KVD = m->KVD, I = m->I, HD = m->HD, NH = m->NH, KV = m->KV;
+#define LW(p, size) ((p) ? (p) + l * (size) : NULL)
+    // MLP: out = res2 + down(silu(gate) * up); h recomputed
+    swiglu_forward_cuda(d->h, s->gate, s->up, N * I, st);
+    cast_bf16_cuda(d->xbf, d->h, N * I, st);
+    cast_bf16_cuda(d->dybf, d->dres, N * C, st);
+    linear_back(d, d->dh, w->wdown + l * C * I, d->dybf, d->xbf, I, C, 0);
+    bias_grad(d, LW(g->bdown, C), d->dres, C);
+    swiglu_backward_cuda(d->dgate, d->dup, d->dh, s->gate, s->up, N * I, st);
+    cast_bf16_cuda(d->xbf, s->xn2, N * C, st);
+    cast_bf16_cuda(d->dybf, d->dgate, N * I, st);
+    linear_back(d, d->dxn, w->wgate + l * I * C, d->dybf, d->xbf, C, I, 0);
+    bias_grad(d, LW(g->bgate, I), d->dgate, I);
+    cast_bf16_cuda(d->dybf, d->dup, N * I, st);
+    linear_back(d, d->dxn, w->wup + l * I * C, d->dybf, d->xbf, C, I, 1);
+    bias_grad(d, LW(g->bup, I), d->dup, I);
+    rmsnorm_backward_cuda(d->dres, g->mlp_norm + l * C, d->scratch, d->dxn, s->res2, s->rstd2,
+                          w->mlp_norm + l * C, N, C, 1, st); // dres is now d(res2)
+    // attention: res2 = res + o_proj(att)
+    cast_bf16_cuda(d->xbf, s->att, N * Q, st);
+    cast_bf16_cuda(d->dybf, d->dres, N * C, st);
+    linear_back(d, d->datt, w->wo + l * C * Q, d->dybf, d->xbf, Q, C, 0);
+    bias_grad(d, LW(g->bo, C), d->dres, C);
+    attention_backward_cuda(d->dq, d->dk, d->dv, d->dkh, d->dvh, d->datt, s->q, s->k, s->v, s->att, s->lse,
+                            B, T, NH, KV, HD, st);
+    rope_backward_cuda(d->dq, d->rope_cos, d->rope_sin, B, T, NH, HD, st);
+    rope_backward_cuda(d->dk, d->rope_cos, d->rope_sin, B, T, KV, HD, st);
+    if (m->qk_norm) { // in place: d(q after norm) -> d(q_proj output)
+        rmsnorm_backward_cuda(d->dq, g->q_norm + l * HD, d->scratch, d->dq, s->qraw, s->qrstd,
+                              w->q_norm + l * HD, N * NH, HD, 0, st);
+        rmsnorm_backward_cuda(d->dk, g->k_norm + l * HD, d->scratch, d->dk, s->kraw, s->krstd,
+                              w->k_norm + l * HD, N * KV, HD, 0, st);
+    }
+    cast_bf16_cuda(d->xbf, s->xn1, N * C, st);
+    cast_bf16_cuda(d->dybf, d->dq, N * Q, st);
+    linear_back(d, d->dxn, w->wq + l * Q * C, d->dybf, d->xbf, C, Q, 0);
+    bias_grad(d, LW(g->bq, Q), d->dq, Q);
+    cast_bf16_cuda(d->dybf, d->dk, N * KVD, st);
+    linear_back(d, d->dxn, w->wk + l * KVD * C, d->dybf, d->xbf, C, KVD, 1);
+    bias_grad(d, LW(g->bk, KVD), d->dk, KVD);
+    cast_bf16_cuda(d->dybf, d->dv, N * KVD, st);
+    linear_back(d, d->dxn, w->wv + l * KVD * C, d->dybf, d->xbf, C, KVD, 1);
+    bias_grad(d, LW(g->bv, KVD), d->dv, KVD);
+    rmsnorm_backward_cuda(d->dres, g->attn_norm + l * C, d->scratch, d->dxn, s->res, s->rstd1,
+                          w->attn_norm + l * C, N, C, 1, st); // dres is now d(res)
+#undef LW
+}
+
+BEST_KAPI void devmodel_backward(DevModel *d, float loss_scale) {
+    CHECK(d->has_targets, "devmodel_backward needs a forward with targets");
+    if (!d->n_valid) return; // the loss is a constant 0
+    const Model *m = d->m;
+    cudaStream_t st = d->ctx->stream;
+    size_t N = d->N, C = m->C, V = m->V;
+    // the head, chunk by chunk: logits again, dlogits = scale * (softmax - onehot) in
+    // place, then d(xnf) rows and lm_head's gradient (tied: the embedding's)
+    float scale = loss_scale / (float)d->n_valid;
+    cast_bf16_cuda(d->xbf, d->xnf, N * C, st);
+    for (size_t r0 = 0; r0 < N; r0 += d->ce_rows) {
+        size_t nr = N - r0 < d->ce_rows ? N - r0 : d->ce_rows;
+        linear(d, d->logits, d->xbf + r0 * C, d->w.lm_head, NULL, nr, C, V, 0);
+        crossentropy_chunk_cuda(d->logits, d->nll + r0, NULL, d->logits, d->targets + r0, scale, nr, V, st);
+        cast_bf16_cuda(d->logits_bf, d->logits, nr * V, st);
+        matmul_backward_cuda(d->ctx, d->dxn + r0 * C, d->g.lm_head, d->logits_bf, d->xbf + r0 * C,
+                             bf(d, d->w.lm_head), nr, C, V, 0);
+    }
+    rmsnorm_backward_cuda(d->dres, d->g.final_norm, d->scratch, d->dxn, d->resf, d->rstdf, d->w.final_norm,
+                          N, C, 0, st);
+    for (size_t l = m->L; l-- > 0;) block_backward(d, l);
+    embedding_backward_cuda(d->g.embed, d->dres, d->tokens, N, C, st);
+}
+
+// --- the optimizer ------------------------------------------------------------------------
+
+BEST_KAPI void devmodel_zero_grad(DevModel *d) {
+    CUDA_CHECK(cudaMemsetAsync(d->grads, 0, d->n_params * sizeof(float), d->ctx->stream));
+}
+
+BEST_KAPI double devmodel_grad_sumsq(DevModel *d, int masked) {
+    size_t n = d->n_params;
+    if (masked) {
+        LAUNCH(dev_mask_kernel, km_blocks(n, KM_THREADS, KM_GRID_CAP), KM_THREADS, d->ctx->stream, d->grads,
+               (const uint8_t *)d->mask, n);
+        CUDA_CHECK(cudaGetLastError());
+    }
+    reduce_into(d, SLOT_SUMSQ, d->grads, n, RED_SUMSQ, 0);
+    return fetch_scalar(d, SLOT_SUMSQ);
+}
+
+BEST_KAPI void devmodel_grad_scale(DevModel *d, float s) {
+    size_t n = d->n_params;
+    LAUNCH(dev_scale_kernel, km_blocks(n, KM_THREADS, KM_GRID_CAP), KM_THREADS, d->ctx->stream, d->grads, s, n);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+BEST_KAPI void devmodel_adamw(DevModel *d, const AdamWHyper *h, int t, int masked) {
+    cudaStream_t st = d->ctx->stream;
+    adamw_update_cuda(d->params, d->adam_m, d->adam_v, d->grads, masked ? d->mask : NULL, h, t, d->n_params,
+                      st);
+    cast_bf16_cuda(d->wbf, d->params, d->n_params, st);
+}
+
+BEST_KAPI double devmodel_sparsity(DevModel *d) {
+    size_t total = 0;
+    for (int r = 0; r < d->n_pr; r++) {
+        reduce_into(d, SLOT_ZEROS, d->params + d->pr_off[r], d->pr_len[r], RED_ZEROS, r > 0);
+        total += d->pr_len[r];
+    }
+    return total ? fetch_scalar(d, SLOT_ZEROS) / (double)total : 0.0;
+}

@@ -1,0 +1,463 @@
+// test_step.cpp: the device training step (lib/nn/model.cu, DevModel) against the CPU
+// path (model.c's model_forward / model_backward, adamw.c, the host mask update), on the
+// tiny fixtures tests/fixtures/model/{llama, qwen3, llama_tied} (GQA; Qwen3's q/k norms,
+// an explicit head_dim and tied embeddings; every bias and tied embeddings).
+//
+//   * two micro-batches of forward + backward (loss scale 0.5 each, some targets -1, the
+//     lm_head + cross-entropy in chunks of 5 rows so a batch of 16 rows takes 4 chunks,
+//     the last one short): each loss within 1e-2 relative of model_forward's, and every
+//     gradient tensor at cosine >= 0.999 with model_backward's (the device's products
+//     take bf16 operands, the CPU's fp32);
+//   * on llama and qwen3, 20 steps (8 in the emulator) of masked AdamW (clipping, weight decay, warmup) under a BEST schedule to
+//     70% (cubic, 5 mask updates, second-order saliency, global), the mask updated on the
+//     host from downloaded weights and moments, exactly as best-train --device cuda does
+//     (run/train.c): at every update, the device run's mask and the CPU run's disagree on
+//     at most 1% of the prunable weights (measured: 0.1% to 0.3%, printed; not the 0.1%
+//     hoped for, because bf16 products flip near-ties of the score and the two runs drift
+//     apart); the weights a mask pruned stay exactly 0 on the device; the final sparsity,
+//     counted on the device, equals the host's count of the downloaded weights; loss and
+//     weights at step 20 close to the CPU run's;
+//   * a device run of 4 steps under a fixed mask, and the same run downloaded after step 2
+//     and continued by a new DevModel from the host's copies (best-train's save and
+//     resume): the same weights and moments, bit for bit.
+//
+// Built two ways, as test_kernels is: build/tests/test_step_gpu (nvcc, in builds with
+// CUDA) calls libbest's compiled step and kernels on a real GPU (tests/gpu/run.sh; it
+// prints "skip - no CUDA device" where there is none; never run yet).
+// build/tests/test_step (g++): model.cu, layers.cu, attention.cu and adamw.cu are included
+// here and run on the CPU by tests/cuda_emu.h (the grid capped at 3 blocks, as in
+// test_kernels). The matrix products (cuBLASLt) cannot run in the emulator, so here they
+// are test-only CPU shims that read the bf16 operands and call the CPU matmul; every other
+// kernel of the step is the real one, but for attention in the 20-step and resume runs
+// (below: a CPU stand-in there, for time).
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <vector>
+
+#ifdef TEST_ON_GPU
+#include "nn/cuda.h"     // defines: cuda_ctx_create, cuda_device_count
+#include "nn/layers.h"   // defines: layers_init
+#include "nn/model.h"    // defines: DevModel and its devmodel_ functions (BEST_CUDA)
+#define MODE "on the GPU (libbest's kernels, cuBLASLt)"
+#else
+#define MODE "in the CPU emulator (matrix products: CPU shims on bf16 operands)"
+#define KM_GRID_CAP 3u   // tiny grids: the grid-stride loops run at tiny sizes
+#define BEST_KAPI static // this file's own copy of the kernels' and the step's API
+#include "cuda_emu.h"
+#include "nn/kernel_math.h" // defines: km_float_from_bf16
+#include "nn/layers.h"   // defines: the CPU kernels the shims call
+
+// The emulator's context: a stream only (there is no cuBLASLt handle to hold).
+struct CudaCtx {
+    cudaStream_t stream;
+};
+
+// --- test-only shims for the kernels the emulator cannot run (cuBLASLt) ---
+
+static std::vector<float> from_bf16(const uint16_t *x, size_t n) {
+    std::vector<float> f(n);
+    for (size_t i = 0; i < n; i++) f[i] = km_float_from_bf16(x[i]);
+    return f;
+}
+
+// cuBLASLt's bf16 products: the operands are bf16 already; the CPU product in fp32.
+static void matmul_forward_cuda(CudaCtx *, float *y, const uint16_t *x, const uint16_t *w, const float *b,
+                                size_t N, size_t IC, size_t OC, int acc) {
+    std::vector<float> xf = from_bf16(x, N * IC), wf = from_bf16(w, OC * IC);
+    matmul_forward(y, xf.data(), wf.data(), b, N, IC, OC, acc);
+}
+
+static void matmul_backward_cuda(CudaCtx *, float *dx, float *dw, const uint16_t *dy, const uint16_t *x,
+                                 const uint16_t *w, size_t N, size_t IC, size_t OC, int dx_acc) {
+    std::vector<float> dyf = from_bf16(dy, N * OC), xf = from_bf16(x, N * IC), wf = from_bf16(w, OC * IC);
+    std::vector<float> dw_unused;
+    if (!dw) {
+        dw_unused.assign(OC * IC, 0.0f);
+        dw = dw_unused.data();
+    }
+    matmul_backward(dx, dw, NULL, dyf.data(), xf.data(), wf.data(), N, IC, OC, dx_acc);
+}
+
+// Attention: the real kernels (attention.cu, emulated) in the gradient checks, where one
+// forward and backward runs; a CPU stand-in (layers.c's kernels) in the 20-step runs and
+// the resume check, where the emulator would start a host thread per GPU thread of
+// hundreds of launches (minutes). test_kernels checks attention.cu itself at more shapes.
+static int emulate_attention = 1;
+#define attention_forward_cuda attention_forward_emulated
+#define attention_backward_cuda attention_backward_emulated
+#include "nn/attention.cu"
+#undef attention_forward_cuda
+#undef attention_backward_cuda
+
+static void attention_forward_cuda(float *out, float *lse, const float *q, const float *k, const float *v,
+                                   size_t B, size_t Tq, size_t Tk, size_t pos0, size_t NH, size_t KV, size_t HD,
+                                   cudaStream_t st) {
+    if (emulate_attention) {
+        attention_forward_emulated(out, lse, q, k, v, B, Tq, Tk, pos0, NH, KV, HD, st);
+        return;
+    }
+    std::vector<float> scratch(attention_scratch(Tk));
+    attention_forward(out, lse, q, k, v, scratch.data(), B, Tq, Tk, pos0, NH, KV, HD, 1);
+}
+
+static void attention_backward_cuda(float *dq, float *dk, float *dv, float *dkh, float *dvh, const float *dout,
+                                    const float *q, const float *k, const float *v, const float *out,
+                                    const float *lse, size_t B, size_t T, size_t NH, size_t KV, size_t HD,
+                                    cudaStream_t st) {
+    if (emulate_attention) {
+        attention_backward_emulated(dq, dk, dv, dkh, dvh, dout, q, k, v, out, lse, B, T, NH, KV, HD, st);
+        return;
+    }
+    std::vector<float> scratch(attention_scratch(T));
+    attention_backward(dq, dk, dv, dkh, dvh, dout, q, k, v, out, lse, scratch.data(), B, T, NH, KV, HD, 1);
+}
+
+// the step uses most of layers.cu, not all of it (residual_forward_cuda)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "nn/layers.cu"
+#include "nn/adamw.cu"
+#include "nn/model.cu"
+#pragma GCC diagnostic pop
+#endif
+
+#include "base/error.h"      // defines: err_msg, xmalloc
+#include "nn/model.h"        // defines: Model, ModelActs, DevModel
+extern "C" {
+#include "sparse/mask.h"     // defines: mask_compute, mask_apply, Moments
+#include "sparse/schedule.h" // defines: PruneSchedule, lr_at
+}
+#include "test.h"
+
+// --- inputs -------------------------------------------------------------------------------
+
+static uint64_t rng_next(uint64_t *s) {
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return *s >> 33;
+}
+
+// tokens, targets (N): random ids, targets the next token (a few -1: ignored).
+static void batch_make(int32_t *tokens, int32_t *targets, size_t N, size_t V, uint64_t seed) {
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i <= N; i++) {
+        int32_t t = (int32_t)(rng_next(&s) % V);
+        if (i < N) tokens[i] = t;
+        if (i > 0) targets[i - 1] = t;
+    }
+    targets[N / 3] = -1;
+    targets[N - 1] = -1;
+}
+
+static double cosine(const float *a, const float *b, size_t n) {
+    double ab = 0, aa = 0, bb = 0;
+    for (size_t i = 0; i < n; i++) {
+        ab += (double)a[i] * b[i];
+        aa += (double)a[i] * a[i];
+        bb += (double)b[i] * b[i];
+    }
+    if (aa == 0 && bb == 0) return 1;
+    return aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : 0;
+}
+
+enum { B = 2, T = 8, CE_ROWS = 5 };
+
+// The context the steps run in: a real one on the GPU, a stream alone in the emulator.
+static CudaCtx *ctx_get(void) {
+#ifdef TEST_ON_GPU
+    static CudaCtx *c;
+    if (!c) CHECK(cuda_ctx_create(&c, 0, (size_t)32 << 20) == 0, "cuda_ctx_create: %s", err_msg());
+    return c;
+#else
+    static CudaCtx c = {0};
+    return &c;
+#endif
+}
+
+// --- forward and backward -----------------------------------------------------------------
+
+static void check_grads(const char *name) {
+    char dir[128];
+    snprintf(dir, sizeof dir, "tests/fixtures/model/%s", name);
+    Model m;
+    if (!T_OK(model_load(&m, dir) == 0, "%s: load %s", name, dir)) return;
+    size_t N = (size_t)B * T;
+    int32_t tok[2][B * T], tgt[2][B * T];
+    for (int i = 0; i < 2; i++) batch_make(tok[i], tgt[i], N, m.V, 7 + i);
+    // the CPU reference: two micro-batches, loss scale 0.5 each
+    ModelActs a;
+    model_acts_init(&a, &m, B, T, 1);
+    model_grads_init(&m);
+    float cpu_loss[2];
+    for (int i = 0; i < 2; i++) {
+        model_forward(&m, &a, tok[i], tgt[i]);
+        cpu_loss[i] = a.loss;
+        model_backward(&m, &a, 0.5f);
+    }
+    // the device
+    DevModel d;
+    if (!T_OK(devmodel_init(&d, ctx_get(), &m, B, T, CE_ROWS) == 0, "%s: devmodel_init", name)) return;
+    T_OK(d.ce_rows == CE_ROWS && (N + CE_ROWS - 1) / CE_ROWS == 4, "%s: the head runs in 4 chunks of rows", name);
+    for (int i = 0; i < 2; i++) {
+        T_OK(devmodel_forward(&d, tok[i], tgt[i]) == 0, "%s: device forward %d", name, i);
+        double e = fabs(d.loss - cpu_loss[i]) / fabs(cpu_loss[i]);
+        T_OK(e <= 1e-2 && d.n_valid == (int)N - 2, "%s: micro-batch %d loss %.6f vs CPU %.6f, rel err %.2e", name, i,
+             d.loss, cpu_loss[i], e);
+        devmodel_backward(&d, 0.5f);
+    }
+    std::vector<float> g(m.n_params);
+    devmodel_download_grads(&d, g.data());
+    double worst = 1;
+    const char *worst_name = "";
+    int bad = 0;
+    for (int i = 0; i < m.n_info; i++) {
+        const ParamInfo *p = &m.info[i];
+        double c = cosine(g.data() + p->offset, m.grads + p->offset, p->numel);
+        if (!(c >= worst)) {
+            worst = c;
+            worst_name = p->name;
+        }
+        if (!(c >= 0.999)) {
+            bad++;
+            T_OK(0, "%s: gradient of %s: cosine %.6f with the CPU's", name, p->name, c);
+        }
+    }
+    T_OK(!bad, "%s: all %d gradient tensors at cosine >= 0.999 with the CPU's (lowest %.6f, %s)", name, m.n_info,
+         worst, worst_name);
+    // the weights went up and come back unchanged
+    std::vector<float> w(m.n_params);
+    devmodel_download(&d, w.data(), NULL);
+    T_OK(memcmp(w.data(), m.params, m.n_params * sizeof(float)) == 0, "%s: weights round-trip bitwise", name);
+    devmodel_free(&d);
+    model_acts_free(&a);
+    model_free(&m);
+}
+
+// --- masked AdamW steps under a BEST schedule -------------------------------------------------
+
+// One micro-batch a step: accumulation is check_grads' (the emulator's cost is a host
+// thread per GPU thread per launch, about 6 s a step of these tiny models on 2 cores, so
+// the emulated run takes 8 steps (4 distinct mask updates), the GPU's the 20).
+#ifdef TEST_ON_GPU
+enum { STEPS = 20, MICRO = 1 };
+#else
+enum { STEPS = 8, MICRO = 1 };
+#endif
+
+typedef struct {
+    std::vector<std::vector<uint8_t>> masks; // at each update
+    double loss, sparsity; // the mean loss of steps 11..20; the final sparsity
+} RunLog;
+
+// One run of STEPS steps, on the CPU (d NULL) or the device; the host's m, opt, mask
+// follow train.c's train_step and mask_update.
+static int run_steps(RunLog *log, Model *m, DevModel *d, const char *name) {
+    AdamW opt;
+    adamw_init(&opt, m->n_params);
+    std::vector<uint8_t> mask(m->n_params, 1);
+    int masked = 0;
+    PruneSchedule sched = {SCHED_CUBIC, 0.7, STEPS, 0.0, 0.5, 5};
+    size_t N = (size_t)B * T;
+    std::vector<int32_t> tok(N), tgt(N);
+    ModelActs a;
+    if (!d) {
+        model_acts_init(&a, m, B, T, 1);
+        model_grads_init(m);
+    }
+    for (int t = 1; t <= STEPS; t++) {
+        if (d) devmodel_zero_grad(d);
+        else model_zero_grad(m);
+        double loss = 0;
+        for (int i = 0; i < MICRO; i++) {
+            batch_make(tok.data(), tgt.data(), N, m->V, 100 * t + i);
+            if (d) {
+                devmodel_forward(d, tok.data(), tgt.data());
+                loss += d->loss / MICRO;
+                devmodel_backward(d, 1.0f / MICRO);
+            } else {
+                model_forward(m, &a, tok.data(), tgt.data());
+                loss += a.loss / MICRO;
+                model_backward(m, &a, 1.0f / MICRO);
+            }
+        }
+        double sumsq;
+        if (d) {
+            sumsq = devmodel_grad_sumsq(d, masked);
+        } else {
+            if (masked) mask_apply(m->grads, mask.data(), m->n_params);
+            sumsq = grad_sumsq(m->grads, m->n_params);
+        }
+        float coef = grad_clip_coef(sqrt(sumsq), 1.0);
+        if (coef < 1.0f) {
+            if (d) devmodel_grad_scale(d, coef);
+            else grad_scale(m->grads, coef, m->n_params);
+        }
+        AdamWHyper h = {lr_at(3e-3, 0.1, STEPS, t), 0.9, 0.999, 1e-8, 0.01};
+        if (d) devmodel_adamw(d, &h, ++opt.t, masked);
+        else adamw_step(&opt, m->params, m->grads, masked ? mask.data() : NULL, &h);
+        if (t > STEPS / 2) log->loss += loss / (STEPS - STEPS / 2);
+        if (!schedule_update_at(&sched, t)) continue;
+        // the mask update on the host: weights and moments as they stand after the step
+        if (d) devmodel_download(d, m->params, &opt);
+        MaskSpec spec = {SAL_SECOND, GROUP_GLOBAL, schedule_sparsity(&sched, t), NULL};
+        Moments mo;
+        moments_from_block(&mo, opt.m, opt.v);
+        std::vector<uint8_t> fresh(m->n_params);
+        if (mask_compute(fresh.data(), &spec, m->info, m->n_info, m->params, m->n_params, &mo, mask.data()) < 0) {
+            T_OK(0, "%s: mask update at step %d: %s", name, t, err_msg());
+            return -1;
+        }
+        mask = fresh;
+        masked = 1;
+        mask_apply(m->params, mask.data(), m->n_params);
+        if (d) devmodel_upload(d, m->params, NULL, mask.data());
+        log->masks.push_back(mask);
+    }
+    if (d) {
+        log->sparsity = devmodel_sparsity(d);
+        devmodel_download(d, m->params, &opt);
+    } else {
+        model_acts_free(&a);
+    }
+    { // the host's count of zero prunable weights (downloaded, for the device run)
+        size_t zeros = 0;
+        for (int i = 0; i < m->n_info; i++)
+            if (m->info[i].prunable)
+                for (size_t j = 0; j < m->info[i].numel; j++) zeros += m->params[m->info[i].offset + j] == 0.0f;
+        double host = (double)zeros / (double)m->n_prunable;
+        if (d) T_OK(host == log->sparsity, "%s: device sparsity %.6f = the downloaded weights' %.6f", name,
+                    log->sparsity, host);
+        log->sparsity = host;
+    }
+    adamw_free(&opt);
+    return 0;
+}
+
+static void check_training(const char *name) {
+    char dir[128];
+    snprintf(dir, sizeof dir, "tests/fixtures/model/%s", name);
+    Model mc, md;
+    if (!T_OK(model_load(&mc, dir) == 0 && model_load(&md, dir) == 0, "%s: load %s", name, dir)) return;
+    RunLog cpu = {}, dev = {};
+    DevModel d;
+    if (run_steps(&cpu, &mc, NULL, name) == 0 && devmodel_init(&d, ctx_get(), &md, B, T, CE_ROWS) == 0) {
+        if (run_steps(&dev, &md, &d, name) == 0) {
+            PruneSchedule sched = {SCHED_CUBIC, 0.7, STEPS, 0.0, 0.5, 5}; // run_steps' own
+            size_t n_sched = 0;
+            for (int t = 1; t <= STEPS; t++) n_sched += schedule_update_at(&sched, t) != 0;
+            int same_n = cpu.masks.size() == dev.masks.size() && cpu.masks.size() == n_sched && n_sched >= 4;
+            T_OK(same_n, "%s: %zu mask updates on the CPU, %zu on the device (%zu distinct steps of 5 updates "
+                 "over %d steps)", name, cpu.masks.size(), dev.masks.size(), n_sched, (int)STEPS);
+            // Measured here: 0.1% to 0.3% of the prunable weights change sides by step 20
+            // (near-ties of the score flip with the bf16 products' rounding, and the runs
+            // drift apart); a mask or moment in the wrong place moves tens of percent.
+            for (size_t u = 0; same_n && u < cpu.masks.size(); u++) {
+                size_t diff = 0, kept = 0, both = 0;
+                for (size_t i = 0; i < mc.n_params; i++) {
+                    diff += cpu.masks[u][i] != dev.masks[u][i];
+                    kept += cpu.masks[u][i];
+                    both += cpu.masks[u][i] && dev.masks[u][i];
+                }
+                T_OK(diff <= mc.n_prunable / 100, "%s: update %zu: masks differ at %zu of %zu prunable weights "
+                     "(%.3f%%, at most 1%%); %.3f%% of the CPU's kept weights kept on the device too", name, u + 1,
+                     diff, mc.n_prunable, 100.0 * diff / mc.n_prunable, 100.0 * both / kept);
+            }
+            size_t alive = 0; // the device kept pruned weights at exactly 0 through its steps
+            for (size_t i = 0; i < md.n_params; i++) alive += !dev.masks.back()[i] && md.params[i] != 0.0f;
+            T_OK(alive == 0, "%s: %zu weights pruned by the last mask are not 0 on the device", name, alive);
+            double e = fabs(dev.loss - cpu.loss) / cpu.loss;
+            T_OK(e <= 1e-2, "%s: mean loss of steps %d..%d %.6f vs CPU %.6f, rel err %.2e", name, STEPS / 2 + 1, STEPS,
+                 dev.loss, cpu.loss, e);
+            T_OK(fabs(dev.sparsity - cpu.sparsity) <= 1e-3, "%s: final sparsity %.6f vs CPU %.6f", name,
+                 dev.sparsity, cpu.sparsity);
+            double c = cosine(md.params, mc.params, mc.n_params);
+            T_OK(c >= 0.995, "%s: final weights at cosine %.6f with the CPU run's (at least 0.995)", name, c);
+        }
+        devmodel_free(&d);
+    }
+    model_free(&mc);
+    model_free(&md);
+}
+
+// --- a device run saved and resumed -----------------------------------------------------------
+
+// One step t on the device under a fixed mask (train.c's order), data from seed t.
+static void dev_step(DevModel *d, AdamW *opt, int t) {
+    size_t N = d->N;
+    std::vector<int32_t> tok(N), tgt(N);
+    batch_make(tok.data(), tgt.data(), N, d->m->V, 500 + t);
+    devmodel_zero_grad(d);
+    devmodel_forward(d, tok.data(), tgt.data());
+    devmodel_backward(d, 1.0f);
+    float coef = grad_clip_coef(sqrt(devmodel_grad_sumsq(d, 1)), 0.5);
+    if (coef < 1.0f) devmodel_grad_scale(d, coef);
+    AdamWHyper h = {1e-3, 0.9, 0.999, 1e-8, 0.01};
+    devmodel_adamw(d, &h, ++opt->t, 1);
+}
+
+// 4 steps straight == 2 steps, everything downloaded (as a save does), a new DevModel
+// given the weights, moments and mask (as a resume does), 2 more steps: the same bits.
+static void check_resume(const char *name) {
+    char dir[128];
+    snprintf(dir, sizeof dir, "tests/fixtures/model/%s", name);
+    Model m;
+    if (!T_OK(model_load(&m, dir) == 0, "%s: load %s", name, dir)) return;
+    size_t n = m.n_params;
+    std::vector<uint8_t> mask(n, 1);
+    for (size_t i = 0; i < n; i += 3) mask[i] = 0; // a fixed mask (norms too: any bytes will do)
+    mask_apply(m.params, mask.data(), n);
+    AdamW o1, o2;
+    adamw_init(&o1, n);
+    adamw_init(&o2, n);
+    DevModel d;
+    devmodel_init(&d, ctx_get(), &m, B, T, CE_ROWS);
+    devmodel_upload(&d, m.params, &o1, mask.data());
+    for (int t = 1; t <= 4; t++) dev_step(&d, &o1, t);
+    std::vector<float> straight(n), resumed(n);
+    devmodel_download(&d, straight.data(), &o1);
+    devmodel_free(&d);
+    // the interrupted run: steps 1-2, saved into the host's copies, a fresh DevModel, 3-4
+    devmodel_init(&d, ctx_get(), &m, B, T, CE_ROWS);
+    devmodel_upload(&d, m.params, &o2, mask.data());
+    for (int t = 1; t <= 2; t++) dev_step(&d, &o2, t);
+    devmodel_download(&d, m.params, &o2);
+    devmodel_free(&d);
+    devmodel_init(&d, ctx_get(), &m, B, T, CE_ROWS);
+    devmodel_upload(&d, m.params, &o2, mask.data());
+    for (int t = 3; t <= 4; t++) dev_step(&d, &o2, t);
+    devmodel_download(&d, resumed.data(), &o2);
+    devmodel_free(&d);
+    T_OK(memcmp(straight.data(), resumed.data(), n * sizeof(float)) == 0 &&
+         memcmp(o1.m, o2.m, n * sizeof(float)) == 0 && memcmp(o1.v, o2.v, n * sizeof(float)) == 0 && o1.t == o2.t,
+         "%s: 4 device steps == 2, download, a new device model from the host's copies, 2 more (weights, "
+         "exp_avg, exp_avg_sq bitwise)", name);
+    size_t alive = 0;
+    for (size_t i = 0; i < n; i++) alive += !mask[i] && resumed[i] != 0.0f;
+    T_OK(alive == 0, "%s: the fixed mask's pruned weights stay 0 (%zu not)", name, alive);
+    adamw_free(&o1);
+    adamw_free(&o2);
+    model_free(&m);
+}
+
+int main() {
+#ifdef TEST_ON_GPU
+    if (cuda_device_count() == 0) {
+        T_SKIP("no CUDA device (%s)", cuda_info());
+        return 0;
+    }
+    printf("# device: %s\n", cuda_info());
+#endif
+    layers_init();
+    printf("# the device step %s\n", MODE);
+    const char *fixtures[] = {"llama", "qwen3", "llama_tied"};
+    for (const char *f : fixtures) check_grads(f);
+#ifndef TEST_ON_GPU
+    emulate_attention = 0; // the CPU stand-in from here on (above)
+    printf("# from here on, attention: layers.c's kernels as a stand-in (the emulator's cost)\n");
+#endif
+    for (int i = 0; i < 2; i++) check_training(fixtures[i]); // LLaMA and Qwen3 (tied)
+    check_resume("llama_tied");
+    T_DONE();
+}
