@@ -3,24 +3,29 @@
 // through Hugging Face transformers on the same folder. Not a test itself (tests/run.sh
 // runs only test_*): a helper of tests/t_hf_grad.sh and tests/gpu/run.sh.
 //
-//   hf_grads MODEL TOKENS B T OUT
+//   hf_grads [--device cuda] MODEL TOKENS B T OUT
 //
 // MODEL is a Hugging Face folder; TOKENS holds B*(T+1) int32 ids (little-endian, as the
 // machine), row b = inputs ids[b][0..T) and targets ids[b][1..T]. OUT gets a safetensors
 // file: "loss" (1,) the mean next-token loss, and "grad.NAME" for every parameter NAME
-// (the table's shape), d loss / d NAME, fp32. The CPU path (model_forward/backward).
+// (the table's shape), d loss / d NAME, fp32. The CPU path (model_forward/backward), or
+// with --device cuda the device step (DevModel of model.h: bf16 products), in builds with
+// CUDA on a machine with a GPU (tests/gpu/run.sh).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/error.h"      // defines: TRY_OR_DIE, DIE, CHECK, xmalloc
 #include "io/safetensors.h"  // defines: StWriter
-#include "nn/model.h"        // defines: Model, ModelActs, model_forward, model_backward
+#include "nn/cuda.h"         // defines: cuda_ctx_create, cuda_device_count
+#include "nn/model.h"        // defines: Model, ModelActs, model_forward, model_backward, DevModel
 
 int main(int argc, char **argv) {
     err_set_prog("hf_grads");
+    int on_device = argc == 8 && !strcmp(argv[1], "--device") && !strcmp(argv[2], "cuda");
+    if (on_device) argv += 2, argc -= 2;
     if (argc != 6) {
-        fprintf(stderr, "usage: hf_grads MODEL TOKENS B T OUT\n");
+        fprintf(stderr, "usage: hf_grads [--device cuda] MODEL TOKENS B T OUT\n");
         return 2;
     }
     int B = atoi(argv[3]), T = atoi(argv[4]);
@@ -41,12 +46,32 @@ int main(int argc, char **argv) {
             tgt[(size_t)b * T + t] = next;
         }
 
-    ModelActs a;
+    float loss;
     model_grads_init(&m);
-    TRY_OR_DIE(model_acts_init(&a, &m, B, T, 1));
-    TRY_OR_DIE(model_forward(&m, &a, tok, tgt));
-    float loss = a.loss;
-    model_backward(&m, &a, 1.0f);
+    if (on_device) {
+#ifdef BEST_CUDA
+        CudaCtx *c;
+        DevModel d;
+        TRY_OR_DIE(cuda_ctx_create(&c, 0, (size_t)32 << 20));
+        TRY_OR_DIE(devmodel_init(&d, c, &m, B, T, 0));
+        devmodel_zero_grad(&d);
+        TRY_OR_DIE(devmodel_forward(&d, tok, tgt));
+        loss = d.loss;
+        devmodel_backward(&d, 1.0f);
+        devmodel_download_grads(&d, m.grads);
+        devmodel_free(&d);
+        cuda_ctx_free(c);
+#else
+        DIE("--device cuda: this build has no CUDA (%s)", cuda_info());
+#endif
+    } else {
+        ModelActs a;
+        TRY_OR_DIE(model_acts_init(&a, &m, B, T, 1));
+        TRY_OR_DIE(model_forward(&m, &a, tok, tgt));
+        loss = a.loss;
+        model_backward(&m, &a, 1.0f);
+        model_acts_free(&a);
+    }
 
     StWriter w;
     st_writer_init(&w);
@@ -65,7 +90,6 @@ int main(int argc, char **argv) {
     st_writer_free(&w);
     for (int i = 0; i < m.n_info; i++) free(names[i]);
     free(names);
-    model_acts_free(&a);
     model_free(&m);
     free(ids);
     free(tok);

@@ -4,11 +4,19 @@
 # fallback build's source of flags) names the three architectures when nvcc is there;
 # and, in a build with CUDA, a whole run here builds, runs the tests, counts the GPU
 # test's "skip - no CUDA device" as a failure (on a GPU machine a skip means the GPU
-# went unused), writes its logs and ends with "N passed, N failed", exiting 1.
+# went unused), writes its logs and ends with "N passed, N failed", exiting 1; and
+# tests/gpu/train_check.sh runs with both of its sides on the CPU.
 # Plain pass only (run.sh uses the plain build).
 . tests/lib.sh
 check "tests/gpu/run.sh parses (sh -n)" sh -n tests/gpu/run.sh
 if [ "${SAN:-0}" = 1 ]; then skip "gpu script: run.sh uses the plain build"; finish; fi
+# train_check.sh with its GPU side on the CPU too (GD=cpu): the script runs, and its
+# comparisons pass when the two sides are the same computation
+if GD=cpu OUT="$TMP" sh tests/gpu/train_check.sh >"$TMP/tc.out" 2>&1; then
+    ok "tests/gpu/train_check.sh with GD=cpu: $(grep -c '^ok - ' "$TMP/tc.out") checks pass"
+else
+    fail "tests/gpu/train_check.sh with GD=cpu: $(grep -m 1 '^not ok' "$TMP/tc.out" || tail -n 1 "$TMP/tc.out")"
+fi
 flags=$(env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s cuda-flags 2>&1)
 case "$flags" in
 *"CUDA=1"*)

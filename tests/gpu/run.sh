@@ -2,7 +2,9 @@
 # tests/gpu/run.sh: every GPU test of the repository in one call on a lent GPU (the
 # device tool's `run`, docs/cuda.md), from the repository root:
 #
-#   sh tests/gpu/run.sh            logs under $OUT (default out/gpu); last line "N passed, N failed"
+#   sh tests/gpu/run.sh [tests|bench|all]   logs under $OUT (default out/gpu); last line
+#                                           "N passed, N failed"; tests (default): steps 1-3,
+#                                           bench: steps 1, 2, 4; all: everything
 #
 # 1. the device: nvidia-smi, nvcc, the kernel (device.txt)
 # 2. the build: `make all` with nvcc (build.log). A device machine may lack the Debian
@@ -15,12 +17,18 @@
 #    (every kernel of lib/*/*.cu on the GPU against the CPU path), test_step_gpu (the
 #    device training step against the CPU's; full build only), test_kernels_gpu also under
 #    compute-sanitizer (memcheck, racecheck, synccheck) when it is there; and, with the
-#    full build, test_kernels (the same kernels on the CPU emulator) for comparison.
-#    A GPU test that skips (no device seen) is a failure here.
+#    full build, test_kernels (the same kernels on the CPU emulator) for comparison;
+#    tests/gpu/train_check.sh (best-train --device cuda against --device cpu, states across
+#    devices) and tests/hf_grad_check.py --device cuda (loss and every gradient against
+#    transformers in bf16 autocast). A GPU test that skips (no device seen) is a failure here.
+# 4. with `bench` or `all`: bench/train_gpu.py (tokens/s and MFU against PyTorch) at the
+#    issue's ~1.1B LLaMA and Qwen3-style configs, JSON under OUT.
 #
 # Nothing of this has run on a GPU yet (docs/cuda.md). GPU_FALLBACK=1 forces the
 # fallback build (to try it on a machine that has the packages).
 set -u
+MODE=${1:-tests}
+case "$MODE" in tests | bench | all) ;; *) echo "usage: sh tests/gpu/run.sh [tests|bench|all]" >&2; exit 2 ;; esac
 OUT=${OUT:-out/gpu}
 mkdir -p "$OUT"
 pass=0 fail=0
@@ -114,22 +122,48 @@ else
 fi
 
 # --- 3. the tests ----------------------------------------------------------------------------
-CSAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
-for t in test_cuda test_kernels_gpu test_step_gpu; do
-    # the device step test needs the whole library: not in the fallback build
-    if [ "$t" = test_step_gpu ] && [ "$TB" = build-gpu ]; then echo "# $t: not in the fallback build"; continue; fi
-    if [ ! -x "$TB/$t" ]; then notok "$TB/$t was not built"; continue; fi
-    run_prog "$t" "$TB/$t"
-done
-if [ -x "$TB/test_kernels_gpu" ] && grep -q '^ok - ' "$OUT/test_kernels_gpu.log"; then
-    if [ -n "$CSAN" ]; then
-        for tool in memcheck racecheck synccheck; do sanitize "$tool" test_kernels_gpu "$TB/test_kernels_gpu"; done
-    else
-        echo "# compute-sanitizer not found: kernels not sanitized"
+if [ "$MODE" != bench ]; then
+    CSAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
+    for t in test_cuda test_kernels_gpu test_step_gpu; do
+        # the device step test needs the whole library: not in the fallback build
+        if [ "$t" = test_step_gpu ] && [ "$TB" = build-gpu ]; then echo "# $t: not in the fallback build"; continue; fi
+        if [ ! -x "$TB/$t" ]; then notok "$TB/$t was not built"; continue; fi
+        run_prog "$t" "$TB/$t"
+    done
+    if [ -x "$TB/test_kernels_gpu" ] && grep -q '^ok - ' "$OUT/test_kernels_gpu.log"; then
+        if [ -n "$CSAN" ]; then
+            for tool in memcheck racecheck synccheck; do sanitize "$tool" test_kernels_gpu "$TB/test_kernels_gpu"; done
+        else
+            echo "# compute-sanitizer not found: kernels not sanitized"
+        fi
     fi
-fi
-if [ "$TB" = build/tests ] && [ -x build/tests/test_kernels ]; then
-    run_prog test_kernels_emulated build/tests/test_kernels
+    if [ "$TB" = build/tests ] && [ -x build/tests/test_kernels ]; then
+        run_prog test_kernels_emulated build/tests/test_kernels
+    fi
+    # the tools on the GPU, and the gradients against transformers (full build only)
+    if [ "$TB" != build/tests ]; then
+        notok "train_check, hf_grad: not run (they need the full build, not the fallback)"
+    elif [ -z "$gpu" ]; then
+        notok "train_check, hf_grad: not run (no GPU)"
+    else
+        run_prog train_check env OUT="$OUT" sh tests/gpu/train_check.sh
+        run_prog hf_grad python3 tests/hf_grad_check.py --bin build/tests/hf_grads --device cuda
+    fi
+fi # tests
+
+# --- 4. the benchmarks (sh tests/gpu/run.sh bench, or all) ----------------------------------
+# Their own call by default: the device tool gives a command 10 minutes. Results as JSON
+# under OUT, for docs/benchmarks.md.
+if [ "$MODE" != tests ] && [ -n "$gpu" ] && [ -x bin/best-train ]; then
+    for c in llama-1.1b qwen3-1.1b; do
+        start=$(date +%s)
+        if PYTHONUNBUFFERED=1 python3 bench/train_gpu.py --configs $c --batch 8 --micro-batch 4 --seq 2048 \
+            --steps 6 --warmup 2 --json "$OUT/bench-train-$c.json" >"$OUT/bench-train-$c.log" 2>&1; then
+            ok "bench/train_gpu.py $c ($(($(date +%s) - start))s): $(grep -m 1 "^$c" "$OUT/bench-train-$c.log")"
+        else
+            notok "bench/train_gpu.py $c: $(tail -n 1 "$OUT/bench-train-$c.log")"
+        fi
+    done
 fi
 
 echo "$pass passed, $fail failed" | tee "$OUT/summary.txt"
