@@ -14,6 +14,10 @@
 #   make report     the demo's report (RUNS="OUT...": compare pipeline runs)
 #   make cuda-flags the CUDA settings found, as shell assignments (tests/gpu/run.sh)
 #
+# EXTRA_CFLAGS, EXTRA_CXXFLAGS, EXTRA_NVCCFLAGS and EXTRA_LDFLAGS (from the environment or
+# the command line) are added to the compilers' and the links' flags; tests/gpu/deps.sh
+# passes an rpath in EXTRA_LDFLAGS for packages unpacked outside / on a lent GPU machine.
+#
 # Optional dependencies are probed and reported, never guessed; the CPU path is always
 # built. CUDA: nvcc on PATH, else /usr/local/cuda/bin/nvcc (NVCC=PATH picks one,
 # NVCC=none builds without). When found, every lib/*/*.cu is compiled for sm_80 and
@@ -109,7 +113,7 @@ CFLAGS  := $(OPT) -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fopenmp -MMD 
            -Ilib $(SANFLAGS) $(PKG_CFLAGS) $(CFLAGS_CUDA) $(EXTRA_CFLAGS)
 CXXFLAGS := $(OPT) -g -std=c++17 -D_GNU_SOURCE -Wall -Wextra -Werror -pthread -MMD -MP \
             -Ilib $(SANFLAGS) $(EXTRA_CXXFLAGS)
-LDFLAGS := -fopenmp $(SANFLAGS)
+LDFLAGS := -fopenmp $(SANFLAGS) $(EXTRA_LDFLAGS)
 LDLIBS  := $(PKG_LIBS) -lopenblas -lm -lpthread
 # the programs' links (the fuzz targets link LDLIBS alone: they are CPU-only)
 LINK_LIBS := $(LDLIBS) $(CUDA_LDLIBS)

@@ -9,6 +9,37 @@
 # Plain pass only (run.sh uses the plain build).
 . tests/lib.sh
 check "tests/gpu/run.sh parses (sh -n)" sh -n tests/gpu/run.sh
+# tests/gpu/deps.sh (the packages carried to a GPU machine), offline: `use` without .deb
+# files does nothing; with one made here (a stand-in pkgconf, an absolute link) it unpacks
+# under GPUDEPS/root only, writes a pkg-config wrapper that runs the root's pkgconf with
+# the root as sysroot, and an env.sh whose EXTRA_LDFLAGS asks for DT_RPATH. (The real
+# packages: tests/gpu/deps_sim.sh, as root.)
+check "tests/gpu/deps.sh parses (sh -n)" sh -n tests/gpu/deps.sh
+check "deps.sh without a command: exit 2" sh -c 'sh tests/gpu/deps.sh; [ $? = 2 ]'
+check "deps.sh use without .deb files: exit 0, nothing written" sh -c \
+    'mkdir "$0/gd0" && GPUDEPS="$0/gd0" sh tests/gpu/deps.sh use && [ -z "$(ls -A "$0/gd0")" ]' "$TMP"
+if command -v dpkg-deb >/dev/null; then
+    P=$TMP/pkg
+    mkdir -p "$P/DEBIAN" "$P/usr/bin" "$P/usr/lib/x86_64-linux-gnu/openblas-pthread" "$TMP/gd"
+    printf 'Package: fake\nVersion: 1\nArchitecture: all\nMaintainer: t <t@t>\nDescription: t\n' >"$P/DEBIAN/control"
+    printf '#!/bin/sh\necho "sysroot=$PKG_CONFIG_SYSROOT_DIR libdir=$PKG_CONFIG_LIBDIR ld=$LD_LIBRARY_PATH args=$*"\n' >"$P/usr/bin/pkgconf"
+    chmod +x "$P/usr/bin/pkgconf"
+    : >"$P/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0"
+    ln -s /usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0 "$P/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so"
+    dpkg-deb --build "$P" "$TMP/gd/fake.deb" >/dev/null 2>&1
+    GPUDEPS="$TMP/gd" sh tests/gpu/deps.sh use >"$TMP/use.out" 2>&1
+    R=$TMP/gd/root
+    check "deps.sh use: unpacks into GPUDEPS/root, the absolute link made to point into it" \
+        test "$(readlink "$R/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so")" = "$R/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0"
+    check "deps.sh use: the pkg-config wrapper runs the root's pkgconf, sysroot and .pc folders in the root" sh -c \
+        '"$0/gd/bin/pkg-config" --libs x | grep -q "^sysroot=$0/gd/root libdir=$0/gd/root/usr/lib/x86_64-linux-gnu/pkgconfig:.* ld=$0/gd/root/usr/lib/x86_64-linux-gnu.* args=--libs x$"' "$TMP"
+    check "deps.sh use: env.sh puts the wrapper first on PATH, CPATH on cblas.h's folder, DT_RPATH in EXTRA_LDFLAGS" sh -c \
+        '. "$0/gd/env.sh" && [ "$(command -v pkg-config)" = "$0/gd/bin/pkg-config" ] &&
+         echo "$CPATH" | grep -q "$0/gd/root/usr/include/x86_64-linux-gnu/openblas-pthread" &&
+         echo "$EXTRA_LDFLAGS" | grep -q "^-Wl,--disable-new-dtags -Wl,-rpath,$0/gd/root/usr/lib/x86_64-linux-gnu:"' "$TMP"
+else
+    skip "deps.sh use with a .deb: no dpkg-deb here"
+fi
 if [ "${SAN:-0}" = 1 ]; then skip "gpu script: run.sh uses the plain build"; finish; fi
 # train_check.sh with its GPU side on the CPU too (GD=cpu): the script runs, and its
 # comparisons pass when the two sides are the same computation

@@ -8,8 +8,11 @@
 #
 # 1. the device: nvidia-smi, nvcc, the kernel (device.txt)
 # 2. the build: `make all` with nvcc (build.log). A device machine may lack the Debian
-#    packages the CPU tools need (libarchive, jansson, OpenBLAS, ...): then that is one
-#    failure, and a fallback build (fallback.log, into build-gpu/) compiles only what the
+#    packages the CPU tools need (libarchive, jansson, OpenBLAS, ...): then, when the
+#    device tool's run carried .gpudeps (carry [".gpudeps"], after `sh tests/gpu/deps.sh
+#    fetch` on the development machine), `make all` again with those packages unpacked
+#    under .gpudeps/root (tests/gpu/deps.sh use; build-deps.log). Failing that (one
+#    failure), a fallback build (fallback.log, into build-gpu/) compiles only what the
 #    GPU tests need, with the Makefile's own flags (make cuda-flags) and a BLAS stub
 #    (tests/gpu/blas_stub/: naive products, the CPU reference of the cuBLASLt checks), so
 #    that the kernels are still checked.
@@ -82,12 +85,30 @@ if [ -n "$gpu" ]; then ok "nvidia-smi sees a GPU: $gpu"; else notok "nvidia-smi 
 jobs=$(nproc 2>/dev/null || echo 4)
 TB=build/tests
 start=$(date +%s)
-if [ "${GPU_FALLBACK:-0}" != 1 ] && make -j"$jobs" all >"$OUT/build.log" 2>&1; then
+built=""
+if [ "${GPU_FALLBACK:-0}" = 1 ]; then
+    echo "# GPU_FALLBACK=1: the fallback build only"
+elif make -j"$jobs" all >"$OUT/build.log" 2>&1; then
     ok "make all: $(head -n 1 "$OUT/build.log") ($(($(date +%s) - start))s)"
-    if ! grep -q '^cuda: nvcc' "$OUT/build.log"; then notok "make all found no nvcc: the GPU tests cannot be built"; fi
+    built=build.log
+elif ls .gpudeps/*.deb >/dev/null 2>&1; then
+    # the packages carried in .gpudeps (tests/gpu/deps.sh fetch on the development machine),
+    # unpacked under .gpudeps/root; env.sh stays in force for the rest of this script
+    echo "# make all failed: $(grep -m 1 -E 'error|missing' "$OUT/build.log") (build.log); again with .gpudeps"
+    start=$(date +%s)
+    if sh tests/gpu/deps.sh use >"$OUT/build-deps.log" 2>&1 && . ./.gpudeps/env.sh &&
+        make -j"$jobs" all >>"$OUT/build-deps.log" 2>&1; then
+        ok "make all with .gpudeps (tests/gpu/deps.sh use): $(grep -m 1 '^cuda: ' "$OUT/build-deps.log") ($(($(date +%s) - start))s)"
+        built=build-deps.log
+    else
+        notok "make all with .gpudeps failed: $(grep -m 1 -E 'error|missing|deps.sh' "$OUT/build-deps.log") (build-deps.log)"
+    fi
 else
-    [ "${GPU_FALLBACK:-0}" = 1 ] && echo "# GPU_FALLBACK=1: the fallback build only" ||
-        notok "make all failed: $(grep -m 1 -E 'error|missing' "$OUT/build.log") (build.log)"
+    notok "make all failed: $(grep -m 1 -E 'error|missing' "$OUT/build.log") (build.log; no .gpudeps/*.deb to retry with)"
+fi
+if [ -n "$built" ]; then
+    if ! grep -q '^cuda: nvcc' "$OUT/$built"; then notok "make all found no nvcc: the GPU tests cannot be built"; fi
+else
     # the fallback: the GPU tests' sources only, with the Makefile's flags
     TB=build-gpu
     mkdir -p "$TB"
