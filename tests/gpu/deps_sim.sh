@@ -12,7 +12,8 @@
 # It checks that there: pkg-config, the headers and the libraries are gone; `make all`
 # fails; run.sh's build step falls back to .gpudeps and passes ("ok - make all with
 # .gpudeps"); the programs built carry DT_RPATH (not DT_RUNPATH) into .gpudeps/root and load
-# its libraries (ldd) with no LD_LIBRARY_PATH; bin/best-train --help and test_model run.
+# its libraries (ldd) with no LD_LIBRARY_PATH; bin/best-train --help, test_model and
+# test_pack run; GPU_FALLBACK=1, and a tree without .gpudeps, still take the fallback build.
 # Last line "N passed, N failed".
 set -u
 cd "$(dirname "$0")/../.."
@@ -97,11 +98,29 @@ check "run.sh: no fallback build, build-deps.log written" sh -c '[ ! -d build-gp
 check "run.sh: the GPU tests were built (test_kernels_gpu, test_step_gpu)" test -x build/tests/test_step_gpu
 check "bin/best-train: DT_RPATH into .gpudeps/root, no DT_RUNPATH" sh -c \
     'readelf -d bin/best-train | grep -q "(RPATH).*\.gpudeps/root" && ! readelf -d bin/best-train | grep -q RUNPATH'
-for lib in libarchive.so.13 libxml2.so.2 libicu libjansson.so.4 libutf8proc libpcre2-8 libxxhash libopenblas.so.0 libgfortran.so.5 libzstd.so.1; do
-    check "ldd bin/best-train: $lib from .gpudeps/root" sh -c "env -u LD_LIBRARY_PATH ldd bin/best-train | grep '$lib' | grep -q '$S/tree/.gpudeps/root/'"
+# (the linker drops unused libraries: best-train needs OpenBLAS, best-eval libarchive,
+# utf8proc and pcre2, libarchive libxml2 and libzstd, ...)
+progs=$(find bin build/tests build/bench -maxdepth 1 -type f -perm -u+x)
+env -u LD_LIBRARY_PATH ldd $progs >"$S/ldd.txt" 2>&1
+for lib in libarchive.so.13 libxml2.so.2 libicuuc.so.72 libjansson.so.4 libutf8proc.so.2 libpcre2-8.so.0 libxxhash.so.0 \
+    libopenblas.so.0 libgfortran.so.5 libzstd.so.1 libnettle.so.8 liblz4.so.1 libz.so.1; do
+    check "ldd bin/best-train bin/best-eval: $lib from .gpudeps/root" sh -c \
+        "env -u LD_LIBRARY_PATH ldd bin/best-train bin/best-eval | grep -q '$lib => $S/tree/.gpudeps/root/'"
 done
-check "ldd: nothing not found" sh -c '! env -u LD_LIBRARY_PATH ldd bin/best-train build/tests/test_model build/tests/test_step_gpu | grep "not found"'
+check "ldd of the $(echo $progs | wc -w) programs: every library of the packages from .gpudeps/root, none not found" sh -c \
+    '! grep -E "not found|lib(archive|xml2|icu|jansson|utf8proc|pcre2|xxhash|openblas|gfortran|quadmath|zstd|nettle|lz4|lzma|bz2|acl|z)\.so" "$0/ldd.txt" | grep -v "=> $0/tree/.gpudeps/root/"' "$S"
 check "bin/best-train --help runs" sh -c 'env -u LD_LIBRARY_PATH bin/best-train --help 2>&1 | grep -qi usage'
-check "build/tests/test_model passes" env -u LD_LIBRARY_PATH build/tests/test_model
+check "build/tests/test_model passes (utf8proc, pcre2, OpenBLAS)" env -u LD_LIBRARY_PATH build/tests/test_model
+check "build/tests/test_pack passes (libarchive)" env -u LD_LIBRARY_PATH build/tests/test_pack
+# the other two ways of run.sh's build step: GPU_FALLBACK=1 (the .debs are not used), and
+# no .debs (make all fails, one failure, then the fallback build)
+GPU_FALLBACK=1 OUT=$S/out-fb sh tests/gpu/run.sh >"$S/run-fb.out" 2>&1
+check "run.sh GPU_FALLBACK=1: the fallback build only, .gpudeps not used" sh -c \
+    'grep -q "^# GPU_FALLBACK=1" "$0/run-fb.out" && grep -q "^ok - fallback build" "$0/run-fb.out" && ! grep -q gpudeps "$0/run-fb.out"' "$S"
+mv .gpudeps "$S/gpudeps.off"
+rm -rf build-gpu
+OUT=$S/out-nodebs sh tests/gpu/run.sh >"$S/run-nodebs.out" 2>&1
+check "run.sh without .gpudeps: not ok - make all failed, then the fallback build" sh -c \
+    'grep -q "^not ok - make all failed: .*no .gpudeps" "$0/run-nodebs.out" && grep -q "^ok - fallback build" "$0/run-nodebs.out"' "$S"
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
