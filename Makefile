@@ -15,8 +15,9 @@
 #   make cuda-flags the CUDA settings found, as shell assignments (tests/gpu/run.sh)
 #
 # EXTRA_CFLAGS, EXTRA_CXXFLAGS, EXTRA_NVCCFLAGS and EXTRA_LDFLAGS (from the environment or
-# the command line) are added to the compilers' and the links' flags; tests/gpu/deps.sh
-# passes an rpath in EXTRA_LDFLAGS for packages unpacked outside / on a lent GPU machine.
+# the command line) are added to the compilers' and the links' flags; on a lent GPU
+# machine, tests/gpu/deps.sh's env.sh puts in EXTRA_LDFLAGS the rpath to the packages it
+# unpacked under .gpudeps/root (docs/cuda.md).
 #
 # Optional dependencies are probed and reported, never guessed; the CPU path is always
 # built. CUDA: nvcc on PATH, else /usr/local/cuda/bin/nvcc (NVCC=PATH picks one,

@@ -78,6 +78,12 @@ use() {
         echo "deps.sh use: no .deb files in $GPUDEPS: nothing to do (sh tests/gpu/deps.sh fetch on a machine with apt)" >&2
         exit 0
     fi
+    # Debian 12's libraries need glibc 2.36 (libarchive: GLIBC_2.36) and libstdc++ of gcc 12
+    # (libicu: GLIBCXX_3.4.30): Ubuntu 24.04 has both, 22.04 only glibc 2.35
+    glibc=$(getconf GNU_LIBC_VERSION 2>/dev/null | sed 's/^glibc //')
+    case "$glibc" in 2.[0-9] | 2.[0-2][0-9] | 2.3[0-5])
+        echo "deps.sh use: warning: glibc $glibc here, Debian 12's libarchive needs 2.36: the link will fail" >&2 ;;
+    esac
     D=$(cd "$GPUDEPS" && pwd)
     R=$D/root
     case "$D" in *[!A-Za-z0-9_./+-]*) echo "deps.sh use: $D: a path with spaces or odd characters cannot go into make's flags" >&2; exit 1 ;; esac
