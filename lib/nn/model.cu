@@ -40,6 +40,8 @@
 #define DEV_RED_BLOCKS (KM_GRID_CAP < 256u ? KM_GRID_CAP : 256u)
 // Logits (floats) of one chunk when devmodel_init is not told the rows: 256 MiB.
 #define DEV_CE_FLOATS ((size_t)1 << 26)
+// fp32 weights, gradients, exp_avg, exp_avg_sq; the bf16 copy; the mask
+#define DEV_BYTES_PER_PARAM (4 + 4 + 4 + 4 + 2 + 1)
 
 enum { RED_SUM, RED_SUMSQ, RED_ZEROS };             // what a reduction adds up
 enum { SLOT_LOSS, SLOT_SUMSQ, SLOT_ZEROS, N_SLOTS }; // d->scalars
@@ -237,11 +239,8 @@ BEST_KAPI void devmodel_upload(DevModel *d, const float *params, const AdamW *op
     CUDA_CHECK(cudaStreamSynchronize(st));
 }
 
-BEST_KAPI int devmodel_init(DevModel *d, CudaCtx *c, const Model *m, int B, int T, size_t ce_rows) {
-    memset(d, 0, sizeof *d);
-    if (B < 1 || T < 1) return ERR("batch %d x %d: both must be at least 1", B, T);
-    CHECK(!m->ext && m->params, "devmodel_init: a model with stored weights cannot train");
-    d->ctx = c;
+// The sizes of d for m at (B, T) (no allocation).
+static void devmodel_shape(DevModel *d, const Model *m, int B, int T, size_t ce_rows) {
     d->m = m;
     d->n_params = m->n_params;
     d->B = B;
@@ -250,6 +249,26 @@ BEST_KAPI int devmodel_init(DevModel *d, CudaCtx *c, const Model *m, int B, int 
     d->ce_rows = ce_rows ? ce_rows : DEV_CE_FLOATS / m->V;
     if (d->ce_rows < 1) d->ce_rows = 1;
     if (d->ce_rows > d->N) d->ce_rows = d->N;
+}
+
+BEST_KAPI size_t devmodel_bytes(size_t *acts_bytes, const Model *m, int B, int T, size_t ce_rows) {
+    DevModel d;
+    memset(&d, 0, sizeof d);
+    devmodel_shape(&d, m, B, T, ce_rows);
+    d.layer = (LayerActs *)xcalloc(m->L, sizeof *d.layer);
+    DevCarver cv = {NULL, 0};
+    acts_layout(&d, &cv);
+    free(d.layer);
+    if (acts_bytes) *acts_bytes = cv.used;
+    return m->n_params * DEV_BYTES_PER_PARAM + cv.used;
+}
+
+BEST_KAPI int devmodel_init(DevModel *d, CudaCtx *c, const Model *m, int B, int T, size_t ce_rows) {
+    memset(d, 0, sizeof *d);
+    if (B < 1 || T < 1) return ERR("batch %d x %d: both must be at least 1", B, T);
+    CHECK(!m->ext && m->params, "devmodel_init: a model with stored weights cannot train");
+    d->ctx = c;
+    devmodel_shape(d, m, B, T, ce_rows);
     // the prunable families as ranges of the block (the table is in block order)
     for (int i = 0; i < m->n_info; i++) {
         const ParamInfo *p = &m->info[i];

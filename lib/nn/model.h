@@ -312,6 +312,11 @@ typedef struct DevModel {
 // was asked).
 int devmodel_init(DevModel *d, struct CudaCtx *c, const Model *m, int B, int T, size_t ce_rows);
 void devmodel_free(DevModel *d);
+// Bytes of device memory devmodel_init takes for m at (B, T): 19 per parameter (fp32
+// weights, gradients and both moments, the bf16 copy, the mask) and the activations
+// (*acts_bytes, may be NULL); the cuBLASLt workspace not included. Needs no GPU and no
+// weights: model_plan's table is enough.
+size_t devmodel_bytes(size_t *acts_bytes, const Model *m, int B, int T, size_t ce_rows);
 // Uploads the host's weights (and refreshes their bf16 copy), moments (opt, or NULL:
 // left as they are) and mask (NULL: all ones).
 void devmodel_upload(DevModel *d, const float *params, const AdamW *opt, const uint8_t *mask);

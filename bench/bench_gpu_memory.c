@@ -1,0 +1,71 @@
+// bench_gpu_memory.c: the device memory best-train --device cuda takes, per model and
+// micro-batch, computed from the allocation code itself (devmodel_bytes in
+// lib/nn/model.cu: the same layout devmodel_init carves), not measured: it needs no GPU
+// and no weights, only config.json. For docs/best-train.md's memory table.
+//
+//   bench_gpu_memory [--seq T] CONFIG.json...
+//
+// Per model: parameters; the 19 bytes per parameter of weights, gradients, moments, bf16
+// copy and mask; activation bytes per token; the total at micro-batch 1, 2, 4, 8 (plus
+// the 32 MiB cuBLASLt workspace); the largest micro-batch that fits in 80 GB (H100) and
+// 141 GB (H200) with 2 GiB left for the CUDA context and the allocator's slack (an
+// estimate, not a measurement).
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"  // defines: TRY_OR_DIE, DIE
+#include "base/fileio.h" // defines: file_read_all
+#include "nn/model.h"    // defines: Model, model_plan, devmodel_bytes (BEST_CUDA)
+
+#define GB 1e9
+#define GIB ((double)(1 << 30))
+
+int main(int argc, char **argv) {
+    err_set_prog("bench_gpu_memory");
+#ifndef BEST_CUDA
+    (void)argc;
+    (void)argv;
+    printf("bench_gpu_memory: built without CUDA (no nvcc): nothing to compute\n");
+    return 0;
+#else
+    int T = 2048, i = 1;
+    if (argc > 2 && !strcmp(argv[1], "--seq")) T = atoi(argv[2]), i = 3;
+    if (i >= argc || T < 1) {
+        fprintf(stderr, "usage: bench_gpu_memory [--seq T] CONFIG.json...\n");
+        return 2;
+    }
+    const double workspace = 32.0 * (1 << 20), reserve = 2 * GIB;
+    const double gpus[2] = {80 * GB, 141 * GB};
+    printf("seq %d; computed from devmodel_bytes (the allocation code), not measured; GB = 1e9 bytes\n", T);
+    printf("%-16s %8s %10s %10s %8s %8s %8s %8s  %s\n", "model", "params", "states GB", "acts/tok",
+           "mb 1", "mb 2", "mb 4", "mb 8", "largest micro-batch: 80 GB, 141 GB");
+    for (; i < argc; i++) {
+        char *text;
+        size_t len;
+        Model m;
+        memset(&m, 0, sizeof m);
+        TRY_OR_DIE(file_read_all(&text, &len, argv[i]));
+        TRY_OR_DIE(model_plan(&m, text, len, argv[i], 0));
+        free(text);
+        size_t acts1;
+        size_t total1 = devmodel_bytes(&acts1, &m, 1, T, 0);
+        double states = (double)(total1 - acts1);
+        const char *name = strrchr(argv[i], '/') ? strrchr(argv[i], '/') + 1 : argv[i];
+        printf("%-16.16s %7.2fB %10.1f %9.0fK", name, (double)m.n_params / 1e9, states / GB,
+               (double)acts1 / T / 1e3);
+        for (int b = 1; b <= 8; b *= 2) printf(" %7.1fG", ((double)devmodel_bytes(NULL, &m, b, T, 0) + workspace) / GB);
+        printf(" ");
+        for (int g = 0; g < 2; g++) {
+            int best = 0;
+            for (int b = 1; b <= 256; b++)
+                if ((double)devmodel_bytes(NULL, &m, b, T, 0) + workspace + reserve <= gpus[g]) best = b;
+            printf(" %s", best ? "" : "none");
+            if (best) printf("%d", best);
+        }
+        printf("\n");
+        model_free(&m);
+    }
+    return 0;
+#endif
+}
