@@ -200,6 +200,10 @@ static void check_grads(const char *name) {
     DevModel d;
     if (!T_OK(devmodel_init(&d, ctx_get(), &m, B, T, CE_ROWS) == 0, "%s: devmodel_init", name)) return;
     T_OK(d.ce_rows == CE_ROWS && (N + CE_ROWS - 1) / CE_ROWS == 4, "%s: the head runs in 4 chunks of rows", name);
+    size_t acts_bytes, bytes = devmodel_bytes(&acts_bytes, &m, B, T, CE_ROWS);
+    T_OK(acts_bytes == d.acts_bytes && bytes == d.n_params * 19 + d.acts_bytes,
+         "%s: devmodel_bytes (%zu, activations %zu) is what devmodel_init took (activations %zu)", name, bytes,
+         acts_bytes, d.acts_bytes);
     for (int i = 0; i < 2; i++) {
         T_OK(devmodel_forward(&d, tok[i], tgt[i]) == 0, "%s: device forward %d", name, i);
         double e = fabs(d.loss - cpu_loss[i]) / fabs(cpu_loss[i]);
