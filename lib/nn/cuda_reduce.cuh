@@ -14,20 +14,21 @@
 
 #define FULL_MASK 0xffffffffu
 
-static __device__ inline float warp_sum(float v) {
+// T: float, or double (model.cu's reductions of the gradient norm and the loss).
+template <class T> static __device__ inline T warp_sum(T v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
     return v;
 }
 
 // The sum of v over the block, in every thread.
-static __device__ inline float block_sum(float v) {
-    __shared__ float part[32];
+template <class T> static __device__ inline T block_sum(T v) {
+    __shared__ T part[32];
     unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
     v = warp_sum(v);
     if (lane == 0) part[warp] = v;
     __syncthreads();
     // every warp sums the partials itself (the same bits in each): no broadcast step
-    v = warp_sum(lane < nwarps ? part[lane] : 0.0f);
+    v = warp_sum(lane < nwarps ? part[lane] : (T)0);
     __syncthreads(); // part is free again for the next call
     return v;
 }

@@ -32,7 +32,7 @@
 #include "base/error.h"       // defines: ERR, CHECK, xcalloc
 #include "nn/adamw.h"         // defines: adamw_update_cuda
 #include "nn/cuda.h"          // defines: CUDA_CHECK, LAUNCH, BEST_KAPI, CudaCtx
-#include "nn/cuda_reduce.cuh" // defines: FULL_MASK
+#include "nn/cuda_reduce.cuh" // defines: block_sum
 #include "nn/kernel_math.h"   // defines: km_blocks, km_thread_index, km_rmsnorm_dw_chunks
 #include "nn/layers.h"        // defines: the _cuda kernels, rope_table
 
@@ -62,23 +62,6 @@ static __global__ void dev_scale_kernel(float *g, float s, size_t n) {
     DEV_GRID_STRIDE(i, n) g[i] *= s;
 }
 
-static __device__ inline double dev_warp_sum(double v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
-    return v;
-}
-
-// The block's sum of v in double, in every thread (cuda_reduce.cuh's block_sum in double).
-static __device__ inline double dev_block_sum(double v) {
-    __shared__ double part[32];
-    unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
-    v = dev_warp_sum(v);
-    if (lane == 0) part[warp] = v;
-    __syncthreads();
-    v = dev_warp_sum(lane < nwarps ? part[lane] : 0.0);
-    __syncthreads();
-    return v;
-}
-
 // part (gridDim.x) = per block, the sum over its grid-stride share of x (n) of x, x^2, or
 // (x == 0), in double. A fixed grid for a given n: the same bits every run.
 static __global__ void dev_reduce_kernel(double *part, const float *x, size_t n, int op) {
@@ -87,7 +70,7 @@ static __global__ void dev_reduce_kernel(double *part, const float *x, size_t n,
         double v = x[i];
         s += op == RED_SUM ? v : op == RED_SUMSQ ? v * v : (double)(x[i] == 0.0f);
     }
-    s = dev_block_sum(s);
+    s = block_sum(s); // cuda_reduce.cuh's, in double
     if (threadIdx.x == 0) part[blockIdx.x] = s;
 }
 
@@ -427,15 +410,14 @@ BEST_KAPI int devmodel_forward(DevModel *d, const int32_t *tokens, const int32_t
 // --- backward -----------------------------------------------------------------------------
 
 // db (OC) += column sums of dy (N, OC), when the model has that bias.
-static void bias_grad(DevModel *d, float *db, const float *dy, size_t OC) {
+// The backward of one Linear y = x @ W^T + b, its input already bf16 in d->xbf: dy (N, OC)
+// fp32 cast to bf16 into d->dybf; dx (N, IC) = or += (dx_acc) dy @ W; dW += dy^T @ x, dW the
+// gradient at w's offset in d->grads; db (OC) += column sums of dy when db is not NULL.
+static void linear_back(DevModel *d, float *dx, const float *w, float *db, const float *dy, size_t IC,
+                        size_t OC, int dx_acc) {
+    cast_bf16_cuda(d->dybf, dy, d->N * OC, d->ctx->stream);
+    matmul_backward_cuda(d->ctx, dx, d->grads + (w - d->params), d->dybf, d->xbf, bf(d, w), d->N, IC, OC, dx_acc);
     if (db) bias_backward_cuda(db, d->scratch, dy, d->N, OC, d->ctx->stream);
-}
-
-// dx (N, IC) = or += dybf @ W, dW += dybf^T @ xbf: W (OC, IC) = the weight at w, dW the
-// gradient at the same offset of d->grads.
-static void linear_back(DevModel *d, float *dx, const float *w, const uint16_t *dybf, const uint16_t *xbf,
-                        size_t IC, size_t OC, int dx_acc) {
-    matmul_backward_cuda(d->ctx, dx, d->grads + (w - d->params), dybf, xbf, bf(d, w), d->N, IC, OC, dx_acc);
 }
 
 // One block backward (model.c's block_backward): d->dres holds d(block output) on entry and
@@ -451,24 +433,16 @@ static void block_backward(DevModel *d, size_t l) {
     // MLP: out = res2 + down(silu(gate) * up); h recomputed
     swiglu_forward_cuda(d->h, s->gate, s->up, N * I, st);
     cast_bf16_cuda(d->xbf, d->h, N * I, st);
-    cast_bf16_cuda(d->dybf, d->dres, N * C, st);
-    linear_back(d, d->dh, w->wdown + l * C * I, d->dybf, d->xbf, I, C, 0);
-    bias_grad(d, LW(g->bdown, C), d->dres, C);
+    linear_back(d, d->dh, w->wdown + l * C * I, LW(g->bdown, C), d->dres, I, C, 0);
     swiglu_backward_cuda(d->dgate, d->dup, d->dh, s->gate, s->up, N * I, st);
     cast_bf16_cuda(d->xbf, s->xn2, N * C, st);
-    cast_bf16_cuda(d->dybf, d->dgate, N * I, st);
-    linear_back(d, d->dxn, w->wgate + l * I * C, d->dybf, d->xbf, C, I, 0);
-    bias_grad(d, LW(g->bgate, I), d->dgate, I);
-    cast_bf16_cuda(d->dybf, d->dup, N * I, st);
-    linear_back(d, d->dxn, w->wup + l * I * C, d->dybf, d->xbf, C, I, 1);
-    bias_grad(d, LW(g->bup, I), d->dup, I);
+    linear_back(d, d->dxn, w->wgate + l * I * C, LW(g->bgate, I), d->dgate, C, I, 0);
+    linear_back(d, d->dxn, w->wup + l * I * C, LW(g->bup, I), d->dup, C, I, 1);
     rmsnorm_backward_cuda(d->dres, g->mlp_norm + l * C, d->scratch, d->dxn, s->res2, s->rstd2,
                           w->mlp_norm + l * C, N, C, 1, st); // dres is now d(res2)
     // attention: res2 = res + o_proj(att)
     cast_bf16_cuda(d->xbf, s->att, N * Q, st);
-    cast_bf16_cuda(d->dybf, d->dres, N * C, st);
-    linear_back(d, d->datt, w->wo + l * C * Q, d->dybf, d->xbf, Q, C, 0);
-    bias_grad(d, LW(g->bo, C), d->dres, C);
+    linear_back(d, d->datt, w->wo + l * C * Q, LW(g->bo, C), d->dres, Q, C, 0);
     attention_backward_cuda(d->dq, d->dk, d->dv, d->dkh, d->dvh, d->datt, s->q, s->k, s->v, s->att, s->lse,
                             B, T, NH, KV, HD, st);
     rope_backward_cuda(d->dq, d->rope_cos, d->rope_sin, B, T, NH, HD, st);
@@ -480,15 +454,9 @@ static void block_backward(DevModel *d, size_t l) {
                               w->k_norm + l * HD, N * KV, HD, 0, st);
     }
     cast_bf16_cuda(d->xbf, s->xn1, N * C, st);
-    cast_bf16_cuda(d->dybf, d->dq, N * Q, st);
-    linear_back(d, d->dxn, w->wq + l * Q * C, d->dybf, d->xbf, C, Q, 0);
-    bias_grad(d, LW(g->bq, Q), d->dq, Q);
-    cast_bf16_cuda(d->dybf, d->dk, N * KVD, st);
-    linear_back(d, d->dxn, w->wk + l * KVD * C, d->dybf, d->xbf, C, KVD, 1);
-    bias_grad(d, LW(g->bk, KVD), d->dk, KVD);
-    cast_bf16_cuda(d->dybf, d->dv, N * KVD, st);
-    linear_back(d, d->dxn, w->wv + l * KVD * C, d->dybf, d->xbf, C, KVD, 1);
-    bias_grad(d, LW(g->bv, KVD), d->dv, KVD);
+    linear_back(d, d->dxn, w->wq + l * Q * C, LW(g->bq, Q), d->dq, C, Q, 0);
+    linear_back(d, d->dxn, w->wk + l * KVD * C, LW(g->bk, KVD), d->dk, C, KVD, 1);
+    linear_back(d, d->dxn, w->wv + l * KVD * C, LW(g->bv, KVD), d->dv, C, KVD, 1);
     rmsnorm_backward_cuda(d->dres, g->attn_norm + l * C, d->scratch, d->dxn, s->res, s->rstd1,
                           w->attn_norm + l * C, N, C, 1, st); // dres is now d(res)
 #undef LW
