@@ -98,7 +98,8 @@ CUDA_ARCH := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90a,code=
              -gencode arch=compute_90a,code=compute_90a
 NVCCFLAGS := -O3 -std=c++17 $(CUDA_ARCH) -lineinfo -Werror all-warnings \
              -Xcompiler -Wall,-Wextra,-Werror -DBEST_CUDA=1 -Ilib -MMD -MP $(EXTRA_NVCCFLAGS)
-CFLAGS_CUDA := -DBEST_CUDA=1
+# C code may call the CUDA runtime's C API (bench/bench_mask_gpu.c)
+CFLAGS_CUDA := -DBEST_CUDA=1 -isystem $(CUDA_INC)
 CUDA_LDLIBS := -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcudart -lcublasLt -lstdc++
 CUDA_LINE := cuda: nvcc $(NVCC_VERSION) ($(NVCC_PATH)), include $(CUDA_INC), lib $(CUDA_LIBDIR), cuBLASLt yes: lib/*/*.cu for sm_80 sm_90a + compute_90a PTX
 else

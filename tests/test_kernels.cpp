@@ -260,6 +260,19 @@ static void check_elementwise() {
     for (size_t i = 0; i < n; i++) sum[i] = g[i] + u[i];
     expect_equal("residual add", d_out.get(), sum);
     expect_equal("residual add in place", d_g.get(), sum);
+    // masked fill: 0 (mask.c's mask_apply, which the fallback build of tests/gpu/run.sh
+    // does not link) or -1 where the mask is 0
+    std::vector<uint8_t> keep(n);
+    for (size_t i = 0; i < n; i++) keep[i] = rnd32() % 3 != 0;
+    Dev<uint8_t> d_keep(keep);
+    for (float value : {0.0f, -1.0f}) {
+        Dev<float> d_x(u);
+        masked_fill_cuda(d_x.p, d_keep.p, value, n, stream);
+        std::vector<float> want = u;
+        for (size_t i = 0; i < n; i++)
+            if (!keep[i]) want[i] = value;
+        expect_equal(value == 0.0f ? "masked fill 0" : "masked fill -1", d_x.get(), want);
+    }
     // bf16: random floats of every magnitude, and the specials
     std::vector<float> f(n);
     for (size_t i = 0; i < n; i++) {

@@ -1,8 +1,8 @@
 // layers.cu: the CUDA twins of layers.c's kernels that are not matrix products, fp32
-// on device pointers: embedding, RMSNorm, RoPE, SwiGLU, the residual add, the cast of
-// fp32 to bf16 (the matrix products' operands), and the cross-entropy of a chunk of rows
-// of logits (softmax, loss and dlogits in one pass over the chunk), and the bias
-// gradient of the matrix products (a column sum: the products themselves are cuBLASLt
+// on device pointers: embedding, RMSNorm, RoPE, SwiGLU, the residual add, the masked
+// fill, the cast of fp32 to bf16 (the matrix products' operands), the cross-entropy of a
+// chunk of rows of logits (softmax, loss and dlogits in one pass over the chunk), and the
+// bias gradient of the matrix products (a column sum: the products themselves are cuBLASLt
 // calls in matmul.cu, which the emulator cannot run). Shapes and semantics are
 // layers.h's; each twin is declared there under BEST_CUDA.
 //
@@ -215,7 +215,7 @@ BEST_KAPI void rope_backward_cuda(float *dx, const float *cos, const float *sin,
     rope_launch(dx, cos, sin, B, T, H, HD, -1.0f, stream);
 }
 
-// --- SwiGLU, residual, bf16 cast: elementwise ----------------------------------------------
+// --- SwiGLU, residual, masked fill, bf16 cast: elementwise ----------------------------------------------
 
 static __global__ void swiglu_forward_kernel(float *h, const float *gate, const float *up, size_t n) {
     GRID_STRIDE(i, n) h[i] = km_swiglu_forward(gate[i], up[i]);
@@ -233,6 +233,10 @@ static __global__ void swiglu_backward_kernel(float *dgate, float *dup, const fl
 
 static __global__ void residual_kernel(float *out, const float *a, const float *b, size_t n) {
     GRID_STRIDE(i, n) out[i] = a[i] + b[i];
+}
+
+static __global__ void masked_fill_kernel(float *x, const uint8_t *mask, float value, size_t n) {
+    GRID_STRIDE(i, n) if (!mask[i]) x[i] = value;
 }
 
 static __global__ void cast_bf16_kernel(uint16_t *out, const float *in, size_t n) {
@@ -259,6 +263,12 @@ BEST_KAPI void residual_forward_cuda(float *out, const float *a, const float *b,
                                      cudaStream_t stream) {
     if (n == 0) return;
     LAUNCH(residual_kernel, km_blocks(n, KM_THREADS, KM_GRID_CAP), KM_THREADS, stream, out, a, b, n);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+BEST_KAPI void masked_fill_cuda(float *x, const uint8_t *mask, float value, size_t n, cudaStream_t stream) {
+    if (n == 0) return;
+    LAUNCH(masked_fill_kernel, km_blocks(n, KM_THREADS, KM_GRID_CAP), KM_THREADS, stream, x, mask, value, n);
     CUDA_CHECK(cudaGetLastError());
 }
 

@@ -145,6 +145,10 @@ void swiglu_backward_cuda(float *dgate, float *dup, const float *dh, const float
 // out (n) = a + b (out may be a or b): the residual connections.
 void residual_forward_cuda(float *out, const float *a, const float *b, size_t n,
                            struct CUstream_st *stream);
+// x[i] = value where mask[i] == 0, for i < n: pruned gradients and weights set to 0
+// (mask.h's mask_apply), pruned weights' scores to -1 (not candidates, select.h).
+void masked_fill_cuda(float *x, const uint8_t *mask, float value, size_t n,
+                      struct CUstream_st *stream);
 // out (n) = bf16 bits of in (n), rounded to nearest even: matrix-product operands.
 void cast_bf16_cuda(uint16_t *out, const float *in, size_t n, struct CUstream_st *stream);
 // The cross-entropy of N rows of logits (N, V), a chunk of the batch's rows: nll (N) as

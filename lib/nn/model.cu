@@ -46,16 +46,11 @@
 enum { RED_SUM, RED_SUMSQ, RED_ZEROS };             // what a reduction adds up
 enum { SLOT_LOSS, SLOT_SUMSQ, SLOT_ZEROS, N_SLOTS }; // d->scalars
 
-// --- small kernels: masking, scaling, reductions ----------------------------------------
+// --- small kernels: scaling, reductions ----------------------------------------
 
 #define DEV_GRID_STRIDE(i, n)                                                               \
     for (size_t i = km_thread_index(blockIdx.x, blockDim.x, threadIdx.x); i < (n);          \
          i += (size_t)gridDim.x * blockDim.x)
-
-// g (n) = 0 where mask (n) is 0: mask_apply on the device.
-static __global__ void dev_mask_kernel(float *g, const uint8_t *mask, size_t n) {
-    DEV_GRID_STRIDE(i, n) if (!mask[i]) g[i] = 0.0f;
-}
 
 // g (n) *= s.
 static __global__ void dev_scale_kernel(float *g, float s, size_t n) {
@@ -315,6 +310,11 @@ BEST_KAPI void devmodel_download_grads(const DevModel *d, float *grads) {
     CUDA_CHECK(cudaStreamSynchronize(d->ctx->stream));
 }
 
+BEST_KAPI void devmodel_download_mask(const DevModel *d, uint8_t *mask) {
+    CUDA_CHECK(cudaMemcpyAsync(mask, d->mask, d->n_params, cudaMemcpyDeviceToHost, d->ctx->stream));
+    CUDA_CHECK(cudaStreamSynchronize(d->ctx->stream));
+}
+
 // --- forward ------------------------------------------------------------------------------
 
 // The bf16 copy of the fp32 weight w (a pointer into d->params).
@@ -494,11 +494,7 @@ BEST_KAPI void devmodel_zero_grad(DevModel *d) {
 
 BEST_KAPI double devmodel_grad_sumsq(DevModel *d, int masked) {
     size_t n = d->n_params;
-    if (masked) {
-        LAUNCH(dev_mask_kernel, km_blocks(n, KM_THREADS, KM_GRID_CAP), KM_THREADS, d->ctx->stream, d->grads,
-               (const uint8_t *)d->mask, n);
-        CUDA_CHECK(cudaGetLastError());
-    }
+    if (masked) masked_fill_cuda(d->grads, d->mask, 0.0f, n, d->ctx->stream);
     reduce_into(d, SLOT_SUMSQ, d->grads, n, RED_SUMSQ, 0);
     return fetch_scalar(d, SLOT_SUMSQ);
 }

@@ -272,7 +272,7 @@ typedef struct DevModel {
     const Model *m;             // the host model this mirrors (sizes, table): outlives d
     size_t n_params;
     float *params;              // (n_params) fp32 master weights, the host block's layout
-    float *grads;               // (n_params)
+    float *grads;               // (n_params); a mask update's scores between steps
     float *adam_m, *adam_v;     // (n_params) exp_avg, exp_avg_sq
     uint16_t *wbf;              // (n_params) bf16 bits of params
     uint8_t *mask;              // (n_params) 1 = keep
@@ -325,6 +325,9 @@ void devmodel_upload(DevModel *d, const float *params, const AdamW *opt, const u
 void devmodel_download(const DevModel *d, float *params, AdamW *opt);
 // Downloads the gradients into grads (n_params) (tests).
 void devmodel_download_grads(const DevModel *d, float *grads);
+// Downloads the mask into mask (n_params): after a mask update on the device (mask.h's
+// mask_update_cuda), before the host saves it.
+void devmodel_download_mask(const DevModel *d, uint8_t *mask);
 // model_forward on the device: the same checks, d->loss and d->n_valid set, the loss
 // returned through d->loss (the only value that comes back). -1 after ERR.
 int devmodel_forward(DevModel *d, const int32_t *tokens, const int32_t *targets);

@@ -352,11 +352,14 @@ static int state_load(Trainer *tr, const SafeTensors *st) {
     return 0;
 }
 
-// --device cuda: the device's weights and moments into the host's m.params and opt (once
-// per step at most), before anything reads them there.
+// --device cuda: the device's weights, moments and mask into the host's m.params, opt
+// and mask (once per step at most), before anything reads them there.
 static void host_sync(Trainer *tr) {
 #ifdef BEST_CUDA
-    if (tr->dev && tr->host_stale) devmodel_download(tr->dev, tr->m.params, &tr->opt);
+    if (tr->dev && tr->host_stale) {
+        devmodel_download(tr->dev, tr->m.params, &tr->opt);
+        devmodel_download_mask(tr->dev, tr->mask); // the device updates it (mask_update)
+    }
 #endif
     tr->host_stale = 0;
 }
@@ -707,23 +710,41 @@ void train_close(Trainer *tr) {
 }
 
 // Step 5 of train.h: shrink the mask to S(t) and apply it to the weights.
+// On the device (--device cuda) the update runs there (mask_update_cuda: the same mask,
+// no score leaves the device); where that declines (bad inputs), the host's mask_compute
+// on downloaded copies gives the error.
 static int mask_update(Trainer *tr, double S) {
     Model *m = &tr->m;
-    host_sync(tr); // on the device: its weights and moments are the ones to score
     MaskSpec spec = {tr->cfg.saliency, tr->cfg.group, S, NULL}; // weights in memory: no file to name
-    Moments mo;
-    moments_from_block(&mo, tr->opt.m, tr->opt.v);
-    uint8_t *fresh = xmalloc(m->n_params);
-    if (mask_compute(fresh, &spec, m->info, m->n_info, m->params, m->n_params, &mo, tr->mask) < 0) {
-        free(fresh);
-        err_prefix("step %d: mask update", tr->step);
-        return -1;
-    }
-    mask_install(tr, fresh);
+    int on_device = 0;
 #ifdef BEST_CUDA
-    if (tr->dev) devmodel_upload(tr->dev, m->params, NULL, tr->mask); // the mask, and the weights it zeroed
+    if (tr->dev) {
+        int rc = mask_update_cuda(tr->dev, &spec);
+        if (rc < 0) {
+            err_prefix("step %d: mask update", tr->step);
+            return -1;
+        }
+        on_device = rc == 0;
+        if (on_device) tr->masked = tr->host_stale = 1; // the host's mask, weights: downloaded when read
+    }
 #endif
+    if (!on_device) {
+        host_sync(tr); // on the device: its weights and moments are the ones to score
+        Moments mo;
+        moments_from_block(&mo, tr->opt.m, tr->opt.v);
+        uint8_t *fresh = xmalloc(m->n_params);
+        if (mask_compute(fresh, &spec, m->info, m->n_info, m->params, m->n_params, &mo, tr->mask) < 0) {
+            free(fresh);
+            err_prefix("step %d: mask update", tr->step);
+            return -1;
+        }
+        mask_install(tr, fresh);
+#ifdef BEST_CUDA
+        if (tr->dev) devmodel_upload(tr->dev, m->params, NULL, tr->mask); // the mask, and the weights it zeroed
+#endif
+    }
     if (!tr->cfg.save_masks) return 0;
+    host_sync(tr);
     char *path = path_fmt("%s/masks/step-%d.safetensors", tr->cfg.out, tr->step);
     char *dir = path_join(tr->cfg.out, "masks");
     MaskMeta meta = {S, saliency_name(tr->cfg.saliency), mask_group_name(tr->cfg.group), tr->step, 1, "BEST",

@@ -33,6 +33,10 @@
 #include "io/safetensors.h"  // defines: SafeTensors
 #include "sparse/saliency.h" // defines: Saliency
 
+#ifdef __cplusplus // mask.cu and the C++ tests include this
+extern "C" {
+#endif
+
 typedef enum { GROUP_GLOBAL, GROUP_LAYER } MaskGroup;
 int mask_group_parse(MaskGroup *out, const char *name); // "global", "layer"; -1 (no ERR) if unknown
 const char *mask_group_name(MaskGroup g);
@@ -75,6 +79,20 @@ typedef struct {
 int mask_compute(uint8_t *mask, const MaskSpec *spec, const ParamInfo *info, int n_info,
                  const float *params, size_t n_params, const Moments *mo, const uint8_t *old);
 
+#ifdef BEST_CUDA
+struct DevModel;
+// mask_compute on a DevModel's own weights, moments and mask (nn/model.h; mask.cu), for
+// best-train --device cuda: the new mask replaces d->mask (the old one is the `old`
+// mask), the weights it prunes become 0 (their bf16 copy too), and no score leaves the
+// device. d->grads is overwritten (the scores live there): call it between a step's
+// optimizer update and the next step's zero_grad. The same mask as mask_compute on the
+// downloaded weights and moments, bit for bit. Returns 0; 1 where mask_compute would fail
+// on bad inputs (a NaN or infinite weight or moment, a negative exp_avg_sq; or fewer
+// candidates than k): nothing but d->grads changed, and mask_compute on the host gives
+// the message naming the tensor and element; -1 after ERR (sparsity outside [0, 1)).
+int mask_update_cuda(struct DevModel *d, const MaskSpec *spec);
+#endif
+
 // Ones in mask (n).
 uint64_t mask_count(const uint8_t *mask, size_t n);
 // x[i] = 0 where mask[i] == 0 (gradients before clipping, weights after loading).
@@ -111,5 +129,9 @@ int mask_report_json(const char *path, const uint8_t *mask, const MaskMeta *meta
 int mask_plot_svg(const char *path, const uint8_t *mask, const ParamInfo *info, int n_info, const char *title);
 // A short per-layer table (sparsity in % per module type and in total).
 void mask_print_table(FILE *f, const uint8_t *mask, const ParamInfo *info, int n_info);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -5,7 +5,7 @@
 // reads it with the step's other scalars and, if it is not 0, finds the element on the
 // CPU for the message (saliency_score does that).
 //
-// Not here: the threshold (the device radix select is next, docs/cuda.md).
+// Not here: the threshold (select.cu), the mask update that calls both (mask.cu).
 #include "sparse/saliency.h" // defines: Saliency, the _cuda prototype (with BEST_CUDA)
 
 #include "nn/cuda.h"        // defines: CUDA_CHECK, LAUNCH, BEST_KAPI

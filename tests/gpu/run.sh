@@ -24,8 +24,10 @@
 #    tests/gpu/train_check.sh (best-train --device cuda against --device cpu, states across
 #    devices) and tests/hf_grad_check.py --device cuda (loss and every gradient against
 #    transformers in bf16 autocast). A GPU test that skips (no device seen) is a failure here.
-# 4. with `bench` or `all`: bench/train_gpu.py (tokens/s and MFU against PyTorch) at the
-#    issue's ~1.1B LLaMA and Qwen3-style configs, JSON under OUT.
+# 4. with `bench` or `all`: bench_mask_gpu (BEST's mask update at LLaMA-2-7B's size, 16
+#    layers on an 80 GB GPU, against a device-to-device copy of the weights), then
+#    bench/train_gpu.py (tokens/s and MFU against PyTorch) at the issue's ~1.1B LLaMA and
+#    Qwen3-style configs, JSON under OUT.
 #
 # Nothing of this has run on a GPU yet (docs/cuda.md). GPU_FALLBACK=1 forces the
 # fallback build (to try it on a machine that has the packages).
@@ -175,6 +177,20 @@ fi # tests
 # --- 4. the benchmarks (sh tests/gpu/run.sh bench, or all) ----------------------------------
 # Their own call by default: the device tool gives a command 10 minutes. Results as JSON
 # under OUT, for docs/benchmarks.md.
+if [ "$MODE" != tests ] && [ -n "$gpu" ] && [ -x build/bench/bench_mask_gpu ]; then
+    # the mask update at LLaMA-2-7B's size: all 32 layers need 128 GB of DevModel (H200);
+    # 16 layers (3.2e9 prunable weights) on an 80 GB GPU
+    mem=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -n 1)
+    layers=32
+    if [ "${mem:-0}" -lt 130000 ]; then layers=16; fi
+    start=$(date +%s)
+    if build/bench/bench_mask_gpu --layers $layers --json "$OUT/bench-mask.json" bench/configs/llama2-7b.json \
+        >"$OUT/bench-mask.log" 2>&1; then
+        ok "bench_mask_gpu llama2-7b, $layers layers ($(($(date +%s) - start))s): $(grep -m 1 '^mask update to 0.95' "$OUT/bench-mask.log")"
+    else
+        notok "bench_mask_gpu: $(tail -n 1 "$OUT/bench-mask.log")"
+    fi
+fi
 if [ "$MODE" != tests ] && [ -n "$gpu" ] && [ -x bin/best-train ]; then
     for c in llama-1.1b qwen3-1.1b; do
         start=$(date +%s)

@@ -1,0 +1,119 @@
+// mask.cu: mask_compute (mask.h) on a DevModel (nn/model.h): BEST's mask update with the
+// weights, moments and mask on the device, nothing but counts crossing to the host.
+//
+//   scores  saliency_score_cuda of each range of prunable weights into d->grads (dead
+//           between a step's optimizer update and the next step's zeroing), at the
+//           weights' own offsets; weights the old mask pruned score -1 (masked_fill_cuda),
+//           so they are not candidates (select.h).
+//   select  group global: one select_mask_cuda over the span from the first prunable
+//           weight to the last, in block order, which is the parameter table's order, so
+//           ties go to the first weight in mask_compute's order. The tensors inside the
+//           span that are not prunable (biases, q/k norms) score all bits set, a negative
+//           NaN (sign bit set: not candidates), and get their mask bytes back to 1 after.
+//           group layer: one select_mask_cuda per prunable tensor, k capped at what the
+//           old mask kept in it (mask_compute's rule).
+//   apply   the weights the new mask prunes set to 0, their bf16 copy refreshed.
+// The scores are the CPU's function (kernel_math.h) and select_mask_cuda is select.h's
+// selection, so the mask is mask_compute's bit for bit (tests/test_step.cpp checks it).
+//
+// Before the mask or a weight changes, the bad inputs (saliency_score_cuda's count) and,
+// for each selection, the candidates are counted: when mask_compute would fail, nothing
+// is changed and the caller runs mask_compute on the host for its message (which names
+// the tensor and element). Reads of the scores: one to score, one to count candidates,
+// select_mask_cuda's four; at LLaMA-2-7B's 6.5e9 prunable weights that is about 26 GB a
+// read. Speed unmeasured: none of this has run on a GPU yet (docs/cuda.md).
+//
+// Not here: the selection's kernels (select.cu), the scores' (saliency.cu), the step
+// (nn/model.cu), when to update (run/train.c).
+#include "sparse/mask.h" // defines: MaskSpec, the mask_update_cuda prototype (BEST_CUDA)
+
+#include "base/error.h"       // defines: ERR, CUDA_CHECK's exit
+#include "dist/dist.h"        // defines: dist_sum_u64
+#include "nn/cuda.h"          // defines: CUDA_CHECK, LAUNCH, BEST_KAPI, CudaCtx
+#include "nn/kernel_math.h"   // defines: km_bits, km_blocks, km_thread_index
+#include "nn/layers.h"        // defines: masked_fill_cuda, cast_bf16_cuda
+#include "nn/model.h"         // defines: DevModel, Model
+#include "sparse/saliency.h"  // defines: saliency_score_cuda
+#include "sparse/select.h"    // defines: select_keep_count, select_mask_cuda, select_cuda_scratch
+
+typedef unsigned long long u64; // atomicAdd's 64-bit type
+
+// *count += the candidates among s (n): scores without the sign bit (select.h).
+static __global__ void count_candidates_kernel(u64 *count, const float *s, size_t n) {
+    u64 c = 0;
+    for (size_t i = km_thread_index(blockIdx.x, blockDim.x, threadIdx.x); i < n; i += (size_t)gridDim.x * blockDim.x)
+        c += km_bits(s[i]) < 0x80000000u;
+    if (c) atomicAdd(count, c); // integer counts commute: exact
+}
+
+// The device counter *ctr on the host, then zeroed (waits for the stream).
+static uint64_t counter_take(u64 *ctr, cudaStream_t st) {
+    u64 v;
+    CUDA_CHECK(cudaMemcpyAsync(&v, ctr, sizeof v, cudaMemcpyDeviceToHost, st));
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    CUDA_CHECK(cudaMemsetAsync(ctr, 0, sizeof *ctr, st));
+    return v;
+}
+
+static uint64_t count_candidates(u64 *ctr, const float *s, size_t n, cudaStream_t st) {
+    if (n) {
+        LAUNCH(count_candidates_kernel, km_blocks(n, KM_THREADS, KM_GRID_CAP), KM_THREADS, st, ctr, s, n);
+        CUDA_CHECK(cudaGetLastError());
+    }
+    return counter_take(ctr, st);
+}
+
+BEST_KAPI int mask_update_cuda(DevModel *d, const MaskSpec *spec) {
+    if (!(spec->sparsity >= 0.0 && spec->sparsity < 1.0))
+        return ERR("sparsity %g is outside [0, 1)", spec->sparsity);
+    if (d->n_pr == 0) return 0; // nothing is prunable: the mask stays all ones
+    const Model *m = d->m;
+    cudaStream_t st = d->ctx->stream;
+    size_t lo = d->pr_off[0], hi = d->pr_off[d->n_pr - 1] + d->pr_len[d->n_pr - 1];
+    float *s = d->grads; // (n_params) the scores, at the weights' offsets
+    u64 *ctr = NULL;
+    uint64_t *scratch = NULL;
+    if (cudaMalloc((void **)&ctr, sizeof *ctr) != cudaSuccess ||
+        cudaMalloc((void **)&scratch, select_cuda_scratch(hi - lo) * sizeof *scratch) != cudaSuccess) {
+        (void)cudaGetLastError();
+        cudaFree(ctr);
+        return ERR("CUDA: no device memory left for the mask update's counters (%.1f KiB)",
+                   (double)select_cuda_scratch(hi - lo) * 8 / 1024);
+    }
+    CUDA_CHECK(cudaMemsetAsync(ctr, 0, sizeof *ctr, st));
+    CUDA_CHECK(cudaMemsetAsync(s + lo, 0xff, (hi - lo) * sizeof *s, st)); // the gaps: not candidates
+    for (int r = 0; r < d->n_pr; r++) {
+        size_t o = d->pr_off[r], n = d->pr_len[r];
+        saliency_score_cuda(s + o, ctr, spec->saliency, d->params + o, d->adam_m + o, d->adam_v + o, n, st);
+        masked_fill_cuda(s + o, d->mask + o, -1.0f, n, st); // pruned already: not a candidate
+    }
+    uint64_t bad = counter_take(ctr, st);
+    dist_sum_u64(&bad, 1); // every rank falls back together
+    int rc = bad ? 1 : 0;
+    if (rc == 0 && spec->group == GROUP_GLOBAL) {
+        uint64_t k = select_keep_count(spec->sparsity, m->n_prunable);
+        if (k > count_candidates(ctr, s + lo, hi - lo, st)) rc = 1; // mask_compute: "a mask only shrinks"
+        else rc = select_mask_cuda(d->mask + lo, scratch, s + lo, hi - lo, k, st);
+        for (int r = 1; rc == 0 && r < d->n_pr; r++) { // the gaps' bytes back to 1
+            size_t g0 = d->pr_off[r - 1] + d->pr_len[r - 1];
+            CUDA_CHECK(cudaMemsetAsync(d->mask + g0, 1, d->pr_off[r] - g0, st));
+        }
+    } else if (rc == 0) {
+        // per tensor: k capped by the old mask's survivors, never more than exist
+        for (int i = 0; i < m->n_info && rc == 0; i++) {
+            const ParamInfo *p = &m->info[i];
+            if (!p->prunable) continue;
+            uint64_t k = select_keep_count(spec->sparsity, p->numel);
+            uint64_t c = count_candidates(ctr, s + p->offset, p->numel, st);
+            rc = select_mask_cuda(d->mask + p->offset, scratch, s + p->offset, p->numel, k < c ? k : c, st);
+        }
+    }
+    if (rc == 0) {
+        masked_fill_cuda(d->params + lo, d->mask + lo, 0.0f, hi - lo, st);
+        cast_bf16_cuda(d->wbf + lo, d->params + lo, hi - lo, st);
+    }
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    CUDA_CHECK(cudaFree(scratch));
+    CUDA_CHECK(cudaFree(ctr));
+    return rc;
+}
