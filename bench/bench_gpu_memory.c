@@ -5,8 +5,8 @@
 //
 //   bench_gpu_memory [--seq T] CONFIG.json...
 //
-// Per model: parameters; the 19 bytes per parameter of weights, gradients, moments, bf16
-// copy and mask; activation bytes per token; the total at micro-batch 1, 2, 4, 8 (plus
+// Per model, without and with --recompute (+rec): parameters; the 19 bytes per parameter
+// of weights, gradients, moments, bf16 copy and mask; activation bytes per token; the total at micro-batch 1, 2, 4, 8 (plus
 // the 32 MiB cuBLASLt workspace); the largest micro-batch that fits in 80 GB (H100) and
 // 141 GB (H200) with 2 GiB left for the CUDA context and the allocator's slack (an
 // estimate, not a measurement).
@@ -38,7 +38,7 @@ int main(int argc, char **argv) {
     const double workspace = 32.0 * (1 << 20), reserve = 2 * GIB;
     const double gpus[2] = {80 * GB, 141 * GB};
     printf("seq %d; computed from devmodel_bytes (the allocation code), not measured; GB = 1e9 bytes\n", T);
-    printf("%-16s %8s %10s %10s %8s %8s %8s %8s  %s\n", "model", "params", "states GB", "acts/tok",
+    printf("%-21s %8s %10s %10s %8s %8s %8s %8s  %s\n", "model", "params", "states GB", "acts/tok",
            "mb 1", "mb 2", "mb 4", "mb 8", "largest micro-batch: 80 GB, 141 GB");
     for (; i < argc; i++) {
         char *text;
@@ -48,22 +48,28 @@ int main(int argc, char **argv) {
         TRY_OR_DIE(file_read_all(&text, &len, argv[i]));
         TRY_OR_DIE(model_plan(&m, text, len, argv[i], 0));
         free(text);
-        size_t acts1;
-        size_t total1 = devmodel_bytes(&acts1, &m, 1, T, 0);
-        double states = (double)(total1 - acts1);
-        const char *name = strrchr(argv[i], '/') ? strrchr(argv[i], '/') + 1 : argv[i];
-        printf("%-16.16s %7.2fB %10.1f %9.0fK", name, (double)m.n_params / 1e9, states / GB,
-               (double)acts1 / T / 1e3);
-        for (int b = 1; b <= 8; b *= 2) printf(" %7.1fG", ((double)devmodel_bytes(NULL, &m, b, T, 0) + workspace) / GB);
-        printf(" ");
-        for (int g = 0; g < 2; g++) {
-            int best = 0;
-            for (int b = 1; b <= 256; b++)
-                if ((double)devmodel_bytes(NULL, &m, b, T, 0) + workspace + reserve <= gpus[g]) best = b;
-            printf(" %s", best ? "" : "none");
-            if (best) printf("%d", best);
+        const char *base = strrchr(argv[i], '/') ? strrchr(argv[i], '/') + 1 : argv[i];
+        const char *dot = strrchr(base, '.');
+        int name_len = dot ? (int)(dot - base) : (int)strlen(base); // without ".json"
+        for (int rc = 0; rc < 2; rc++) { // without and with --recompute
+            size_t acts1;
+            size_t total1 = devmodel_bytes(&acts1, &m, 1, T, 0, rc);
+            double states = (double)(total1 - acts1);
+            char label[64];
+            snprintf(label, sizeof label, "%.*s%s", name_len < 16 ? name_len : 16, base, rc ? " +rec" : "");
+            printf("%-21s %7.2fB %10.1f %9.0fK", label, (double)m.n_params / 1e9, states / GB, (double)acts1 / T / 1e3);
+            for (int b = 1; b <= 8; b *= 2)
+                printf(" %7.1fG", ((double)devmodel_bytes(NULL, &m, b, T, 0, rc) + workspace) / GB);
+            printf(" ");
+            for (int g = 0; g < 2; g++) {
+                int best = 0;
+                for (int b = 1; b <= 256; b++)
+                    if ((double)devmodel_bytes(NULL, &m, b, T, 0, rc) + workspace + reserve <= gpus[g]) best = b;
+                printf(" %s", best ? "" : "none");
+                if (best) printf("%d", best);
+            }
+            printf("\n");
         }
-        printf("\n");
         model_free(&m);
     }
     return 0;

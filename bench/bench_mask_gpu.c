@@ -106,10 +106,10 @@ int main(int argc, char **argv) {
            (int)m.L, (double)m.n_params / 1e9, (double)m.n_prunable / 1e9, now() - t0);
     DevModel d;
     t0 = now();
-    TRY_OR_DIE(devmodel_init(&d, c, &m, 1, 64, 0));
+    TRY_OR_DIE(devmodel_init(&d, c, &m, 1, 64, 0, 0));
     devmodel_upload(&d, m.params, &opt, NULL);
     printf("# DevModel: %.1f GB on the device, uploaded in %.1f s\n",
-           (double)devmodel_bytes(NULL, &m, 1, 64, 0) / 1e9, now() - t0);
+           (double)devmodel_bytes(NULL, &m, 1, 64, 0, 0) / 1e9, now() - t0);
     // the peer: a copy of the fp32 weights (read + write of 4 bytes a parameter), best of 3
     double copy = 1e30;
     for (int r = 0; r < 3; r++) {

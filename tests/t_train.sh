@@ -269,6 +269,8 @@ else # a CUDA build without a driver or GPU, or a build without CUDA (the saniti
     expect_error "--device cuda without a GPU: one error line, exit 1" 1 "--device cuda: .*; use --device cpu" \
         $RUN --data "$TMP/rand.bin" --out "$O" --device cuda
 fi
+expect_error "--recompute on the CPU: one error line, exit 1" 1 "--recompute is for --device cuda" \
+    $RUN --data "$TMP/rand.bin" --out "$O" --device cpu --recompute
 check "nothing written after the failures" test ! -e "$O"
 
 # 8. A fixed mask: retraining keeps exactly its zeros.

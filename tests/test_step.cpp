@@ -210,9 +210,9 @@ static void check_grads(const char *name) {
     }
     // the device
     DevModel d;
-    if (!T_OK(devmodel_init(&d, ctx_get(), &m, B, T, CE_ROWS) == 0, "%s: devmodel_init", name)) return;
+    if (!T_OK(devmodel_init(&d, ctx_get(), &m, B, T, CE_ROWS, 0) == 0, "%s: devmodel_init", name)) return;
     T_OK(d.ce_rows == CE_ROWS && (N + CE_ROWS - 1) / CE_ROWS == 4, "%s: the head runs in 4 chunks of rows", name);
-    size_t acts_bytes, bytes = devmodel_bytes(&acts_bytes, &m, B, T, CE_ROWS);
+    size_t acts_bytes, bytes = devmodel_bytes(&acts_bytes, &m, B, T, CE_ROWS, 0);
     T_OK(acts_bytes == d.acts_bytes && bytes == d.n_params * 19 + d.acts_bytes,
          "%s: devmodel_bytes (%zu, activations %zu) is what devmodel_init took (activations %zu)", name, bytes,
          acts_bytes, d.acts_bytes);
@@ -246,7 +246,28 @@ static void check_grads(const char *name) {
     std::vector<float> w(m.n_params);
     devmodel_download(&d, w.data(), NULL);
     T_OK(memcmp(w.data(), m.params, m.n_params * sizeof(float)) == 0, "%s: weights round-trip bitwise", name);
+    float loss1 = d.loss;
     devmodel_free(&d);
+    // activation recomputation: the same two micro-batches give the same bits in less memory
+    DevModel r;
+    if (T_OK(devmodel_init(&r, ctx_get(), &m, B, T, CE_ROWS, 1) == 0, "%s: devmodel_init with recompute", name)) {
+        size_t racts, rbytes = devmodel_bytes(&racts, &m, B, T, CE_ROWS, 1);
+        T_OK(racts == r.acts_bytes && rbytes == r.n_params * 19 + racts && racts < acts_bytes,
+             "%s: with recompute, devmodel_bytes (activations %zu) is what devmodel_init took (%zu), less than "
+             "without (%zu)", name, racts, r.acts_bytes, acts_bytes);
+        for (int i = 0; i < 2; i++) {
+            devmodel_forward(&r, tok[i], tgt[i]);
+            devmodel_backward(&r, 0.5f);
+        }
+        std::vector<float> gr(m.n_params);
+        devmodel_download_grads(&r, gr.data());
+        size_t diff = 0;
+        for (size_t i = 0; i < m.n_params; i++) diff += memcmp(&gr[i], &g[i], sizeof(float)) != 0;
+        T_OK(diff == 0 && memcmp(&r.loss, &loss1, sizeof loss1) == 0,
+             "%s: with recompute, the loss and every gradient bitwise as without (%zu of %zu differ)", name, diff,
+             m.n_params);
+        devmodel_free(&r);
+    }
     model_acts_free(&a);
     model_free(&m);
 }
@@ -292,7 +313,7 @@ static void check_mask_update(const char *name) {
                 old[m.info[i].offset + j] = rng_next(&rs) % 10 >= (uint64_t)(2 * (i % 5));
     mask_apply(m.params, old.data(), n);
     DevModel d;
-    if (!T_OK(devmodel_init(&d, ctx_get(), &m, B, T, CE_ROWS) == 0, "%s: devmodel_init", name)) return;
+    if (!T_OK(devmodel_init(&d, ctx_get(), &m, B, T, CE_ROWS, 0) == 0, "%s: devmodel_init", name)) return;
     const Saliency sals[] = {SAL_SECOND, SAL_FIRST, SAL_MAGNITUDE};
     const MaskGroup groups[] = {GROUP_GLOBAL, GROUP_LAYER};
     std::vector<float> wd(n);
@@ -461,7 +482,7 @@ static void check_training(const char *name) {
     if (!T_OK(model_load(&mc, dir) == 0 && model_load(&md, dir) == 0, "%s: load %s", name, dir)) return;
     RunLog cpu = {}, dev = {};
     DevModel d;
-    if (run_steps(&cpu, &mc, NULL, name) == 0 && devmodel_init(&d, ctx_get(), &md, B, T, CE_ROWS) == 0) {
+    if (run_steps(&cpu, &mc, NULL, name) == 0 && devmodel_init(&d, ctx_get(), &md, B, T, CE_ROWS, 0) == 0) {
         if (run_steps(&dev, &md, &d, name) == 0) {
             PruneSchedule sched = {SCHED_CUBIC, 0.7, STEPS, 0.0, 0.5, 5}; // run_steps' own
             size_t n_sched = 0;
@@ -531,19 +552,19 @@ static void check_resume(const char *name) {
     adamw_init(&o1, n);
     adamw_init(&o2, n);
     DevModel d;
-    devmodel_init(&d, ctx_get(), &m, B, T, CE_ROWS);
+    devmodel_init(&d, ctx_get(), &m, B, T, CE_ROWS, 0);
     devmodel_upload(&d, m.params, &o1, mask.data());
     for (int t = 1; t <= 4; t++) dev_step(&d, &o1, t);
     std::vector<float> straight(n), resumed(n);
     devmodel_download(&d, straight.data(), &o1);
     devmodel_free(&d);
     // the interrupted run: steps 1-2, saved into the host's copies, a fresh DevModel, 3-4
-    devmodel_init(&d, ctx_get(), &m, B, T, CE_ROWS);
+    devmodel_init(&d, ctx_get(), &m, B, T, CE_ROWS, 0);
     devmodel_upload(&d, m.params, &o2, mask.data());
     for (int t = 1; t <= 2; t++) dev_step(&d, &o2, t);
     devmodel_download(&d, m.params, &o2);
     devmodel_free(&d);
-    devmodel_init(&d, ctx_get(), &m, B, T, CE_ROWS);
+    devmodel_init(&d, ctx_get(), &m, B, T, CE_ROWS, 0);
     devmodel_upload(&d, m.params, &o2, mask.data());
     for (int t = 3; t <= 4; t++) dev_step(&d, &o2, t);
     devmodel_download(&d, resumed.data(), &o2);

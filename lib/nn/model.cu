@@ -111,7 +111,9 @@ static void *dev_take(DevCarver *cv, size_t bytes) {
 
 static size_t max3(size_t a, size_t b, size_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
 
-// Carves the activations of d (sizes set) out of cv.
+// Carves the activations of d (sizes set) out of cv. With d->recompute every layer has
+// its own input (res) but shares one set of the rest: the forward overwrites them layer
+// by layer, the backward runs each layer's forward again first.
 static void acts_layout(DevModel *d, DevCarver *cv) {
     const Model *m = d->m;
     size_t N = d->N, C = m->C, Q = m->Q, KVD = m->KVD, I = m->I, V = m->V, HD = m->HD;
@@ -119,6 +121,12 @@ static void acts_layout(DevModel *d, DevCarver *cv) {
         LayerActs *s = &d->layer[l];
         memset(s, 0, sizeof *s);
         s->res = TAKE_F(cv, N * C);
+        if (d->recompute && l > 0) {
+            float *res = s->res;
+            *s = d->layer[0];
+            s->res = res;
+            continue;
+        }
         s->rstd1 = TAKE_F(cv, N);
         s->xn1 = TAKE_F(cv, N * C);
         if (m->qk_norm) {
@@ -218,8 +226,9 @@ BEST_KAPI void devmodel_upload(DevModel *d, const float *params, const AdamW *op
 }
 
 // The sizes of d for m at (B, T) (no allocation).
-static void devmodel_shape(DevModel *d, const Model *m, int B, int T, size_t ce_rows) {
+static void devmodel_shape(DevModel *d, const Model *m, int B, int T, size_t ce_rows, int recompute) {
     d->m = m;
+    d->recompute = recompute;
     d->n_params = m->n_params;
     d->B = B;
     d->T = T;
@@ -229,10 +238,10 @@ static void devmodel_shape(DevModel *d, const Model *m, int B, int T, size_t ce_
     if (d->ce_rows > d->N) d->ce_rows = d->N;
 }
 
-BEST_KAPI size_t devmodel_bytes(size_t *acts_bytes, const Model *m, int B, int T, size_t ce_rows) {
+BEST_KAPI size_t devmodel_bytes(size_t *acts_bytes, const Model *m, int B, int T, size_t ce_rows, int recompute) {
     DevModel d;
     memset(&d, 0, sizeof d);
-    devmodel_shape(&d, m, B, T, ce_rows);
+    devmodel_shape(&d, m, B, T, ce_rows, recompute);
     d.layer = (LayerActs *)xcalloc(m->L, sizeof *d.layer);
     DevCarver cv = {NULL, 0};
     acts_layout(&d, &cv);
@@ -241,12 +250,13 @@ BEST_KAPI size_t devmodel_bytes(size_t *acts_bytes, const Model *m, int B, int T
     return m->n_params * DEV_BYTES_PER_PARAM + cv.used;
 }
 
-BEST_KAPI int devmodel_init(DevModel *d, CudaCtx *c, const Model *m, int B, int T, size_t ce_rows) {
+BEST_KAPI int devmodel_init(DevModel *d, CudaCtx *c, const Model *m, int B, int T, size_t ce_rows,
+                            int recompute) {
     memset(d, 0, sizeof *d);
     if (B < 1 || T < 1) return ERR("batch %d x %d: both must be at least 1", B, T);
     CHECK(!m->ext && m->params, "devmodel_init: a model with stored weights cannot train");
     d->ctx = c;
-    devmodel_shape(d, m, B, T, ce_rows);
+    devmodel_shape(d, m, B, T, ce_rows, recompute);
     // the prunable families as ranges of the block (the table is in block order)
     for (int i = 0; i < m->n_info; i++) {
         const ParamInfo *p = &m->info[i];
@@ -326,7 +336,8 @@ static void linear(DevModel *d, float *y, const uint16_t *xbf, const float *w, c
     matmul_forward_cuda(d->ctx, y, xbf, bf(d, w), b, N, IC, OC, acc);
 }
 
-// One decoder block (model.c's block_forward): s->res in, out (N, C) out.
+// One decoder block (model.c's block_forward): s->res in, out (N, C) out. out NULL: only
+// what the block's backward reads (recomputation: the down projection is not needed).
 static void block_forward(DevModel *d, size_t l, float *out) {
     const Model *m = d->m;
     const ModelParams *w = &d->w;
@@ -357,6 +368,7 @@ static void block_forward(DevModel *d, size_t l, float *out) {
     cast_bf16_cuda(d->xbf, s->xn2, N * C, st);
     linear(d, s->gate, d->xbf, w->wgate + l * I * C, LW(w->bgate, I), N, C, I, 0);
     linear(d, s->up, d->xbf, w->wup + l * I * C, LW(w->bup, I), N, C, I, 0);
+    if (!out) return;
     swiglu_forward_cuda(d->h, s->gate, s->up, N * I, st);
     CUDA_CHECK(cudaMemcpyAsync(out, s->res2, N * C * sizeof(float), cudaMemcpyDeviceToDevice, st));
     cast_bf16_cuda(d->xbf, d->h, N * I, st);
@@ -482,7 +494,10 @@ BEST_KAPI void devmodel_backward(DevModel *d, float loss_scale) {
     }
     rmsnorm_backward_cuda(d->dres, d->g.final_norm, d->scratch, d->dxn, d->resf, d->rstdf, d->w.final_norm,
                           N, C, 0, st);
-    for (size_t l = m->L; l-- > 0;) block_backward(d, l);
+    for (size_t l = m->L; l-- > 0;) {
+        if (d->recompute) block_forward(d, l, NULL); // the same kernels on the same input: the same bits
+        block_backward(d, l);
+    }
     embedding_backward_cuda(d->g.embed, d->dres, d->tokens, N, C, st);
 }
 

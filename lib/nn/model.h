@@ -281,6 +281,7 @@ typedef struct DevModel {
     int n_pr;
     int B, T;
     size_t N;                   // B*T
+    int recompute;              // layers share all activations but their input (res)
     LayerActs *layer;           // (L) host array of device pointers
     float *resf, *rstdf, *xnf;  // (N, C), (N), (N, C)
     size_t ce_rows;             // rows of logits per lm_head + cross-entropy chunk
@@ -308,15 +309,18 @@ typedef struct DevModel {
 #ifdef BEST_CUDA
 // Allocates d for m (whose weights it uploads; gradients and moments zero, mask all
 // ones) and activations for (B, T); ce_rows: rows of logits per chunk (0 = as many as
-// 2^26 floats of logits hold, at least 1). 0, or ERR (out of device memory: how much
-// was asked).
-int devmodel_init(DevModel *d, struct CudaCtx *c, const Model *m, int B, int T, size_t ce_rows);
+// 2^26 floats of logits hold, at least 1); recompute: keep each layer's input only and
+// run the layer's forward again (but its down projection) in the backward: the same
+// bits for a fraction of the memory (docs/best-train.md), a quarter more compute. 0, or ERR (out of device memory: how much was
+// asked).
+int devmodel_init(DevModel *d, struct CudaCtx *c, const Model *m, int B, int T, size_t ce_rows,
+                  int recompute);
 void devmodel_free(DevModel *d);
 // Bytes of device memory devmodel_init takes for m at (B, T): 19 per parameter (fp32
 // weights, gradients and both moments, the bf16 copy, the mask) and the activations
 // (*acts_bytes, may be NULL); the cuBLASLt workspace not included. Needs no GPU and no
 // weights: model_plan's table is enough.
-size_t devmodel_bytes(size_t *acts_bytes, const Model *m, int B, int T, size_t ce_rows);
+size_t devmodel_bytes(size_t *acts_bytes, const Model *m, int B, int T, size_t ce_rows, int recompute);
 // Uploads the host's weights (and refreshes their bf16 copy), moments (opt, or NULL:
 // left as they are) and mask (NULL: all ones).
 void devmodel_upload(DevModel *d, const float *params, const AdamW *opt, const uint8_t *mask);

@@ -583,7 +583,7 @@ static int device_open(Trainer *tr) {
     const TrainConfig *c = &tr->cfg;
     TRY(cuda_ctx_create(&tr->cuda, 0, (size_t)32 << 20)); // cuBLASLt's workspace: 32 MiB (Hopper)
     tr->dev = xcalloc(1, sizeof *tr->dev);
-    if (devmodel_init(tr->dev, tr->cuda, &tr->m, c->micro_batch, c->seq, 0) < 0) {
+    if (devmodel_init(tr->dev, tr->cuda, &tr->m, c->micro_batch, c->seq, 0, c->recompute) < 0) {
         free(tr->dev);
         tr->dev = NULL;
         return -1;
@@ -645,6 +645,10 @@ int train_open(Trainer *tr, const TrainConfig *cfg) {
     int on_cuda = c->device == TRAIN_DEVICE_CUDA || (c->device == TRAIN_DEVICE_DEFAULT && cuda_device_count() > 0);
     c->device = on_cuda ? TRAIN_DEVICE_CUDA : TRAIN_DEVICE_CPU;
     if (on_cuda && device_check() < 0) goto fail;
+    if (!on_cuda && c->recompute) {
+        ERR("--recompute is for --device cuda (the CPU path keeps every layer's activations)");
+        goto fail;
+    }
     if (!on_cuda) model_grads_init(m); // the device has its own
     adamw_init(&tr->opt, m->n_params);
     tr->mask = xmalloc(m->n_params);
@@ -916,7 +920,8 @@ void train_print_config(FILE *f, const Trainer *tr) {
             c->stop_at ? " (stopping early)" : "");
     free(logp);
     if (c->device == TRAIN_DEVICE_CUDA)
-        fprintf(f, "best-train: device cuda: %s; bf16 matrix products, fp32 weights and moments\n", cuda_info());
+        fprintf(f, "best-train: device cuda: %s; bf16 matrix products, fp32 weights and moments%s\n", cuda_info(),
+                c->recompute ? "; activations recomputed" : "");
     else
         fprintf(f, "best-train: device cpu: %s\n", layers_blas_info());
     if (!c->resume) return;

@@ -14,10 +14,10 @@
 //      mask to exactly k = select_keep_count(S(t), n_prunable) survivors (mask.h),
 //      and the weights are multiplied by it
 //   6. a JSON line to the log, the progress bar, and the saves that are due
-// With --device cuda, 1-4 run on the device (the same steps; bf16 matrix products);
-// 5 downloads the weights and moments, computes the mask on the host and uploads it
-// with the masked weights; saves download first, so every file is the CPU run's format
-// and a state resumes on either device.
+// With --device cuda, 1-5 run on the device (the same steps; bf16 matrix products; the
+// mask update of 5 is mask_compute's on the device, mask.h's mask_update_cuda); saves
+// download first, so every file is the CPU run's format and a state resumes on either
+// device.
 //
 // State (OUT/state/state.safetensors, docs/best-train.md): every parameter NAME as
 // F32, NAME.exp_avg and NAME.exp_avg_sq (F32), NAME.mask (BOOL, prunable tensors
@@ -79,6 +79,7 @@ typedef struct {
     int device;                // TRAIN_DEVICE_*; DEFAULT: cuda when cuda_device_count() > 0,
                                // else cpu. Not restored on resume: a state moves between
                                // machines, and either device continues it (train.c)
+    int recompute;             // --device cuda: activation recomputation (model.h)
     int quiet;
     int stop_at;               // stop (and save) after this step; 0 = run to the end
 } TrainConfig;

@@ -12,7 +12,11 @@
 #   * the perplexity best-eval gives the two trained models within 5% of each other;
 #   * a GPU run stopped at step 10 (--stop-at) and resumed on the CPU ends within 3e-2 of
 #     the uninterrupted GPU run's last loss, and a CPU state resumes on the GPU the same
-#     way: states are the same files on both devices.
+#     way: states are the same files on both devices;
+#   * a GPU run stopped at step 10 and resumed on the GPU is the uninterrupted run bit for
+#     bit (every logged loss, gradient norm, learning rate and sparsity, and the final
+#     model file), and so is a GPU run with --recompute (deterministic kernels,
+#     docs/best-train.md).
 #
 # GD=cpu runs the "GPU" side on the CPU too: a check of this script on any machine
 # (tests/t_gpu_script.sh), where the two sides must then agree exactly.
@@ -39,6 +43,22 @@ for _ in range(n):
     out.append(t)
     t = random.randrange(V) if random.random() < 0.1 else (5 * t + 3) % V
 write_shard(sys.argv[1], out, V)" "$@"
+}
+
+# same_run A.jsonl B.jsonl NAME: the same numbers at every step (the log prints floats
+# with 9 significant digits: equal text is equal bits), the same steps
+same_run() {
+    python3 - "$1" "$2" "$3" <<'EOF'
+import json, sys
+keys = ("step", "loss", "lr", "sparsity", "grad_norm")
+a = [json.loads(l) for l in open(sys.argv[1])]
+b = [json.loads(l) for l in open(sys.argv[2])]
+diff = [x["step"] for x, y in zip(a, b) if any(x[k] != y[k] for k in keys)]
+good = len(a) == len(b) and not diff
+print("%s - %s: %d and %d steps, %s" % ("ok" if good else "not ok", sys.argv[3], len(a), len(b),
+      "every loss, lr, sparsity and grad norm equal" if not diff else "steps %s differ" % diff[:5]))
+sys.exit(0 if good else 1)
+EOF
 }
 
 # compare A.jsonl B.jsonl NAME: loss within 3e-2 at every step, the same sparsity, falling
@@ -80,6 +100,24 @@ for m in llama qwen3; do
     if python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(abs(a - b) > 0.05 * b)" \
         "$p_cuda" "$p_cpu" 2>/dev/null; then ok "$m: best-eval perplexity of the trained models: $GD $p_cuda, cpu $p_cpu"
     else fail "$m: best-eval perplexity of the trained models: $GD ${p_cuda:-?}, cpu ${p_cpu:-?} (more than 5% apart)"; fi
+    # on the GPU alone: stopped and resumed, or with --recompute, the same run bit for bit
+    # shellcheck disable=SC2086
+    if "$BIN/best-train" $args --device "$GD" --out "$W/$m-s" --stop-at 10 2>"$W/err" &&
+        "$BIN/best-train" --resume "$W/$m-s" --device "$GD" --quiet 2>>"$W/err"; then
+        same_run "$W/$m-s/log.jsonl" "$W/$m-A/log.jsonl" "$m: stopped at 10 on $GD, resumed on $GD" || FAILED=1
+        if cmp -s "$W/$m-s/model/model.safetensors" "$W/$m-A/model/model.safetensors"; then
+            ok "$m: stopped and resumed on $GD: the model file is the uninterrupted run's, byte for byte"
+        else fail "$m: stopped and resumed on $GD: the model file differs from the uninterrupted run's"; fi
+    else fail "$m: stop and resume on $GD: $(tail -n 1 "$W/err")"; fi
+    if [ "$GD" = cuda ]; then
+        # shellcheck disable=SC2086
+        if "$BIN/best-train" $args --device cuda --recompute --out "$W/$m-r" 2>"$W/err"; then
+            same_run "$W/$m-r/log.jsonl" "$W/$m-A/log.jsonl" "$m: --recompute vs not, on the GPU" || FAILED=1
+            if cmp -s "$W/$m-r/model/model.safetensors" "$W/$m-A/model/model.safetensors"; then
+                ok "$m: --recompute: the model file is the run's without, byte for byte"
+            else fail "$m: --recompute: the model file differs from the run's without"; fi
+        else fail "$m: best-train --recompute: $(tail -n 1 "$W/err")"; fi
+    fi
     # across devices: a state saved on one resumes on the other
     for pair in "A $GD cpu" "B cpu $GD"; do
         set -- $pair

@@ -56,6 +56,8 @@ int main(int argc, char **argv) {
         {"threads", OPT_INT, &threads, "N", "threads; 0 = all cores (at most 4 per core)"},
         {"device", OPT_STRING, &device, "NAME", "cuda or cpu: where the step runs (default cuda when a GPU is "
                                                   "visible, else cpu; not taken from a resumed state)"},
+        {"recompute", OPT_FLAG, &c.recompute, NULL, "--device cuda: keep only each layer's input and run its forward "
+                                                    "again in the backward (less memory, the same numbers)"},
         {"quiet", OPT_FLAG, &c.quiet, NULL, "nothing on stderr but errors"},
         {0},
     };
