@@ -18,7 +18,11 @@ step. MFU = achieved model FLOP/s / the bf16 matrix-product peak measured here (
 matrix products, lm_head included) + 6 x L x T x Q (causal attention, forward and
 backward). ratio = best / PyTorch.
 
-usage: python3 bench/train_gpu.py [--configs llama-1.1b,qwen3-1.1b] [--batch 8]
+--block: one LLaMA-2-7B decoder block instead: models of LLaMA-2-7B's shape with 1 and
+with 2 layers, each side timed on both, and a block's forward + backward + AdamW is the
+difference of the two step times (the embedding, the head and the loss cancel out).
+
+usage: python3 bench/train_gpu.py [--configs llama-1.1b,qwen3-1.1b | --block] [--batch 8]
            [--micro-batch 8] [--seq 2048] [--steps 10] [--warmup 3] [--device cuda]
            [--bin bin/best-train] [--sparsity 0] [--no-compile] [--json FILE]
 `--device cpu` runs both sides on the CPU at a tiny config (--configs tiny): it checks
@@ -50,11 +54,18 @@ CONFIGS = {
                        intermediate_size=6144, num_hidden_layers=16, num_attention_heads=16,
                        num_key_value_heads=8, head_dim=128, vocab_size=151936,
                        tie_word_embeddings=True, rope_theta=1000000.0),
+    # LLaMA-2-7B's shape with one and with two decoder layers (--block)
+    "llama2-7b-1l": dict(model_type="llama", architectures=["LlamaForCausalLM"], hidden_size=4096,
+                         intermediate_size=11008, num_hidden_layers=1, num_attention_heads=32,
+                         num_key_value_heads=32, head_dim=128, vocab_size=32000,
+                         tie_word_embeddings=False, rope_theta=10000.0),
     "tiny": dict(model_type="llama", architectures=["LlamaForCausalLM"], hidden_size=64,
                  intermediate_size=160, num_hidden_layers=2, num_attention_heads=4,
                  num_key_value_heads=2, head_dim=16, vocab_size=512,
                  tie_word_embeddings=False, rope_theta=10000.0),
 }
+CONFIGS["llama2-7b-2l"] = dict(CONFIGS["llama2-7b-1l"], num_hidden_layers=2)
+CONFIGS["tiny-1l"] = dict(CONFIGS["tiny"], num_hidden_layers=1)  # --block --device cpu
 COMMON = dict(max_position_embeddings=4096, rms_norm_eps=1e-6, hidden_act="silu",
               attention_bias=False, mlp_bias=False, bos_token_id=1, eos_token_id=2)
 
@@ -168,9 +179,12 @@ def main():
     ap.add_argument("--bin", default=os.path.join(ROOT, "bin", "best-train"))
     ap.add_argument("--sparsity", type=float, default=0.0, help="best-train with BEST to this sparsity")
     ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--block", action="store_true", help="one LLaMA-2-7B block (the 2-layer model less the 1-layer)")
     ap.add_argument("--json", help="also write the results here")
     args = ap.parse_args()
     args.micro_batch = args.micro_batch or args.batch
+    if args.block:
+        args.configs = "tiny-1l,tiny" if args.device == "cpu" else "llama2-7b-1l,llama2-7b-2l"
     import numpy as np
     import torch
     import transformers
@@ -226,6 +240,18 @@ def main():
             sys.exit("train_gpu.py: first-step losses differ (best %.5f, torch %.5f): not the same computation"
                      % (best_loss0, torch_loss0))
         del model
+    if args.block:  # a block = the step of two layers less the step of one
+        step = lambda r, k: args.batch * args.seq / r[k]
+        one, two = results
+        best_ms = 1e3 * (step(two, "best_tokens_per_s") - step(one, "best_tokens_per_s"))
+        torch_k = lambda r: max(r["torch_eager_tokens_per_s"], r["torch_compile_tokens_per_s"]) \
+            if r["torch_compile_tokens_per_s"] == r["torch_compile_tokens_per_s"] else r["torch_eager_tokens_per_s"]
+        torch_ms = 1e3 * (args.batch * args.seq / torch_k(two) - args.batch * args.seq / torch_k(one))
+        block = dict(config="block:" + two["config"], best_block_ms=best_ms, torch_block_ms=torch_ms,
+                     ratio=torch_ms / best_ms if best_ms > 0 else float("nan"), batch=args.batch, seq=args.seq)
+        results.append(block)
+        print("one decoder block of %s, forward + backward + AdamW, B %d x T %d: best %.2f ms, torch %.2f ms, "
+              "speed ratio %.2f" % (two["config"], args.batch, args.seq, best_ms, torch_ms, block["ratio"]))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)

@@ -27,7 +27,9 @@
 # 4. with `bench` or `all`: bench_mask_gpu (BEST's mask update at LLaMA-2-7B's size, 16
 #    layers on an 80 GB GPU, against a device-to-device copy of the weights), then
 #    bench/train_gpu.py (tokens/s and MFU against PyTorch) at the issue's ~1.1B LLaMA and
-#    Qwen3-style configs, JSON under OUT.
+#    Qwen3-style configs, and one LLaMA-2-7B decoder block (train_gpu.py --block), JSON
+#    under OUT. BENCH="mask train block" (the default) picks which: a call of the device
+#    tool has 10 minutes, so run them in two calls (BENCH="mask block", BENCH=train).
 #
 # Nothing of this has run on a GPU yet (docs/cuda.md). GPU_FALLBACK=1 forces the
 # fallback build (to try it on a machine that has the packages).
@@ -177,7 +179,9 @@ fi # tests
 # --- 4. the benchmarks (sh tests/gpu/run.sh bench, or all) ----------------------------------
 # Their own call by default: the device tool gives a command 10 minutes. Results as JSON
 # under OUT, for docs/benchmarks.md.
-if [ "$MODE" != tests ] && [ -n "$gpu" ] && [ -x build/bench/bench_mask_gpu ]; then
+BENCH=${BENCH:-mask train block}
+want() { case " $BENCH " in *" $1 "*) return 0 ;; esac; return 1; }
+if [ "$MODE" != tests ] && [ -n "$gpu" ] && want mask && [ -x build/bench/bench_mask_gpu ]; then
     # the mask update at LLaMA-2-7B's size: all 32 layers need 128 GB of DevModel (H200);
     # 16 layers (3.2e9 prunable weights) on an 80 GB GPU
     mem=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -n 1)
@@ -191,7 +195,16 @@ if [ "$MODE" != tests ] && [ -n "$gpu" ] && [ -x build/bench/bench_mask_gpu ]; t
         notok "bench_mask_gpu: $(tail -n 1 "$OUT/bench-mask.log")"
     fi
 fi
-if [ "$MODE" != tests ] && [ -n "$gpu" ] && [ -x bin/best-train ]; then
+if [ "$MODE" != tests ] && [ -n "$gpu" ] && want block && [ -x bin/best-train ]; then
+    start=$(date +%s)
+    if PYTHONUNBUFFERED=1 python3 bench/train_gpu.py --block --batch 1 --seq 2048 --steps 6 --warmup 2 \
+        --json "$OUT/bench-block.json" >"$OUT/bench-block.log" 2>&1; then
+        ok "bench/train_gpu.py --block ($(($(date +%s) - start))s): $(grep -m 1 '^one decoder block' "$OUT/bench-block.log")"
+    else
+        notok "bench/train_gpu.py --block: $(tail -n 1 "$OUT/bench-block.log")"
+    fi
+fi
+if [ "$MODE" != tests ] && [ -n "$gpu" ] && want train && [ -x bin/best-train ]; then
     for c in llama-1.1b qwen3-1.1b; do
         start=$(date +%s)
         if PYTHONUNBUFFERED=1 python3 bench/train_gpu.py --configs $c --batch 8 --micro-batch 4 --seq 2048 \
