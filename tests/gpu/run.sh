@@ -27,9 +27,11 @@
 # 4. with `bench` or `all`: bench_mask_gpu (BEST's mask update at LLaMA-2-7B's size, 16
 #    layers on an 80 GB GPU, against a device-to-device copy of the weights), then
 #    bench/train_gpu.py (tokens/s and MFU against PyTorch) at the issue's ~1.1B LLaMA and
-#    Qwen3-style configs, and one LLaMA-2-7B decoder block (train_gpu.py --block), JSON
-#    under OUT. BENCH="mask train block" (the default) picks which: a call of the device
-#    tool has 10 minutes, so run them in two calls (BENCH="mask block", BENCH=train).
+#    Qwen3-style configs, one LLaMA-2-7B decoder block (train_gpu.py --block), and
+#    tokens/s step by step while BEST prunes the 1.1B LLaMA to 90% (--sparsity), JSON
+#    under OUT. BENCH="mask train block sparse" (the default) picks which: a call of the
+#    device tool has 10 minutes, so run them in three calls (BENCH="mask block",
+#    BENCH=train, BENCH=sparse).
 #
 # Nothing of this has run on a GPU yet (docs/cuda.md). GPU_FALLBACK=1 forces the
 # fallback build (to try it on a machine that has the packages).
@@ -179,7 +181,7 @@ fi # tests
 # --- 4. the benchmarks (sh tests/gpu/run.sh bench, or all) ----------------------------------
 # Their own call by default: the device tool gives a command 10 minutes. Results as JSON
 # under OUT, for docs/benchmarks.md.
-BENCH=${BENCH:-mask train block}
+BENCH=${BENCH:-mask train block sparse}
 want() { case " $BENCH " in *" $1 "*) return 0 ;; esac; return 1; }
 if [ "$MODE" != tests ] && [ -n "$gpu" ] && want mask && [ -x build/bench/bench_mask_gpu ]; then
     # the mask update at LLaMA-2-7B's size: all 32 layers need 128 GB of DevModel (H200);
@@ -214,6 +216,16 @@ if [ "$MODE" != tests ] && [ -n "$gpu" ] && want train && [ -x bin/best-train ];
             notok "bench/train_gpu.py $c: $(tail -n 1 "$OUT/bench-train-$c.log")"
         fi
     done
+fi
+
+if [ "$MODE" != tests ] && [ -n "$gpu" ] && want sparse && [ -x bin/best-train ]; then
+    start=$(date +%s)
+    if PYTHONUNBUFFERED=1 python3 bench/train_gpu.py --configs llama-1.1b --sparsity 0.9 --batch 8 --micro-batch 4 \
+        --seq 2048 --steps 20 --warmup 2 --no-compile --json "$OUT/bench-sparse.json" >"$OUT/bench-sparse.log" 2>&1; then
+        ok "bench/train_gpu.py --sparsity 0.9 ($(($(date +%s) - start))s): $(grep -m 1 '^llama-1.1b' "$OUT/bench-sparse.log")"
+    else
+        notok "bench/train_gpu.py --sparsity 0.9: $(tail -n 1 "$OUT/bench-sparse.log")"
+    fi
 fi
 
 echo "$pass passed, $fail failed" | tee "$OUT/summary.txt"
