@@ -52,19 +52,20 @@ int main(int argc, char **argv) {
         const char *dot = strrchr(base, '.');
         int name_len = dot ? (int)(dot - base) : (int)strlen(base); // without ".json"
         for (int rc = 0; rc < 2; rc++) { // without and with --recompute
+            int flags = rc ? DEVMODEL_RECOMPUTE : 0;
             size_t acts1;
-            size_t total1 = devmodel_bytes(&acts1, &m, 1, T, 0, rc);
+            size_t total1 = devmodel_bytes(&acts1, &m, 1, T, 0, flags);
             double states = (double)(total1 - acts1);
             char label[64];
             snprintf(label, sizeof label, "%.*s%s", name_len < 16 ? name_len : 16, base, rc ? " +rec" : "");
             printf("%-21s %7.2fB %10.1f %9.0fK", label, (double)m.n_params / 1e9, states / GB, (double)acts1 / T / 1e3);
             for (int b = 1; b <= 8; b *= 2)
-                printf(" %7.1fG", ((double)devmodel_bytes(NULL, &m, b, T, 0, rc) + workspace) / GB);
+                printf(" %7.1fG", ((double)devmodel_bytes(NULL, &m, b, T, 0, flags) + workspace) / GB);
             printf(" ");
             for (int g = 0; g < 2; g++) {
                 int best = 0;
                 for (int b = 1; b <= 256; b++)
-                    if ((double)devmodel_bytes(NULL, &m, b, T, 0, rc) + workspace + reserve <= gpus[g]) best = b;
+                    if ((double)devmodel_bytes(NULL, &m, b, T, 0, flags) + workspace + reserve <= gpus[g]) best = b;
                 printf(" %s", best ? "" : "none");
                 if (best) printf("%d", best);
             }

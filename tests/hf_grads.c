@@ -54,7 +54,7 @@ int main(int argc, char **argv) {
         DevModel d;
         TRY_OR_DIE(cuda_ctx_create(&c, 0, (size_t)32 << 20));
         // with recomputation: test_step shows it the same bits as without
-        TRY_OR_DIE(devmodel_init(&d, c, &m, B, T, 0, 1));
+        TRY_OR_DIE(devmodel_init(&d, c, &m, B, T, 0, DEVMODEL_RECOMPUTE));
         devmodel_zero_grad(&d);
         TRY_OR_DIE(devmodel_forward(&d, tok, tgt));
         loss = d.loss;

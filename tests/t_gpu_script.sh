@@ -48,6 +48,11 @@ if GD=cpu OUT="$TMP" sh tests/gpu/train_check.sh >"$TMP/tc.out" 2>&1; then
 else
     fail "tests/gpu/train_check.sh with GD=cpu: $(grep -m 1 '^not ok' "$TMP/tc.out" || tail -n 1 "$TMP/tc.out")"
 fi
+if GD=cpu sh tests/gpu/eval_check.sh >"$TMP/ec.out" 2>&1; then
+    ok "tests/gpu/eval_check.sh with GD=cpu: $(grep -c '^ok - ' "$TMP/ec.out") checks pass"
+else
+    fail "tests/gpu/eval_check.sh with GD=cpu: $(grep -m 1 '^not ok' "$TMP/ec.out" || tail -n 1 "$TMP/ec.out")"
+fi
 flags=$(env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s cuda-flags 2>&1)
 case "$flags" in
 *"CUDA=1"*)

@@ -216,8 +216,10 @@ static void check_grads(const char *name) {
     T_OK(acts_bytes == d.acts_bytes && bytes == d.n_params * 19 + d.acts_bytes,
          "%s: devmodel_bytes (%zu, activations %zu) is what devmodel_init took (activations %zu)", name, bytes,
          acts_bytes, d.acts_bytes);
+    double dev_nll[2];
     for (int i = 0; i < 2; i++) {
         T_OK(devmodel_forward(&d, tok[i], tgt[i]) == 0, "%s: device forward %d", name, i);
+        dev_nll[i] = d.nll_sum;
         double e = fabs(d.loss - cpu_loss[i]) / fabs(cpu_loss[i]);
         T_OK(e <= 1e-2 && d.n_valid == (int)N - 2, "%s: micro-batch %d loss %.6f vs CPU %.6f, rel err %.2e", name, i,
              d.loss, cpu_loss[i], e);
@@ -250,8 +252,8 @@ static void check_grads(const char *name) {
     devmodel_free(&d);
     // activation recomputation: the same two micro-batches give the same bits in less memory
     DevModel r;
-    if (T_OK(devmodel_init(&r, ctx_get(), &m, B, T, CE_ROWS, 1) == 0, "%s: devmodel_init with recompute", name)) {
-        size_t racts, rbytes = devmodel_bytes(&racts, &m, B, T, CE_ROWS, 1);
+    if (T_OK(devmodel_init(&r, ctx_get(), &m, B, T, CE_ROWS, DEVMODEL_RECOMPUTE) == 0, "%s: devmodel_init with recompute", name)) {
+        size_t racts, rbytes = devmodel_bytes(&racts, &m, B, T, CE_ROWS, DEVMODEL_RECOMPUTE);
         T_OK(racts == r.acts_bytes && rbytes == r.n_params * 19 + racts && racts < acts_bytes,
              "%s: with recompute, devmodel_bytes (activations %zu) is what devmodel_init took (%zu), less than "
              "without (%zu)", name, racts, r.acts_bytes, acts_bytes);
@@ -267,6 +269,25 @@ static void check_grads(const char *name) {
              "%s: with recompute, the loss and every gradient bitwise as without (%zu of %zu differ)", name, diff,
              m.n_params);
         devmodel_free(&r);
+    }
+    // evaluation (DEVMODEL_EVAL, best-eval --device cuda): forward only, weights and bf16
+    // copy alone, one shared set of activations; the same losses bit for bit, and the
+    // sums of the nll near model_forward's
+    DevModel e;
+    if (T_OK(devmodel_init(&e, ctx_get(), &m, B, T, CE_ROWS, DEVMODEL_EVAL) == 0, "%s: devmodel_init for eval", name)) {
+        size_t eacts, ebytes = devmodel_bytes(&eacts, &m, B, T, CE_ROWS, DEVMODEL_EVAL);
+        T_OK(eacts == e.acts_bytes && ebytes == e.n_params * 6 + eacts && eacts < acts_bytes && !e.grads &&
+                 !e.adam_m && !e.adam_v && !e.mask,
+             "%s: eval: devmodel_bytes (%zu, activations %zu) is what devmodel_init took, weights and bf16 only, "
+             "fewer activations than training (%zu)", name, ebytes, eacts, acts_bytes);
+        for (int i = 0; i < 2; i++) {
+            devmodel_forward(&e, tok[i], tgt[i]);
+            double want = (double)cpu_loss[i] * e.n_valid, rel = fabs(e.nll_sum - want) / want;
+            T_OK(e.nll_sum == dev_nll[i] && rel <= 1e-2,
+                 "%s: eval forward %d: nll sum %.6f, bitwise the training forward's (%.6f), CPU %.6f (rel %.1e)",
+                 name, i, e.nll_sum, dev_nll[i], want, rel);
+        }
+        devmodel_free(&e);
     }
     model_acts_free(&a);
     model_free(&m);

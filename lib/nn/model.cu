@@ -42,6 +42,8 @@
 #define DEV_CE_FLOATS ((size_t)1 << 26)
 // fp32 weights, gradients, exp_avg, exp_avg_sq; the bf16 copy; the mask
 #define DEV_BYTES_PER_PARAM (4 + 4 + 4 + 4 + 2 + 1)
+// DEVMODEL_EVAL: fp32 weights and their bf16 copy
+#define DEV_EVAL_BYTES_PER_PARAM (4 + 2)
 
 enum { RED_SUM, RED_SUMSQ, RED_ZEROS };             // what a reduction adds up
 enum { SLOT_LOSS, SLOT_SUMSQ, SLOT_ZEROS, N_SLOTS }; // d->scalars
@@ -113,20 +115,22 @@ static size_t max3(size_t a, size_t b, size_t c) { return a > b ? (a > c ? a : c
 
 // Carves the activations of d (sizes set) out of cv. With d->recompute every layer has
 // its own input (res) but shares one set of the rest: the forward overwrites them layer
-// by layer, the backward runs each layer's forward again first.
+// by layer, the backward runs each layer's forward again first. With d->eval the layers
+// share their input too (block_forward may write its output over its input) and there
+// is no backward scratch.
 static void acts_layout(DevModel *d, DevCarver *cv) {
     const Model *m = d->m;
     size_t N = d->N, C = m->C, Q = m->Q, KVD = m->KVD, I = m->I, V = m->V, HD = m->HD;
     for (size_t l = 0; l < m->L; l++) {
         LayerActs *s = &d->layer[l];
-        memset(s, 0, sizeof *s);
-        s->res = TAKE_F(cv, N * C);
-        if (d->recompute && l > 0) {
-            float *res = s->res;
+        if ((d->recompute || d->eval) && l > 0) {
+            float *res = d->eval ? d->layer[0].res : TAKE_F(cv, N * C);
             *s = d->layer[0];
             s->res = res;
             continue;
         }
+        memset(s, 0, sizeof *s);
+        s->res = TAKE_F(cv, N * C);
         s->rstd1 = TAKE_F(cv, N);
         s->xn1 = TAKE_F(cv, N * C);
         if (m->qk_norm) {
@@ -155,6 +159,13 @@ static void acts_layout(DevModel *d, DevCarver *cv) {
     d->h = TAKE_F(cv, N * I);
     d->rope_cos = TAKE_F(cv, (size_t)d->T * HD / 2);
     d->rope_sin = TAKE_F(cv, (size_t)d->T * HD / 2);
+    size_t widest = max3(C, Q, I);
+    d->xbf = (uint16_t *)dev_take(cv, N * widest * sizeof(uint16_t));
+    d->part = (double *)dev_take(cv, DEV_RED_BLOCKS * sizeof(double));
+    d->scalars = (double *)dev_take(cv, N_SLOTS * sizeof(double));
+    d->tokens = (int32_t *)dev_take(cv, N * sizeof(int32_t));
+    d->targets = (int32_t *)dev_take(cv, N * sizeof(int32_t));
+    if (d->eval) return; // the backward's scratch follows
     d->dres = TAKE_F(cv, N * C);
     d->dxn = TAKE_F(cv, N * C);
     d->datt = TAKE_F(cv, N * Q);
@@ -166,8 +177,6 @@ static void acts_layout(DevModel *d, DevCarver *cv) {
     d->dh = TAKE_F(cv, N * I);
     d->dgate = TAKE_F(cv, N * I);
     d->dup = TAKE_F(cv, N * I);
-    size_t widest = max3(C, Q, I);
-    d->xbf = (uint16_t *)dev_take(cv, N * widest * sizeof(uint16_t));
     d->dybf = (uint16_t *)dev_take(cv, N * widest * sizeof(uint16_t));
     // RMSNorm's weight-gradient partials (rows of C, or of HD for the q/k norms) and the
     // bias gradients' scratch (km_colsum_chunks(N) * OC, bias_backward_cuda's)
@@ -176,10 +185,6 @@ static void acts_layout(DevModel *d, DevCarver *cv) {
     size_t sb = (size_t)km_colsum_chunks(N) * max3(C, Q, I);
     if (m->cfg.attention_bias || m->cfg.mlp_bias) sc = sc > sb ? sc : sb;
     d->scratch = TAKE_F(cv, sc);
-    d->part = (double *)dev_take(cv, DEV_RED_BLOCKS * sizeof(double));
-    d->scalars = (double *)dev_take(cv, N_SLOTS * sizeof(double));
-    d->tokens = (int32_t *)dev_take(cv, N * sizeof(int32_t));
-    d->targets = (int32_t *)dev_take(cv, N * sizeof(int32_t));
 }
 
 // *p = bytes of device memory, or ERR saying how much was asked for what.
@@ -218,17 +223,19 @@ BEST_KAPI void devmodel_upload(DevModel *d, const float *params, const AdamW *op
         CUDA_CHECK(cudaMemcpyAsync(d->adam_m, opt->m, n * sizeof(float), cudaMemcpyHostToDevice, st));
         CUDA_CHECK(cudaMemcpyAsync(d->adam_v, opt->v, n * sizeof(float), cudaMemcpyHostToDevice, st));
     }
+    CHECK(!d->eval || (!opt && !mask), "devmodel_upload: an evaluation DevModel holds weights only");
     if (mask) CUDA_CHECK(cudaMemcpyAsync(d->mask, mask, n, cudaMemcpyHostToDevice, st));
-    else CUDA_CHECK(cudaMemsetAsync(d->mask, 1, n, st));
+    else if (d->mask) CUDA_CHECK(cudaMemsetAsync(d->mask, 1, n, st));
     // the host buffers may change as soon as we return (pageable copies are staged, but
     // say so explicitly rather than rely on it)
     CUDA_CHECK(cudaStreamSynchronize(st));
 }
 
 // The sizes of d for m at (B, T) (no allocation).
-static void devmodel_shape(DevModel *d, const Model *m, int B, int T, size_t ce_rows, int recompute) {
+static void devmodel_shape(DevModel *d, const Model *m, int B, int T, size_t ce_rows, int flags) {
     d->m = m;
-    d->recompute = recompute;
+    d->recompute = (flags & DEVMODEL_RECOMPUTE) != 0;
+    d->eval = (flags & DEVMODEL_EVAL) != 0;
     d->n_params = m->n_params;
     d->B = B;
     d->T = T;
@@ -238,25 +245,25 @@ static void devmodel_shape(DevModel *d, const Model *m, int B, int T, size_t ce_
     if (d->ce_rows > d->N) d->ce_rows = d->N;
 }
 
-BEST_KAPI size_t devmodel_bytes(size_t *acts_bytes, const Model *m, int B, int T, size_t ce_rows, int recompute) {
+BEST_KAPI size_t devmodel_bytes(size_t *acts_bytes, const Model *m, int B, int T, size_t ce_rows, int flags) {
     DevModel d;
     memset(&d, 0, sizeof d);
-    devmodel_shape(&d, m, B, T, ce_rows, recompute);
+    devmodel_shape(&d, m, B, T, ce_rows, flags);
     d.layer = (LayerActs *)xcalloc(m->L, sizeof *d.layer);
     DevCarver cv = {NULL, 0};
     acts_layout(&d, &cv);
     free(d.layer);
     if (acts_bytes) *acts_bytes = cv.used;
-    return m->n_params * DEV_BYTES_PER_PARAM + cv.used;
+    return m->n_params * (d.eval ? DEV_EVAL_BYTES_PER_PARAM : DEV_BYTES_PER_PARAM) + cv.used;
 }
 
 BEST_KAPI int devmodel_init(DevModel *d, CudaCtx *c, const Model *m, int B, int T, size_t ce_rows,
-                            int recompute) {
+                            int flags) {
     memset(d, 0, sizeof *d);
     if (B < 1 || T < 1) return ERR("batch %d x %d: both must be at least 1", B, T);
-    CHECK(!m->ext && m->params, "devmodel_init: a model with stored weights cannot train");
+    CHECK(!m->ext && m->params, "devmodel_init: a model with stored weights (a pack) is not supported");
     d->ctx = c;
-    devmodel_shape(d, m, B, T, ce_rows, recompute);
+    devmodel_shape(d, m, B, T, ce_rows, flags);
     // the prunable families as ranges of the block (the table is in block order)
     for (int i = 0; i < m->n_info; i++) {
         const ParamInfo *p = &m->info[i];
@@ -275,11 +282,11 @@ BEST_KAPI int devmodel_init(DevModel *d, CudaCtx *c, const Model *m, int B, int 
     d->acts_bytes = cv.used;
     size_t n = d->n_params;
     int rc = dev_malloc((void **)&d->params, n * sizeof(float), "the weights");
-    if (rc == 0) rc = dev_malloc((void **)&d->grads, n * sizeof(float), "the gradients");
-    if (rc == 0) rc = dev_malloc((void **)&d->adam_m, n * sizeof(float), "Adam's exp_avg");
-    if (rc == 0) rc = dev_malloc((void **)&d->adam_v, n * sizeof(float), "Adam's exp_avg_sq");
+    if (rc == 0 && !d->eval) rc = dev_malloc((void **)&d->grads, n * sizeof(float), "the gradients");
+    if (rc == 0 && !d->eval) rc = dev_malloc((void **)&d->adam_m, n * sizeof(float), "Adam's exp_avg");
+    if (rc == 0 && !d->eval) rc = dev_malloc((void **)&d->adam_v, n * sizeof(float), "Adam's exp_avg_sq");
     if (rc == 0) rc = dev_malloc((void **)&d->wbf, n * sizeof(uint16_t), "the bf16 weights");
-    if (rc == 0) rc = dev_malloc((void **)&d->mask, n, "the mask");
+    if (rc == 0 && !d->eval) rc = dev_malloc((void **)&d->mask, n, "the mask");
     if (rc == 0) rc = dev_malloc((void **)&d->acts, cv.used, "the activations");
     if (rc < 0) {
         devmodel_free(d);
@@ -288,11 +295,13 @@ BEST_KAPI int devmodel_init(DevModel *d, CudaCtx *c, const Model *m, int B, int 
     cv = (DevCarver){(char *)d->acts, 0};
     acts_layout(d, &cv);
     params_rebase(&d->w, m, d->params);
-    params_rebase(&d->g, m, d->grads);
     cudaStream_t st = c->stream;
-    CUDA_CHECK(cudaMemsetAsync(d->grads, 0, n * sizeof(float), st));
-    CUDA_CHECK(cudaMemsetAsync(d->adam_m, 0, n * sizeof(float), st));
-    CUDA_CHECK(cudaMemsetAsync(d->adam_v, 0, n * sizeof(float), st));
+    if (!d->eval) {
+        params_rebase(&d->g, m, d->grads);
+        CUDA_CHECK(cudaMemsetAsync(d->grads, 0, n * sizeof(float), st));
+        CUDA_CHECK(cudaMemsetAsync(d->adam_m, 0, n * sizeof(float), st));
+        CUDA_CHECK(cudaMemsetAsync(d->adam_v, 0, n * sizeof(float), st));
+    }
     size_t half = (size_t)T * m->HD / 2;
     float *cs = (float *)xmalloc(2 * half * sizeof(float));
     rope_table(cs, cs + half, 0, (size_t)T, m->HD, m->cfg.rope_theta);
@@ -393,6 +402,7 @@ BEST_KAPI int devmodel_forward(DevModel *d, const int32_t *tokens, const int32_t
     d->has_targets = targets != NULL;
     d->n_valid = 0;
     d->loss = 0;
+    d->nll_sum = 0;
     CUDA_CHECK(cudaMemcpyAsync(d->tokens, tokens, N * sizeof(int32_t), cudaMemcpyHostToDevice, st));
     if (targets) {
         CUDA_CHECK(cudaMemcpyAsync(d->targets, targets, N * sizeof(int32_t), cudaMemcpyHostToDevice, st));
@@ -411,6 +421,7 @@ BEST_KAPI int devmodel_forward(DevModel *d, const int32_t *tokens, const int32_t
         }
         reduce_into(d, SLOT_LOSS, d->nll, N, RED_SUM, 0);
         double sum = fetch_scalar(d, SLOT_LOSS);
+        d->nll_sum = sum;
         // no valid target: 0, as model_forward
         d->loss = d->n_valid ? (float)(sum / d->n_valid) : 0.0f;
     } else {
@@ -475,6 +486,7 @@ static void block_backward(DevModel *d, size_t l) {
 }
 
 BEST_KAPI void devmodel_backward(DevModel *d, float loss_scale) {
+    CHECK(!d->eval, "devmodel_backward: an evaluation DevModel has no gradients");
     CHECK(d->has_targets, "devmodel_backward needs a forward with targets");
     if (!d->n_valid) return; // the loss is a constant 0
     const Model *m = d->m;
@@ -504,6 +516,7 @@ BEST_KAPI void devmodel_backward(DevModel *d, float loss_scale) {
 // --- the optimizer ------------------------------------------------------------------------
 
 BEST_KAPI void devmodel_zero_grad(DevModel *d) {
+    CHECK(!d->eval, "devmodel_zero_grad: an evaluation DevModel has no gradients");
     CUDA_CHECK(cudaMemsetAsync(d->grads, 0, d->n_params * sizeof(float), d->ctx->stream));
 }
 

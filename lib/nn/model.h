@@ -282,6 +282,7 @@ typedef struct DevModel {
     int B, T;
     size_t N;                   // B*T
     int recompute;              // layers share all activations but their input (res)
+    int eval;                   // forward only: no gradients, moments, mask, backward scratch
     LayerActs *layer;           // (L) host array of device pointers
     float *resf, *rstdf, *xnf;  // (N, C), (N), (N, C)
     size_t ce_rows;             // rows of logits per lm_head + cross-entropy chunk
@@ -304,23 +305,34 @@ typedef struct DevModel {
     size_t acts_bytes;
     int has_targets, n_valid;   // of the last forward
     float loss;                 // mean NLL of the last forward (0 without a target)
+    double nll_sum;             // its sum over the targets, in double (perplexity)
 } DevModel;
+
+// devmodel_init's flags.
+enum {
+    // keep each layer's input only and run the layer's forward again (but its down
+    // projection) in the backward: the same bits for a fraction of the memory
+    // (docs/best-train.md), a quarter more compute
+    DEVMODEL_RECOMPUTE = 1,
+    // forward only (perplexity): the weights and their bf16 copy (6 bytes a parameter),
+    // one layer's activations; devmodel_backward and the optimizer refuse it
+    DEVMODEL_EVAL = 2,
+};
 
 #ifdef BEST_CUDA
 // Allocates d for m (whose weights it uploads; gradients and moments zero, mask all
 // ones) and activations for (B, T); ce_rows: rows of logits per chunk (0 = as many as
-// 2^26 floats of logits hold, at least 1); recompute: keep each layer's input only and
-// run the layer's forward again (but its down projection) in the backward: the same
-// bits for a fraction of the memory (docs/best-train.md), a quarter more compute. 0, or ERR (out of device memory: how much was
-// asked).
+// 2^26 floats of logits hold, at least 1); flags: DEVMODEL_*. 0, or ERR (out of device
+// memory: how much was asked).
 int devmodel_init(DevModel *d, struct CudaCtx *c, const Model *m, int B, int T, size_t ce_rows,
-                  int recompute);
+                  int flags);
 void devmodel_free(DevModel *d);
-// Bytes of device memory devmodel_init takes for m at (B, T): 19 per parameter (fp32
-// weights, gradients and both moments, the bf16 copy, the mask) and the activations
+// Bytes of device memory devmodel_init takes for m at (B, T) with flags: 19 per parameter
+// (fp32 weights, gradients and both moments, the bf16 copy, the mask; 6 with
+// DEVMODEL_EVAL) and the activations
 // (*acts_bytes, may be NULL); the cuBLASLt workspace not included. Needs no GPU and no
 // weights: model_plan's table is enough.
-size_t devmodel_bytes(size_t *acts_bytes, const Model *m, int B, int T, size_t ce_rows, int recompute);
+size_t devmodel_bytes(size_t *acts_bytes, const Model *m, int B, int T, size_t ce_rows, int flags);
 // Uploads the host's weights (and refreshes their bf16 copy), moments (opt, or NULL:
 // left as they are) and mask (NULL: all ones).
 void devmodel_upload(DevModel *d, const float *params, const AdamW *opt, const uint8_t *mask);

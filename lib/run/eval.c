@@ -7,16 +7,40 @@
 
 #include "base/error.h"    // defines: ERR, xmalloc
 #include "base/progress.h" // defines: now_seconds
+#include "nn/cuda.h"       // defines: CudaCtx, cuda_ctx_create (BEST_CUDA)
+
+// The windows of tokens (n) for --seq and --batch: *seq and *batch clamped, the count
+// returned through *nwin. -1 after ERR.
+static int ppl_windows(size_t *nwin, int *seq, int *batch, size_t n) {
+    if (n < 2) return ERR("need at least 2 tokens to measure perplexity (got %zu)", n);
+    if (*seq < 2) return ERR("--seq must be at least 2 (got %d)", *seq);
+    if ((size_t)*seq > n) *seq = (int)n;
+    *nwin = n / (size_t)*seq;
+    if (*batch < 1) *batch = 1;
+    if ((size_t)*batch > *nwin) *batch = (int)*nwin;
+    return 0;
+}
+
+// targets (nb, seq): each window predicts its own tokens 1..seq-1 from x (nb, seq);
+// the last position has none (-1).
+static void ppl_targets(int32_t *targets, const int32_t *x, size_t nb, int seq) {
+    for (size_t b = 0; b < nb; b++)
+        for (int t = 0; t < seq; t++) targets[b * seq + t] = t + 1 < seq ? x[b * seq + t + 1] : -1;
+}
+
+static void ppl_finish(PplResult *r, double total, size_t nwin, int seq) {
+    r->nll = total;
+    r->windows = (int)nwin;
+    r->seq = seq;
+    r->tokens = (uint64_t)nwin * (uint64_t)(seq - 1);
+    r->ppl = exp(total / (double)r->tokens);
+}
 
 int eval_perplexity(PplResult *r, const Model *m, const int32_t *tokens, size_t n, int seq,
                     int batch, Progress *pr) {
     memset(r, 0, sizeof *r);
-    if (n < 2) return ERR("need at least 2 tokens to measure perplexity (got %zu)", n);
-    if (seq < 2) return ERR("--seq must be at least 2 (got %d)", seq);
-    if ((size_t)seq > n) seq = (int)n;
-    size_t nwin = n / (size_t)seq;
-    if (batch < 1) batch = 1;
-    if ((size_t)batch > nwin) batch = (int)nwin;
+    size_t nwin;
+    TRY(ppl_windows(&nwin, &seq, &batch, n));
     ModelActs a;
     TRY(model_acts_init(&a, m, batch, seq, 0));
     size_t N = (size_t)batch * (size_t)seq;
@@ -31,9 +55,7 @@ int eval_perplexity(PplResult *r, const Model *m, const int32_t *tokens, size_t 
             if ((rc = model_acts_init(&a, m, (int)nb, seq, 0)) < 0) break;
         }
         const int32_t *x = tokens + w0 * (size_t)seq;
-        for (size_t b = 0; b < nb; b++)
-            for (int t = 0; t < seq; t++)
-                targets[b * seq + t] = t + 1 < seq ? x[b * seq + t + 1] : -1;
+        ppl_targets(targets, x, nb, seq);
         if ((rc = model_eval(NULL, nll, m, &a, x, targets)) < 0) break;
         // Sum in double: 10^5 .. 10^7 terms.
         for (size_t i = 0; i < nb * (size_t)seq; i++) total += nll[i];
@@ -43,12 +65,51 @@ int eval_perplexity(PplResult *r, const Model *m, const int32_t *tokens, size_t 
     free(targets);
     free(nll);
     TRY(rc);
-    r->nll = total;
-    r->windows = (int)nwin;
-    r->seq = seq;
-    r->tokens = (uint64_t)nwin * (uint64_t)(seq - 1);
-    r->ppl = exp(total / (double)r->tokens);
+    ppl_finish(r, total, nwin, seq);
     return 0;
+}
+
+int eval_perplexity_cuda(PplResult *r, const Model *m, const int32_t *tokens, size_t n, int seq,
+                         int batch, Progress *pr) {
+    memset(r, 0, sizeof *r);
+#ifndef BEST_CUDA
+    (void)m, (void)tokens, (void)n, (void)seq, (void)batch, (void)pr;
+    return ERR("--device cuda: this build has no CUDA (%s); use --device cpu", cuda_info());
+#else
+    if (m->ext) return ERR("--device cuda evaluates Hugging Face folders; for a pack use --device cpu, or "
+                           "best-pack --unpack it into a folder first");
+    size_t nwin;
+    TRY(ppl_windows(&nwin, &seq, &batch, n));
+    CudaCtx *c;
+    TRY(cuda_ctx_create(&c, 0, (size_t)32 << 20));
+    DevModel d;
+    if (devmodel_init(&d, c, m, batch, seq, 0, DEVMODEL_EVAL) < 0) {
+        cuda_ctx_free(c);
+        return -1;
+    }
+    size_t N = (size_t)batch * (size_t)seq;
+    int32_t *x = xmalloc(N * sizeof *x), *targets = xmalloc(N * sizeof *targets);
+    double total = 0;
+    int rc = 0;
+    for (size_t w0 = 0; w0 < nwin && rc == 0; w0 += (size_t)batch) {
+        size_t nb = nwin - w0 < (size_t)batch ? nwin - w0 : (size_t)batch;
+        // a last, smaller batch is padded with copies of its first window, no targets
+        memcpy(x, tokens + w0 * (size_t)seq, nb * (size_t)seq * sizeof *x);
+        for (size_t b = nb; b < (size_t)batch; b++) memcpy(x + b * seq, x, (size_t)seq * sizeof *x);
+        for (size_t i = 0; i < N; i++) targets[i] = -1;
+        ppl_targets(targets, x, nb, seq);
+        if ((rc = devmodel_forward(&d, x, targets)) < 0) break;
+        total += d.nll_sum; // in double on the device, in a fixed order
+        if (pr) progress_update(pr, w0 + nb);
+    }
+    devmodel_free(&d);
+    cuda_ctx_free(c);
+    free(x);
+    free(targets);
+    TRY(rc);
+    ppl_finish(r, total, nwin, seq);
+    return 0;
+#endif
 }
 
 // xorshift64*: small, fast, and the same stream on every platform.

@@ -27,6 +27,11 @@ typedef struct {
 // tokens (n); windows of seq evaluated `batch` at a time. Progress counts windows.
 int eval_perplexity(PplResult *r, const Model *m, const int32_t *tokens, size_t n, int seq,
                     int batch, Progress *pr);
+// The same windows on CUDA device 0 (model.h's DevModel in DEVMODEL_EVAL: bf16 matrix
+// products, fp32 elsewhere; a last smaller batch padded with target-less windows).
+// Folders only (m without a store); ERR in builds without CUDA.
+int eval_perplexity_cuda(PplResult *r, const Model *m, const int32_t *tokens, size_t n, int seq,
+                         int batch, Progress *pr);
 
 typedef struct {
     float temperature;   // 0 = greedy (argmax, lowest id on ties)

@@ -583,7 +583,8 @@ static int device_open(Trainer *tr) {
     const TrainConfig *c = &tr->cfg;
     TRY(cuda_ctx_create(&tr->cuda, 0, (size_t)32 << 20)); // cuBLASLt's workspace: 32 MiB (Hopper)
     tr->dev = xcalloc(1, sizeof *tr->dev);
-    if (devmodel_init(tr->dev, tr->cuda, &tr->m, c->micro_batch, c->seq, 0, c->recompute) < 0) {
+    if (devmodel_init(tr->dev, tr->cuda, &tr->m, c->micro_batch, c->seq, 0,
+                      c->recompute ? DEVMODEL_RECOMPUTE : 0) < 0) {
         free(tr->dev);
         tr->dev = NULL;
         return -1;

@@ -22,7 +22,8 @@
 #    compute-sanitizer (memcheck, racecheck, synccheck) when it is there; and, with the
 #    full build, test_kernels (the same kernels on the CPU emulator) for comparison;
 #    tests/gpu/train_check.sh (best-train --device cuda against --device cpu, states across
-#    devices) and tests/hf_grad_check.py --device cuda (loss and every gradient against
+#    devices), tests/gpu/eval_check.sh (best-eval --device cuda perplexity against the CPU's)
+#    and tests/hf_grad_check.py --device cuda (loss and every gradient against
 #    transformers in bf16 autocast). A GPU test that skips (no device seen) is a failure here.
 # 4. with `bench` or `all`: bench_mask_gpu (BEST's mask update at LLaMA-2-7B's size, 16
 #    layers on an 80 GB GPU, against a device-to-device copy of the weights), then
@@ -169,11 +170,12 @@ if [ "$MODE" != bench ]; then
     fi
     # the tools on the GPU, and the gradients against transformers (full build only)
     if [ "$TB" != build/tests ]; then
-        notok "train_check, hf_grad: not run (they need the full build, not the fallback)"
+        notok "train_check, eval_check, hf_grad: not run (they need the full build, not the fallback)"
     elif [ -z "$gpu" ]; then
-        notok "train_check, hf_grad: not run (no GPU)"
+        notok "train_check, eval_check, hf_grad: not run (no GPU)"
     else
         run_prog train_check env OUT="$OUT" sh tests/gpu/train_check.sh
+        run_prog eval_check sh tests/gpu/eval_check.sh
         run_prog hf_grad python3 tests/hf_grad_check.py --bin build/tests/hf_grads --device cuda
     fi
 fi # tests

@@ -13,6 +13,7 @@
 
 #include "base/args.h"       // defines: ArgSpec, args_parse, args_threads
 #include "io/docs.h"         // defines: docs_open_file, docs_next
+#include "nn/cuda.h"         // defines: cuda_device_count, cuda_info
 #include "base/error.h"      // defines: TRY_OR_DIE, DIE
 #include "run/eval.h"        // defines: eval_perplexity, eval_generate
 #include "pack/pack_model.h" // defines: model_open, pack_model_file
@@ -23,7 +24,7 @@
 #include "base/utf8.h"       // defines: utf8_repair
 
 typedef struct {
-    const char *model, *data, *tokenizer, *generate, *tasks, *task_dir, *join;
+    const char *model, *data, *tokenizer, *generate, *tasks, *task_dir, *join, *device;
     int seq, max_tokens, batch, json, quiet, threads, max_new_tokens, seed;
     double temperature, top_p;
 } Opts;
@@ -134,7 +135,7 @@ static void load_tokens(IdVec *ids, const Opts *o, const Model *m) {
 static json_t *json_number(double x) { return isfinite(x) ? json_real(x) : json_null(); }
 
 // Perplexity on o->data; returns 0 when it is not a finite number (printed all the same).
-static int run_ppl(const Opts *o, const Model *m) {
+static int run_ppl(const Opts *o, const Model *m, int on_cuda) {
     double t0 = now_seconds();
     IdVec ids = {0};
     load_tokens(&ids, o, m);
@@ -146,13 +147,15 @@ static int run_ppl(const Opts *o, const Model *m) {
     Progress pr;
     progress_init(&pr, "eval", seq > 0 ? ids.n / (size_t)seq : 0, " windows", o->quiet);
     PplResult r;
-    TRY_OR_DIE(eval_perplexity(&r, m, ids.v, ids.n, seq, o->batch, &pr));
+    if (on_cuda) TRY_OR_DIE(eval_perplexity_cuda(&r, m, ids.v, ids.n, seq, o->batch, &pr));
+    else TRY_OR_DIE(eval_perplexity(&r, m, ids.v, ids.n, seq, o->batch, &pr));
     progress_finish(&pr);
     double secs = now_seconds() - t0;
     if (o->json) {
-        json_t *j = json_pack("{s:o, s:o, s:I, s:i, s:i, s:s, s:s, s:f}", "ppl", json_number(r.ppl), "nll",
+        json_t *j = json_pack("{s:o, s:o, s:I, s:i, s:i, s:s, s:s, s:f, s:s}", "ppl", json_number(r.ppl), "nll",
                               json_number(r.nll), "tokens", (json_int_t)r.tokens, "windows", r.windows, "seq",
-                              r.seq, "model", o->model, "data", o->data, "seconds", secs);
+                              r.seq, "model", o->model, "data", o->data, "seconds", secs, "device",
+                              on_cuda ? "cuda" : "cpu");
         char *s = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
         if (!s) DIE("--json: cannot encode the result (a file name that is not UTF-8?)");
         printf("%s\n", s);
@@ -251,6 +254,8 @@ int main(int argc, char **argv) {
         {"tasks", OPT_STRING, &o.tasks, "LIST", "zero-shot tasks (not in this version)"},
         {"task-dir", OPT_STRING, &o.task_dir, "DIR", "folder of task .jsonl files (not in this version)"},
         {"threads", OPT_INT, &o.threads, "N", "threads; 0 = all cores (at most 4 per core)"},
+        {"device", OPT_STRING, &o.device, "NAME", "cuda or cpu: where perplexity runs (default cuda for a folder when "
+                                                   "a GPU is visible; generation and packs run on the CPU)"},
         {"json", OPT_FLAG, &o.json, NULL, "print one JSON object on stdout"},
         {"quiet", OPT_FLAG, &o.quiet, NULL, "no progress on stderr"},
         {0},
@@ -275,16 +280,30 @@ int main(int argc, char **argv) {
     if (!(o.max_new_tokens >= 1)) args_usage_error(&spec, "--max-new-tokens %d must be at least 1", o.max_new_tokens);
     if (!(o.temperature >= 0)) args_usage_error(&spec, "--temperature %g must be >= 0", o.temperature);
     if (!(o.top_p > 0 && o.top_p <= 1)) args_usage_error(&spec, "--top-p %g is outside (0, 1]", o.top_p);
+    if (o.device && strcmp(o.device, "cuda") != 0 && strcmp(o.device, "cpu") != 0)
+        args_usage_error(&spec, "unknown --device %s (cuda, cpu)", o.device);
+    int want_cuda = o.device && strcmp(o.device, "cuda") == 0;
+    if (want_cuda && o.generate) args_usage_error(&spec, "--device cuda: generation runs on the CPU in this version");
     args_threads(&spec, o.threads);
 
     Model m;
     TRY_OR_DIE(model_open(&m, o.model));
+    // the default: the GPU for a folder's perplexity when one is visible
+    int on_cuda = want_cuda || (!o.device && o.data && !m.ext && cuda_device_count() > 0);
+    if (want_cuda && cuda_device_count() == 0) DIE("--device cuda: %s; use --device cpu", cuda_info());
+    if (want_cuda && m.ext)
+        DIE("%s: --device cuda evaluates Hugging Face folders in this version; for a pack use --device cpu, or "
+            "best-pack --unpack it into a folder", o.model);
     if (!o.quiet)
-        fprintf(stderr, "best-eval: %s (%s%s, %zu layers, dim %zu, %.1fM parameters), %d threads\n", m.src_dir ? m.src_dir : o.model,
+        fprintf(stderr, "best-eval: %s (%s%s, %zu layers, dim %zu, %.1fM parameters), %s\n", m.src_dir ? m.src_dir : o.model,
                 config_arch_name(m.cfg.arch), m.ext ? ", packed" : "", m.L, m.C, (double)model_numel(&m) / 1e6,
-                omp_get_max_threads());
+                on_cuda ? "device cuda" : "device cpu");
+    if (!o.quiet) {
+        if (on_cuda) fprintf(stderr, "best-eval: device cuda: %s; bf16 matrix products\n", cuda_info());
+        else fprintf(stderr, "best-eval: device cpu: %d threads\n", omp_get_max_threads());
+    }
     int finite = 1;
-    if (o.data) finite = run_ppl(&o, &m);
+    if (o.data) finite = run_ppl(&o, &m, on_cuda);
     else run_generate(&o, &m);
     model_free(&m);
     TRY_OR_DIE(stdout_close()); // a lost result (a full disk) is an error

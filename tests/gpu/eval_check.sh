@@ -1,0 +1,49 @@
+#!/bin/sh
+# tests/gpu/eval_check.sh: best-eval --device cuda against --device cpu, through the tool,
+# on a lent GPU (tests/gpu/run.sh runs it; full build). Perplexity with the same windows
+# on both devices within 1e-3 relative (the device's products take bf16 operands): the
+# Qwen3 fixture's shard at --seq 64 in batches of 1 and of 3 (a last, padded batch), and
+# stories260K on its validation text when ../shared has it. Prints "ok - " / "not ok - ".
+#
+# GD=cpu runs the "GPU" side on the CPU too: a check of this script on any machine
+# (tests/t_gpu_script.sh), where the two sides must agree exactly.
+set -u
+GD=${GD:-cuda}
+BIN=${BIN:-bin}
+SHARED=${SHARED:-../shared}
+FAILED=0
+
+# same NAME ARGS...: perplexity with ARGS on GD and on the CPU, within 1e-3
+same() {
+    name=$1
+    shift
+    a=$("$BIN/best-eval" "$@" --json --quiet --device "$GD" 2>&1)
+    b=$("$BIN/best-eval" "$@" --json --quiet --device cpu 2>&1)
+    python3 - "$name" "$a" "$b" "$GD" <<'PY' || FAILED=1
+import json, sys
+name, gd = sys.argv[1], sys.argv[4]
+try:
+    a, b = json.loads(sys.argv[2]), json.loads(sys.argv[3])
+except ValueError:
+    print("not ok - %s: best-eval failed: %s | %s" % (name, sys.argv[2][-200:], sys.argv[3][-200:]))
+    sys.exit(1)
+rel = abs(a["ppl"] - b["ppl"]) / b["ppl"]
+good = rel <= 1e-3 and a["tokens"] == b["tokens"] and a["windows"] == b["windows"] and a["device"] == gd
+print("%s - %s: perplexity %s %.6f, cpu %.6f (rel %.1e, at most 1e-3), %d tokens in %d windows"
+      % ("ok" if good else "not ok", name, gd, a["ppl"], b["ppl"], rel, a["tokens"], a["windows"]))
+sys.exit(0 if good else 1)
+PY
+}
+
+Q="--model tests/fixtures/model/qwen3 --data tests/fixtures/eval/qwen3_tokens.bin --seq 64"
+# shellcheck disable=SC2086
+same "qwen3 fixture, batch 1" $Q
+# shellcheck disable=SC2086
+same "qwen3 fixture, batch 3 (the last batch padded)" $Q --batch 3
+if [ -d "$SHARED/models/stories260K" ]; then
+    same "stories260K validation text, seq 256, batch 4" --model "$SHARED/models/stories260K" \
+        --data "$SHARED/data/stories260K/valid.jsonl" --seq 256 --max-tokens 16384 --batch 4
+else
+    echo "skip - stories260K: $SHARED/models/stories260K not found"
+fi
+exit $FAILED
