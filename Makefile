@@ -135,7 +135,7 @@ TEST_BINS := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%) $(BUILD)/tests/hf_logits $(B
 TEST_CXX_BINS := $(patsubst tests/%.cpp,$(BUILD)/tests/%,$(wildcard tests/test_*.cpp))
 # and with CUDA, test_kernels and test_step again built by nvcc (NAME_gpu), launching the
 # kernels on a real GPU (they print "skip - no CUDA device" where there is none)
-TEST_GPU_BINS := $(if $(LIB_CU),$(patsubst tests/%.cpp,$(BUILD)/tests/%_gpu,$(wildcard tests/test_kernels.cpp tests/test_step.cpp)))
+TEST_GPU_BINS := $(if $(LIB_CU),$(patsubst tests/%.cpp,$(BUILD)/tests/%_gpu,$(wildcard tests/test_kernels.cpp tests/test_step.cpp tests/test_spmv_cuda.cpp)))
 TEST_BINS += $(TEST_CXX_BINS) $(TEST_GPU_BINS)
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BINS := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
@@ -188,6 +188,8 @@ $(TEST_CXX_BINS) $(TEST_GPU_BINS): $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CXX) $(LDFLAGS) -pthread -o $@ $< $(LIBA) $(LINK_LIBS)
 
+# the cuSPARSE peer of the GPU SpMV benchmark (only this program links cuSPARSE)
+$(BUILD)/bench/bench_spmv_gpu: LINK_LIBS += $(if $(filter 1,$(CUDA)),-lcusparse)
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIBA) $(LINK_LIBS)

@@ -251,6 +251,10 @@ static T emu_shfl(unsigned mask, T v, F src_of) {
     return r;
 }
 
+// Bit counting: __popc (set bits), __ffs (1 + the lowest set bit, 0 for none).
+static inline int __popc(unsigned x) { return __builtin_popcount(x); }
+static inline int __ffs(int x) { return __builtin_ffs(x); }
+
 template <class T> static inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
     if (width != 32) emu_fail("shuffle width other than 32");
     return emu_shfl(mask, v, [=](int l) { return l ^ lane_mask; });

@@ -30,6 +30,10 @@
 
 #include "pack/pack.h" // defines: PackTensor
 
+#ifdef __cplusplus // spmv.cu and the C++ tests include this
+extern "C" {
+#endif
+
 // y (rows) = W x + b, or y += W x + b with acc; W = t (rows, cols), x (cols),
 // b (rows) or NULL. y must not overlap x.
 void spmv_forward(float *y, const float *x, const PackTensor *t, const float *b, int acc);
@@ -45,5 +49,35 @@ size_t spmv_bytes(const PackTensor *t);
 int spmv_simd(int enable);
 // "delta/BF16 avx512": the kernel spmv_forward picks for t, for logs.
 const char *spmv_kernel_name(const PackTensor *t);
+
+// --- on a CUDA device (spmv.cu) -------------------------------------------------------------
+// A packed tensor's streams copied to device memory as they are in the pack (one
+// allocation, `block`); the pointers are device pointers, NULL where t has no such stream.
+typedef struct {
+    size_t rows, cols, nnz, slots;
+    PackEnc enc;
+    PackVal val;
+    const uint32_t *nnz_ptr, *ix_ptr, *masks;
+    const uint8_t *index, *steps;
+    const void *values;
+    const float *scales;
+    void *block;
+    size_t bytes;              // of block: what the tensor takes on the device
+} DevPackTensor;
+
+#ifdef BEST_CUDA
+// d = t's streams on the current device. 0, or ERR (out of device memory).
+int devpack_upload(DevPackTensor *d, const PackTensor *t);
+void devpack_free(DevPackTensor *d);
+struct CUstream_st;
+// spmv_forward on the device: y (rows), x (cols), b (rows) or NULL are device arrays; y
+// must not overlap x. Asynchronous on stream.
+void spmv_forward_cuda(float *y, const float *x, const DevPackTensor *t, const float *b, int acc,
+                       struct CUstream_st *stream);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -18,7 +18,8 @@
 #    that the kernels are still checked.
 # 3. the tests: test_cuda (device discovery, a context with cuBLASLt), test_kernels_gpu
 #    (every kernel of lib/*/*.cu on the GPU against the CPU path), test_step_gpu (the
-#    device training step against the CPU's; full build only), test_kernels_gpu also under
+#    device training step against the CPU's; full build only), test_spmv_cuda_gpu (packed
+#    products against spmv.c; full build only), test_kernels_gpu also under
 #    compute-sanitizer (memcheck, racecheck, synccheck) when it is there; and, with the
 #    full build, test_kernels (the same kernels on the CPU emulator) for comparison;
 #    tests/gpu/train_check.sh (best-train --device cuda against --device cpu, states across
@@ -30,9 +31,10 @@
 #    bench/train_gpu.py (tokens/s and MFU against PyTorch) at the issue's ~1.1B LLaMA and
 #    Qwen3-style configs, one LLaMA-2-7B decoder block (train_gpu.py --block), and
 #    tokens/s step by step while BEST prunes the 1.1B LLaMA to 90% (--sparsity), JSON
-#    under OUT. BENCH="mask train block sparse" (the default) picks which: a call of the
-#    device tool has 10 minutes, so run them in three calls (BENCH="mask block",
-#    BENCH=train, BENCH=sparse).
+#    under OUT; and bench_spmv_gpu (packed batch-1 products at LLaMA-2-7B's shapes against
+#    cuBLASLt dense and cuSPARSE CSR). BENCH="mask spmv train block sparse" (the default)
+#    picks which: a call of the device tool has 10 minutes, so run them in three calls
+#    (BENCH="mask spmv block", BENCH=train, BENCH=sparse).
 #
 # Nothing of this has run on a GPU yet (docs/cuda.md). GPU_FALLBACK=1 forces the
 # fallback build (to try it on a machine that has the packages).
@@ -152,9 +154,11 @@ fi
 # --- 3. the tests ----------------------------------------------------------------------------
 if [ "$MODE" != bench ]; then
     CSAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
-    for t in test_cuda test_kernels_gpu test_step_gpu; do
-        # the device step test needs the whole library: not in the fallback build
-        if [ "$t" = test_step_gpu ] && [ "$TB" = build-gpu ]; then echo "# $t: not in the fallback build"; continue; fi
+    for t in test_cuda test_kernels_gpu test_step_gpu test_spmv_cuda_gpu; do
+        # the device step and pack tests need the whole library: not in the fallback build
+        case "$t" in test_step_gpu | test_spmv_cuda_gpu)
+            if [ "$TB" = build-gpu ]; then echo "# $t: not in the fallback build"; continue; fi ;;
+        esac
         if [ ! -x "$TB/$t" ]; then notok "$TB/$t was not built"; continue; fi
         run_prog "$t" "$TB/$t"
     done
@@ -183,7 +187,7 @@ fi # tests
 # --- 4. the benchmarks (sh tests/gpu/run.sh bench, or all) ----------------------------------
 # Their own call by default: the device tool gives a command 10 minutes. Results as JSON
 # under OUT, for docs/benchmarks.md.
-BENCH=${BENCH:-mask train block sparse}
+BENCH=${BENCH:-mask spmv train block sparse}
 want() { case " $BENCH " in *" $1 "*) return 0 ;; esac; return 1; }
 if [ "$MODE" != tests ] && [ -n "$gpu" ] && want mask && [ -x build/bench/bench_mask_gpu ]; then
     # the mask update at LLaMA-2-7B's size: all 32 layers need 128 GB of DevModel (H200);
@@ -197,6 +201,15 @@ if [ "$MODE" != tests ] && [ -n "$gpu" ] && want mask && [ -x build/bench/bench_
         ok "bench_mask_gpu llama2-7b, $layers layers ($(($(date +%s) - start))s): $(grep -m 1 '^mask update to 0.95' "$OUT/bench-mask.log")"
     else
         notok "bench_mask_gpu: $(tail -n 1 "$OUT/bench-mask.log")"
+    fi
+fi
+if [ "$MODE" != tests ] && [ -n "$gpu" ] && want spmv && [ -x build/bench/bench_spmv_gpu ]; then
+    # packed products at LLaMA-2-7B's shapes against cuBLASLt dense and cuSPARSE CSR
+    start=$(date +%s)
+    if build/bench/bench_spmv_gpu --json "$OUT/bench-spmv.json" >"$OUT/bench-spmv.log" 2>&1; then
+        ok "bench_spmv_gpu ($(($(date +%s) - start))s): $(grep -m 1 '^4096x11008 *95%' "$OUT/bench-spmv.log")"
+    else
+        notok "bench_spmv_gpu: $(tail -n 1 "$OUT/bench-spmv.log")"
     fi
 fi
 if [ "$MODE" != tests ] && [ -n "$gpu" ] && want block && [ -x bin/best-train ]; then

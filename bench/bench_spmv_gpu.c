@@ -1,0 +1,268 @@
+// bench_spmv_gpu.c: batch-1 products of packed weights on a GPU (spmv_forward_cuda,
+// lib/pack/spmv.cu) at LLaMA-2-7B's shapes, against two peers in the same program on the
+// same matrices: the dense bf16 product through cuBLASLt (matmul_forward_cuda, one row
+// of x) and cuSPARSE's CSR SpMV (cusparseSpMV, fp32 values, int32 indices). Also the
+// floor: the format's bytes (spmv_bytes) over the bandwidth of a device-to-device copy
+// measured here.
+//
+//   bench_spmv_gpu [--json FILE] [--index tiles|bitmap|delta] [--iters N]
+//
+// The matrices: one LLaMA-2-7B decoder layer (q_proj 4096 x 4096, gate_proj 11008 x 4096,
+// down_proj 4096 x 11008), random weights with a random fraction S of each zeroed, for S
+// in 70, 90, 95, 99%; packed by pack_write with bf16 values (--index tiles by default).
+// Times are the mean of --iters products after 10 untimed ones, the device synchronised
+// around the loop. The results are compared with the dense product (printed: the largest
+// difference over the largest |y|). Never run yet: no GPU has been lent (docs/cuda.md).
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/error.h"      // defines: TRY_OR_DIE, DIE
+#include "nn/cuda.h"         // defines: CudaCtx, cuda_ctx_create, cuda_info
+#include "nn/kernel_math.h"  // defines: km_bf16_from_float
+#include "nn/layers.h"       // defines: matmul_forward_cuda (BEST_CUDA)
+#include "nn/model.h"        // defines: Model, model_plan, model_alloc
+#include "pack/pack.h"       // defines: Pack, pack_open
+#include "pack/pack_write.h" // defines: pack_write
+#include "pack/spmv.h"       // defines: DevPackTensor, spmv_forward_cuda, spmv_bytes
+
+#ifdef BEST_CUDA
+#include <cuda_runtime.h>
+#include <cusparse.h>
+
+#define RT(call)                                                                                 \
+    do {                                                                                         \
+        cudaError_t e_ = (call);                                                                 \
+        if (e_ != cudaSuccess) DIE("%s: %s", #call, cudaGetErrorString(e_));                     \
+    } while (0)
+#define SP(call)                                                                                 \
+    do {                                                                                         \
+        cusparseStatus_t s_ = (call);                                                            \
+        if (s_ != CUSPARSE_STATUS_SUCCESS) DIE("%s: %s", #call, cusparseGetErrorString(s_));     \
+    } while (0)
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static uint64_t rng = 88172645463325252ull;
+static double uniform(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (double)(rng >> 11) / 9007199254740992.0;
+}
+
+static void *dev_copy(const void *h, size_t bytes) {
+    void *d;
+    RT(cudaMalloc(&d, bytes ? bytes : 1));
+    if (bytes) RT(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
+    return d;
+}
+
+// Seconds per call of the product `what` (0 spmv, 1 dense, 2 cusparse), iters calls.
+typedef struct {
+    const DevPackTensor *d;
+    CudaCtx *ctx;
+    cusparseHandle_t sp;
+    cusparseSpMatDescr_t A;
+    cusparseDnVecDescr_t X, Y;
+    void *spbuf;
+    float *y, *x;
+    uint16_t *xbf, *wbf;
+    size_t rows, cols;
+} Bench;
+
+static void run_once(Bench *b, int what) {
+    if (what == 0) spmv_forward_cuda(b->y, b->x, b->d, NULL, 0, 0);
+    else if (what == 1) matmul_forward_cuda(b->ctx, b->y, b->xbf, b->wbf, NULL, 1, b->cols, b->rows, 0);
+    else {
+        float one = 1, zero = 0;
+        SP(cusparseSpMV(b->sp, CUSPARSE_OPERATION_NON_TRANSPOSE, &one, b->A, b->X, &zero, b->Y, CUDA_R_32F,
+                        CUSPARSE_SPMV_ALG_DEFAULT, b->spbuf));
+    }
+}
+
+static double time_it(Bench *b, int what, int iters) {
+    for (int i = 0; i < 10; i++) run_once(b, what);
+    RT(cudaDeviceSynchronize());
+    double t = now();
+    for (int i = 0; i < iters; i++) run_once(b, what);
+    RT(cudaDeviceSynchronize());
+    return (now() - t) / iters;
+}
+#endif
+
+int main(int argc, char **argv) {
+    err_set_prog("bench_spmv_gpu");
+#ifndef BEST_CUDA
+    (void)argc;
+    (void)argv;
+    printf("bench_spmv_gpu: built without CUDA (no nvcc): nothing to run\n");
+    return 0;
+#else
+    const char *json_out = NULL, *index = "tiles";
+    int iters = 200;
+    for (int i = 1; i < argc; i++) {
+        if (i + 1 < argc && !strcmp(argv[i], "--json")) json_out = argv[++i];
+        else if (i + 1 < argc && !strcmp(argv[i], "--index")) index = argv[++i];
+        else if (i + 1 < argc && !strcmp(argv[i], "--iters")) iters = atoi(argv[++i]);
+        else {
+            fprintf(stderr, "usage: bench_spmv_gpu [--json FILE] [--index tiles|bitmap|delta] [--iters N]\n");
+            return 2;
+        }
+    }
+    PackIndex pi = !strcmp(index, "bitmap") ? INDEX_BITMAP : !strcmp(index, "delta") ? INDEX_DELTA : INDEX_TILES;
+    if (iters < 1 || (pi == INDEX_TILES && strcmp(index, "tiles"))) DIE("--index %s / --iters %d", index, iters);
+    CudaCtx *ctx;
+    TRY_OR_DIE(cuda_ctx_create(&ctx, 0, (size_t)32 << 20));
+    printf("# device: %s\n", cuda_info());
+    // the peer of every byte count: a device-to-device copy of 1 GiB (read + write)
+    size_t cb = (size_t)1 << 30;
+    void *c0, *c1;
+    RT(cudaMalloc(&c0, cb));
+    RT(cudaMalloc(&c1, cb));
+    RT(cudaMemcpy(c1, c0, cb, cudaMemcpyDeviceToDevice));
+    RT(cudaDeviceSynchronize());
+    double t = now();
+    for (int i = 0; i < 5; i++) RT(cudaMemcpy(c1, c0, cb, cudaMemcpyDeviceToDevice));
+    RT(cudaDeviceSynchronize());
+    double bw = 2.0 * cb * 5 / (now() - t);
+    RT(cudaFree(c0));
+    RT(cudaFree(c1));
+    printf("# bandwidth of a device-to-device copy: %.0f GB/s (read + write)\n", bw / 1e9);
+    cusparseHandle_t sp;
+    SP(cusparseCreate(&sp));
+    static const char cfg[] =
+        "{\"architectures\":[\"LlamaForCausalLM\"],\"model_type\":\"llama\",\"hidden_size\":4096,"
+        "\"intermediate_size\":11008,\"num_hidden_layers\":1,\"num_attention_heads\":32,\"num_key_value_heads\":32,"
+        "\"vocab_size\":256,\"max_position_embeddings\":4096,\"rms_norm_eps\":1e-5,\"rope_theta\":10000.0,"
+        "\"tie_word_embeddings\":false}";
+    static const char *const names[3] = {"model.layers.0.self_attn.q_proj.weight", "model.layers.0.mlp.gate_proj.weight",
+                                         "model.layers.0.mlp.down_proj.weight"};
+    static const double S[4] = {0.70, 0.90, 0.95, 0.99};
+    FILE *jf = json_out ? fopen(json_out, "w") : NULL;
+    if (json_out && !jf) DIE("%s: cannot write", json_out);
+    if (jf) fprintf(jf, "{\"device\":\"%s\",\"bandwidth\":%.0f,\"index\":\"%s\",\"results\":[", cuda_info(), bw, index);
+    printf("%-10s %6s %6s %10s %10s %10s %9s %9s %10s %9s\n", "shape", "S", "MB", "spmv us", "dense us", "cusparse us",
+           "x dense", "x cusp", "floor us", "x floor");
+    int first = 1;
+    for (int k = 0; k < 4; k++) {
+        Model m;
+        memset(&m, 0, sizeof m);
+        TRY_OR_DIE(model_plan(&m, cfg, strlen(cfg), "bench config", 0));
+        model_alloc(&m);
+        m.dtype = ST_F32;
+        for (size_t i = 0; i < m.n_params; i++) m.params[i] = (float)(uniform() - 0.5) * 0.04f;
+        for (int i = 0; i < m.n_info; i++)
+            if (m.info[i].prunable)
+                for (size_t j = 0; j < m.info[i].numel; j++)
+                    if (uniform() < S[k]) m.params[m.info[i].offset + j] = 0;
+        char path[64];
+        snprintf(path, sizeof path, "/tmp/bench_spmv_gpu.%d.pack", (int)getpid());
+        TRY_OR_DIE(pack_write(path, &m, QUANT_BF16, pi));
+        Pack p;
+        TRY_OR_DIE(pack_open(&p, path));
+        for (int n = 0; n < 3; n++) {
+            const PackTensor *pt = pack_find(&p, names[n]);
+            if (!pt) DIE("%s: no %s", path, names[n]);
+            const float *w = NULL; // the same tensor in the model's block
+            for (int i = 0; i < m.n_info; i++)
+                if (!strcmp(m.info[i].name, names[n])) w = m.params + m.info[i].offset;
+            if (!w) DIE("no %s in the model's table", names[n]);
+            size_t R = pt->rows, Cn = pt->cols, nnz = 0;
+            // the peers' inputs: bf16 dense weights, CSR (fp32 values of the bf16 weights)
+            uint16_t *wbf = xmalloc(R * Cn * sizeof *wbf);
+            int32_t *rowp = xmalloc((R + 1) * sizeof *rowp);
+            for (size_t i = 0; i < R * Cn; i++) wbf[i] = km_bf16_from_float(w[i]);
+            for (size_t i = 0; i < R * Cn; i++) nnz += w[i] != 0;
+            int32_t *coli = xmalloc((nnz ? nnz : 1) * sizeof *coli);
+            float *vals = xmalloc((nnz ? nnz : 1) * sizeof *vals), *x = xmalloc(Cn * sizeof *x);
+            uint16_t *xb = xmalloc(Cn * sizeof *xb);
+            size_t e = 0;
+            for (size_t r = 0; r < R; r++) {
+                rowp[r] = (int32_t)e;
+                for (size_t c = 0; c < Cn; c++)
+                    if (w[r * Cn + c] != 0) {
+                        coli[e] = (int32_t)c;
+                        vals[e++] = km_float_from_bf16(wbf[r * Cn + c]);
+                    }
+            }
+            rowp[R] = (int32_t)e;
+            for (size_t c = 0; c < Cn; c++) {
+                xb[c] = km_bf16_from_float((float)(uniform() - 0.5));
+                x[c] = km_float_from_bf16(xb[c]); // both sides multiply the same x
+            }
+            DevPackTensor d;
+            TRY_OR_DIE(devpack_upload(&d, pt));
+            Bench b = {&d, ctx, sp, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, R, Cn};
+            b.x = dev_copy(x, Cn * 4);
+            b.xbf = dev_copy(xb, Cn * 2);
+            b.wbf = dev_copy(wbf, R * Cn * 2);
+            RT(cudaMalloc((void **)&b.y, R * 4));
+            void *drow = dev_copy(rowp, (R + 1) * 4), *dcol = dev_copy(coli, nnz * 4), *dval = dev_copy(vals, nnz * 4);
+            float *ysp;
+            RT(cudaMalloc((void **)&ysp, R * 4));
+            SP(cusparseCreateCsr(&b.A, (int64_t)R, (int64_t)Cn, (int64_t)nnz, drow, dcol, dval, CUSPARSE_INDEX_32I,
+                                 CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO, CUDA_R_32F));
+            SP(cusparseCreateDnVec(&b.X, (int64_t)Cn, b.x, CUDA_R_32F));
+            SP(cusparseCreateDnVec(&b.Y, (int64_t)R, ysp, CUDA_R_32F));
+            size_t bsz = 0;
+            float one = 1, zero = 0;
+            SP(cusparseSpMV_bufferSize(sp, CUSPARSE_OPERATION_NON_TRANSPOSE, &one, b.A, b.X, &zero, b.Y, CUDA_R_32F,
+                                       CUSPARSE_SPMV_ALG_DEFAULT, &bsz));
+            RT(cudaMalloc(&b.spbuf, bsz ? bsz : 1));
+            double ts = time_it(&b, 0, iters), td = time_it(&b, 1, iters), tc = time_it(&b, 2, iters);
+            // correctness: ours against the dense product and cuSPARSE's
+            float *y1 = xmalloc(R * 4), *y2 = xmalloc(R * 4), *y3 = xmalloc(R * 4);
+            run_once(&b, 0);
+            RT(cudaDeviceSynchronize());
+            RT(cudaMemcpy(y1, b.y, R * 4, cudaMemcpyDeviceToHost));
+            run_once(&b, 1);
+            RT(cudaDeviceSynchronize());
+            RT(cudaMemcpy(y2, b.y, R * 4, cudaMemcpyDeviceToHost));
+            RT(cudaMemcpy(y3, ysp, R * 4, cudaMemcpyDeviceToHost));
+            double dmax = 0, ymax = 0, cmax = 0;
+            for (size_t r = 0; r < R; r++) {
+                dmax = fmax(dmax, fabs((double)y1[r] - y2[r]));
+                cmax = fmax(cmax, fabs((double)y1[r] - y3[r]));
+                ymax = fmax(ymax, fabs((double)y2[r]));
+            }
+            double floor_s = (double)spmv_bytes(pt) / (bw / 2); // reads only: half the copy's traffic
+            char shape[32];
+            snprintf(shape, sizeof shape, "%zux%zu", R, Cn);
+            printf("%-10s %5.0f%% %6.1f %10.1f %10.1f %10.1f %8.2fx %8.2fx %10.1f %8.2fx  (|ours - dense| %.1e, "
+                   "|ours - cusparse| %.1e of max |y|)\n",
+                   shape, 100 * S[k], (double)spmv_bytes(pt) / 1e6, ts * 1e6, td * 1e6, tc * 1e6, td / ts, tc / ts,
+                   floor_s * 1e6, ts / floor_s, dmax / ymax, cmax / ymax);
+            if (jf)
+                fprintf(jf, "%s{\"shape\":\"%s\",\"sparsity\":%.2f,\"bytes\":%zu,\"spmv_s\":%.9f,\"dense_s\":%.9f,"
+                            "\"cusparse_s\":%.9f,\"floor_s\":%.9f}", first ? "" : ",", shape, S[k], spmv_bytes(pt), ts,
+                        td, tc, floor_s);
+            first = 0;
+            SP(cusparseDestroySpMat(b.A));
+            SP(cusparseDestroyDnVec(b.X));
+            SP(cusparseDestroyDnVec(b.Y));
+            void *frees[] = {b.x, b.xbf, b.wbf, b.y, drow, dcol, dval, ysp, b.spbuf};
+            for (size_t i = 0; i < sizeof frees / sizeof *frees; i++) RT(cudaFree(frees[i]));
+            devpack_free(&d);
+            free(y1), free(y2), free(y3), free(wbf), free(rowp), free(coli), free(vals), free(x), free(xb);
+        }
+        pack_close(&p);
+        unlink(path);
+        model_free(&m);
+    }
+    if (jf) {
+        fprintf(jf, "]}\n");
+        if (fclose(jf) != 0) DIE("%s: cannot write", json_out);
+    }
+    SP(cusparseDestroy(sp));
+    cuda_ctx_free(ctx);
+    return 0;
+#endif
+}

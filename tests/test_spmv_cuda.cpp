@@ -1,0 +1,194 @@
+// test_spmv_cuda.cpp: the GPU products of packed tensors (lib/pack/spmv.cu,
+// spmv_forward_cuda) against the CPU's (lib/pack/spmv.c, spmv_forward with its portable
+// kernels, which tests/test_spmv.c checks against a dense reference), on real packs:
+// the tiny LLaMA fixture with 0% and 90% of its prunable weights zeroed and the Qwen3
+// fixture with 99.9% (rows 24, 48, 64 and cols 32, 48, 64: panels of 32 cut short,
+// empty rows), written by pack_write with every encoding the writer has (dense at 0%
+// with --index size; bitmap, delta, tiles forced) and every value type (F32, F16 from an
+// F16 folder, BF16, I8, I4). Every tensor of each pack (the dense embedding, head and
+// 1-D norms included) is uploaded (devpack_upload) and multiplied by a random x, once
+// plain and once with a bias and accumulation into a random y; results must agree with
+// the CPU's within 2e-6 of sum |w x| of the row (plus |b| and |y| with them), as
+// tests/test_spmv.c asks of the CPU against its reference: tiles and bitmap sum each row
+// in the CPU portable kernels' order, dense by warp lanes and delta with one running sum
+// (the CPU keeps four), other orders. The F16 decoder is checked on all
+// 65536 bit patterns against io/safetensors.c's.
+//
+// Built two ways, as test_kernels is: build/tests/test_spmv_cuda (g++, spmv.cu included
+// and run by tests/cuda_emu.h) and build/tests/test_spmv_cuda_gpu (nvcc, libbest's
+// kernels on a GPU; "skip - no CUDA device" without one; never run yet).
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <vector>
+
+#ifndef TEST_ON_GPU
+#define KM_GRID_CAP 3u   // tiny grids: the grid-stride loops run at tiny sizes
+#define BEST_KAPI static // this file's own copy of the kernels' API
+#endif
+extern "C" { // C headers without their own guards, before spmv.cu includes them
+#include "io/safetensors.h"  // defines: st_f16_to_f32
+#include "nn/model.h"        // defines: Model, model_load, model_save
+#include "pack/pack.h"       // defines: Pack, pack_open
+#include "pack/pack_write.h" // defines: pack_write
+}
+#ifdef TEST_ON_GPU
+#include "nn/cuda.h" // defines: CUDA_CHECK, cuda_device_count
+#define MODE "gpu"
+#else
+#include "cuda_emu.h"
+#include "pack/spmv.cu"
+#define MODE "emulated"
+#endif
+#include "base/error.h" // defines: err_msg
+#include "pack/spmv.h" // defines: spmv_forward, spmv_simd, DevPackTensor
+#include "test.h"
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static uint64_t next_u64() {
+    rng ^= rng >> 12;
+    rng ^= rng << 25;
+    rng ^= rng >> 27;
+    return rng * 0x2545F4914F6CDD1Dull;
+}
+static float uniform_pm1() { return (float)((double)(next_u64() >> 11) / 4503599627370496.0 - 1.0); }
+
+static float *dev_floats(const std::vector<float> &h) {
+    float *p;
+    CUDA_CHECK(cudaMalloc((void **)&p, (h.size() ? h.size() : 1) * sizeof(float)));
+    CUDA_CHECK(cudaMemcpy(p, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice));
+    return p;
+}
+
+// The product of every tensor of the pack at path on the device and on the CPU; returns
+// the worst error relative to sum |w x| of a row, over all tensors, plain and with bias + acc.
+static double check_pack(const char *path, int *bad) {
+    Pack p;
+    if (pack_open(&p, path) < 0) {
+        T_OK(0, "pack_open %s: %s", path, err_msg());
+        *bad = 1;
+        return INFINITY;
+    }
+    double worst = 0;
+    for (int i = 0; i < p.n; i++) {
+        const PackTensor *t = &p.t[i];
+        std::vector<float> x(t->cols), b(t->rows), y0(t->rows), want(t->rows), got(t->rows), w(t->cols);
+        for (auto &v : x) v = uniform_pm1();
+        for (auto &v : b) v = uniform_pm1();
+        for (auto &v : y0) v = uniform_pm1();
+        std::vector<double> mag(t->rows); // sum |w x| per row: the scale of a sum's rounding
+        for (size_t r = 0; r < t->rows; r++) {
+            pack_decode_rows(w.data(), t, r, r + 1);
+            for (size_t c = 0; c < t->cols; c++) mag[r] += fabs((double)w[c] * x[c]);
+        }
+        DevPackTensor d;
+        if (devpack_upload(&d, t) < 0) {
+            T_OK(0, "%s: devpack_upload %s: %s", path, t->name, err_msg());
+            *bad = 1;
+            continue;
+        }
+        float *dx = dev_floats(x), *db = dev_floats(b);
+        for (int with = 0; with < 2; with++) { // plain; then with bias and accumulation
+            float *dy = dev_floats(with ? y0 : std::vector<float>(t->rows, NAN));
+            spmv_forward_cuda(dy, dx, &d, with ? db : NULL, with, 0);
+            CUDA_CHECK(cudaDeviceSynchronize());
+            CUDA_CHECK(cudaMemcpy(got.data(), dy, t->rows * sizeof(float), cudaMemcpyDeviceToHost));
+            CUDA_CHECK(cudaFree(dy));
+            want = y0;
+            spmv_forward(want.data(), x.data(), t, with ? b.data() : NULL, with);
+            double rel = 0;
+            for (size_t r = 0; r < t->rows; r++) {
+                double e = fabs((double)got[r] - want[r]) / (mag[r] + (with ? fabs(b[r]) + fabs(y0[r]) : 0) + 1e-30);
+                rel = fmax(rel, e != e ? INFINITY : e); // a NaN (a row never written) is the worst
+            }
+            if (rel > worst) worst = rel;
+            if (!(rel <= 2e-6)) {
+                T_OK(0, "%s: %s (%s) %s: error %.2e of sum |w x|", path, t->name, spmv_kernel_name(t),
+                     with ? "with bias and acc" : "plain", rel);
+                *bad = 1;
+            }
+        }
+        CUDA_CHECK(cudaFree(dx));
+        CUDA_CHECK(cudaFree(db));
+        devpack_free(&d);
+    }
+    pack_close(&p);
+    return worst;
+}
+
+// The packs of fixture at each fraction of zeros in sparsity (n).
+static void check_fixture(const char *fixture, const double *sparsity, int n) {
+    static const struct { PackIndex index; const char *name; } indexes[] = {
+        {INDEX_SIZE, "size"}, {INDEX_BITMAP, "bitmap"}, {INDEX_DELTA, "delta"}, {INDEX_TILES, "tiles"}};
+    static const struct { PackQuant q; int dtype; const char *name; } vals[] = {
+        {QUANT_NONE, ST_F32, "F32"}, {QUANT_NONE, ST_F16, "F16"}, {QUANT_BF16, ST_F32, "BF16"},
+        {QUANT_INT8, ST_F32, "I8"}, {QUANT_INT4, ST_F32, "I4"}};
+    const char *tmp = getenv("TMPDIR");
+    char src[256], dir[300], path[320];
+    snprintf(src, sizeof src, "tests/fixtures/model/%s", fixture);
+    for (int k = 0; k < n; k++) {
+        double s = sparsity[k];
+        Model m;
+        if (!T_OK(model_load(&m, src) == 0, "%s: load %s", fixture, src)) return;
+        for (int i = 0; i < m.n_info; i++)
+            if (m.info[i].prunable)
+                for (size_t j = 0; j < m.info[i].numel; j++)
+                    if ((double)(next_u64() >> 11) / 9007199254740992.0 < s) m.params[m.info[i].offset + j] = 0;
+        for (const auto &v : vals) {
+            snprintf(dir, sizeof dir, "%s/test_spmv_cuda.%d.%s.%s", tmp && *tmp ? tmp : "/tmp", (int)getpid(),
+                     fixture, v.name);
+            Model f;
+            int rc = model_save(&m, dir, v.dtype);
+            if (rc == 0) rc = model_load(&f, dir);
+            if (rc < 0) {
+                T_OK(0, "%s: save and load as %s: %s", fixture, v.name, err_msg());
+                continue;
+            }
+            for (const auto &ix : indexes) {
+                if (s == 0.0 && ix.index != INDEX_SIZE) continue; // dense: every element stored
+                if (s > 0.0 && ix.index == INDEX_SIZE) continue;
+                snprintf(path, sizeof path, "%s.%s.pack", dir, ix.name);
+                if (pack_write(path, &f, v.q, ix.index) < 0) {
+                    T_OK(0, "%s: pack_write %s: %s", fixture, path, err_msg());
+                    continue;
+                }
+                int bad = 0;
+                double worst = check_pack(path, &bad);
+                T_OK(!bad, "%s %s, %.1f%% zeros, --index %s, values %s: every tensor's product as the CPU's "
+                     "(worst %.1e of sum |w x|, at most 2e-6)", MODE, fixture, 100 * s, ix.name, v.name, worst);
+                unlink(path);
+            }
+            model_free(&f);
+            char cmd[400];
+            snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+            if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+        }
+        model_free(&m);
+    }
+}
+
+int main() {
+#ifdef TEST_ON_GPU
+    if (cuda_device_count() == 0) {
+        T_SKIP("no CUDA device (%s)", cuda_info());
+        return 0;
+    }
+    printf("# device: %s\n", cuda_info());
+#else
+    // the F16 decoder against io/safetensors.c's, every bit pattern (the kernels' own)
+    size_t diff = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        float a = spmv_f16_to_f32((uint16_t)h), b = st_f16_to_f32((uint16_t)h);
+        diff += memcmp(&a, &b, sizeof a) != 0;
+    }
+    T_OK(diff == 0, "spmv_f16_to_f32 = st_f16_to_f32 on all 65536 halves (%zu differ)", diff);
+#endif
+    spmv_simd(0); // the CPU's portable kernels: the order of sums the GPU kernels follow
+    const double llama[] = {0.0, 0.9}, qwen3[] = {0.999}; // (the emulator's time)
+    check_fixture("llama", llama, 2);
+    check_fixture("qwen3", qwen3, 1);
+    T_DONE();
+}
