@@ -51,13 +51,15 @@ expect_error "--tasks not in this version" 2 "tasks" "$E" --model tests/fixtures
 expect_error "missing model folder" 1 "nowhere" "$E" --model "$TMP/nowhere" --data tests/fixtures/eval/qwen3_tokens.bin
 expect_error "--device bogus" 2 "unknown --device bogus (cuda, cpu)" "$E" --model tests/fixtures/model/qwen3 \
     --data tests/fixtures/eval/qwen3_tokens.bin --device bogus
-expect_error "--device cuda with --generate" 2 "generation runs on the CPU" "$E" --model tests/fixtures/model/qwen3 \
-    --generate hi --device cuda
 if nvidia-smi -L >/dev/null 2>&1; then
     skip "--device cuda without a GPU: this machine has one (tests/gpu/run.sh runs best-eval on it)"
 else # a CUDA build without a driver or GPU, or a build without CUDA (the sanitizer pass)
     expect_error "--device cuda without a GPU: one error line, exit 1" 1 "--device cuda: .*; use --device cpu" \
         "$E" --model tests/fixtures/model/qwen3 --data tests/fixtures/eval/qwen3_tokens.bin --device cuda
+    if have_shared; then
+        expect_error "--device cuda --generate without a GPU: one error line, exit 1" 1 "--device cuda: .*; use --device cpu" \
+            "$E" --model "$SHARED/models/stories260K" --generate "Once" --device cuda
+    fi
     out=$("$E" --model tests/fixtures/model/qwen3 --data tests/fixtures/eval/qwen3_tokens.bin --seq 64 --json --quiet)
     check "without a GPU the default device is the CPU (the JSON says so)" python3 -c "
 import json, sys; assert json.loads(sys.argv[1])['device'] == 'cpu'" "$out"

@@ -293,6 +293,57 @@ static void check_grads(const char *name) {
     model_free(&m);
 }
 
+// --- decoding one token at a time (DEVMODEL_DECODE) ------------------------------------------
+
+// 12 tokens through devmodel_forward_token and through model_forward_token (the CPU's
+// KV cache), each side fed the CPU's greedy choice: the logits at every position within
+// 1e-2 (normwise; bf16 products), and the same argmax but where the CPU's two
+// candidates are closer than twice the largest difference of the logits (a near-tie
+// that bf16 rounding may flip; counted and printed).
+static void check_decode(const char *name) {
+    char dir[128];
+    snprintf(dir, sizeof dir, "tests/fixtures/model/%s", name);
+    Model m;
+    if (!T_OK(model_load(&m, dir) == 0, "%s: load %s", name, dir)) return;
+    enum { STEPS = 12 };
+    DevModel d;
+    KVCache c;
+    if (!T_OK(devmodel_init(&d, ctx_get(), &m, 1, STEPS, 0, DEVMODEL_DECODE) == 0 && kvcache_init(&c, &m, STEPS) == 0,
+              "%s: a decode DevModel and a CPU cache of %d positions", name, (int)STEPS))
+        return;
+    std::vector<float> z(m.V);
+    double worst = 0;
+    int same = 0, ties = 0, rc = 0;
+    int32_t t = 1;
+    for (int i = 0; i < STEPS && rc == 0; i++) {
+        const float *want = model_forward_token(&m, &c, t, i);
+        rc = want ? devmodel_forward_token(z.data(), &d, t, (size_t)i) : -1;
+        if (rc < 0) break;
+        double num = 0, den = 0, amax = 0;
+        int32_t bw = 0, bz = 0;
+        for (size_t v = 0; v < m.V; v++) {
+            num += ((double)z[v] - want[v]) * ((double)z[v] - want[v]);
+            den += (double)want[v] * want[v];
+            amax = fmax(amax, fabs((double)z[v] - want[v]));
+            if (want[v] > want[bw]) bw = (int32_t)v;
+            if (z[v] > z[bz]) bz = (int32_t)v;
+        }
+        worst = fmax(worst, sqrt(num / den));
+        same += bw == bz;
+        ties += bw != bz && (double)want[bw] - want[bz] <= 2 * amax;
+        t = bw;
+    }
+    T_OK(rc == 0 && worst <= 1e-2 && same + ties == STEPS, "%s: %d tokens decoded on the device: logits within %.1e "
+         "of model_forward_token's (normwise, at most 1e-2), the same argmax at %d of %d, near-ties at %d", name,
+         (int)STEPS, worst, same, (int)STEPS, ties);
+    int32_t bad = (int32_t)m.V;
+    T_OK(devmodel_forward_token(z.data(), &d, bad, 0) < 0 && devmodel_forward_token(z.data(), &d, 1, STEPS) < 0,
+         "%s: a token outside the vocabulary and a position past the cache are errors", name);
+    kvcache_free(&c);
+    devmodel_free(&d);
+    model_free(&m);
+}
+
 // --- the mask update on the device -----------------------------------------------------------
 
 // The device's bf16 copy of the weights (n) on the host.
@@ -614,6 +665,7 @@ int main() {
     printf("# the device step %s\n", MODE);
     const char *fixtures[] = {"llama", "qwen3", "llama_tied"};
     for (const char *f : fixtures) check_grads(f);
+    for (int i = 1; i < 3; i++) check_decode(fixtures[i]); // Qwen3; LLaMA with biases (the emulator's time)
     for (const char *f : fixtures) check_mask_update(f);
     if (getenv("ONLY_MASK")) T_DONE();
 #ifndef TEST_ON_GPU

@@ -165,6 +165,10 @@ static void acts_layout(DevModel *d, DevCarver *cv) {
     d->scalars = (double *)dev_take(cv, N_SLOTS * sizeof(double));
     d->tokens = (int32_t *)dev_take(cv, N * sizeof(int32_t));
     d->targets = (int32_t *)dev_take(cv, N * sizeof(int32_t));
+    if (d->decode) {
+        d->kc = TAKE_F(cv, m->L * (size_t)d->T * KVD);
+        d->vc = TAKE_F(cv, m->L * (size_t)d->T * KVD);
+    }
     if (d->eval) return; // the backward's scratch follows
     d->dres = TAKE_F(cv, N * C);
     d->dxn = TAKE_F(cv, N * C);
@@ -235,7 +239,8 @@ BEST_KAPI void devmodel_upload(DevModel *d, const float *params, const AdamW *op
 static void devmodel_shape(DevModel *d, const Model *m, int B, int T, size_t ce_rows, int flags) {
     d->m = m;
     d->recompute = (flags & DEVMODEL_RECOMPUTE) != 0;
-    d->eval = (flags & DEVMODEL_EVAL) != 0;
+    d->eval = (flags & (DEVMODEL_EVAL | DEVMODEL_DECODE)) != 0;
+    d->decode = (flags & DEVMODEL_DECODE) != 0;
     d->n_params = m->n_params;
     d->B = B;
     d->T = T;
@@ -261,6 +266,7 @@ BEST_KAPI int devmodel_init(DevModel *d, CudaCtx *c, const Model *m, int B, int 
                             int flags) {
     memset(d, 0, sizeof *d);
     if (B < 1 || T < 1) return ERR("batch %d x %d: both must be at least 1", B, T);
+    CHECK(!(flags & DEVMODEL_DECODE) || B == 1, "devmodel_init: DEVMODEL_DECODE decodes one sequence (B = 1)");
     CHECK(!m->ext && m->params, "devmodel_init: a model with stored weights (a pack) is not supported");
     d->ctx = c;
     devmodel_shape(d, m, B, T, ce_rows, flags);
@@ -345,17 +351,16 @@ static void linear(DevModel *d, float *y, const uint16_t *xbf, const float *w, c
     matmul_forward_cuda(d->ctx, y, xbf, bf(d, w), b, N, IC, OC, acc);
 }
 
-// One decoder block (model.c's block_forward): s->res in, out (N, C) out. out NULL: only
-// what the block's backward reads (recomputation: the down projection is not needed).
-static void block_forward(DevModel *d, size_t l, float *out) {
+#define LW(p, size) ((p) ? (p) + l * (size) : NULL) // layer l's slice of a stacked family
+
+// The attention half's inputs of block l for the N rows of s->res: xn1, and q, k, v
+// (Qwen3's q/k norms applied; RoPE not yet).
+static void block_qkv(DevModel *d, size_t l, LayerActs *s, size_t N) {
     const Model *m = d->m;
     const ModelParams *w = &d->w;
-    LayerActs *s = &d->layer[l];
     cudaStream_t st = d->ctx->stream;
-    size_t B = (size_t)d->B, T = (size_t)d->T, N = d->N;
-    size_t C = m->C, Q = m->Q, KVD = m->KVD, I = m->I, HD = m->HD, NH = m->NH, KV = m->KV;
+    size_t C = m->C, Q = m->Q, KVD = m->KVD, HD = m->HD, NH = m->NH, KV = m->KV;
     float eps = (float)m->cfg.rms_norm_eps;
-#define LW(p, size) ((p) ? (p) + l * (size) : NULL) // layer l's slice of a stacked family
     rmsnorm_forward_cuda(s->xn1, s->rstd1, s->res, w->attn_norm + l * C, N, C, eps, st);
     cast_bf16_cuda(d->xbf, s->xn1, N * C, st);
     float *q = m->qk_norm ? s->qraw : s->q, *k = m->qk_norm ? s->kraw : s->k;
@@ -366,10 +371,18 @@ static void block_forward(DevModel *d, size_t l, float *out) {
         rmsnorm_forward_cuda(s->q, s->qrstd, s->qraw, w->q_norm + l * HD, N * NH, HD, eps, st);
         rmsnorm_forward_cuda(s->k, s->krstd, s->kraw, w->k_norm + l * HD, N * KV, HD, eps, st);
     }
-    rope_forward_cuda(s->q, d->rope_cos, d->rope_sin, B, T, NH, HD, st);
-    rope_forward_cuda(s->k, d->rope_cos, d->rope_sin, B, T, KV, HD, st);
-    attention_forward_cuda(s->att, s->lse, s->q, s->k, s->v, B, T, T, 0, NH, KV, HD, st);
-    // residual: res2 = res + o_proj(att)
+}
+
+// The rest of block l from its attention output s->att (N rows): res2 = res + o_proj(att),
+// then out (N, C) = res2 + down(silu(gate) * up). out may be s->res (in place: res is
+// read before out is written); out NULL: only what the block's backward reads
+// (recomputation: the down projection is not needed).
+static void block_out(DevModel *d, size_t l, LayerActs *s, size_t N, float *out) {
+    const Model *m = d->m;
+    const ModelParams *w = &d->w;
+    cudaStream_t st = d->ctx->stream;
+    size_t C = m->C, Q = m->Q, I = m->I;
+    float eps = (float)m->cfg.rms_norm_eps;
     CUDA_CHECK(cudaMemcpyAsync(s->res2, s->res, N * C * sizeof(float), cudaMemcpyDeviceToDevice, st));
     cast_bf16_cuda(d->xbf, s->att, N * Q, st);
     linear(d, s->res2, d->xbf, w->wo + l * C * Q, LW(w->bo, C), N, Q, C, 1);
@@ -382,8 +395,22 @@ static void block_forward(DevModel *d, size_t l, float *out) {
     CUDA_CHECK(cudaMemcpyAsync(out, s->res2, N * C * sizeof(float), cudaMemcpyDeviceToDevice, st));
     cast_bf16_cuda(d->xbf, d->h, N * I, st);
     linear(d, out, d->xbf, w->wdown + l * C * I, LW(w->bdown, C), N, I, C, 1);
-#undef LW
 }
+
+// One decoder block (model.c's block_forward) over the (B, T) rows: s->res in, out (N, C)
+// out (NULL: see block_out).
+static void block_forward(DevModel *d, size_t l, float *out) {
+    const Model *m = d->m;
+    LayerActs *s = &d->layer[l];
+    cudaStream_t st = d->ctx->stream;
+    size_t B = (size_t)d->B, T = (size_t)d->T, N = d->N;
+    block_qkv(d, l, s, N);
+    rope_forward_cuda(s->q, d->rope_cos, d->rope_sin, B, T, m->NH, m->HD, st);
+    rope_forward_cuda(s->k, d->rope_cos, d->rope_sin, B, T, m->KV, m->HD, st);
+    attention_forward_cuda(s->att, s->lse, s->q, s->k, s->v, B, T, T, 0, m->NH, m->KV, m->HD, st);
+    block_out(d, l, s, N, out);
+}
+#undef LW
 
 // 0, or ERR for an id outside [lo, V) (lo = -1: targets may be ignored).
 static int ids_check(const int32_t *ids, size_t n, size_t V, int32_t lo, const char *what) {
@@ -427,6 +454,36 @@ BEST_KAPI int devmodel_forward(DevModel *d, const int32_t *tokens, const int32_t
     } else {
         CUDA_CHECK(cudaStreamSynchronize(st)); // the host's tokens may change on return
     }
+    return 0;
+}
+
+BEST_KAPI int devmodel_forward_token(float *logits, DevModel *d, int32_t token, size_t pos) {
+    CHECK(d->decode, "devmodel_forward_token needs a DevModel made with DEVMODEL_DECODE");
+    const Model *m = d->m;
+    cudaStream_t st = d->ctx->stream;
+    size_t C = m->C, V = m->V, KVD = m->KVD, HD = m->HD, T = (size_t)d->T;
+    TRY(ids_check(&token, 1, V, 0, "token"));
+    if (pos >= T) return ERR("position %zu is past the %zu positions of the decode cache", pos, T);
+    float *res = d->layer[0].res; // every layer's input and output (DEVMODEL_EVAL shares it)
+    CUDA_CHECK(cudaMemcpyAsync(d->tokens, &token, sizeof token, cudaMemcpyHostToDevice, st));
+    embedding_forward_cuda(res, d->tokens, d->w.embed, 1, C, st);
+    const float *cs = d->rope_cos + pos * (HD / 2), *sn = d->rope_sin + pos * (HD / 2); // row pos
+    for (size_t l = 0; l < m->L; l++) {
+        LayerActs *s = &d->layer[l];
+        float *kc = d->kc + l * T * KVD, *vc = d->vc + l * T * KVD; // (T, KV, HD) of layer l
+        block_qkv(d, l, s, 1);
+        rope_forward_cuda(s->q, cs, sn, 1, 1, m->NH, HD, st);
+        rope_forward_cuda(s->k, cs, sn, 1, 1, m->KV, HD, st);
+        CUDA_CHECK(cudaMemcpyAsync(kc + pos * KVD, s->k, KVD * sizeof(float), cudaMemcpyDeviceToDevice, st));
+        CUDA_CHECK(cudaMemcpyAsync(vc + pos * KVD, s->v, KVD * sizeof(float), cudaMemcpyDeviceToDevice, st));
+        attention_forward_cuda(s->att, NULL, s->q, kc, vc, 1, 1, pos + 1, pos, m->NH, m->KV, HD, st);
+        block_out(d, l, s, 1, res);
+    }
+    rmsnorm_forward_cuda(d->xnf, d->rstdf, res, d->w.final_norm, 1, C, (float)m->cfg.rms_norm_eps, st);
+    cast_bf16_cuda(d->xbf, d->xnf, C, st);
+    linear(d, d->logits, d->xbf, d->w.lm_head, NULL, 1, C, V, 0);
+    CUDA_CHECK(cudaMemcpyAsync(logits, d->logits, V * sizeof(float), cudaMemcpyDeviceToHost, st));
+    CUDA_CHECK(cudaStreamSynchronize(st));
     return 0;
 }
 

@@ -283,6 +283,8 @@ typedef struct DevModel {
     size_t N;                   // B*T
     int recompute;              // layers share all activations but their input (res)
     int eval;                   // forward only: no gradients, moments, mask, backward scratch
+    int decode;                 // DEVMODEL_DECODE: kc, vc (L, T, KVD), the keys and values cache
+    float *kc, *vc;
     LayerActs *layer;           // (L) host array of device pointers
     float *resf, *rstdf, *xnf;  // (N, C), (N), (N, C)
     size_t ce_rows;             // rows of logits per lm_head + cross-entropy chunk
@@ -317,6 +319,9 @@ enum {
     // forward only (perplexity): the weights and their bf16 copy (6 bytes a parameter),
     // one layer's activations; devmodel_backward and the optimizer refuse it
     DEVMODEL_EVAL = 2,
+    // DEVMODEL_EVAL and a cache of keys and values for T positions: one token at a time
+    // (devmodel_forward_token, generation); B must be 1
+    DEVMODEL_DECODE = 4,
 };
 
 #ifdef BEST_CUDA
@@ -347,6 +352,10 @@ void devmodel_download_mask(const DevModel *d, uint8_t *mask);
 // model_forward on the device: the same checks, d->loss and d->n_valid set, the loss
 // returned through d->loss (the only value that comes back). -1 after ERR.
 int devmodel_forward(DevModel *d, const int32_t *tokens, const int32_t *targets);
+// model_forward_token on the device (DEVMODEL_DECODE): token at position pos (< d->T,
+// positions 0 .. pos-1 already fed), its keys and values appended to the cache; logits
+// (V) on the host. -1 after ERR (a token outside the vocabulary, pos past the cache).
+int devmodel_forward_token(float *logits, DevModel *d, int32_t token, size_t pos);
 // model_backward on the device: adds the gradient of loss_scale * d->loss into d->grads.
 void devmodel_backward(DevModel *d, float loss_scale);
 void devmodel_zero_grad(DevModel *d);

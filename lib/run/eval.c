@@ -161,30 +161,25 @@ int32_t sample_token(const float *logits, int V, float temperature, float top_p,
     return (int32_t)pairs[2 * (n - 1) + 1]; // rounding left u at the very top
 }
 
-int eval_generate(IdVec *out, GenStats *st, const Model *m, const int32_t *prompt,
-                  size_t n_prompt, const GenOptions *o,
-                  void (*on_token)(const IdVec *so_far, void *ctx), void *ctx) {
-    GenStats dummy;
-    if (!st) st = &dummy;
-    memset(st, 0, sizeof *st);
-    if (n_prompt < 1) return ERR("generation needs a prompt of at least one token (BOS for LLaMA)");
-    size_t max_T = n_prompt + (size_t)o->max_new_tokens;
-    if (max_T > (size_t)m->cfg.max_position_embeddings)
-        return ERR("prompt (%zu tokens) + --max-new-tokens (%d) exceed the model's context of %d",
-                   n_prompt, o->max_new_tokens, m->cfg.max_position_embeddings);
-    KVCache c;
-    TRY(kvcache_init(&c, m, (int)max_T));
-    float *scratch = xmalloc(2 * m->V * sizeof *scratch);
+// One forward pass of generation: the logits (V) of token at position pos, or NULL
+// after ERR. The CPU's (a KV cache of model.c) or the device's (DevModel).
+typedef const float *(*StepFn)(void *step_ctx, int32_t token, int pos);
+
+// eval_generate's loop over a step function, V the vocabulary.
+static int generate_loop(IdVec *out, GenStats *st, size_t V, StepFn step, void *step_ctx, const int32_t *prompt,
+                         size_t n_prompt, const GenOptions *o, void (*on_token)(const IdVec *so_far, void *ctx),
+                         void *ctx) {
+    float *scratch = xmalloc(2 * V * sizeof *scratch);
     uint64_t rng = o->seed ? o->seed : 0x9E3779B97F4A7C15ull;
     const float *logits = NULL;
     int rc = 0;
     double t0 = now_seconds(), t1 = t0;
     for (size_t i = 0; i < n_prompt && rc == 0; i++)
-        if (!(logits = model_forward_token(m, &c, prompt[i], (int)i))) rc = -1;
+        if (!(logits = step(step_ctx, prompt[i], (int)i))) rc = -1;
     st->prompt_seconds = now_seconds() - t0;
     for (int k = 0; k < o->max_new_tokens && rc == 0; k++) {
         if (k == 0) t1 = now_seconds();
-        int32_t next = sample_token(logits, (int)m->V, o->temperature, o->top_p, &rng, scratch);
+        int32_t next = sample_token(logits, (int)V, o->temperature, o->top_p, &rng, scratch);
         idvec_push(out, next);
         if (on_token) { // streaming is not decoding: its time is left out
             double t2 = now_seconds();
@@ -194,11 +189,85 @@ int eval_generate(IdVec *out, GenStats *st, const Model *m, const int32_t *promp
         int stop = 0;
         for (int s = 0; s < o->n_stop; s++) stop |= next == o->stop[s];
         if (stop || k + 1 == o->max_new_tokens) break;
-        if (!(logits = model_forward_token(m, &c, next, (int)(n_prompt + (size_t)k)))) rc = -1;
+        if (!(logits = step(step_ctx, next, (int)(n_prompt + (size_t)k)))) rc = -1;
         st->decode_tokens++;
     }
     if (st->decode_tokens) st->decode_seconds = now_seconds() - t1;
     free(scratch);
-    kvcache_free(&c);
     return rc;
+}
+
+// The generation's length checked against the model's context: max_T positions.
+static int generate_positions(size_t *max_T, const Model *m, size_t n_prompt, const GenOptions *o) {
+    if (n_prompt < 1) return ERR("generation needs a prompt of at least one token (BOS for LLaMA)");
+    *max_T = n_prompt + (size_t)o->max_new_tokens;
+    if (*max_T > (size_t)m->cfg.max_position_embeddings)
+        return ERR("prompt (%zu tokens) + --max-new-tokens (%d) exceed the model's context of %d",
+                   n_prompt, o->max_new_tokens, m->cfg.max_position_embeddings);
+    return 0;
+}
+
+typedef struct {
+    const Model *m;
+    KVCache c;
+} CpuStep;
+
+static const float *cpu_step(void *p, int32_t token, int pos) {
+    CpuStep *s = p;
+    return model_forward_token(s->m, &s->c, token, pos);
+}
+
+int eval_generate(IdVec *out, GenStats *st, const Model *m, const int32_t *prompt,
+                  size_t n_prompt, const GenOptions *o,
+                  void (*on_token)(const IdVec *so_far, void *ctx), void *ctx) {
+    GenStats dummy;
+    if (!st) st = &dummy;
+    memset(st, 0, sizeof *st);
+    size_t max_T = 0;
+    TRY(generate_positions(&max_T, m, n_prompt, o));
+    CpuStep s = {m, {0}};
+    TRY(kvcache_init(&s.c, m, (int)max_T));
+    int rc = generate_loop(out, st, m->V, cpu_step, &s, prompt, n_prompt, o, on_token, ctx);
+    kvcache_free(&s.c);
+    return rc;
+}
+
+#ifdef BEST_CUDA
+typedef struct {
+    DevModel d;
+    float *logits; // (V) on the host
+} DevStep;
+
+static const float *dev_step(void *p, int32_t token, int pos) {
+    DevStep *s = p;
+    return devmodel_forward_token(s->logits, &s->d, token, (size_t)pos) < 0 ? NULL : s->logits;
+}
+#endif
+
+int eval_generate_cuda(IdVec *out, GenStats *st, const Model *m, const int32_t *prompt, size_t n_prompt,
+                       const GenOptions *o, void (*on_token)(const IdVec *so_far, void *ctx), void *ctx) {
+    GenStats dummy;
+    if (!st) st = &dummy;
+    memset(st, 0, sizeof *st);
+#ifndef BEST_CUDA
+    (void)out, (void)m, (void)prompt, (void)n_prompt, (void)o, (void)on_token, (void)ctx;
+    return ERR("--device cuda: this build has no CUDA (%s); use --device cpu", cuda_info());
+#else
+    if (m->ext) return ERR("--device cuda generates from Hugging Face folders; for a pack use --device cpu");
+    size_t max_T = 0;
+    TRY(generate_positions(&max_T, m, n_prompt, o));
+    CudaCtx *c;
+    TRY(cuda_ctx_create(&c, 0, (size_t)32 << 20));
+    DevStep s;
+    if (devmodel_init(&s.d, c, m, 1, (int)max_T, 0, DEVMODEL_DECODE) < 0) {
+        cuda_ctx_free(c);
+        return -1;
+    }
+    s.logits = xmalloc(m->V * sizeof *s.logits);
+    int rc = generate_loop(out, st, m->V, dev_step, &s, prompt, n_prompt, o, on_token, ctx);
+    free(s.logits);
+    devmodel_free(&s.d);
+    cuda_ctx_free(c);
+    return rc;
+#endif
 }

@@ -57,6 +57,12 @@ int eval_generate(IdVec *out, GenStats *st, const Model *m, const int32_t *promp
                   size_t n_prompt, const GenOptions *o,
                   void (*on_token)(const IdVec *so_far, void *ctx), void *ctx);
 
+// The same on CUDA device 0 (model.h's DevModel with DEVMODEL_DECODE: the keys and
+// values cached on the device, bf16 matrix products, the logits of each step copied back
+// and sampled here). Folders only; ERR in builds without CUDA.
+int eval_generate_cuda(IdVec *out, GenStats *st, const Model *m, const int32_t *prompt, size_t n_prompt,
+                       const GenOptions *o, void (*on_token)(const IdVec *so_far, void *ctx), void *ctx);
+
 // Picks the next token from logits (V): argmax at temperature 0, else a sample from
 // softmax(logits / T) restricted to the smallest set whose mass reaches top_p.
 // rng: the state of a 64-bit generator, advanced by one draw.

@@ -183,7 +183,7 @@ static void stream_token(const IdVec *so_far, void *ctx) {
     fflush(stdout);
 }
 
-static void run_generate(const Opts *o, const Model *m) {
+static void run_generate(const Opts *o, const Model *m, int on_cuda) {
     Tokenizer tok;
     load_tokenizer(&tok, o, m);
     IdVec prompt = {0}, out = {0};
@@ -202,7 +202,8 @@ static void run_generate(const Opts *o, const Model *m) {
     if (!o->json) { fputs(o->generate, stdout); fflush(stdout); }
     double t0 = now_seconds();
     GenStats gs;
-    TRY_OR_DIE(eval_generate(&out, &gs, m, prompt.v, prompt.n, &g, stream_token, &s));
+    if (on_cuda) TRY_OR_DIE(eval_generate_cuda(&out, &gs, m, prompt.v, prompt.n, &g, stream_token, &s));
+    else TRY_OR_DIE(eval_generate(&out, &gs, m, prompt.v, prompt.n, &g, stream_token, &s));
     double secs = now_seconds() - t0;
     // decoding alone (no prompt, no streaming): what dense and packed decoding compare on
     double tps = gs.decode_seconds > 0 ? gs.decode_tokens / gs.decode_seconds : 0;
@@ -217,6 +218,7 @@ static void run_generate(const Opts *o, const Model *m) {
                               "seconds", secs, "tokens_per_second", out.n / (secs > 0 ? secs : 1e-9),
                               "prompt_seconds", gs.prompt_seconds, "tokens_per_s", tps,
                               "temperature", o->temperature);
+        if (j) json_object_set_new(j, "device", json_string(on_cuda ? "cuda" : "cpu"));
         if (!j) DIE("--json: cannot encode the result");
         char *str = json_dumps(j, JSON_COMPACT);
         printf("%s\n", str);
@@ -254,8 +256,8 @@ int main(int argc, char **argv) {
         {"tasks", OPT_STRING, &o.tasks, "LIST", "zero-shot tasks (not in this version)"},
         {"task-dir", OPT_STRING, &o.task_dir, "DIR", "folder of task .jsonl files (not in this version)"},
         {"threads", OPT_INT, &o.threads, "N", "threads; 0 = all cores (at most 4 per core)"},
-        {"device", OPT_STRING, &o.device, "NAME", "cuda or cpu: where perplexity runs (default cuda for a folder when "
-                                                   "a GPU is visible; generation and packs run on the CPU)"},
+        {"device", OPT_STRING, &o.device, "NAME", "cuda or cpu: where perplexity and generation run (default cuda for "
+                                                   "a folder when a GPU is visible; packs run on the CPU)"},
         {"json", OPT_FLAG, &o.json, NULL, "print one JSON object on stdout"},
         {"quiet", OPT_FLAG, &o.quiet, NULL, "no progress on stderr"},
         {0},
@@ -283,13 +285,12 @@ int main(int argc, char **argv) {
     if (o.device && strcmp(o.device, "cuda") != 0 && strcmp(o.device, "cpu") != 0)
         args_usage_error(&spec, "unknown --device %s (cuda, cpu)", o.device);
     int want_cuda = o.device && strcmp(o.device, "cuda") == 0;
-    if (want_cuda && o.generate) args_usage_error(&spec, "--device cuda: generation runs on the CPU in this version");
     args_threads(&spec, o.threads);
 
     Model m;
     TRY_OR_DIE(model_open(&m, o.model));
-    // the default: the GPU for a folder's perplexity when one is visible
-    int on_cuda = want_cuda || (!o.device && o.data && !m.ext && cuda_device_count() > 0);
+    // the default: the GPU for a folder when one is visible
+    int on_cuda = want_cuda || (!o.device && !m.ext && cuda_device_count() > 0);
     if (want_cuda && cuda_device_count() == 0) DIE("--device cuda: %s; use --device cpu", cuda_info());
     if (want_cuda && m.ext)
         DIE("%s: --device cuda evaluates Hugging Face folders in this version; for a pack use --device cpu, or "
@@ -304,7 +305,7 @@ int main(int argc, char **argv) {
     }
     int finite = 1;
     if (o.data) finite = run_ppl(&o, &m, on_cuda);
-    else run_generate(&o, &m);
+    else run_generate(&o, &m, on_cuda);
     model_free(&m);
     TRY_OR_DIE(stdout_close()); // a lost result (a full disk) is an error
     // The result is printed (null in JSON), and the run is still a failure.
