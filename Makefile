@@ -188,8 +188,11 @@ $(TEST_CXX_BINS) $(TEST_GPU_BINS): $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CXX) $(LDFLAGS) -pthread -o $@ $< $(LIBA) $(LINK_LIBS)
 
-# the cuSPARSE peer of the GPU SpMV benchmark (only this program links cuSPARSE)
-$(BUILD)/bench/bench_spmv_gpu: LINK_LIBS += $(if $(filter 1,$(CUDA)),-lcusparse)
+# the cuSPARSE peer of the GPU SpMV benchmark, when the toolkit has cuSPARSE (only this
+# program links it)
+CUSPARSE := $(if $(filter 1,$(CUDA)),$(if $(filter 2,$(words $(wildcard $(CUDA_INC)/cusparse.h $(CUDA_LIBDIR)/libcusparse.so))),1))
+$(BUILD)/bench/bench_spmv_gpu.o: CFLAGS += $(if $(CUSPARSE),-DBEST_CUSPARSE=1)
+$(BUILD)/bench/bench_spmv_gpu: LINK_LIBS += $(if $(CUSPARSE),-lcusparse)
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIBA) $(LINK_LIBS)
