@@ -15,16 +15,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <jansson.h>
 
-#include "base/error.h"  // defines: TRY_OR_DIE, DIE
-#include "base/fileio.h" // defines: file_read_all
-#include "nn/adamw.h"    // defines: AdamW, adamw_init
-#include "nn/cuda.h"     // defines: CudaCtx, cuda_ctx_create, cuda_info
-#include "nn/model.h"    // defines: Model, model_plan, model_alloc, DevModel
-#include "sparse/mask.h" // defines: MaskSpec, mask_update_cuda
+#include "base/error.h"    // defines: TRY_OR_DIE, DIE
+#include "base/fileio.h"   // defines: file_read_all
+#include "base/progress.h" // defines: now_seconds
+#include "nn/adamw.h"      // defines: AdamW, adamw_init
+#include "nn/cuda.h"       // defines: CudaCtx, cuda_ctx_create, cuda_info
+#include "nn/model.h"      // defines: Model, model_plan, model_alloc, DevModel
+#include "sparse/mask.h"   // defines: MaskSpec, mask_update_cuda
 
 #ifdef BEST_CUDA
 #include <cuda_runtime.h> // the C API: the peer's copy
@@ -35,11 +35,6 @@
         if (e_ != cudaSuccess) DIE("%s: %s", #call, cudaGetErrorString(e_));                     \
     } while (0)
 
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 // x (n) = uniform in [-a, a) (|.| with positive), from a counter hash: the same values
 // for any thread count.
@@ -98,26 +93,26 @@ int main(int argc, char **argv) {
     printf("# device: %s\n", cuda_info());
     AdamW opt;
     adamw_init(&opt, m.n_params);
-    double t0 = now();
+    double t0 = now_seconds();
     fill_random(m.params, m.n_params, 0.02f, 0, 1);
     fill_random(opt.m, m.n_params, 1e-3f, 0, 2);
     fill_random(opt.v, m.n_params, 1e-6f, 1, 3);
     printf("# %s: %d layers, %.3fB parameters, %.3fB prunable; random weights and moments (%.1f s)\n", path,
-           (int)m.L, (double)m.n_params / 1e9, (double)m.n_prunable / 1e9, now() - t0);
+           (int)m.L, (double)m.n_params / 1e9, (double)m.n_prunable / 1e9, now_seconds() - t0);
     DevModel d;
-    t0 = now();
+    t0 = now_seconds();
     TRY_OR_DIE(devmodel_init(&d, c, &m, 1, 64, 0, 0));
     devmodel_upload(&d, m.params, &opt, NULL);
     printf("# DevModel: %.1f GB on the device, uploaded in %.1f s\n",
-           (double)devmodel_bytes(NULL, &m, 1, 64, 0, 0) / 1e9, now() - t0);
+           (double)devmodel_bytes(NULL, &m, 1, 64, 0, 0) / 1e9, now_seconds() - t0);
     // the peer: a copy of the fp32 weights (read + write of 4 bytes a parameter), best of 3
     double copy = 1e30;
     for (int r = 0; r < 3; r++) {
         RT_CHECK(cudaDeviceSynchronize());
-        double t = now();
+        double t = now_seconds();
         RT_CHECK(cudaMemcpy(d.grads, d.params, m.n_params * sizeof(float), cudaMemcpyDeviceToDevice));
         RT_CHECK(cudaDeviceSynchronize());
-        t = now() - t;
+        t = now_seconds() - t;
         if (t < copy) copy = t;
     }
     printf("# peer: device-to-device copy of the fp32 weights: %.4f s (%.0f GB/s read + write)\n", copy,
@@ -130,9 +125,9 @@ int main(int argc, char **argv) {
     const double S[] = {0.3, 0.6, 0.8, 0.9, 0.95, 0.99};
     for (int k = 0; k < (int)(sizeof S / sizeof *S); k++) {
         MaskSpec spec = {SAL_SECOND, GROUP_GLOBAL, S[k], NULL};
-        double t = now();
+        double t = now_seconds();
         int rc = mask_update_cuda(&d, &spec); // synchronises before it returns
-        t = now() - t;
+        t = now_seconds() - t;
         if (rc != 0) DIE("mask_update_cuda returned %d at sparsity %g", rc, S[k]);
         double sp = devmodel_sparsity(&d);
         printf("mask update to %.2f: %.4f s (%.1f x the weights' copy), %.3f GScores/s; sparsity now %.6f\n", S[k], t,

@@ -17,10 +17,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "base/error.h"      // defines: TRY_OR_DIE, DIE
+#include "base/progress.h"   // defines: now_seconds
 #include "nn/cuda.h"         // defines: CudaCtx, cuda_ctx_create, cuda_info
 #include "nn/kernel_math.h"  // defines: km_bf16_from_float
 #include "nn/layers.h"       // defines: matmul_forward_cuda (BEST_CUDA)
@@ -48,11 +48,6 @@
     } while (0)
 #endif
 
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static uint64_t rng = 88172645463325252ull;
 static double uniform(void) {
@@ -144,10 +139,10 @@ static double time_it(Bench *b, int what, int iters) {
     if (what == 2 && !b->csr.ok) return NAN;
     for (int i = 0; i < 10; i++) run_once(b, what);
     RT(cudaDeviceSynchronize());
-    double t = now();
+    double t = now_seconds();
     for (int i = 0; i < iters; i++) run_once(b, what);
     RT(cudaDeviceSynchronize());
-    return (now() - t) / iters;
+    return (now_seconds() - t) / iters;
 }
 #endif
 
@@ -182,10 +177,10 @@ int main(int argc, char **argv) {
     RT(cudaMalloc(&c1, cb));
     RT(cudaMemcpy(c1, c0, cb, cudaMemcpyDeviceToDevice));
     RT(cudaDeviceSynchronize());
-    double t = now();
+    double t = now_seconds();
     for (int i = 0; i < 5; i++) RT(cudaMemcpy(c1, c0, cb, cudaMemcpyDeviceToDevice));
     RT(cudaDeviceSynchronize());
-    double bw = 2.0 * cb * 5 / (now() - t);
+    double bw = 2.0 * cb * 5 / (now_seconds() - t);
     RT(cudaFree(c0));
     RT(cudaFree(c1));
     printf("# bandwidth of a device-to-device copy: %.0f GB/s (read + write)\n", bw / 1e9);

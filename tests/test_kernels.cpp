@@ -806,11 +806,7 @@ static void check_emulator() {
 
 int main() {
 #ifdef TEST_ON_GPU
-    if (cuda_device_count() == 0) {
-        T_SKIP("no CUDA device (%s)", cuda_info());
-        return 0;
-    }
-    printf("# device: %s\n", cuda_info());
+    T_CUDA_DEVICE_OR_SKIP();
 #else
     printf("# kernels run by tests/cuda_emu.h on the CPU, grids capped at %u blocks\n", KM_GRID_CAP);
     check_emulator();

@@ -172,11 +172,7 @@ static void check_fixture(const char *fixture, const double *sparsity, int n) {
 
 int main() {
 #ifdef TEST_ON_GPU
-    if (cuda_device_count() == 0) {
-        T_SKIP("no CUDA device (%s)", cuda_info());
-        return 0;
-    }
-    printf("# device: %s\n", cuda_info());
+    T_CUDA_DEVICE_OR_SKIP();
 #else
     // the F16 decoder against io/safetensors.c's, every bit pattern (the kernels' own)
     size_t diff = 0;

@@ -188,13 +188,18 @@ static CudaCtx *ctx_get(void) {
 #endif
 }
 
+// tests/fixtures/model/NAME into *m: 1, or 0 with a failed check.
+static int load_fixture(Model *m, const char *name) {
+    char dir[128];
+    snprintf(dir, sizeof dir, "tests/fixtures/model/%s", name);
+    return T_OK(model_load(m, dir) == 0, "%s: load %s", name, dir);
+}
+
 // --- forward and backward -----------------------------------------------------------------
 
 static void check_grads(const char *name) {
-    char dir[128];
-    snprintf(dir, sizeof dir, "tests/fixtures/model/%s", name);
     Model m;
-    if (!T_OK(model_load(&m, dir) == 0, "%s: load %s", name, dir)) return;
+    if (!load_fixture(&m, name)) return;
     size_t N = (size_t)B * T;
     int32_t tok[2][B * T], tgt[2][B * T];
     for (int i = 0; i < 2; i++) batch_make(tok[i], tgt[i], N, m.V, 7 + i);
@@ -301,10 +306,8 @@ static void check_grads(const char *name) {
 // candidates are closer than twice the largest difference of the logits (a near-tie
 // that bf16 rounding may flip; counted and printed).
 static void check_decode(const char *name) {
-    char dir[128];
-    snprintf(dir, sizeof dir, "tests/fixtures/model/%s", name);
     Model m;
-    if (!T_OK(model_load(&m, dir) == 0, "%s: load %s", name, dir)) return;
+    if (!load_fixture(&m, name)) return;
     enum { STEPS = 12 };
     DevModel d;
     KVCache c;
@@ -362,10 +365,8 @@ static std::vector<uint16_t> download_bf16(const DevModel *d) {
 // the two cases mask_compute refuses (a NaN moment; a global k above what the old mask
 // kept): mask_update_cuda returns 1 and changes nothing.
 static void check_mask_update(const char *name) {
-    char dir[128];
-    snprintf(dir, sizeof dir, "tests/fixtures/model/%s", name);
     Model m;
-    if (!T_OK(model_load(&m, dir) == 0, "%s: load %s", name, dir)) return;
+    if (!load_fixture(&m, name)) return;
     size_t n = m.n_params;
     AdamW opt;
     adamw_init(&opt, n);
@@ -548,10 +549,8 @@ static int run_steps(RunLog *log, Model *m, DevModel *d, const char *name) {
 }
 
 static void check_training(const char *name) {
-    char dir[128];
-    snprintf(dir, sizeof dir, "tests/fixtures/model/%s", name);
     Model mc, md;
-    if (!T_OK(model_load(&mc, dir) == 0 && model_load(&md, dir) == 0, "%s: load %s", name, dir)) return;
+    if (!load_fixture(&mc, name) || !load_fixture(&md, name)) return;
     RunLog cpu = {}, dev = {};
     DevModel d;
     if (run_steps(&cpu, &mc, NULL, name) == 0 && devmodel_init(&d, ctx_get(), &md, B, T, CE_ROWS, 0) == 0) {
@@ -612,10 +611,8 @@ static void dev_step(DevModel *d, AdamW *opt, int t) {
 // 4 steps straight == 2 steps, everything downloaded (as a save does), a new DevModel
 // given the weights, moments and mask (as a resume does), 2 more steps: the same bits.
 static void check_resume(const char *name) {
-    char dir[128];
-    snprintf(dir, sizeof dir, "tests/fixtures/model/%s", name);
     Model m;
-    if (!T_OK(model_load(&m, dir) == 0, "%s: load %s", name, dir)) return;
+    if (!load_fixture(&m, name)) return;
     size_t n = m.n_params;
     std::vector<uint8_t> mask(n, 1);
     for (size_t i = 0; i < n; i += 3) mask[i] = 0; // a fixed mask (norms too: any bytes will do)
@@ -655,11 +652,7 @@ static void check_resume(const char *name) {
 
 int main() {
 #ifdef TEST_ON_GPU
-    if (cuda_device_count() == 0) {
-        T_SKIP("no CUDA device (%s)", cuda_info());
-        return 0;
-    }
-    printf("# device: %s\n", cuda_info());
+    T_CUDA_DEVICE_OR_SKIP();
 #endif
     layers_init();
     printf("# the device step %s\n", MODE);
