@@ -25,7 +25,7 @@
 // GPU would serve from a stale cache, passes here), no lockstep within a warp (a lane
 // runs to its next barrier alone: warp-synchronous code without __syncwarp is not
 // modelled), one device, streams ignored (launches and copies run to completion in
-// order), device memory is host memory (so ASan sees a kernel's out-of-bounds access in
+// order; a stream capture records them for a graph's replay), device memory is host memory (so ASan sees a kernel's out-of-bounds access in
 // the sanitizer build; cudaMalloc/cudaFree/cudaMemcpy(Async)/cudaMemset(Async) are host
 // operations, a new buffer all-ones bytes), and only the intrinsics our kernels use.
 #ifndef BEST_CUDA_EMU_H
@@ -38,6 +38,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -53,6 +54,14 @@
 struct dim3 {
     unsigned x, y, z;
     dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+
+// The 16-byte vector types (one load each on a GPU; here plain structs, as aligned).
+struct alignas(16) uint4 {
+    unsigned x, y, z, w;
+};
+struct alignas(16) float4 {
+    float x, y, z, w;
 };
 
 static thread_local dim3 threadIdx, blockIdx;
@@ -96,23 +105,86 @@ static inline cudaError_t cudaMalloc(void **p, size_t bytes) {
     return cudaSuccess;
 }
 static inline cudaError_t cudaFree(void *p) { free(p); return cudaSuccess; }
+static inline cudaError_t cudaMallocHost(void **p, size_t bytes) { return cudaMalloc(p, bytes); }
+static inline cudaError_t cudaFreeHost(void *p) { return cudaFree(p); }
+
+// Stream capture (CUDA graphs): between cudaStreamBeginCapture and cudaStreamEndCapture,
+// the asynchronous work (launches, cudaMemcpyAsync, cudaMemsetAsync, and a test's host
+// shims through emu_enqueue) is recorded instead of done, with its arguments as they are
+// then; cudaGraphLaunch does it all again, in order. So a decode step that bakes a value
+// of the host (a position) into its graph gives wrong results on replay, as on a GPU.
+// Synchronous copies and synchronisation during a capture are errors, as CUDA's.
+struct EmuGraph {
+    std::vector<std::function<void()>> ops;
+};
+struct CUgraph_st : EmuGraph {};
+struct CUgraphExec_st : EmuGraph {};
+typedef CUgraph_st *cudaGraph_t;
+typedef CUgraphExec_st *cudaGraphExec_t;
+enum cudaStreamCaptureMode { cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal,
+                             cudaStreamCaptureModeRelaxed };
+static EmuGraph *emu_capture; // the graph being recorded, or NULL
+
+static inline void emu_enqueue(std::function<void()> op) {
+    if (emu_capture) emu_capture->ops.push_back(std::move(op));
+    else op();
+}
+static inline void emu_no_capture(const char *what) {
+    if (emu_capture) emu_fail(what);
+}
+static inline cudaError_t cudaStreamBeginCapture(cudaStream_t, cudaStreamCaptureMode) {
+    emu_no_capture("cudaStreamBeginCapture during a capture");
+    emu_capture = new EmuGraph;
+    return cudaSuccess;
+}
+static inline cudaError_t cudaStreamEndCapture(cudaStream_t, cudaGraph_t *g) {
+    if (!emu_capture) emu_fail("cudaStreamEndCapture without a capture");
+    *g = new CUgraph_st;
+    (*g)->ops = std::move(emu_capture->ops);
+    delete emu_capture;
+    emu_capture = NULL;
+    return cudaSuccess;
+}
+static inline cudaError_t cudaGraphInstantiate(cudaGraphExec_t *e, cudaGraph_t g, unsigned long long = 0) {
+    *e = new CUgraphExec_st;
+    (*e)->ops = g->ops;
+    return cudaSuccess;
+}
+static inline cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t) {
+    emu_no_capture("cudaGraphLaunch during a capture");
+    for (auto &op : e->ops) op();
+    return cudaSuccess;
+}
+static inline cudaError_t cudaGraphDestroy(cudaGraph_t g) { delete g; return cudaSuccess; }
+static inline cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e) { delete e; return cudaSuccess; }
+
 static inline cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind) {
+    emu_no_capture("cudaMemcpy (synchronous) during a stream capture");
     if (bytes) memmove(dst, src, bytes);
     return cudaSuccess;
 }
-static inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind k,
+static inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind,
                                           cudaStream_t = 0) {
-    return cudaMemcpy(dst, src, bytes, k);
+    emu_enqueue([=] { if (bytes) memmove(dst, src, bytes); });
+    return cudaSuccess;
 }
 static inline cudaError_t cudaMemset(void *p, int v, size_t bytes) {
+    emu_no_capture("cudaMemset (synchronous) during a stream capture");
     if (bytes) memset(p, v, bytes);
     return cudaSuccess;
 }
 static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t bytes, cudaStream_t = 0) {
-    return cudaMemset(p, v, bytes);
+    emu_enqueue([=] { if (bytes) memset(p, v, bytes); });
+    return cudaSuccess;
 }
-static inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
-static inline cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+static inline cudaError_t cudaStreamSynchronize(cudaStream_t) {
+    emu_no_capture("cudaStreamSynchronize during a stream capture");
+    return cudaSuccess;
+}
+static inline cudaError_t cudaDeviceSynchronize(void) {
+    emu_no_capture("cudaDeviceSynchronize during a stream capture");
+    return cudaSuccess;
+}
 
 #define CUDA_CHECK(call)                                                                 \
     do {                                                                                 \
@@ -263,6 +335,10 @@ template <class T> static inline T __shfl_down_sync(unsigned mask, T v, unsigned
     if (width != 32) emu_fail("shuffle width other than 32");
     return emu_shfl(mask, v, [=](int l) { return l + (int)delta < 32 ? l + (int)delta : -1; });
 }
+template <class T> static inline T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+    if (width != 32) emu_fail("shuffle width other than 32");
+    return emu_shfl(mask, v, [=](int l) { return l - (int)delta; }); // below lane 0: its own
+}
 template <class T> static inline T __shfl_sync(unsigned mask, T v, int src_lane, int width = 32) {
     if (width != 32) emu_fail("shuffle width other than 32");
     return emu_shfl(mask, v, [=](int) { return src_lane & 31; });
@@ -346,7 +422,13 @@ static inline void emu_set_turn_order(unsigned k) {
     emu_launches += (k % 3 + 3 - next) % 3;
 }
 
+// A launch, or its record during a stream capture (the arguments copied as they are now).
+template <class... KArgs, class... Args>
+static void emu_launch_async(void (*kernel)(KArgs...), dim3 grid, dim3 block, Args... args) {
+    emu_enqueue([=] { emu_launch(kernel, grid, block, args...); });
+}
+
 #define LAUNCH(kernel, grid, block, stream, ...)                                         \
-    ((void)(stream), emu_launch(kernel, dim3(grid), dim3(block), __VA_ARGS__))
+    ((void)(stream), emu_launch_async(kernel, dim3(grid), dim3(block), __VA_ARGS__))
 
 #endif

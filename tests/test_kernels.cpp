@@ -234,6 +234,21 @@ static void check_rope() {
     rope_backward_cuda(d_dx.p, d_cos.p, d_sin.p, B, T, H, HD, stream);
     rope_backward(dwant.data(), cos.data(), sin.data(), B, T, H, HD);
     expect_close("rope backward (in place)", d_dx.get(), dwant, TOL_ELEM);
+    // one decoded token at a position in device memory; its keys and values into a cache
+    const size_t p = 3, KVD = H * HD;
+    std::vector<float> t = rand_vec(KVD, 2.0f), v = rand_vec(KVD, 1.0f), tw = t;
+    Dev<float> d_t(t), d_v(v), d_kc(T * KVD), d_vc(T * KVD);
+    Dev<int32_t> d_p(std::vector<int32_t>{(int32_t)p});
+    rope_at_cuda(d_t.p, d_cos.p, d_sin.p, d_p.p, H, HD, stream);
+    rope_forward(tw.data(), cos.data() + p * HD / 2, sin.data() + p * HD / 2, 1, 1, H, HD);
+    expect_close("rope at position 3 (in device memory)", d_t.get(), tw, TOL_ELEM);
+    d_kc.poison();
+    d_vc.poison();
+    kv_append_cuda(d_kc.p, d_vc.p, d_t.p, d_v.p, d_p.p, KVD, stream);
+    std::vector<float> kc = d_kc.get(), vc = d_vc.get();
+    T_OK(memcmp(&kc[p * KVD], tw.data(), KVD * 4) == 0 && memcmp(&vc[p * KVD], v.data(), KVD * 4) == 0 &&
+             unwritten(kc) == (T - 1) * KVD && unwritten(vc) == (T - 1) * KVD,
+         "%s kv append at position 3: that row of each cache, nothing else", MODE);
 }
 
 static void check_elementwise() {
@@ -289,6 +304,18 @@ static void check_elementwise() {
     for (size_t i = 0; i < n; i++) bad += b[i] != km_bf16_from_float(f[i]);
     T_OK(bad == 0, "%s cast to bf16: every value rounds as km_bf16_from_float (%zu differ of %zu)",
          MODE, bad, n);
+    // and back: every bf16 bit pattern of the cast's output widens to its exact float
+    Dev<float> d_w(n);
+    d_w.poison();
+    widen_bf16_cuda(d_w.p, d_b.p, n, stream);
+    std::vector<float> w = d_w.get();
+    bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        float want = km_float_from_bf16(b[i]);
+        bad += memcmp(&w[i], &want, 4) != 0;
+    }
+    T_OK(bad == 0, "%s widen bf16: every value is km_float_from_bf16's, bit for bit (%zu differ of %zu)", MODE,
+         bad, n);
 }
 
 static void check_crossentropy() {
@@ -426,6 +453,25 @@ static void check_attention_forward(const AttCase &c) {
     }, {&d_out, &d_lse}, {&out, &lse}, {"out", "lse"});
 }
 
+static void check_attention_decode(const AttCase &c) {
+    size_t nq = c.NH * c.HD, nk = c.Tk * c.KV * c.HD;
+    std::vector<float> q = rand_vec(nq, 2.0f), k = rand_vec(nk, 2.0f), v = rand_vec(nk, 1.0f);
+    std::vector<float> out(nq), lse(c.NH), scratch = att_scratch(c.Tk);
+    attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), scratch.data(), 1, 1, c.Tk, c.pos0,
+                      c.NH, c.KV, c.HD, layers_threads());
+    // a cache longer than the keys seen: rows past *pos must not count
+    std::vector<float> kl = k, vl = v;
+    kl.resize(nk + 3 * c.KV * c.HD, 1e3f);
+    vl.resize(nk + 3 * c.KV * c.HD, 1e3f);
+    Dev<float> d_q(q), d_k(kl), d_v(vl), d_out(nq);
+    Dev<int32_t> d_pos(std::vector<int32_t>{(int32_t)c.pos0});
+    char what[128];
+    snprintf(what, sizeof what, "attention decode pos=%zu NH=%zu KV=%zu HD=%zu", c.pos0, c.NH, c.KV, c.HD);
+    expect_runs(what, [&] {
+        attention_decode_cuda(d_out.p, d_q.p, d_k.p, d_v.p, d_pos.p, c.NH, c.KV, c.HD, stream);
+    }, {&d_out}, {&out}, {"out"});
+}
+
 static void check_attention_backward(const AttCase &c) {
     size_t T = c.Tq, nq = c.B * T * c.NH * c.HD, nk = c.B * T * c.KV * c.HD, nh = c.B * c.NH * T * c.HD;
     std::vector<float> q = rand_vec(nq, 2.0f), k = rand_vec(nk, 2.0f), v = rand_vec(nk, 1.0f);
@@ -470,6 +516,15 @@ static void check_attention() {
         {1, 9, 30, 21, 4, 4, 256},
     };
     for (const AttCase &c : prefill) check_attention_forward(c);
+    // one decoded token, its position in device memory: B = 1, Tq = 1, pos0 = Tk - 1
+    static const AttCase decode[] = {
+        {1, 1, 1, 0, 4, 2, 12},     // the first token: one key
+        {1, 1, 300, 299, 4, 2, 12}, // 3 tiles of 128 keys, the last short
+        {1, 1, 129, 128, 4, 1, 128},
+        {1, 1, 70, 69, 2, 2, 256},  // two output dimensions a thread
+        {1, 1, 40, 39, 2, 1, 65},
+    };
+    for (const AttCase &c : decode) check_attention_decode(c);
 #ifndef TEST_ON_GPU
     // shapes the kernels do not handle stop the program with a message (in a child)
     static const struct { size_t NH, KV, HD; const char *want; } bad[] = {

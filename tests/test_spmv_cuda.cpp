@@ -9,10 +9,14 @@
 // 1-D norms included) is uploaded (devpack_upload) and multiplied by a random x, once
 // plain and once with a bias and accumulation into a random y; results must agree with
 // the CPU's within 2e-6 of sum |w x| of the row (plus |b| and |y| with them), as
-// tests/test_spmv.c asks of the CPU against its reference: tiles and bitmap sum each row
-// in the CPU portable kernels' order, dense by warp lanes and delta with one running sum
-// (the CPU keeps four), other orders. The F16 decoder is checked on all
-// 65536 bit patterns against io/safetensors.c's.
+// tests/test_spmv.c asks of the CPU against its reference: the device sums in other
+// orders (lanes and butterflies, a panel's slots in runs; delta with one running sum where
+// the CPU keeps four). The F16 decoder is checked on all
+// 65536 bit patterns against io/safetensors.c's. spmv_decode_cuda (the rows of a packed
+// tensor on the device: embeddings, and evaluation's bf16 operands) must give
+// pack_decode_rows' bits, all rows in fp32 and as bf16, and rows picked by ids; it runs
+// on the F32 and I4 packs (the emulator's time). The upload, free and product go through
+// nn/weight.h's device operations (devpack_weight_*) as a packed model's do.
 //
 // Built two ways, as test_kernels is: build/tests/test_spmv_cuda (g++, spmv.cu included
 // and run by tests/cuda_emu.h) and build/tests/test_spmv_cuda_gpu (nvcc, libbest's
@@ -44,6 +48,7 @@ extern "C" { // C headers without their own guards, before spmv.cu includes them
 #define MODE "emulated"
 #endif
 #include "base/error.h" // defines: err_msg
+#include "nn/kernel_math.h" // defines: km_bf16_from_float
 #include "pack/spmv.h" // defines: spmv_forward, spmv_simd, DevPackTensor
 #include "test.h"
 
@@ -63,9 +68,47 @@ static float *dev_floats(const std::vector<float> &h) {
     return p;
 }
 
+// spmv_decode_cuda of t (on the device as dt) against pack_decode_rows: every row in fp32
+// and as bf16 bits (bitwise: the same dequantization, then km_bf16_from_float), and rows
+// picked by ids (the last, the first, then every third, an embedding's lookup) in fp32.
+static bool check_decode(const PackTensor *t, const void *dt) {
+    size_t R = t->rows, C = t->cols, n = R * C;
+    std::vector<int32_t> ids = {(int32_t)R - 1, 0};
+    for (size_t r = 1; r < R; r += 3) ids.push_back((int32_t)r);
+    size_t cap = n > ids.size() * C ? n : ids.size() * C;
+    std::vector<float> want(n), got(cap);
+    std::vector<uint16_t> gotb(n);
+    pack_decode_rows(want.data(), t, 0, R);
+    void *dout;
+    CUDA_CHECK(cudaMalloc(&dout, (cap ? cap : 1) * sizeof(float)));
+    bool ok = true;
+    for (int bf = 0; bf < 2; bf++) {
+        CUDA_CHECK(cudaMemset(dout, 0xff, n * sizeof(float))); // NaN: a place never written
+        spmv_decode_cuda(dout, bf, NULL, 0, dt, 0);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        CUDA_CHECK(cudaMemcpy(bf ? (void *)gotb.data() : (void *)got.data(), dout, n * (bf ? 2 : 4),
+                              cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < n && ok; i++)
+            ok = bf ? gotb[i] == km_bf16_from_float(want[i]) : memcmp(&got[i], &want[i], 4) == 0;
+    }
+    int32_t *dids;
+    CUDA_CHECK(cudaMalloc((void **)&dids, ids.size() * sizeof(int32_t)));
+    CUDA_CHECK(cudaMemcpy(dids, ids.data(), ids.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemset(dout, 0xff, ids.size() * C * sizeof(float)));
+    spmv_decode_cuda(dout, 0, dids, ids.size(), dt, 0);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaMemcpy(got.data(), dout, ids.size() * C * sizeof(float), cudaMemcpyDeviceToHost));
+    for (size_t u = 0; u < ids.size() && ok; u++)
+        ok = memcmp(&got[u * C], &want[(size_t)ids[u] * C], C * sizeof(float)) == 0;
+    CUDA_CHECK(cudaFree(dids));
+    CUDA_CHECK(cudaFree(dout));
+    return ok;
+}
+
 // The product of every tensor of the pack at path on the device and on the CPU; returns
 // the worst error relative to sum |w x| of a row, over all tensors, plain and with bias + acc.
-static double check_pack(const char *path, int *bad) {
+// With decode, check_decode of every tensor too.
+static double check_pack(const char *path, int decode, int *bad) {
     Pack p;
     if (pack_open(&p, path) < 0) {
         T_OK(0, "pack_open %s: %s", path, err_msg());
@@ -84,16 +127,24 @@ static double check_pack(const char *path, int *bad) {
             pack_decode_rows(w.data(), t, r, r + 1);
             for (size_t c = 0; c < t->cols; c++) mag[r] += fabs((double)w[c] * x[c]);
         }
-        DevPackTensor d;
-        if (devpack_upload(&d, t) < 0) {
-            T_OK(0, "%s: devpack_upload %s: %s", path, t->name, err_msg());
+        void *dt; // the weight operations' DevPackTensor (devpack_upload's)
+        size_t dbytes;
+        if (devpack_weight_upload(&dt, &dbytes, t) < 0) {
+            T_OK(0, "%s: devpack_weight_upload %s: %s", path, t->name, err_msg());
             *bad = 1;
             continue;
+        }
+        const DevPackTensor &d = *(const DevPackTensor *)dt;
+        if (decode && !check_decode(t, dt)) {
+            T_OK(0, "%s: %s (%s): spmv_decode_cuda's rows are not pack_decode_rows'", path, t->name,
+                 spmv_kernel_name(t));
+            *bad = 1;
         }
         float *dx = dev_floats(x), *db = dev_floats(b);
         for (int with = 0; with < 2; with++) { // plain; then with bias and accumulation
             float *dy = dev_floats(with ? y0 : std::vector<float>(t->rows, NAN));
-            spmv_forward_cuda(dy, dx, &d, with ? db : NULL, with, 0);
+            if (with) devpack_weight_matvec(dy, dx, dt, db, 1, 0);
+            else spmv_forward_cuda(dy, dx, &d, NULL, 0, 0);
             CUDA_CHECK(cudaDeviceSynchronize());
             CUDA_CHECK(cudaMemcpy(got.data(), dy, t->rows * sizeof(float), cudaMemcpyDeviceToHost));
             CUDA_CHECK(cudaFree(dy));
@@ -113,7 +164,7 @@ static double check_pack(const char *path, int *bad) {
         }
         CUDA_CHECK(cudaFree(dx));
         CUDA_CHECK(cudaFree(db));
-        devpack_free(&d);
+        devpack_weight_free(dt);
     }
     pack_close(&p);
     return worst;
@@ -156,7 +207,9 @@ static void check_fixture(const char *fixture, const double *sparsity, int n) {
                     continue;
                 }
                 int bad = 0;
-                double worst = check_pack(path, &bad);
+                // the decoder on F32 and I4 (scales, nibbles) only: the emulator's time
+                int decode = v.q == QUANT_INT4 || (v.q == QUANT_NONE && v.dtype == ST_F32);
+                double worst = check_pack(path, decode, &bad);
                 T_OK(!bad, "%s %s, %.1f%% zeros, --index %s, values %s: every tensor's product as the CPU's "
                      "(worst %.1e of sum |w x|, at most 2e-6)", MODE, fixture, 100 * s, ix.name, v.name, worst);
                 unlink(path);

@@ -14,6 +14,11 @@
 //     score, the fixtures' non-prunable tensors between prunable ones: the same mask, the
 //     same weights zeroed and the bf16 copy refreshed, bit for bit; a NaN moment or a k
 //     above the old mask's survivors returns 1 and changes nothing;
+//   * a packed checkpoint on the device (the fixture's weights rounded to bf16, 90% of the
+//     prunable ones zeroed, bf16 packs with bitmap, delta and tiles indexes; spmv.cu):
+//     evaluated, the summed NLL is the folder's bit for bit; decoded, 200 greedy tokens
+//     (6 in the emulator, on qwen3 with every index and llama_tied with tiles) are the
+//     folder's on the device, logits within 1e-4 normwise;
 //   * on llama and qwen3, 20 steps (8 in the emulator) of masked AdamW (clipping, weight
 //     decay, warmup) under a BEST schedule to 70% (cubic, 5 mask updates, second-order
 //     saliency, global), the device run's masks updated on the device, exactly as
@@ -41,6 +46,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
 #include <vector>
 
 #ifdef TEST_ON_GPU
@@ -54,6 +61,13 @@
 #define KM_GRID_CAP 3u   // tiny grids: the grid-stride loops run at tiny sizes
 #define BEST_KAPI static // this file's own copy of the kernels' and the step's API
 #define SELECT_CUDA_SPAN 4096 // runs of the select's marking: several blocks at these sizes
+#endif
+extern "C" { // C headers without their own guards, before spmv.cu includes them
+#include "pack/pack.h"       // defines: PackTensor
+#include "pack/pack_model.h" // defines: model_open
+#include "pack/pack_write.h" // defines: pack_write
+}
+#ifndef TEST_ON_GPU
 #include "cuda_emu.h"
 #include "nn/kernel_math.h" // defines: km_float_from_bf16
 #include "nn/layers.h"   // defines: the CPU kernels the shims call
@@ -71,22 +85,28 @@ static std::vector<float> from_bf16(const uint16_t *x, size_t n) {
     return f;
 }
 
-// cuBLASLt's bf16 products: the operands are bf16 already; the CPU product in fp32.
+// cuBLASLt's bf16 products: the operands are bf16 already; the CPU product in fp32. Like
+// every shim here, enqueued (emu_enqueue): recorded during a stream capture, as a launch.
 static void matmul_forward_cuda(CudaCtx *, float *y, const uint16_t *x, const uint16_t *w, const float *b,
                                 size_t N, size_t IC, size_t OC, int acc) {
-    std::vector<float> xf = from_bf16(x, N * IC), wf = from_bf16(w, OC * IC);
-    matmul_forward(y, xf.data(), wf.data(), b, N, IC, OC, acc);
+    emu_enqueue([=] {
+        std::vector<float> xf = from_bf16(x, N * IC), wf = from_bf16(w, OC * IC);
+        matmul_forward(y, xf.data(), wf.data(), b, N, IC, OC, acc);
+    });
 }
 
 static void matmul_backward_cuda(CudaCtx *, float *dx, float *dw, const uint16_t *dy, const uint16_t *x,
                                  const uint16_t *w, size_t N, size_t IC, size_t OC, int dx_acc) {
-    std::vector<float> dyf = from_bf16(dy, N * OC), xf = from_bf16(x, N * IC), wf = from_bf16(w, OC * IC);
-    std::vector<float> dw_unused;
-    if (!dw) {
-        dw_unused.assign(OC * IC, 0.0f);
-        dw = dw_unused.data();
-    }
-    matmul_backward(dx, dw, NULL, dyf.data(), xf.data(), wf.data(), N, IC, OC, dx_acc);
+    emu_enqueue([=] {
+        std::vector<float> dyf = from_bf16(dy, N * OC), xf = from_bf16(x, N * IC), wf = from_bf16(w, OC * IC);
+        std::vector<float> dw_unused;
+        float *dwp = dw;
+        if (!dwp) {
+            dw_unused.assign(OC * IC, 0.0f);
+            dwp = dw_unused.data();
+        }
+        matmul_backward(dx, dwp, NULL, dyf.data(), xf.data(), wf.data(), N, IC, OC, dx_acc);
+    });
 }
 
 // Attention: the real kernels (attention.cu, emulated) in the gradient checks, where one
@@ -107,8 +127,10 @@ static void attention_forward_cuda(float *out, float *lse, const float *q, const
         attention_forward_emulated(out, lse, q, k, v, B, Tq, Tk, pos0, NH, KV, HD, st);
         return;
     }
-    std::vector<float> scratch(attention_scratch(Tk));
-    attention_forward(out, lse, q, k, v, scratch.data(), B, Tq, Tk, pos0, NH, KV, HD, 1);
+    emu_enqueue([=] {
+        std::vector<float> scratch(attention_scratch(Tk));
+        attention_forward(out, lse, q, k, v, scratch.data(), B, Tq, Tk, pos0, NH, KV, HD, 1);
+    });
 }
 
 static void attention_backward_cuda(float *dq, float *dk, float *dv, float *dkh, float *dvh, const float *dout,
@@ -119,8 +141,10 @@ static void attention_backward_cuda(float *dq, float *dk, float *dv, float *dkh,
         attention_backward_emulated(dq, dk, dv, dkh, dvh, dout, q, k, v, out, lse, B, T, NH, KV, HD, st);
         return;
     }
-    std::vector<float> scratch(attention_scratch(T));
-    attention_backward(dq, dk, dv, dkh, dvh, dout, q, k, v, out, lse, scratch.data(), B, T, NH, KV, HD, 1);
+    emu_enqueue([=] {
+        std::vector<float> scratch(attention_scratch(T));
+        attention_backward(dq, dk, dv, dkh, dvh, dout, q, k, v, out, lse, scratch.data(), B, T, NH, KV, HD, 1);
+    });
 }
 
 // the step uses most of layers.cu, not all of it (residual_forward_cuda)
@@ -132,6 +156,7 @@ static void attention_backward_cuda(float *dq, float *dk, float *dv, float *dkh,
 #include "sparse/saliency.cu"
 #include "sparse/select.cu"
 #include "sparse/mask.cu"
+#include "pack/spmv.cu"
 #pragma GCC diagnostic pop
 #endif
 
@@ -344,6 +369,120 @@ static void check_decode(const char *name) {
          "%s: a token outside the vocabulary and a position past the cache are errors", name);
     kvcache_free(&c);
     devmodel_free(&d);
+    model_free(&m);
+}
+
+// --- a packed checkpoint on the device ------------------------------------------------------
+
+// The emulator's copy of a pack's device operations (spmv.cu, included above); libbest's
+// (pack_model.c's) on the GPU.
+static void pack_ops_local(Model *pk) {
+#ifndef TEST_ON_GPU
+    static WeightOps ops;
+    ops = *pk->ext->ops;
+    ops.dev_upload = devpack_weight_upload;
+    ops.dev_free = devpack_weight_free;
+    ops.dev_matvec = devpack_weight_matvec;
+    ops.dev_decode = spmv_decode_cuda;
+    pk->ext->ops = &ops;
+#else
+    (void)pk;
+#endif
+}
+
+// The fixture's weights rounded to bf16 with 90% of the prunable ones zeroed, written as
+// bf16 packs with each sparse encoding and opened as a packed model (the stored weights,
+// spmv.cu, on the device), against the same weights as a folder's model on the device:
+//   * evaluation (DEVMODEL_EVAL: each stored weight decoded to bf16 before its product):
+//     the same summed NLL, bit for bit (the products' operands are the same bits);
+//   * decoding (DEVMODEL_DECODE: products straight from the encodings): STEPS greedy
+//     tokens, each side fed its own choice, the same ids (the logits differ only by the
+//     order of the sums: printed, at most 1e-4 normwise).
+static void check_pack_device(const char *name, int steps, int n_indexes) {
+    Model m;
+    if (!load_fixture(&m, name)) return;
+    uint64_t seed = 7;
+    for (size_t i = 0; i < m.n_params; i++) m.params[i] = km_float_from_bf16(km_bf16_from_float(m.params[i]));
+    for (int i = 0; i < m.n_info; i++)
+        if (m.info[i].prunable)
+            for (size_t j = 0; j < m.info[i].numel; j++)
+                if (rng_next(&seed) % 10 != 0) m.params[m.info[i].offset + j] = 0;
+    enum { EB = 2, ET = 8 };
+    std::vector<int32_t> tokens(EB * ET), targets(EB * ET);
+    batch_make(tokens.data(), targets.data(), EB * ET, m.V, 3);
+    DevModel f, fd;
+    int ok = T_OK(devmodel_init(&f, ctx_get(), &m, EB, ET, 0, DEVMODEL_EVAL) == 0 &&
+                  devmodel_init(&fd, ctx_get(), &m, 1, steps, 0, DEVMODEL_DECODE) == 0 &&
+                  devmodel_forward(&f, tokens.data(), targets.data()) == 0,
+                  "%s: the folder's weights on the device: evaluation and decoding", name);
+    // the folder's greedy ids and logits
+    std::vector<int32_t> want_ids;
+    std::vector<float> want(m.V * (size_t)steps), z(m.V);
+    int32_t t = 1;
+    for (int i = 0; ok && i < steps; i++) {
+        ok = devmodel_forward_token(&want[(size_t)i * m.V], &fd, t, (size_t)i) == 0;
+        const float *lg = &want[(size_t)i * m.V];
+        t = 0;
+        for (size_t v = 1; v < m.V; v++)
+            if (lg[v] > lg[t]) t = (int32_t)v;
+        want_ids.push_back(t);
+    }
+    const char *tmp = getenv("TMPDIR");
+    static const struct { PackIndex index; const char *name; } indexes[] = {
+        {INDEX_BITMAP, "bitmap"}, {INDEX_DELTA, "delta"}, {INDEX_TILES, "tiles"}};
+    for (int k = 3 - n_indexes; k < 3 && ok; k++) { // the last n_indexes of them
+        const auto &ix = indexes[k];
+        char path[300];
+        snprintf(path, sizeof path, "%s/test_step.%d.%s.%s.pack", tmp && *tmp ? tmp : "/tmp", (int)getpid(), name,
+                 ix.name);
+        Model pk;
+        int rc = pack_write(path, &m, QUANT_BF16, ix.index);
+        if (rc == 0) rc = model_open(&pk, path);
+        if (!T_OK(rc == 0, "%s: a bf16 pack --index %s written and opened%s%s", name, ix.name, rc ? ": " : "",
+                  rc ? err_msg() : ""))
+            continue;
+        unlink(path); // the map stays valid
+        pack_ops_local(&pk);
+        DevModel p = {}, pd = {};
+        if (T_OK(devmodel_init(&p, ctx_get(), &pk, EB, ET, 0, DEVMODEL_EVAL) == 0 &&
+                 devmodel_forward(&p, tokens.data(), targets.data()) == 0,
+                 "%s: the %s pack evaluated on the device", name, ix.name)) {
+            T_OK(p.nll_sum == f.nll_sum && p.n_valid == f.n_valid,
+                 "%s: --index %s: the pack's summed NLL on the device is the folder's bit for bit (%.9g, %.9g)", name,
+                 ix.name, p.nll_sum, f.nll_sum);
+            devmodel_free(&p);
+        }
+        rc = devmodel_init(&pd, ctx_get(), &pk, 1, steps, 0, DEVMODEL_DECODE);
+        if (T_OK(rc == 0, "%s: the %s pack on the device for decoding (%.1f KiB of weights there)", name, ix.name,
+                 (double)pd.weight_bytes / 1024)) {
+            int same = 0;
+            double worst = 0;
+            t = 1;
+            for (int i = 0; i < steps && rc == 0; i++) {
+                if ((rc = devmodel_forward_token(z.data(), &pd, t, (size_t)i)) < 0) break;
+                const float *w = &want[(size_t)i * m.V];
+                double num = 0, den = 0;
+                t = 0;
+                for (size_t v = 0; v < m.V; v++) {
+                    num += ((double)z[v] - w[v]) * ((double)z[v] - w[v]);
+                    den += (double)w[v] * w[v];
+                    if (z[v] > z[t]) t = (int32_t)v;
+                }
+                worst = fmax(worst, sqrt(num / den));
+                if (t != want_ids[(size_t)i]) break;
+                same++;
+            }
+            T_OK(rc == 0 && same == steps && worst <= 1e-4,
+                 "%s: --index %s: %d greedy tokens decoded from the pack on the device are the folder's (%d the "
+                 "same), logits within %.1e normwise (at most 1e-4)", name, ix.name, steps, same, worst);
+            devmodel_free(&pd);
+        }
+        model_free(&pk);
+    }
+    if (ok) {
+        devmodel_free(&f);
+        devmodel_free(&fd);
+    }
     model_free(&m);
 }
 
@@ -659,6 +798,12 @@ int main() {
     const char *fixtures[] = {"llama", "qwen3", "llama_tied"};
     for (const char *f : fixtures) check_grads(f);
     for (int i = 1; i < 3; i++) check_decode(fixtures[i]); // Qwen3; LLaMA with biases (the emulator's time)
+#ifdef TEST_ON_GPU
+    for (const char *f : fixtures) check_pack_device(f, 200, 3);
+#else // (the emulator's time: about 3 s a token)
+    check_pack_device("qwen3", 6, 3);
+    check_pack_device("llama_tied", 6, 1);
+#endif
     for (const char *f : fixtures) check_mask_update(f);
     if (getenv("ONLY_MASK")) T_DONE();
 #ifndef TEST_ON_GPU

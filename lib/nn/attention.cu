@@ -145,6 +145,74 @@ attention_forward_kernel(float *out, float *lse, const float *q, const float *k,
     }
 }
 
+// --- decode: one query row against a cache whose length is in device memory -----------------
+// Block: query head h of the token at position *pos, which sees keys 0 .. *pos of the cache
+// (kv head h / (NH / KV)). A forward block would give the one row 4 of its threads; here
+// the keys are spread over all of them, in tiles of ATT_THREADS: each warp scores every
+// fourth key of the tile, its lanes splitting the head dimension (a key row read
+// coalesced) and a butterfly summing; the tile's maximum and sum come from the whole
+// block, the running state merges as the forward's (km_lse_merge); then thread d adds
+// output dimensions d and d + 128 of sum_j p_j v_j in key order. Barriers per tile: [A]
+// scores in place; [B] warp maxima posted; [C] scores and maxima read; [D] probabilities
+// and warp sums posted; [E] the tile's buffers free.
+#define DEC_WARPS (ATT_THREADS / 32)
+static __global__ void __launch_bounds__(ATT_THREADS)
+attention_decode_kernel(float *out, const float *q, const float *kc, const float *vc, const int32_t *pos,
+                        size_t NH, size_t KV, int HD, float scale) {
+    __shared__ float qs[ATT_HD_MAX];
+    __shared__ float ps[ATT_THREADS]; // the tile's scores, then its probabilities
+    __shared__ float red[DEC_WARPS];
+    const unsigned full = 0xffffffffu;
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    const size_t G = NH / KV, KVD = KV * (size_t)HD, nk = (size_t)*pos + 1;
+    for (size_t h = blockIdx.x; h < NH; h += gridDim.x) {
+        const float *kb = kc + h / G * HD, *vb = vc + h / G * HD;
+        for (int d = tid; d < HD; d += ATT_THREADS) qs[d] = q[h * HD + d];
+        float m = -INFINITY, l = 0.0f, acc0 = 0.0f, acc1 = 0.0f; // dimensions tid, tid + 128
+        for (size_t j0 = 0; j0 < nk; j0 += ATT_THREADS) {
+            __syncthreads(); // qs loaded (first tile); [E] of the previous tile
+            for (int jj = warp; jj < ATT_THREADS; jj += DEC_WARPS) {
+                size_t j = j0 + (size_t)jj;
+                float s = 0.0f;
+                if (j < nk)
+                    for (int d = lane; d < HD; d += 32) s += qs[d] * kb[j * KVD + d];
+                for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(full, s, o);
+                if (lane == 0) ps[jj] = j < nk ? s * scale : -INFINITY;
+            }
+            __syncthreads(); // [A]
+            float sv = ps[tid], mt = sv;
+            for (int o = 16; o > 0; o >>= 1) mt = fmaxf(mt, __shfl_xor_sync(full, mt, o));
+            if (lane == 0) red[warp] = mt;
+            __syncthreads(); // [B]
+            mt = red[0];
+            for (int w = 1; w < DEC_WARPS; w++) mt = fmaxf(mt, red[w]);
+            float mnew = m > mt ? m : mt; // key j0 is seen: finite
+            float p = km_exp(sv - mnew), st = p; // a -inf score gives 0
+            for (int o = 16; o > 0; o >>= 1) st += __shfl_xor_sync(full, st, o);
+            __syncthreads(); // [C]
+            ps[tid] = p;
+            if (lane == 0) red[warp] = st;
+            __syncthreads(); // [D]
+            st = 0.0f;
+            for (int w = 0; w < DEC_WARPS; w++) st += red[w];
+            float alpha = km_exp(m - mnew); // 1, or 0 at the start
+            km_lse_merge(&m, &l, mnew, st);
+            acc0 *= alpha;
+            acc1 *= alpha;
+            size_t nt = nk - j0 < (size_t)ATT_THREADS ? nk - j0 : (size_t)ATT_THREADS;
+            for (size_t jj = 0; jj < nt; jj++) {
+                const float *vr = vb + (j0 + jj) * KVD;
+                if (tid < HD) acc0 += ps[jj] * vr[tid];
+                if (tid + ATT_THREADS < HD) acc1 += ps[jj] * vr[tid + ATT_THREADS];
+            }
+        }
+        float inv = 1.0f / l;
+        if (tid < HD) out[h * HD + tid] = acc0 * inv;
+        if (tid + ATT_THREADS < HD) out[h * HD + tid + ATT_THREADS] = acc1 * inv;
+        __syncthreads(); // [E] of the last tile: qs, ps free for the next head
+    }
+}
+
 // --- backward -----------------------------------------------------------------------------
 // Both kernels hold BT query rows (q, dout, their lse and D) and BT keys (k, v) in shared
 // memory and recompute, per pair of tiles, p = exp(scale q.k - lse) and
@@ -364,6 +432,16 @@ BEST_KAPI void attention_forward_cuda(float *out, float *lse, const float *q, co
     else if (HD <= 128) ATT_FORWARD(128);
     else ATT_FORWARD(256);
 #undef ATT_FORWARD
+    CUDA_CHECK(cudaGetLastError());
+}
+
+BEST_KAPI void attention_decode_cuda(float *out, const float *q, const float *kc, const float *vc,
+                                     const int32_t *pos, size_t NH, size_t KV, size_t HD, cudaStream_t stream) {
+    attention_check_shapes("attention_decode_cuda", NH, KV, HD);
+    static_assert(2 * ATT_THREADS >= ATT_HD_MAX, "two output dimensions a thread");
+    if (NH == 0) return;
+    LAUNCH(attention_decode_kernel, km_blocks(NH, 1, KM_GRID_CAP), ATT_THREADS, stream, out, q, kc, vc, pos, NH, KV,
+           (int)HD, 1.0f / sqrtf((float)HD));
     CUDA_CHECK(cudaGetLastError());
 }
 

@@ -215,6 +215,42 @@ BEST_KAPI void rope_backward_cuda(float *dx, const float *cos, const float *sin,
     rope_launch(dx, cos, sin, B, T, H, HD, -1.0f, stream);
 }
 
+// --- one decoded token: RoPE and the keys/values cache at a position in device memory --------
+
+static __global__ void rope_at_kernel(float *x, const float *cos, const float *sin, const int32_t *pos,
+                                      size_t H, size_t HD) {
+    size_t half = HD / 2, t = (size_t)*pos;
+    GRID_STRIDE(p, H * half) {
+        size_t i = p % half;
+        float *v = x + p / half * HD;
+        km_rope_pair(v + i, v + i + half, cos[t * half + i], sin[t * half + i]);
+    }
+}
+
+static __global__ void kv_append_kernel(float *kc, float *vc, const float *k, const float *v, const int32_t *pos,
+                                        size_t KVD) {
+    size_t at = (size_t)*pos * KVD;
+    GRID_STRIDE(i, KVD) {
+        kc[at + i] = k[i];
+        vc[at + i] = v[i];
+    }
+}
+
+BEST_KAPI void rope_at_cuda(float *x, const float *cos, const float *sin, const int32_t *pos, size_t H, size_t HD,
+                            cudaStream_t stream) {
+    size_t n = H * (HD / 2);
+    if (n == 0) return;
+    LAUNCH(rope_at_kernel, km_blocks(n, KM_THREADS, KM_GRID_CAP), KM_THREADS, stream, x, cos, sin, pos, H, HD);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+BEST_KAPI void kv_append_cuda(float *kc, float *vc, const float *k, const float *v, const int32_t *pos, size_t KVD,
+                              cudaStream_t stream) {
+    if (KVD == 0) return;
+    LAUNCH(kv_append_kernel, km_blocks(KVD, KM_THREADS, KM_GRID_CAP), KM_THREADS, stream, kc, vc, k, v, pos, KVD);
+    CUDA_CHECK(cudaGetLastError());
+}
+
 // --- SwiGLU, residual, masked fill, bf16 cast: elementwise ----------------------------------------------
 
 static __global__ void swiglu_forward_kernel(float *h, const float *gate, const float *up, size_t n) {
@@ -241,6 +277,10 @@ static __global__ void masked_fill_kernel(float *x, const uint8_t *mask, float v
 
 static __global__ void cast_bf16_kernel(uint16_t *out, const float *in, size_t n) {
     GRID_STRIDE(i, n) out[i] = km_bf16_from_float(in[i]);
+}
+
+static __global__ void widen_bf16_kernel(float *out, const uint16_t *in, size_t n) {
+    GRID_STRIDE(i, n) out[i] = km_float_from_bf16(in[i]);
 }
 
 BEST_KAPI void swiglu_forward_cuda(float *h, const float *gate, const float *up, size_t n,
@@ -275,6 +315,12 @@ BEST_KAPI void masked_fill_cuda(float *x, const uint8_t *mask, float value, size
 BEST_KAPI void cast_bf16_cuda(uint16_t *out, const float *in, size_t n, cudaStream_t stream) {
     if (n == 0) return;
     LAUNCH(cast_bf16_kernel, km_blocks(n, KM_THREADS, KM_GRID_CAP), KM_THREADS, stream, out, in, n);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+BEST_KAPI void widen_bf16_cuda(float *out, const uint16_t *in, size_t n, cudaStream_t stream) {
+    if (n == 0) return;
+    LAUNCH(widen_bf16_kernel, km_blocks(n, KM_THREADS, KM_GRID_CAP), KM_THREADS, stream, out, in, n);
     CUDA_CHECK(cudaGetLastError());
 }
 

@@ -138,6 +138,13 @@ void rope_forward_cuda(float *x, const float *cos, const float *sin, size_t B, s
                        size_t H, size_t HD, struct CUstream_st *stream);
 void rope_backward_cuda(float *dx, const float *cos, const float *sin, size_t B, size_t T,
                         size_t H, size_t HD, struct CUstream_st *stream);
+// One token of a decode step whose position *pos is in device memory (so that a CUDA graph
+// of the step serves every position): x (H, HD) rotated in place by row *pos of the
+// tables, as rope_forward_cuda at that row; kc, vc (T, KVD) get k, v (KVD) at row *pos.
+void rope_at_cuda(float *x, const float *cos, const float *sin, const int32_t *pos, size_t H,
+                  size_t HD, struct CUstream_st *stream);
+void kv_append_cuda(float *kc, float *vc, const float *k, const float *v, const int32_t *pos,
+                    size_t KVD, struct CUstream_st *stream);
 void swiglu_forward_cuda(float *h, const float *gate, const float *up, size_t n,
                          struct CUstream_st *stream);
 void swiglu_backward_cuda(float *dgate, float *dup, const float *dh, const float *gate,
@@ -151,6 +158,9 @@ void masked_fill_cuda(float *x, const uint8_t *mask, float value, size_t n,
                       struct CUstream_st *stream);
 // out (n) = bf16 bits of in (n), rounded to nearest even: matrix-product operands.
 void cast_bf16_cuda(uint16_t *out, const float *in, size_t n, struct CUstream_st *stream);
+// out (n) = the floats of bf16 bits in (n), exactly: a bf16 operand for a product that
+// reads fp32 (a packed weight's, spmv.h).
+void widen_bf16_cuda(float *out, const uint16_t *in, size_t n, struct CUstream_st *stream);
 // The cross-entropy of N rows of logits (N, V), a chunk of the batch's rows: nll (N) as
 // crossentropy_forward's, lse (N) or NULL, and, unless dlogits is NULL, dlogits (N, V)
 // as crossentropy_backward's (dlogits may be logits: in place).
@@ -187,6 +197,13 @@ void bias_backward_cuda(float *db, float *scratch, const float *dy, size_t N, si
 void attention_forward_cuda(float *out, float *lse, const float *q, const float *k,
                             const float *v, size_t B, size_t Tq, size_t Tk, size_t pos0,
                             size_t NH, size_t KV, size_t HD, struct CUstream_st *stream);
+// One decoded token at the position *pos in device memory (a CUDA graph of the decode step
+// serves every position): out (NH, HD) = attention_forward_cuda's for q (NH, HD) against
+// keys and values kc, vc (*pos + 1 rows of KV * HD), with the keys spread over a block's
+// threads instead of the forward's query tiles (sums in another order: fp32 rounding).
+void attention_decode_cuda(float *out, const float *q, const float *kc, const float *vc,
+                           const int32_t *pos, size_t NH, size_t KV, size_t HD,
+                           struct CUstream_st *stream);
 // Training shapes (Tq = Tk = T, pos0 = 0). dq (B, T, NH, HD), dk, dv (B, T, KV, HD)
 // overwritten; dkh, dvh (B, NH, T, HD) scratch: per query head, then summed over each
 // group in a fixed order (deterministic, no float atomics); dout, out (B, T, NH, HD);

@@ -101,15 +101,23 @@ static int fam_shape(int64_t shape[2], const Model *m, int f) {
     return 0;
 }
 
-// The stored weight of family f, layer l (a tied lm_head is the embedding's).
-static const void *stored_weight(const Model *m, int f, size_t l) {
+// The table index of family f, layer l (a tied lm_head: the embedding's).
+static int fam_index(const Model *m, int f, size_t l) {
     if (f == F_LM_HEAD && m->cfg.tie_word_embeddings) f = F_EMBED;
-    size_t i = 0; // table index: the entries of the families before f, then l
+    size_t i = 0; // the entries of the families before f, then l
     for (int g = 0; g < f; g++) {
         int64_t s[2];
         if (fam_shape(s, m, g)) i += FAM[g].per_layer ? m->L : 1;
     }
-    return m->ext->t[i + l];
+    return (int)(i + l);
+}
+
+// The stored weight of family f, layer l.
+static const void *stored_weight(const Model *m, int f, size_t l) { return m->ext->t[fam_index(m, f, l)]; }
+
+int model_matrix_index(const Model *m, ModelMatrix w, size_t l) {
+    static const int fam[] = {F_EMBED, F_WQ, F_WK, F_WV, F_WO, F_WGATE, F_WUP, F_WDOWN, F_LM_HEAD};
+    return fam_index(m, fam[w], w == MW_EMBED || w == MW_HEAD ? 0 : l);
 }
 
 // Fills m->info, m->n_info, m->n_params and m->n_prunable; the block is not allocated

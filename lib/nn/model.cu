@@ -27,6 +27,7 @@
 // their own files), the loop, schedules and masks (run/train.c), where a mask is chosen.
 #include "nn/model.h" // defines: DevModel, LayerActs, the devmodel_ prototypes (BEST_CUDA)
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/error.h"       // defines: ERR, CHECK, xcalloc
@@ -161,6 +162,7 @@ static void acts_layout(DevModel *d, DevCarver *cv) {
     d->rope_sin = TAKE_F(cv, (size_t)d->T * HD / 2);
     size_t widest = max3(C, Q, I);
     d->xbf = (uint16_t *)dev_take(cv, N * widest * sizeof(uint16_t));
+    if (d->m->ext && d->decode) d->xr = TAKE_F(cv, widest);
     d->part = (double *)dev_take(cv, DEV_RED_BLOCKS * sizeof(double));
     d->scalars = (double *)dev_take(cv, N_SLOTS * sizeof(double));
     d->tokens = (int32_t *)dev_take(cv, N * sizeof(int32_t));
@@ -168,6 +170,7 @@ static void acts_layout(DevModel *d, DevCarver *cv) {
     if (d->decode) {
         d->kc = TAKE_F(cv, m->L * (size_t)d->T * KVD);
         d->vc = TAKE_F(cv, m->L * (size_t)d->T * KVD);
+        d->step_in = (int32_t *)dev_take(cv, 2 * sizeof(int32_t));
     }
     if (d->eval) return; // the backward's scratch follows
     d->dres = TAKE_F(cv, N * C);
@@ -211,9 +214,16 @@ static void params_rebase(ModelParams *out, const Model *m, float *base) {
 }
 
 BEST_KAPI void devmodel_free(DevModel *d) {
-    void *bufs[] = {d->params, d->grads, d->adam_m, d->adam_v, d->wbf, d->mask, d->acts};
+    void *bufs[] = {d->params, d->grads, d->adam_m, d->adam_v, d->wbf, d->mask, d->acts, d->wdec};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         if (bufs[i]) CUDA_CHECK(cudaFree(bufs[i]));
+    if (d->dw)
+        for (int i = 0; i < d->m->n_info; i++)
+            if (d->dw[i]) d->m->ext->ops->dev_free(d->dw[i]);
+    if (d->graph) CUDA_CHECK(cudaGraphExecDestroy(d->graph));
+    if (d->host_in) CUDA_CHECK(cudaFreeHost(d->host_in));
+    if (d->host_logits) CUDA_CHECK(cudaFreeHost(d->host_logits));
+    free(d->dw);
     free(d->layer);
     memset(d, 0, sizeof *d);
 }
@@ -222,7 +232,7 @@ BEST_KAPI void devmodel_upload(DevModel *d, const float *params, const AdamW *op
     cudaStream_t st = d->ctx->stream;
     size_t n = d->n_params;
     CUDA_CHECK(cudaMemcpyAsync(d->params, params, n * sizeof(float), cudaMemcpyHostToDevice, st));
-    cast_bf16_cuda(d->wbf, d->params, n, st);
+    if (d->wbf) cast_bf16_cuda(d->wbf, d->params, n, st);
     if (opt) {
         CUDA_CHECK(cudaMemcpyAsync(d->adam_m, opt->m, n * sizeof(float), cudaMemcpyHostToDevice, st));
         CUDA_CHECK(cudaMemcpyAsync(d->adam_v, opt->v, n * sizeof(float), cudaMemcpyHostToDevice, st));
@@ -259,7 +269,25 @@ BEST_KAPI size_t devmodel_bytes(size_t *acts_bytes, const Model *m, int B, int T
     acts_layout(&d, &cv);
     free(d.layer);
     if (acts_bytes) *acts_bytes = cv.used;
-    return m->n_params * (d.eval ? DEV_EVAL_BYTES_PER_PARAM : DEV_BYTES_PER_PARAM) + cv.used;
+    if (!m->ext) return m->n_params * (d.eval ? DEV_EVAL_BYTES_PER_PARAM : DEV_BYTES_PER_PARAM) + cv.used;
+    size_t bytes = m->n_params * sizeof(float) + cv.used; // the 1-D block, the activations
+    for (int i = 0; i < m->n_info; i++)
+        if (m->ext->t[i]) bytes += m->ext->ops->bytes(m->ext->t[i]);
+    if (!d.decode) bytes += m->ext->max_numel * sizeof(uint16_t); // wdec
+    return bytes;
+}
+
+// d->dw: the stored weights of d->m on the device. 0, or ERR (out of device memory).
+static int stored_upload(DevModel *d) {
+    const Model *m = d->m;
+    d->dw = (void **)xcalloc((size_t)m->n_info, sizeof *d->dw);
+    for (int i = 0; i < m->n_info; i++) {
+        if (!m->ext->t[i]) continue;
+        size_t bytes;
+        TRY(m->ext->ops->dev_upload(&d->dw[i], &bytes, m->ext->t[i]));
+        d->weight_bytes += bytes;
+    }
+    return 0;
 }
 
 BEST_KAPI int devmodel_init(DevModel *d, CudaCtx *c, const Model *m, int B, int T, size_t ce_rows,
@@ -267,11 +295,13 @@ BEST_KAPI int devmodel_init(DevModel *d, CudaCtx *c, const Model *m, int B, int 
     memset(d, 0, sizeof *d);
     if (B < 1 || T < 1) return ERR("batch %d x %d: both must be at least 1", B, T);
     CHECK(!(flags & DEVMODEL_DECODE) || B == 1, "devmodel_init: DEVMODEL_DECODE decodes one sequence (B = 1)");
-    CHECK(!m->ext && m->params, "devmodel_init: a model with stored weights (a pack) is not supported");
+    if (m->ext && !(flags & (DEVMODEL_EVAL | DEVMODEL_DECODE))) return model_need_folder(m, "training on the device");
+    if (m->ext && !m->ext->ops->dev_upload)
+        return ERR("%s: %s cannot go on a CUDA device in this build", m->ext->path, m->ext->what);
     d->ctx = c;
     devmodel_shape(d, m, B, T, ce_rows, flags);
     // the prunable families as ranges of the block (the table is in block order)
-    for (int i = 0; i < m->n_info; i++) {
+    for (int i = 0; i < m->n_info && !m->ext; i++) { // (a store's are not in the block)
         const ParamInfo *p = &m->info[i];
         if (!p->prunable) continue;
         if (d->n_pr > 0 && d->pr_off[d->n_pr - 1] + d->pr_len[d->n_pr - 1] == p->offset) {
@@ -288,10 +318,25 @@ BEST_KAPI int devmodel_init(DevModel *d, CudaCtx *c, const Model *m, int B, int 
     d->acts_bytes = cv.used;
     size_t n = d->n_params;
     int rc = dev_malloc((void **)&d->params, n * sizeof(float), "the weights");
+    d->weight_bytes = n * sizeof(float);
     if (rc == 0 && !d->eval) rc = dev_malloc((void **)&d->grads, n * sizeof(float), "the gradients");
     if (rc == 0 && !d->eval) rc = dev_malloc((void **)&d->adam_m, n * sizeof(float), "Adam's exp_avg");
     if (rc == 0 && !d->eval) rc = dev_malloc((void **)&d->adam_v, n * sizeof(float), "Adam's exp_avg_sq");
-    if (rc == 0) rc = dev_malloc((void **)&d->wbf, n * sizeof(uint16_t), "the bf16 weights");
+    if (rc == 0 && !m->ext) rc = dev_malloc((void **)&d->wbf, n * sizeof(uint16_t), "the bf16 weights");
+    if (rc == 0 && !m->ext) d->weight_bytes += n * sizeof(uint16_t);
+    if (rc == 0 && m->ext && !d->decode)
+        rc = dev_malloc((void **)&d->wdec, m->ext->max_numel * sizeof(uint16_t), "one weight decoded to bf16");
+    if (rc == 0 && m->ext) rc = stored_upload(d);
+    if (rc == 0 && d->decode) { // pinned: the graph's copies read and write them
+        if (cudaMallocHost((void **)&d->host_in, 2 * sizeof(int32_t)) != cudaSuccess ||
+            cudaMallocHost((void **)&d->host_logits, m->V * sizeof(float)) != cudaSuccess) {
+            (void)cudaGetLastError();
+            rc = ERR("CUDA: cannot allocate %.1f MiB of pinned host memory for the logits",
+                     (double)m->V * 4 / (1 << 20));
+        }
+        const char *g = getenv("BEST_CUDA_GRAPH");
+        d->no_graph = g && strcmp(g, "0") == 0;
+    }
     if (rc == 0 && !d->eval) rc = dev_malloc((void **)&d->mask, n, "the mask");
     if (rc == 0) rc = dev_malloc((void **)&d->acts, cv.used, "the activations");
     if (rc < 0) {
@@ -345,10 +390,35 @@ BEST_KAPI void devmodel_download_mask(const DevModel *d, uint8_t *mask) {
 // The bf16 copy of the fp32 weight w (a pointer into d->params).
 static const uint16_t *bf(const DevModel *d, const float *w) { return d->wbf + (w - d->params); }
 
-// y (N, OC) = or += (acc) xbf (N, IC) @ W^T + b: W (OC, IC) read as its bf16 copy.
-static void linear(DevModel *d, float *y, const uint16_t *xbf, const float *w, const float *b, size_t N,
-                   size_t IC, size_t OC, int acc) {
-    matmul_forward_cuda(d->ctx, y, xbf, bf(d, w), b, N, IC, OC, acc);
+// y (N, OC) = or += (acc) xbf (N, IC) @ W^T + b, W (OC, IC) = matrix w of layer l: its bf16
+// copy; a stored weight (d->dw): decoded to bf16 into d->wdec for the same product
+// (evaluation: the very operand of the unpacked folder when the stored values are bf16,
+// or fp32 of bf16 weights), or, one row (decoding), its dev_matvec straight from the
+// storage on xbf widened to fp32 (the dense path's operand, summed in another order).
+static void linear(DevModel *d, float *y, const uint16_t *xbf, ModelMatrix w, size_t l, const float *b,
+                   size_t N, size_t IC, size_t OC, int acc) {
+    const Model *m = d->m;
+    int i = model_matrix_index(m, w, l);
+    if (!d->dw) {
+        matmul_forward_cuda(d->ctx, y, xbf, d->wbf + m->info[i].offset, b, N, IC, OC, acc);
+        return;
+    }
+    cudaStream_t st = d->ctx->stream;
+    if (d->decode) {
+        CHECK(N == 1, "linear: a stored weight's product of %zu rows while decoding", N);
+        widen_bf16_cuda(d->xr, xbf, IC, st);
+        m->ext->ops->dev_matvec(y, d->xr, d->dw[i], b, acc, st);
+    } else {
+        m->ext->ops->dev_decode(d->wdec, 1, NULL, 0, d->dw[i], st);
+        matmul_forward_cuda(d->ctx, y, xbf, d->wdec, b, N, IC, OC, acc);
+    }
+}
+
+// x (N, C) = the embeddings of the N tokens (device ids).
+static void embed(DevModel *d, float *x, const int32_t *tokens, size_t N) {
+    const Model *m = d->m;
+    if (d->dw) m->ext->ops->dev_decode(x, 0, tokens, N, d->dw[model_matrix_index(m, MW_EMBED, 0)], d->ctx->stream);
+    else embedding_forward_cuda(x, tokens, d->w.embed, N, m->C, d->ctx->stream);
 }
 
 #define LW(p, size) ((p) ? (p) + l * (size) : NULL) // layer l's slice of a stacked family
@@ -364,9 +434,9 @@ static void block_qkv(DevModel *d, size_t l, LayerActs *s, size_t N) {
     rmsnorm_forward_cuda(s->xn1, s->rstd1, s->res, w->attn_norm + l * C, N, C, eps, st);
     cast_bf16_cuda(d->xbf, s->xn1, N * C, st);
     float *q = m->qk_norm ? s->qraw : s->q, *k = m->qk_norm ? s->kraw : s->k;
-    linear(d, q, d->xbf, w->wq + l * Q * C, LW(w->bq, Q), N, C, Q, 0);
-    linear(d, k, d->xbf, w->wk + l * KVD * C, LW(w->bk, KVD), N, C, KVD, 0);
-    linear(d, s->v, d->xbf, w->wv + l * KVD * C, LW(w->bv, KVD), N, C, KVD, 0);
+    linear(d, q, d->xbf, MW_Q, l, LW(w->bq, Q), N, C, Q, 0);
+    linear(d, k, d->xbf, MW_K, l, LW(w->bk, KVD), N, C, KVD, 0);
+    linear(d, s->v, d->xbf, MW_V, l, LW(w->bv, KVD), N, C, KVD, 0);
     if (m->qk_norm) {
         rmsnorm_forward_cuda(s->q, s->qrstd, s->qraw, w->q_norm + l * HD, N * NH, HD, eps, st);
         rmsnorm_forward_cuda(s->k, s->krstd, s->kraw, w->k_norm + l * HD, N * KV, HD, eps, st);
@@ -385,16 +455,16 @@ static void block_out(DevModel *d, size_t l, LayerActs *s, size_t N, float *out)
     float eps = (float)m->cfg.rms_norm_eps;
     CUDA_CHECK(cudaMemcpyAsync(s->res2, s->res, N * C * sizeof(float), cudaMemcpyDeviceToDevice, st));
     cast_bf16_cuda(d->xbf, s->att, N * Q, st);
-    linear(d, s->res2, d->xbf, w->wo + l * C * Q, LW(w->bo, C), N, Q, C, 1);
+    linear(d, s->res2, d->xbf, MW_O, l, LW(w->bo, C), N, Q, C, 1);
     rmsnorm_forward_cuda(s->xn2, s->rstd2, s->res2, w->mlp_norm + l * C, N, C, eps, st);
     cast_bf16_cuda(d->xbf, s->xn2, N * C, st);
-    linear(d, s->gate, d->xbf, w->wgate + l * I * C, LW(w->bgate, I), N, C, I, 0);
-    linear(d, s->up, d->xbf, w->wup + l * I * C, LW(w->bup, I), N, C, I, 0);
+    linear(d, s->gate, d->xbf, MW_GATE, l, LW(w->bgate, I), N, C, I, 0);
+    linear(d, s->up, d->xbf, MW_UP, l, LW(w->bup, I), N, C, I, 0);
     if (!out) return;
     swiglu_forward_cuda(d->h, s->gate, s->up, N * I, st);
     CUDA_CHECK(cudaMemcpyAsync(out, s->res2, N * C * sizeof(float), cudaMemcpyDeviceToDevice, st));
     cast_bf16_cuda(d->xbf, d->h, N * I, st);
-    linear(d, out, d->xbf, w->wdown + l * C * I, LW(w->bdown, C), N, I, C, 1);
+    linear(d, out, d->xbf, MW_DOWN, l, LW(w->bdown, C), N, I, C, 1);
 }
 
 // One decoder block (model.c's block_forward) over the (B, T) rows: s->res in, out (N, C)
@@ -435,7 +505,7 @@ BEST_KAPI int devmodel_forward(DevModel *d, const int32_t *tokens, const int32_t
         CUDA_CHECK(cudaMemcpyAsync(d->targets, targets, N * sizeof(int32_t), cudaMemcpyHostToDevice, st));
         for (size_t n = 0; n < N; n++) d->n_valid += targets[n] >= 0;
     }
-    embedding_forward_cuda(d->layer[0].res, d->tokens, d->w.embed, N, C, st);
+    embed(d, d->layer[0].res, d->tokens, N);
     for (size_t l = 0; l < m->L; l++)
         block_forward(d, l, l + 1 == m->L ? d->resf : d->layer[l + 1].res);
     rmsnorm_forward_cuda(d->xnf, d->rstdf, d->resf, d->w.final_norm, N, C, (float)m->cfg.rms_norm_eps, st);
@@ -443,7 +513,7 @@ BEST_KAPI int devmodel_forward(DevModel *d, const int32_t *tokens, const int32_t
         cast_bf16_cuda(d->xbf, d->xnf, N * C, st);
         for (size_t r0 = 0; r0 < N; r0 += d->ce_rows) {
             size_t nr = N - r0 < d->ce_rows ? N - r0 : d->ce_rows;
-            linear(d, d->logits, d->xbf + r0 * C, d->w.lm_head, NULL, nr, C, V, 0);
+            linear(d, d->logits, d->xbf + r0 * C, MW_HEAD, 0, NULL, nr, C, V, 0);
             crossentropy_chunk_cuda(NULL, d->nll + r0, NULL, d->logits, d->targets + r0, 1.0f, nr, V, st);
         }
         reduce_into(d, SLOT_LOSS, d->nll, N, RED_SUM, 0);
@@ -457,33 +527,65 @@ BEST_KAPI int devmodel_forward(DevModel *d, const int32_t *tokens, const int32_t
     return 0;
 }
 
-BEST_KAPI int devmodel_forward_token(float *logits, DevModel *d, int32_t token, size_t pos) {
-    CHECK(d->decode, "devmodel_forward_token needs a DevModel made with DEVMODEL_DECODE");
+// The work of one decode step, enqueued on the stream (or recorded into its graph): the
+// token and position from pinned memory to d->step_in, then everything reads the position
+// there, so that one graph serves every step.
+static void decode_step(DevModel *d) {
     const Model *m = d->m;
     cudaStream_t st = d->ctx->stream;
     size_t C = m->C, V = m->V, KVD = m->KVD, HD = m->HD, T = (size_t)d->T;
-    TRY(ids_check(&token, 1, V, 0, "token"));
-    if (pos >= T) return ERR("position %zu is past the %zu positions of the decode cache", pos, T);
+    const int32_t *pos = d->step_in + 1;
+    CUDA_CHECK(cudaMemcpyAsync(d->step_in, d->host_in, 2 * sizeof(int32_t), cudaMemcpyHostToDevice, st));
     float *res = d->layer[0].res; // every layer's input and output (DEVMODEL_EVAL shares it)
-    CUDA_CHECK(cudaMemcpyAsync(d->tokens, &token, sizeof token, cudaMemcpyHostToDevice, st));
-    embedding_forward_cuda(res, d->tokens, d->w.embed, 1, C, st);
-    const float *cs = d->rope_cos + pos * (HD / 2), *sn = d->rope_sin + pos * (HD / 2); // row pos
+    embed(d, res, d->step_in, 1);
     for (size_t l = 0; l < m->L; l++) {
         LayerActs *s = &d->layer[l];
         float *kc = d->kc + l * T * KVD, *vc = d->vc + l * T * KVD; // (T, KV, HD) of layer l
         block_qkv(d, l, s, 1);
-        rope_forward_cuda(s->q, cs, sn, 1, 1, m->NH, HD, st);
-        rope_forward_cuda(s->k, cs, sn, 1, 1, m->KV, HD, st);
-        CUDA_CHECK(cudaMemcpyAsync(kc + pos * KVD, s->k, KVD * sizeof(float), cudaMemcpyDeviceToDevice, st));
-        CUDA_CHECK(cudaMemcpyAsync(vc + pos * KVD, s->v, KVD * sizeof(float), cudaMemcpyDeviceToDevice, st));
-        attention_forward_cuda(s->att, NULL, s->q, kc, vc, 1, 1, pos + 1, pos, m->NH, m->KV, HD, st);
+        rope_at_cuda(s->q, d->rope_cos, d->rope_sin, pos, m->NH, HD, st);
+        rope_at_cuda(s->k, d->rope_cos, d->rope_sin, pos, m->KV, HD, st);
+        kv_append_cuda(kc, vc, s->k, s->v, pos, KVD, st);
+        attention_decode_cuda(s->att, s->q, kc, vc, pos, m->NH, m->KV, HD, st);
         block_out(d, l, s, 1, res);
     }
     rmsnorm_forward_cuda(d->xnf, d->rstdf, res, d->w.final_norm, 1, C, (float)m->cfg.rms_norm_eps, st);
     cast_bf16_cuda(d->xbf, d->xnf, C, st);
-    linear(d, d->logits, d->xbf, d->w.lm_head, NULL, 1, C, V, 0);
-    CUDA_CHECK(cudaMemcpyAsync(logits, d->logits, V * sizeof(float), cudaMemcpyDeviceToHost, st));
+    linear(d, d->logits, d->xbf, MW_HEAD, 0, NULL, 1, C, V, 0);
+    CUDA_CHECK(cudaMemcpyAsync(d->host_logits, d->logits, V * sizeof(float), cudaMemcpyDeviceToHost, st));
+}
+
+// d->graph = decode_step captured; where capturing fails, d->no_graph (steps launched
+// one by one from then on).
+static void decode_capture(DevModel *d) {
+    cudaStream_t st = d->ctx->stream;
+    cudaGraph_t g = NULL;
+    cudaError_t e = cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal);
+    if (e == cudaSuccess) {
+        decode_step(d);
+        e = cudaStreamEndCapture(st, &g);
+    }
+    if (e == cudaSuccess) e = cudaGraphInstantiate(&d->graph, g, 0);
+    if (g) CUDA_CHECK(cudaGraphDestroy(g));
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        d->graph = NULL;
+        d->no_graph = 1;
+    }
+}
+
+BEST_KAPI int devmodel_forward_token(float *logits, DevModel *d, int32_t token, size_t pos) {
+    CHECK(d->decode, "devmodel_forward_token needs a DevModel made with DEVMODEL_DECODE");
+    const Model *m = d->m;
+    cudaStream_t st = d->ctx->stream;
+    TRY(ids_check(&token, 1, m->V, 0, "token"));
+    if (pos >= (size_t)d->T) return ERR("position %zu is past the %d positions of the decode cache", pos, d->T);
+    d->host_in[0] = token;
+    d->host_in[1] = (int32_t)pos;
+    if (!d->graph && !d->no_graph) decode_capture(d);
+    if (d->graph) CUDA_CHECK(cudaGraphLaunch(d->graph, st));
+    else decode_step(d);
     CUDA_CHECK(cudaStreamSynchronize(st));
+    memcpy(logits, d->host_logits, m->V * sizeof(float));
     return 0;
 }
 
@@ -555,7 +657,7 @@ BEST_KAPI void devmodel_backward(DevModel *d, float loss_scale) {
     cast_bf16_cuda(d->xbf, d->xnf, N * C, st);
     for (size_t r0 = 0; r0 < N; r0 += d->ce_rows) {
         size_t nr = N - r0 < d->ce_rows ? N - r0 : d->ce_rows;
-        linear(d, d->logits, d->xbf + r0 * C, d->w.lm_head, NULL, nr, C, V, 0);
+        linear(d, d->logits, d->xbf + r0 * C, MW_HEAD, 0, NULL, nr, C, V, 0);
         crossentropy_chunk_cuda(d->logits, d->nll + r0, NULL, d->logits, d->targets + r0, scale, nr, V, st);
         cast_bf16_cuda(d->logits_bf, d->logits, nr * V, st);
         matmul_backward_cuda(d->ctx, d->dxn + r0 * C, d->g.lm_head, d->logits_bf, d->xbf + r0 * C,

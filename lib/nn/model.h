@@ -127,6 +127,12 @@ const ParamInfo *model_param(const Model *m, const char *name);
 // lm_head). 0, or ERR naming where (a file) and the tensor.
 int model_check_shape(const ParamInfo *p, int ndim, const int64_t *shape, const char *where);
 int model_check_name(const Model *m, const char *name, const char *where);
+// The 2-D weights of the model by role, for code outside model.c that multiplies by
+// them (model.cu): MW_HEAD of a model with tied embeddings is the embedding.
+typedef enum { MW_EMBED, MW_Q, MW_K, MW_V, MW_O, MW_GATE, MW_UP, MW_DOWN, MW_HEAD } ModelMatrix;
+// The index in m->info of matrix w of layer l (l < m->L; 0 for MW_EMBED and MW_HEAD):
+// its offset in the block, or its stored weight m->ext->t[index].
+int model_matrix_index(const Model *m, ModelMatrix w, size_t l);
 // Parameters of the model, wherever they are (the block or the store).
 size_t model_numel(const Model *m);
 // Bytes of weights one model_forward_token reads: every 2-D weight but the embedding
@@ -264,6 +270,12 @@ const float *model_forward_token(const Model *m, KVCache *c, int32_t token, int 
 // of squares, the count of zero prunable weights. The host's Model and AdamW are brought
 // up to date by devmodel_download (for saving, and for a mask update on the host).
 //
+// A model with stored weights (a pack, m->ext) goes on the device for evaluation and
+// decoding only, its 2-D weights in their storage (weight.h's dev_upload: a pack's
+// encodings as they are in the file), the 1-D ones in the fp32 block: evaluation decodes
+// each weight to bf16 on the device right before its product (the same operand as a
+// folder's bf16 copy), decoding multiplies straight from the storage (dev_matvec).
+//
 // The struct is visible in every build (a Trainer holds a pointer); the functions exist
 // only in builds with CUDA. docs/cuda.md: what has run where.
 struct CudaCtx;
@@ -276,6 +288,11 @@ typedef struct DevModel {
     float *adam_m, *adam_v;     // (n_params) exp_avg, exp_avg_sq
     uint16_t *wbf;              // (n_params) bf16 bits of params
     uint8_t *mask;              // (n_params) 1 = keep
+    void **dw;                  // (n_info) a model with stored weights (a pack; evaluation and
+                                // decoding only): the device storage of each 2-D table entry
+                                // (m->ext->ops->dev_upload), NULL for 1-D ones; else NULL
+    uint16_t *wdec;             // stored, evaluation: one stored weight decoded to bf16
+    size_t weight_bytes;        // device memory the weights take (all forms)
     ModelParams w, g;           // into params, grads (lm_head == embed when tied)
     size_t pr_off[8], pr_len[8]; // the prunable families: ranges of the block
     int n_pr;
@@ -285,6 +302,11 @@ typedef struct DevModel {
     int eval;                   // forward only: no gradients, moments, mask, backward scratch
     int decode;                 // DEVMODEL_DECODE: kc, vc (L, T, KVD), the keys and values cache
     float *kc, *vc;
+    int32_t *step_in;           // decoding: (2) on the device, the step's token and position
+    int32_t *host_in;           // (2) pinned host memory: the next step's token and position
+    float *host_logits;         // (V) pinned host memory: the last step's logits
+    struct CUgraphExec_st *graph; // the decode step, captured at the first token; NULL before
+    int no_graph;               // steps launched one by one (BEST_CUDA_GRAPH=0, or no capture)
     LayerActs *layer;           // (L) host array of device pointers
     float *resf, *rstdf, *xnf;  // (N, C), (N), (N, C)
     size_t ce_rows;             // rows of logits per lm_head + cross-entropy chunk
@@ -299,6 +321,7 @@ typedef struct DevModel {
     float *dkh, *dvh;           // (B, NH, T, HD)
     float *dh, *dgate, *dup;    // (N, I)
     uint16_t *xbf, *dybf;       // (N, max(C, Q, I)) bf16 operands of one product
+    float *xr;                  // (max(C, Q, I)) stored, decoding: xbf as floats (a matvec's x)
     float *scratch;             // RMSNorm weight-gradient partials, bias-gradient scratch
     double *part;               // (DEV_RED_BLOCKS) partial sums of a reduction
     double *scalars;            // (4) reduction results, copied to the host
@@ -334,7 +357,8 @@ int devmodel_init(DevModel *d, struct CudaCtx *c, const Model *m, int B, int T, 
 void devmodel_free(DevModel *d);
 // Bytes of device memory devmodel_init takes for m at (B, T) with flags: 19 per parameter
 // (fp32 weights, gradients and both moments, the bf16 copy, the mask; 6 with
-// DEVMODEL_EVAL) and the activations
+// DEVMODEL_EVAL; stored weights: what their matvec reads, the largest one again as bf16
+// for evaluation, up to 1.75 KiB of alignment each not counted) and the activations
 // (*acts_bytes, may be NULL); the cuBLASLt workspace not included. Needs no GPU and no
 // weights: model_plan's table is enough.
 size_t devmodel_bytes(size_t *acts_bytes, const Model *m, int B, int T, size_t ce_rows, int flags);
@@ -355,6 +379,10 @@ int devmodel_forward(DevModel *d, const int32_t *tokens, const int32_t *targets)
 // model_forward_token on the device (DEVMODEL_DECODE): token at position pos (< d->T,
 // positions 0 .. pos-1 already fed), its keys and values appended to the cache; logits
 // (V) on the host. -1 after ERR (a token outside the vocabulary, pos past the cache).
+// The step is one CUDA graph (all layers, the cache append, attention over the cache, the
+// head, the logits' copy back), captured at the first call and replayed with the token and
+// position that the host writes into pinned memory before each launch; BEST_CUDA_GRAPH=0
+// in the environment launches the same work one kernel at a time instead.
 int devmodel_forward_token(float *logits, DevModel *d, int32_t token, size_t pos);
 // model_backward on the device: adds the gradient of loss_scale * d->loss into d->grads.
 void devmodel_backward(DevModel *d, float loss_scale);

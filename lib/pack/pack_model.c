@@ -10,7 +10,7 @@
 #include "base/error.h"  // defines: ERR, TRY, xcalloc
 #include "base/fileio.h" // defines: path_is_dir, path_join
 #include "pack/pack.h"   // defines: Pack, PackTensor, pack_open, pack_decode_rows
-#include "pack/spmv.h"   // defines: spmv_forward, spmv_embed, spmv_bytes
+#include "pack/spmv.h"   // defines: spmv_forward, spmv_embed, spmv_bytes, the devpack_weight_ ops
 
 // The store: the open pack and, per table entry, its tensor (NULL for 1-D ones).
 typedef struct {
@@ -41,7 +41,12 @@ static size_t row_bytes(const void *tv) {
     return t->values_bytes / t->rows;
 }
 
-static const WeightOps PACK_OPS = {decode, matvec, embed, bytes, row_bytes};
+#ifdef BEST_CUDA
+static const WeightOps PACK_OPS = {decode, matvec, embed, bytes, row_bytes, devpack_weight_upload,
+                                   devpack_weight_free, devpack_weight_matvec, spmv_decode_cuda};
+#else
+static const WeightOps PACK_OPS = {decode, matvec, embed, bytes, row_bytes, NULL, NULL, NULL, NULL};
+#endif
 
 static void store_close(WeightStore *s) {
     PackStore *ps = (PackStore *)s;

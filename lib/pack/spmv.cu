@@ -2,33 +2,40 @@
 // whose streams were copied to the device as they are in the pack (devpack_upload), for
 // batch-1 decoding on a GPU. Every encoding and value type of pack.h:
 //
-//   dense    a warp per row: the lanes take every 32nd column, then a butterfly sum
-//   tiles    a warp per panel of 32 rows, lane i = row 32p + i: slot by slot, a lane
-//            whose bit is set in the slot's mask finds its element at the popcount of
-//            the mask's bits below it, reads its column within the block from the index
-//            byte and adds value * x; a row's elements in the CPU's order (left to
-//            right), so the sum is the CPU's portable kernel's, operation for operation
-//   bitmap   a thread per row, its bitmap walked byte by byte (the CPU's order)
-//   delta    a thread per row, its gap stream decoded (the CPU's order, one running sum)
+//   dense    a warp per row: the lanes take 16 bytes at a time (8 BF16 or 4 F32 values)
+//            when the rows allow it, else every 32nd column; then a butterfly sum
+//   tiles    a block per panel of 32 rows, its 8 warps each taking a run of the panel's
+//            slots (a panel of a 4096-row tensor is 1/128 of it: one warp a panel would
+//            leave a GPU mostly idle); lane i = row 32p + i: slot by slot, a lane whose
+//            bit is set in the slot's mask finds its element at the popcount of the
+//            mask's bits below it, reads its column within the block from the index byte
+//            and adds value * x; the runs' partial sums added in run order
+//   bitmap   a warp per row, 32 bitmap bytes (256 columns) at a time, each lane's first
+//            element found by a prefix count over the lanes; a butterfly sum
+//   delta    a thread per row, its gap stream decoded (the CPU's order, one running sum:
+//            a gap stream has no random access; the writer picks delta only where rows
+//            hold very few elements)
 //
 // Values are dequantized as they are read: BF16 by a shift, F16 by its bit fields, I8/I4
 // as integers, the row's sum times its scale once (as the CPU). The epilogue is the
-// CPU's: scale, then + y (acc), then + b. x is read from global memory (its lines stay
-// in L1/L2 across the warps); no float atomics, each row summed by one thread or one
-// warp in a fixed order: the same bits on every run.
+// CPU's: scale, then + y (acc), then + b. x is read from global memory: a tiles slot's
+// lanes read 32 floats of one 32-column block, a bitmap step 256 consecutive columns, so
+// x's lines stay in L1 (staging all of x in shared memory per block would read more than
+// a 95%-sparse panel's own bytes). No float atomics, each row summed in a fixed order:
+// the same bits on every run; not the CPU's order (results agree to fp32 rounding).
 //
-// What this is not yet: fast. The bitmap and delta kernels give a row to a thread (a
-// sequential stream); none of them stages x in shared memory or uses 16-byte loads; the
-// decode step is not a CUDA graph. They are the reference that a faster kernel (issue
-// 14) will be checked against on a GPU, and they run in the CPU emulator (tests/
-// test_spmv_cuda.cpp) against spmv.c. None of this has run on a GPU yet (docs/cuda.md).
+// Also here: spmv_decode_cuda (rows of a packed tensor, for embeddings and evaluation's
+// bf16 operands) and nn/weight.h's device operations over DevPackTensors. Tested in the
+// CPU emulator (tests/test_spmv_cuda.cpp) against spmv.c and pack_decode_rows; none of
+// this has run on a GPU yet, and how fast it is only a GPU can say (bench/bench_spmv_gpu,
+// bench/decode_gpu.sh; docs/cuda.md).
 #include "pack/spmv.h" // defines: DevPackTensor, the _cuda prototypes (BEST_CUDA)
 
 #include <string.h>
 
-#include "base/error.h"     // defines: ERR, CHECK
+#include "base/error.h"     // defines: ERR, CHECK, xmalloc
 #include "nn/cuda.h"        // defines: CUDA_CHECK, LAUNCH, BEST_KAPI
-#include "nn/kernel_math.h" // defines: km_float_from_bf16, km_blocks, km_thread_index
+#include "nn/kernel_math.h" // defines: km_float_from_bf16, km_bf16_from_float, km_blocks, km_thread_index
 
 #define SPMV_THREADS 256 // 8 warps a block
 #define SPMV_WARPS (SPMV_THREADS / 32)
@@ -69,25 +76,97 @@ static __device__ void y_put(float *y, size_t r, float s, const float *scales, c
 static __device__ size_t warp_id(void) { return km_thread_index(blockIdx.x, blockDim.x, threadIdx.x) / 32; }
 static __device__ size_t warp_count(void) { return (size_t)gridDim.x * blockDim.x / 32; }
 
+// The inclusive prefix sum of v over the lanes of a warp (lane 0 first).
+static __device__ unsigned warp_scan(unsigned v) {
+    unsigned lane = threadIdx.x % 32;
+    for (unsigned d = 1; d < 32; d <<= 1) {
+        unsigned o = __shfl_up_sync(0xffffffffu, v, d);
+        if (lane >= d) v += o;
+    }
+    return v;
+}
+
+// The sum of v over the lanes of a warp, in every lane (a butterfly: a fixed order).
+static __device__ float warp_sum(float v) {
+    for (int d = 16; d > 0; d >>= 1) v += __shfl_xor_sync(0xffffffffu, v, d);
+    return v;
+}
+
+// The sum of x (8) weighted by the 8 bf16 values packed in u (element i in bits 16i of
+// the little-endian 16 bytes), in order.
+static __device__ float dot8_bf16(uint4 u, const float *x) {
+    uint32_t w[4] = {u.x, u.y, u.z, u.w};
+    float s = 0;
+    for (int i = 0; i < 4; i++) {
+        s += km_float_from_bf16((uint16_t)(w[i] & 0xffffu)) * x[2 * i];
+        s += km_float_from_bf16((uint16_t)(w[i] >> 16)) * x[2 * i + 1];
+    }
+    return s;
+}
+
+// vec (BF16 rows of a multiple of 8 values, F32 of 4: every row starts 16-byte aligned, as
+// the values do on the device): each lane loads 16 bytes at a time, 8 bf16 or 4 floats.
 template <int VAL>
-static __global__ void spmv_dense_kernel(float *y, const float *x, DevPackTensor t, const float *b, int acc) {
+static __global__ void spmv_dense_kernel(float *y, const float *x, DevPackTensor t, const float *b, int acc,
+                                         int vec) {
     unsigned lane = threadIdx.x % 32;
     for (size_t r = warp_id(); r < t.rows; r += warp_count()) { // the whole warp takes the same rows
         float s = 0;
-        for (size_t c = lane; c < t.cols; c += 32) s += value_at<VAL>(t.values, r * t.cols + c) * x[c];
-        for (int d = 16; d > 0; d >>= 1) s += __shfl_xor_sync(0xffffffffu, s, d);
+        if (vec && VAL == PACK_BF16) {
+            const uint4 *row = (const uint4 *)((const uint16_t *)t.values + r * t.cols);
+            for (size_t c = lane; c < t.cols / 8; c += 32) s += dot8_bf16(row[c], x + 8 * c);
+        } else if (vec && VAL == PACK_F32) {
+            const float4 *row = (const float4 *)((const float *)t.values + r * t.cols);
+            for (size_t c = lane; c < t.cols / 4; c += 32) {
+                float4 v = row[c];
+                const float *xc = x + 4 * c;
+                s += v.x * xc[0] + v.y * xc[1] + v.z * xc[2] + v.w * xc[3];
+            }
+        } else {
+            for (size_t c = lane; c < t.cols; c += 32) s += value_at<VAL>(t.values, r * t.cols + c) * x[c];
+        }
+        s = warp_sum(s);
         if (lane == 0) y_put(y, r, s, t.scales, b, acc);
     }
 }
 
+// A block per panel (grid-stride), its SPMV_WARPS warps splitting the panel's slots into
+// as many runs: a warp first counts its run's elements and block steps (lanes over the
+// slots, a butterfly), the counts of the runs before give each warp where its run starts;
+// then lane i walks the run for row 32p + i as the CPU does a whole row, and the runs'
+// partial sums are added in run order (fixed: the same bits every run). Barriers per
+// panel: [A] the runs' counts posted; [B] the partial sums posted; [C] both read.
 template <int VAL>
-static __global__ void spmv_tiles_kernel(float *y, const float *x, DevPackTensor t, const float *b, int acc) {
-    unsigned lane = threadIdx.x % 32;
+static __global__ void __launch_bounds__(SPMV_THREADS)
+spmv_tiles_kernel(float *y, const float *x, DevPackTensor t, const float *b, int acc) {
+    __shared__ unsigned run_k[SPMV_WARPS], run_b[SPMV_WARPS];
+    __shared__ float part[SPMV_WARPS][32];
+    const unsigned lane = threadIdx.x % 32, w = threadIdx.x / 32, full = 0xffffffffu;
     size_t panels = (t.rows + 31) / 32;
-    for (size_t p = warp_id(); p < panels; p += warp_count()) {
-        size_t k = t.nnz_ptr[p], blk = 0; // the slot's first element, its block
+    for (size_t p = blockIdx.x; p < panels; p += gridDim.x) {
+        size_t s0 = t.ix_ptr[p], ns = t.ix_ptr[p + 1] - s0;
+        size_t lo = s0 + ns * w / SPMV_WARPS, hi = s0 + ns * (w + 1) / SPMV_WARPS;
+        unsigned ck = 0, cb = 0;
+        for (size_t sl = lo + lane; sl < hi; sl += 32) {
+            ck += (unsigned)__popc(t.masks[sl]);
+            cb += t.steps[sl];
+        }
+        for (int o = 16; o > 0; o >>= 1) {
+            ck += __shfl_xor_sync(full, ck, o);
+            cb += __shfl_xor_sync(full, cb, o);
+        }
+        if (lane == 0) {
+            run_k[w] = ck;
+            run_b[w] = cb;
+        }
+        __syncthreads(); // [A]
+        size_t k = t.nnz_ptr[p], blk = 0; // the run's first element; the block before its first slot
+        for (unsigned v = 0; v < w; v++) {
+            k += run_k[v];
+            blk += run_b[v];
+        }
         float s = 0;
-        for (size_t sl = t.ix_ptr[p]; sl < t.ix_ptr[p + 1]; sl++) {
+        for (size_t sl = lo; sl < hi; sl++) {
             uint32_t m = t.masks[sl];
             blk += t.steps[sl];
             if ((m >> lane) & 1u) {
@@ -96,22 +175,38 @@ static __global__ void spmv_tiles_kernel(float *y, const float *x, DevPackTensor
             }
             k += (size_t)__popc(m);
         }
+        part[w][lane] = s;
+        __syncthreads(); // [B]
         size_t r = p * 32 + lane;
-        if (r < t.rows) y_put(y, r, s, t.scales, b, acc);
+        if (w == 0 && r < t.rows) {
+            float sum = 0;
+            for (unsigned v = 0; v < SPMV_WARPS; v++) sum += part[v][lane];
+            y_put(y, r, sum, t.scales, b, acc);
+        }
+        __syncthreads(); // [C]
     }
 }
 
+// A warp per row: the lanes take 32 bytes of its bitmap (256 columns) at a time, each
+// lane's first element found by a prefix count over the lanes (warp_scan); lane sums
+// added by a butterfly.
 template <int VAL>
 static __global__ void spmv_bitmap_kernel(float *y, const float *x, DevPackTensor t, const float *b, int acc) {
     size_t nb = (t.cols + 7) / 8;
-    for (size_t r = km_thread_index(blockIdx.x, blockDim.x, threadIdx.x); r < t.rows;
-         r += (size_t)gridDim.x * blockDim.x) {
+    unsigned lane = threadIdx.x % 32;
+    for (size_t r = warp_id(); r < t.rows; r += warp_count()) {
         const uint8_t *bm = t.index + r * nb;
         size_t k = t.nnz_ptr[r];
         float s = 0;
-        for (size_t j = 0; j < nb; j++)
-            for (unsigned w = bm[j]; w; w &= w - 1) s += value_at<VAL>(t.values, k++) * x[j * 8 + (size_t)(__ffs(w) - 1)];
-        y_put(y, r, s, t.scales, b, acc);
+        for (size_t j0 = 0; j0 < nb; j0 += 32) {
+            size_t j = j0 + lane;
+            unsigned byte = j < nb ? bm[j] : 0u, cnt = (unsigned)__popc(byte), incl = warp_scan(cnt);
+            size_t e = k + incl - cnt;
+            for (unsigned w = byte; w; w &= w - 1) s += value_at<VAL>(t.values, e++) * x[j * 8 + (size_t)(__ffs((int)w) - 1)];
+            k += __shfl_sync(0xffffffffu, incl, 31);
+        }
+        s = warp_sum(s);
+        if (lane == 0) y_put(y, r, s, t.scales, b, acc);
     }
 }
 
@@ -139,14 +234,17 @@ template <int VAL>
 static void launch_val(float *y, const float *x, const DevPackTensor *t, const float *b, int acc, cudaStream_t st) {
     size_t panels = (t->rows + 31) / 32;
     switch (t->enc) {
-    case PACK_DENSE:
-        LAUNCH(spmv_dense_kernel<VAL>, km_blocks(t->rows, SPMV_WARPS, KM_GRID_CAP), SPMV_THREADS, st, y, x, *t, b, acc);
+    case PACK_DENSE: {
+        int vec = (VAL == PACK_BF16 && t->cols % 8 == 0) || (VAL == PACK_F32 && t->cols % 4 == 0);
+        LAUNCH(spmv_dense_kernel<VAL>, km_blocks(t->rows, SPMV_WARPS, KM_GRID_CAP), SPMV_THREADS, st, y, x, *t, b, acc,
+               vec);
         break;
+    }
     case PACK_TILES:
-        LAUNCH(spmv_tiles_kernel<VAL>, km_blocks(panels, SPMV_WARPS, KM_GRID_CAP), SPMV_THREADS, st, y, x, *t, b, acc);
+        LAUNCH(spmv_tiles_kernel<VAL>, km_blocks(panels, 1, KM_GRID_CAP), SPMV_THREADS, st, y, x, *t, b, acc);
         break;
     case PACK_BITMAP:
-        LAUNCH(spmv_bitmap_kernel<VAL>, km_blocks(t->rows, SPMV_THREADS, KM_GRID_CAP), SPMV_THREADS, st, y, x, *t, b,
+        LAUNCH(spmv_bitmap_kernel<VAL>, km_blocks(t->rows, SPMV_WARPS, KM_GRID_CAP), SPMV_THREADS, st, y, x, *t, b,
                acc);
         break;
     case PACK_DELTA:
@@ -166,6 +264,96 @@ BEST_KAPI void spmv_forward_cuda(float *y, const float *x, const DevPackTensor *
     case PACK_F16: launch_val<PACK_F16>(y, x, t, b, acc, stream); break;
     case PACK_I8: launch_val<PACK_I8>(y, x, t, b, acc, stream); break;
     case PACK_I4: launch_val<PACK_I4>(y, x, t, b, acc, stream); break;
+    }
+}
+
+// --- rows of a packed tensor, decoded on the device ------------------------------------------
+
+// v as element i of out: fp32, or bf16 bits rounded to nearest even (BF).
+template <int BF> static __device__ void out_put(void *out, size_t i, float v) {
+    if (BF) ((uint16_t *)out)[i] = km_bf16_from_float(v);
+    else ((float *)out)[i] = v;
+}
+
+// out (n, cols): output row u = row ids[u] of t (ids NULL: row u), dequantized, zeros
+// where not stored (pack_decode_rows on the device). A block is one warp and takes a
+// row at a time: dense and bitmap rows are split over the lanes (a bitmap 32 bytes at a
+// time, each lane's first element found by a prefix count over the lanes); a tiles row
+// walks its panel's slots 32 at a time the same way (the lane of a slot whose mask has
+// the row's bit writes that element); a delta row is one stream, read by lane 0.
+template <int VAL, int BF>
+static __global__ void spmv_decode_kernel(void *out, const int32_t *ids, size_t n, DevPackTensor t) {
+    unsigned lane = threadIdx.x;
+    for (size_t u = blockIdx.x; u < n; u += gridDim.x) {
+        size_t r = ids ? (size_t)ids[u] : u, base = u * t.cols;
+        float sc = t.scales ? t.scales[r] : 1.0f;
+        if (t.enc == PACK_DENSE) {
+            for (size_t c = lane; c < t.cols; c += 32) out_put<BF>(out, base + c, value_at<VAL>(t.values, r * t.cols + c) * sc);
+            continue;
+        }
+        for (size_t c = lane; c < t.cols; c += 32) out_put<BF>(out, base + c, 0.0f);
+        __syncthreads(); // the zeros are down before any lane writes an element
+        if (t.enc == PACK_BITMAP) {
+            size_t nb = (t.cols + 7) / 8, k = t.nnz_ptr[r];
+            const uint8_t *bm = t.index + r * nb;
+            for (size_t j0 = 0; j0 < nb; j0 += 32) {
+                size_t j = j0 + lane;
+                unsigned byte = j < nb ? bm[j] : 0u, cnt = (unsigned)__popc(byte), incl = warp_scan(cnt);
+                size_t e = k + incl - cnt;
+                for (unsigned w = byte; w; w &= w - 1)
+                    out_put<BF>(out, base + j * 8 + (size_t)(__ffs((int)w) - 1), value_at<VAL>(t.values, e++) * sc);
+                k += __shfl_sync(0xffffffffu, incl, 31);
+            }
+        } else if (t.enc == PACK_TILES) {
+            size_t p = r / 32, k = t.nnz_ptr[p], blk = 0, end = t.ix_ptr[p + 1];
+            unsigned bit = (unsigned)(r % 32);
+            for (size_t s0 = t.ix_ptr[p]; s0 < end; s0 += 32) {
+                size_t sl = s0 + lane;
+                uint32_t m = sl < end ? t.masks[sl] : 0u;
+                unsigned cnt = (unsigned)__popc(m), step = sl < end ? t.steps[sl] : 0u;
+                unsigned incl = warp_scan(cnt), bincl = warp_scan(step);
+                if ((m >> bit) & 1u) {
+                    size_t e = k + incl - cnt + (size_t)__popc(m & ((1u << bit) - 1u));
+                    out_put<BF>(out, base + (blk + bincl) * 32 + t.index[e], value_at<VAL>(t.values, e) * sc);
+                }
+                k += __shfl_sync(0xffffffffu, incl, 31);
+                blk += __shfl_sync(0xffffffffu, bincl, 31);
+            }
+        } else if (lane == 0) { // delta
+            const uint8_t *q = t.index + t.ix_ptr[r];
+            size_t col = 0;
+            for (size_t k = t.nnz_ptr[r]; k < t.nnz_ptr[r + 1]; k++) {
+                while (*q == 255) {
+                    col += 255;
+                    q++;
+                }
+                col += *q++;
+                out_put<BF>(out, base + col++, value_at<VAL>(t.values, k) * sc);
+            }
+        }
+        __syncthreads(); // the row is done before the lanes zero the next one
+    }
+}
+
+template <int VAL>
+static void decode_val(void *out, int bf16, const int32_t *ids, size_t n, const DevPackTensor *t, cudaStream_t st) {
+    unsigned blocks = km_blocks(n, 1, KM_GRID_CAP);
+    if (bf16) LAUNCH((spmv_decode_kernel<VAL, 1>), blocks, 32, st, out, ids, n, *t);
+    else LAUNCH((spmv_decode_kernel<VAL, 0>), blocks, 32, st, out, ids, n, *t);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+BEST_KAPI void spmv_decode_cuda(void *out, int bf16, const int32_t *ids, size_t n, const void *dt,
+                                cudaStream_t stream) {
+    const DevPackTensor *t = (const DevPackTensor *)dt;
+    if (!ids) n = t->rows;
+    if (n == 0 || t->cols == 0) return;
+    switch (t->val) {
+    case PACK_F32: decode_val<PACK_F32>(out, bf16, ids, n, t, stream); break;
+    case PACK_BF16: decode_val<PACK_BF16>(out, bf16, ids, n, t, stream); break;
+    case PACK_F16: decode_val<PACK_F16>(out, bf16, ids, n, t, stream); break;
+    case PACK_I8: decode_val<PACK_I8>(out, bf16, ids, n, t, stream); break;
+    case PACK_I4: decode_val<PACK_I4>(out, bf16, ids, n, t, stream); break;
     }
 }
 
@@ -218,4 +406,27 @@ BEST_KAPI int devpack_upload(DevPackTensor *d, const PackTensor *t) {
 BEST_KAPI void devpack_free(DevPackTensor *d) {
     if (d->block) CUDA_CHECK(cudaFree(d->block));
     memset(d, 0, sizeof *d);
+}
+
+// --- nn/weight.h's device operations over DevPackTensors --------------------------------------
+
+BEST_KAPI int devpack_weight_upload(void **dt, size_t *bytes, const void *t) {
+    DevPackTensor *d = (DevPackTensor *)xmalloc(sizeof *d);
+    if (devpack_upload(d, (const PackTensor *)t) < 0) {
+        free(d);
+        return -1;
+    }
+    *dt = d;
+    *bytes = d->bytes;
+    return 0;
+}
+
+BEST_KAPI void devpack_weight_free(void *dt) {
+    devpack_free((DevPackTensor *)dt);
+    free(dt);
+}
+
+BEST_KAPI void devpack_weight_matvec(float *y, const float *x, const void *dt, const float *b, int acc,
+                                     cudaStream_t stream) {
+    spmv_forward_cuda(y, x, (const DevPackTensor *)dt, b, acc, stream);
 }

@@ -74,6 +74,18 @@ struct CUstream_st;
 // must not overlap x. Asynchronous on stream.
 void spmv_forward_cuda(float *y, const float *x, const DevPackTensor *t, const float *b, int acc,
                        struct CUstream_st *stream);
+// out (n, cols) = rows ids[i] of dt (a DevPackTensor; ids: n device ints in [0, rows), or
+// NULL: every row, n ignored) as pack_decode_rows gives them, in fp32 (bf16 0) or as bf16
+// bits rounded to nearest even (bf16 1): embedding rows, and the operand of a bf16
+// matrix product (evaluating a pack on the device). Asynchronous on stream.
+void spmv_decode_cuda(void *out, int bf16, const int32_t *ids, size_t n, const void *dt,
+                      struct CUstream_st *stream);
+// nn/weight.h's dev_upload, dev_free, dev_matvec for a PackTensor: a DevPackTensor
+// (devpack_upload) in its own host allocation.
+int devpack_weight_upload(void **dt, size_t *bytes, const void *t);
+void devpack_weight_free(void *dt);
+void devpack_weight_matvec(float *y, const float *x, const void *dt, const float *b, int acc,
+                           struct CUstream_st *stream);
 #endif
 
 #ifdef __cplusplus

@@ -76,8 +76,6 @@ int eval_perplexity_cuda(PplResult *r, const Model *m, const int32_t *tokens, si
     (void)m, (void)tokens, (void)n, (void)seq, (void)batch, (void)pr;
     return ERR("--device cuda: this build has no CUDA (%s); use --device cpu", cuda_info());
 #else
-    if (m->ext) return ERR("--device cuda evaluates Hugging Face folders; for a pack use --device cpu, or "
-                           "best-pack --unpack it into a folder first");
     size_t nwin;
     TRY(ppl_windows(&nwin, &seq, &batch, n));
     CudaCtx *c;
@@ -87,6 +85,7 @@ int eval_perplexity_cuda(PplResult *r, const Model *m, const int32_t *tokens, si
         cuda_ctx_free(c);
         return -1;
     }
+    r->device_bytes = d.weight_bytes + d.acts_bytes;
     size_t N = (size_t)batch * (size_t)seq;
     int32_t *x = xmalloc(N * sizeof *x), *targets = xmalloc(N * sizeof *targets);
     double total = 0;
@@ -253,7 +252,6 @@ int eval_generate_cuda(IdVec *out, GenStats *st, const Model *m, const int32_t *
     (void)out, (void)m, (void)prompt, (void)n_prompt, (void)o, (void)on_token, (void)ctx;
     return ERR("--device cuda: this build has no CUDA (%s); use --device cpu", cuda_info());
 #else
-    if (m->ext) return ERR("--device cuda generates from Hugging Face folders; for a pack use --device cpu");
     size_t max_T = 0;
     TRY(generate_positions(&max_T, m, n_prompt, o));
     CudaCtx *c;
@@ -263,6 +261,8 @@ int eval_generate_cuda(IdVec *out, GenStats *st, const Model *m, const int32_t *
         cuda_ctx_free(c);
         return -1;
     }
+    st->device_weight_bytes = s.d.weight_bytes;
+    st->device_bytes = s.d.weight_bytes + s.d.acts_bytes;
     s.logits = xmalloc(m->V * sizeof *s.logits);
     int rc = generate_loop(out, st, m->V, dev_step, &s, prompt, n_prompt, o, on_token, ctx);
     free(s.logits);

@@ -22,14 +22,16 @@ typedef struct {
     uint64_t tokens;   // predicted tokens
     int windows, seq;
     double ppl;        // exp(nll / tokens)
+    size_t device_bytes; // on a CUDA device: what the model and the activations took there
 } PplResult;
 
 // tokens (n); windows of seq evaluated `batch` at a time. Progress counts windows.
 int eval_perplexity(PplResult *r, const Model *m, const int32_t *tokens, size_t n, int seq,
                     int batch, Progress *pr);
 // The same windows on CUDA device 0 (model.h's DevModel in DEVMODEL_EVAL: bf16 matrix
-// products, fp32 elsewhere; a last smaller batch padded with target-less windows).
-// Folders only (m without a store); ERR in builds without CUDA.
+// products, fp32 elsewhere; a last smaller batch padded with target-less windows). A
+// pack's weights stay packed on the device, each decoded to bf16 right before its
+// product. ERR in builds without CUDA.
 int eval_perplexity_cuda(PplResult *r, const Model *m, const int32_t *tokens, size_t n, int seq,
                          int batch, Progress *pr);
 
@@ -48,6 +50,9 @@ typedef struct {
     double prompt_seconds;
     double decode_seconds;
     int decode_tokens;   // forward passes after the prompt
+    // on a CUDA device: what the weights took there (a pack: in its encodings), and all of
+    // the model with its keys/values cache and activations (not cuBLASLt's workspace)
+    size_t device_weight_bytes, device_bytes;
 } GenStats;
 
 // Appends to out the tokens generated after prompt (n_prompt >= 1), with a KV cache.
@@ -59,7 +64,8 @@ int eval_generate(IdVec *out, GenStats *st, const Model *m, const int32_t *promp
 
 // The same on CUDA device 0 (model.h's DevModel with DEVMODEL_DECODE: the keys and
 // values cached on the device, bf16 matrix products, the logits of each step copied back
-// and sampled here). Folders only; ERR in builds without CUDA.
+// and sampled here). A pack's weights stay packed on the device and its products read
+// them straight from their encodings (spmv.h). ERR in builds without CUDA.
 int eval_generate_cuda(IdVec *out, GenStats *st, const Model *m, const int32_t *prompt, size_t n_prompt,
                        const GenOptions *o, void (*on_token)(const IdVec *so_far, void *ctx), void *ctx);
 

@@ -3,7 +3,9 @@
 # on a lent GPU (tests/gpu/run.sh runs it; full build). Perplexity with the same windows
 # on both devices within 1e-3 relative (the device's products take bf16 operands): the
 # Qwen3 fixture's shard at --seq 64 in batches of 1 and of 3 (a last, padded batch), and
-# stories260K on its validation text when ../shared has it. Prints "ok - " / "not ok - ".
+# stories260K on its validation text when ../shared has it; and stories260K pruned to 70%
+# and packed (bf16 values): the pack on the device against its unpacked folder there, 200
+# greedy tokens identical and the perplexity within 1e-3. Prints "ok - " / "not ok - ".
 #
 # GD=cpu runs the "GPU" side on the CPU too: a check of this script on any machine
 # (tests/t_gpu_script.sh), where the two sides must agree exactly.
@@ -64,6 +66,51 @@ print("%s - stories260K greedy generation on %s: the first %d of %d tokens are t
       "decoding, cpu %.0f" % ("ok" if good else "not ok", sys.argv[3], n, len(b["ids"]), a["tokens_per_s"], b["tokens_per_s"]))
 sys.exit(0 if good else 1)
 PY
+    # a pack on the device against its folder on the device: stories260K pruned to 70%
+    # (magnitude), packed with bf16 values; 200 greedy tokens, every one the same
+    T=${TMPDIR:-/tmp}/eval_check.$$
+    if "$BIN/best-mask" --model "$S" --sparsity 0.7 --saliency magnitude --apply --out-model "$T/s70" --quiet &&
+        "$BIN/best-pack" --model "$T/s70" --out "$T/s70.pack" --quant bf16 --quiet &&
+        "$BIN/best-pack" --unpack "$T/s70.pack" --out "$T/s70.bf16" --quiet; then
+        a=$("$BIN/best-eval" --model "$T/s70.pack" --generate "Once upon a time" --max-new-tokens 200 --json --quiet --device "$GD" 2>&1)
+        b=$("$BIN/best-eval" --model "$T/s70.bf16" --generate "Once upon a time" --max-new-tokens 200 --json --quiet --device "$GD" 2>&1)
+        python3 - "$a" "$b" "$GD" <<'PY' || FAILED=1
+import json, sys
+try:
+    a, b = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+except ValueError:
+    print("not ok - stories260K 70%% pack generation: best-eval failed: %s | %s" % (sys.argv[1][-200:], sys.argv[2][-200:]))
+    sys.exit(1)
+good = a["ids"] == b["ids"] and len(a["ids"]) > 0 and a["device"] == sys.argv[3]
+print("%s - stories260K at 70%%, greedy on %s: the pack's %d tokens are its folder's (%d); %.0f tokens/s from the pack, "
+      "%.0f from the folder" % ("ok" if good else "not ok", sys.argv[3], len(a["ids"]), len(b["ids"]), a["tokens_per_s"],
+                                b["tokens_per_s"]))
+sys.exit(0 if good else 1)
+PY
+        # perplexity of the pack on the device against its folder's there
+        P="--data $SHARED/data/stories260K/valid.jsonl --seq 256 --max-tokens 16384 --batch 4 --json --quiet --device $GD"
+        # shellcheck disable=SC2086
+        a=$("$BIN/best-eval" --model "$T/s70.pack" $P 2>&1)
+        # shellcheck disable=SC2086
+        b=$("$BIN/best-eval" --model "$T/s70.bf16" $P 2>&1)
+        python3 - "$a" "$b" <<'PY' || FAILED=1
+import json, sys
+try:
+    a, b = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+except ValueError:
+    print("not ok - stories260K 70%% pack perplexity: best-eval failed: %s | %s" % (sys.argv[1][-200:], sys.argv[2][-200:]))
+    sys.exit(1)
+rel = abs(a["ppl"] - b["ppl"]) / b["ppl"]
+good = rel <= 1e-3
+print("%s - stories260K at 70%%: the pack's perplexity %.6f, its folder's %.6f on the same device (rel %.1e, at most 1e-3)"
+      % ("ok" if good else "not ok", a["ppl"], b["ppl"], rel))
+sys.exit(0 if good else 1)
+PY
+    else
+        echo "not ok - stories260K: best-mask / best-pack to 70% failed"
+        FAILED=1
+    fi
+    rm -rf "$T"
 else
     echo "skip - stories260K: $SHARED/models/stories260K not found"
 fi

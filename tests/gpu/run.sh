@@ -32,9 +32,11 @@
 #    Qwen3-style configs, one LLaMA-2-7B decoder block (train_gpu.py --block), and
 #    tokens/s step by step while BEST prunes the 1.1B LLaMA to 90% (--sparsity), JSON
 #    under OUT; and bench_spmv_gpu (packed batch-1 products at LLaMA-2-7B's shapes against
-#    cuBLASLt dense and cuSPARSE CSR). BENCH="mask spmv train block sparse" (the default)
-#    picks which: a call of the device tool has 10 minutes, so run them in three calls
-#    (BENCH="mask spmv block", BENCH=train, BENCH=sparse).
+#    cuBLASLt dense and cuSPARSE CSR); and bench/decode_gpu.sh (end-to-end batch-1
+#    decoding, dense against packs at 70-99%, with transformers as the peer; LAYERS=8 of
+#    LLaMA-2-7B's 32 by default here). BENCH="mask spmv train block sparse decode" (the
+#    default) picks which: a call of the device tool has 10 minutes, so run them in four
+#    calls (BENCH="mask spmv block", BENCH=train, BENCH=sparse, BENCH=decode).
 #
 # Nothing of this has run on a GPU yet (docs/cuda.md). GPU_FALLBACK=1 forces the
 # fallback build (to try it on a machine that has the packages).
@@ -187,7 +189,7 @@ fi # tests
 # --- 4. the benchmarks (sh tests/gpu/run.sh bench, or all) ----------------------------------
 # Their own call by default: the device tool gives a command 10 minutes. Results as JSON
 # under OUT, for docs/benchmarks.md.
-BENCH=${BENCH:-mask spmv train block sparse}
+BENCH=${BENCH:-mask spmv train block sparse decode}
 want() { case " $BENCH " in *" $1 "*) return 0 ;; esac; return 1; }
 if [ "$MODE" != tests ] && [ -n "$gpu" ] && want mask && [ -x build/bench/bench_mask_gpu ]; then
     # the mask update at LLaMA-2-7B's size: all 32 layers need 128 GB of DevModel (H200);
@@ -240,6 +242,16 @@ if [ "$MODE" != tests ] && [ -n "$gpu" ] && want sparse && [ -x bin/best-train ]
         ok "bench/train_gpu.py --sparsity 0.9 ($(($(date +%s) - start))s): $(grep -m 1 '^llama-1.1b' "$OUT/bench-sparse.log")"
     else
         notok "bench/train_gpu.py --sparsity 0.9: $(tail -n 1 "$OUT/bench-sparse.log")"
+    fi
+fi
+if [ "$MODE" != tests ] && [ -n "$gpu" ] && want decode && [ -x bin/best-eval ]; then
+    # end to end: a LLaMA-2-7B-shaped model (LAYERS of its 32 layers; 8 fits one call),
+    # our dense bf16 path and transformers against packs at 70 to 99%
+    start=$(date +%s)
+    if LAYERS=${LAYERS:-8} OUT="$OUT/decode" sh bench/decode_gpu.sh >"$OUT/bench-decode.log" 2>&1; then
+        ok "bench/decode_gpu.sh ($(($(date +%s) - start))s): $(grep -m 1 '^| packed 0.95' "$OUT/bench-decode.log")"
+    else
+        notok "bench/decode_gpu.sh: $(tail -n 1 "$OUT/bench-decode.log")"
     fi
 fi
 

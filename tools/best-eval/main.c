@@ -156,6 +156,7 @@ static int run_ppl(const Opts *o, const Model *m, int on_cuda) {
                               json_number(r.nll), "tokens", (json_int_t)r.tokens, "windows", r.windows, "seq",
                               r.seq, "model", o->model, "data", o->data, "seconds", secs, "device",
                               on_cuda ? "cuda" : "cpu");
+        if (j && on_cuda) json_object_set_new(j, "device_bytes", json_integer((json_int_t)r.device_bytes));
         char *s = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
         if (!s) DIE("--json: cannot encode the result (a file name that is not UTF-8?)");
         printf("%s\n", s);
@@ -164,6 +165,9 @@ static int run_ppl(const Opts *o, const Model *m, int on_cuda) {
     } else {
         printf("perplexity %.4f  (nll %.6f per token, %llu tokens in %d windows of %d, %.1fs)\n", r.ppl,
                r.nll / (double)r.tokens, (unsigned long long)r.tokens, r.windows, r.seq, secs);
+        if (on_cuda && !o->quiet)
+            fprintf(stderr, "best-eval: GPU memory %.2f GiB (the model and the activations)\n",
+                    (double)r.device_bytes / (1 << 30));
     }
     idvec_free(&ids);
     return isfinite(r.ppl);
@@ -219,6 +223,10 @@ static void run_generate(const Opts *o, const Model *m, int on_cuda) {
                               "prompt_seconds", gs.prompt_seconds, "tokens_per_s", tps,
                               "temperature", o->temperature);
         if (j) json_object_set_new(j, "device", json_string(on_cuda ? "cuda" : "cpu"));
+        if (j && on_cuda) {
+            json_object_set_new(j, "device_weight_bytes", json_integer((json_int_t)gs.device_weight_bytes));
+            json_object_set_new(j, "device_bytes", json_integer((json_int_t)gs.device_bytes));
+        }
         if (!j) DIE("--json: cannot encode the result");
         char *str = json_dumps(j, JSON_COMPACT);
         printf("%s\n", str);
@@ -230,6 +238,10 @@ static void run_generate(const Opts *o, const Model *m, int on_cuda) {
         if (!o->quiet)
             fprintf(stderr, "best-eval: %zu tokens in %.2fs (%.1f tokens/s; decoding alone %.1f tokens/s)\n", out.n,
                     secs, out.n / (secs > 0 ? secs : 1e-9), tps);
+        if (on_cuda && !o->quiet)
+            fprintf(stderr, "best-eval: GPU memory %.3f GiB: weights %.3f GiB%s, cache and activations %.3f GiB\n",
+                    (double)gs.device_bytes / (1 << 30), (double)gs.device_weight_bytes / (1 << 30),
+                    m->ext ? " (packed)" : "", (double)(gs.device_bytes - gs.device_weight_bytes) / (1 << 30));
     }
     bytevec_free(&s.text);
     idvec_free(&prompt);
@@ -256,8 +268,8 @@ int main(int argc, char **argv) {
         {"tasks", OPT_STRING, &o.tasks, "LIST", "zero-shot tasks (not in this version)"},
         {"task-dir", OPT_STRING, &o.task_dir, "DIR", "folder of task .jsonl files (not in this version)"},
         {"threads", OPT_INT, &o.threads, "N", "threads; 0 = all cores (at most 4 per core)"},
-        {"device", OPT_STRING, &o.device, "NAME", "cuda or cpu: where perplexity and generation run (default cuda for "
-                                                   "a folder when a GPU is visible; packs run on the CPU)"},
+        {"device", OPT_STRING, &o.device, "NAME", "cuda or cpu: where perplexity and generation run (default cuda "
+                                                   "when a GPU is visible)"},
         {"json", OPT_FLAG, &o.json, NULL, "print one JSON object on stdout"},
         {"quiet", OPT_FLAG, &o.quiet, NULL, "no progress on stderr"},
         {0},
@@ -289,12 +301,9 @@ int main(int argc, char **argv) {
 
     Model m;
     TRY_OR_DIE(model_open(&m, o.model));
-    // the default: the GPU for a folder when one is visible
-    int on_cuda = want_cuda || (!o.device && !m.ext && cuda_device_count() > 0);
+    // the default: the GPU when one is visible
+    int on_cuda = want_cuda || (!o.device && cuda_device_count() > 0);
     if (want_cuda && cuda_device_count() == 0) DIE("--device cuda: %s; use --device cpu", cuda_info());
-    if (want_cuda && m.ext)
-        DIE("%s: --device cuda evaluates Hugging Face folders in this version; for a pack use --device cpu, or "
-            "best-pack --unpack it into a folder", o.model);
     if (!o.quiet)
         fprintf(stderr, "best-eval: %s (%s%s, %zu layers, dim %zu, %.1fM parameters), %s\n", m.src_dir ? m.src_dir : o.model,
                 config_arch_name(m.cfg.arch), m.ext ? ", packed" : "", m.L, m.C, (double)model_numel(&m) / 1e6,
