@@ -128,9 +128,11 @@ LIB_OBJ += $(LIB_CU:%.cu=$(BUILD)/%.cu.o)
 TOOLS   := $(notdir $(wildcard tools/best-*))
 BINS    := $(TOOLS:%=$(BINDIR)/%)
 TEST_SRC := $(wildcard tests/test_*.c)
-# and tests/hf_logits.c, hf_grads.c: helpers that tests/t_hf_load.sh and t_hf_grad.sh run
+# and tests/hf_logits.c, hf_grads.c, oneshot_layer.c: helpers that tests/t_hf_load.sh,
+# t_hf_grad.sh and t_oneshot.sh run
 # (tests/run.sh runs only test_*)
-TEST_BINS := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%) $(BUILD)/tests/hf_logits $(BUILD)/tests/hf_grads
+TEST_BINS := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%) $(BUILD)/tests/hf_logits $(BUILD)/tests/hf_grads \
+             $(BUILD)/tests/oneshot_layer
 # C++ tests (the CUDA kernels run on the CPU through tests/cuda_emu.h), built by $(CXX)
 TEST_CXX_BINS := $(patsubst tests/%.cpp,$(BUILD)/tests/%,$(wildcard tests/test_*.cpp))
 # and with CUDA, test_kernels and test_step again built by nvcc (NAME_gpu), launching the

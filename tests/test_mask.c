@@ -56,7 +56,7 @@ static void test_compute(void) {
     Moments mo;
     moments_from_block(&mo, m, v);
     // global, second order
-    MaskSpec sp = {SAL_SECOND, GROUP_GLOBAL, 0.6, NULL};
+    MaskSpec sp = {SAL_SECOND, GROUP_GLOBAL, 0.6, NULL, 0};
     for (int i = 0; i < NP; i++) score[i] = w[i] == 0 ? 0 : 0.5f * v[i] * w[i] * w[i];
     int n = prunable_pos(pos, -1);
     uint64_t k = select_keep_count(0.6, (uint64_t)n);
@@ -66,7 +66,7 @@ static void test_compute(void) {
     T_OK(ok && memcmp(mask, want, NP) == 0 && mask_count(mask, NP) == k + 44,
          "global second order == sort over all prunable weights, %llu kept, others untouched", (unsigned long long)k);
     // layer group, magnitude: each tensor its own k
-    sp = (MaskSpec){SAL_MAGNITUDE, GROUP_LAYER, 0.7, NULL};
+    sp = (MaskSpec){SAL_MAGNITUDE, GROUP_LAYER, 0.7, NULL, 0};
     for (int i = 0; i < NP; i++) score[i] = fabsf(w[i]);
     memset(want, 1, NP);
     for (int t = 0; t < 5; t++) {
@@ -77,10 +77,21 @@ static void test_compute(void) {
     ok = mask_compute(mask, &sp, INFO, 5, w, NP, NULL, NULL) == 0;
     T_OK(ok && memcmp(mask, want, NP) == 0 && mask_count(mask + 40, 30) == 9 && mask_count(mask + 104, 21) == 6,
          "group layer: every tensor keeps round(0.3 n) (9 of 30, 6 of 21), == per-tensor sort");
+    // the one-shot baselines' count: exactly floor(0.7 n) pruned (21 of 30, 14 of 21)
+    sp.prune_floor = 1;
+    memset(want, 1, NP);
+    for (int t = 0; t < 5; t++) {
+        if (!INFO[t].prunable) continue;
+        n = prunable_pos(pos, t);
+        reference(want, score, pos, n, (uint64_t)n - (uint64_t)floor(0.7 * n));
+    }
+    ok = mask_compute(mask, &sp, INFO, 5, w, NP, NULL, NULL) == 0;
+    T_OK(ok && memcmp(mask, want, NP) == 0 && mask_count(mask + 40, 30) == 9 && mask_count(mask + 104, 21) == 7,
+         "prune_floor: every tensor prunes floor(0.7 n) (keeps 9 of 30, 7 of 21), == per-tensor sort");
     // --from-mask: pruned weights keep their (nonzero) values here, so only the
     // exclusion stops them from coming back
     uint8_t old[NP], nw[NP];
-    sp = (MaskSpec){SAL_FIRST, GROUP_GLOBAL, 0.5, NULL};
+    sp = (MaskSpec){SAL_FIRST, GROUP_GLOBAL, 0.5, NULL, 0};
     ok = mask_compute(old, &sp, INFO, 5, w, NP, &mo, NULL) == 0;
     for (int i = 0; i < NP; i++) m[i] = old[i] ? 0.01f : 100.0f;  // make the pruned ones look great
     sp.sparsity = 0.75;
@@ -98,7 +109,7 @@ static void test_compute(void) {
     resurrected = 0;
     for (int i = 0; i < NP; i++) resurrected += nw[i] && !old[i];
     T_OK(ok && resurrected == 0, "group layer: clamps to the old mask per tensor, nothing resurrected");
-    sp = (MaskSpec){SAL_SECOND, GROUP_GLOBAL, 0.5, NULL};
+    sp = (MaskSpec){SAL_SECOND, GROUP_GLOBAL, 0.5, NULL, 0};
     T_OK(mask_compute(nw, &sp, INFO, 5, w, NP, NULL, NULL) < 0 && strstr(err_msg(), "needs Adam moments"),
          "second order without moments is an error");
     sp.sparsity = 1.0;
@@ -135,7 +146,7 @@ static void test_bias_correction(void) {
         moments_from_block(&mh, vhat, vhat);
         for (int g = 0; g < 2; g++)
             for (int b = 0; b < 3; b++) {
-                MaskSpec sp = {SAL_SECOND, g ? GROUP_LAYER : GROUP_GLOBAL, sparsities[b], NULL};
+                MaskSpec sp = {SAL_SECOND, g ? GROUP_LAYER : GROUP_GLOBAL, sparsities[b], NULL, 0};
                 int ok = mask_compute(raw, &sp, info, 3, w, N, &mr, NULL) == 0 &&
                          mask_compute(hat, &sp, info, 3, w, N, &mh, NULL) == 0;
                 differ += !ok || memcmp(raw, hat, N) != 0;
@@ -211,7 +222,7 @@ static void test_bad_values(void) {
     for (int i = 0; i < N; i++) w[i] = 1.0f + (float)(i % 7);
     Moments mo;
     moments_from_block(&mo, m, v);
-    MaskSpec sp = {SAL_MAGNITUDE, GROUP_GLOBAL, 0.5, "models/m"};
+    MaskSpec sp = {SAL_MAGNITUDE, GROUP_GLOBAL, 0.5, "models/m", 0};
     w[AT] = NAN;
     T_OK(mask_compute(mask, &sp, info, 1, w, N, NULL, NULL) < 0 &&
              strstr(err_msg(), "models/m: tensor model.layers.0.mlp.up_proj.weight: weight 70000 is nan"),

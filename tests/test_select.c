@@ -254,7 +254,39 @@ static void test_saliency(void) {
          "saliency names parse");
 }
 
+static int u64_cmp(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+// select_smallest against qsort: the first k after it are the k smallest, for keys
+// unique, with many equal (a few distinct values), all equal, and k at 0, 1, n/2, n-1, n.
+static void test_smallest(void) {
+    enum { N = 1001 };
+    static uint64_t keys[N], sorted[N], got[N];
+    int bad = 0, cases = 0;
+    for (int kind = 0; kind < 3; kind++) {
+        uint64_t r = 12345;
+        for (size_t i = 0; i < N; i++) {
+            r = r * 6364136223846793005ull + 1442695040888963407ull;
+            keys[i] = kind == 0 ? (r >> 20) << 32 | i : kind == 1 ? (r >> 61) : 7;
+        }
+        memcpy(sorted, keys, sizeof keys);
+        qsort(sorted, N, sizeof *sorted, u64_cmp);
+        size_t ks[] = {0, 1, N / 2, N - 1, N};
+        for (size_t j = 0; j < 5; j++) {
+            memcpy(got, keys, sizeof keys);
+            select_smallest(got, N, ks[j]);
+            qsort(got, ks[j], sizeof *got, u64_cmp);
+            bad += memcmp(got, sorted, ks[j] * sizeof *got) != 0;
+            cases++;
+        }
+    }
+    T_OK(bad == 0, "select_smallest: the k smallest first, as qsort's (%d of %d cases differ)", bad, cases);
+}
+
 int main(void) {
+    test_smallest();
     test_saliency();
     test_keep_count();
     test_against_sort();

@@ -533,7 +533,7 @@ static void check_mask_update(const char *name) {
     for (Saliency sal : sals)
         for (MaskGroup g : groups) {
             if (g == GROUP_LAYER && sal != SAL_SECOND) continue; // (the emulator's time)
-            MaskSpec spec = {sal, g, g == GROUP_GLOBAL ? 0.55 : 0.25, NULL};
+            MaskSpec spec = {sal, g, g == GROUP_GLOBAL ? 0.55 : 0.25, NULL, 0};
             devmodel_upload(&d, m.params, &opt, old.data());
             int rc = mask_update_cuda(&d, &spec);
             devmodel_download(&d, wd.data(), NULL);
@@ -566,7 +566,7 @@ static void check_mask_update(const char *name) {
         float v0 = opt.v[at];
         if (c == 0) opt.v[at] = NAN;
         devmodel_upload(&d, m.params, &opt, old.data());
-        MaskSpec spec = {SAL_SECOND, GROUP_GLOBAL, c == 0 ? 0.5 : 0.1, NULL};
+        MaskSpec spec = {SAL_SECOND, GROUP_GLOBAL, c == 0 ? 0.5 : 0.1, NULL, 0};
         int rc = mask_update_cuda(&d, &spec);
         devmodel_download(&d, wd.data(), NULL);
         devmodel_download_mask(&d, md.data());
@@ -645,7 +645,7 @@ static int run_steps(RunLog *log, Model *m, DevModel *d, const char *name) {
         if (!schedule_update_at(&sched, t)) continue;
         // the mask update, on the weights and moments as they stand after the step: on
         // the device as best-train --device cuda does it, on the host for the CPU run
-        MaskSpec spec = {SAL_SECOND, GROUP_GLOBAL, schedule_sparsity(&sched, t), NULL};
+        MaskSpec spec = {SAL_SECOND, GROUP_GLOBAL, schedule_sparsity(&sched, t), NULL, 0};
         masked = 1;
         if (d) {
             if (mask_update_cuda(d, &spec) != 0) {

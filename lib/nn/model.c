@@ -710,6 +710,14 @@ static void block_forward(const Model *m, const ModelActs *a, size_t l, LayerAct
 #undef LW
 }
 
+void model_embed(float *x, const Model *m, const int32_t *tokens, size_t N) { embed_rows(x, m, tokens, N); }
+
+void model_block_forward(const Model *m, ModelActs *a, size_t l, const float *x, float *out) {
+    LayerActs *s = &a->layer[0];
+    memcpy(s->res, x, a->N * m->C * sizeof(float));
+    block_forward(m, a, l, s, out);
+}
+
 // Embedding, every block, final norm: leaves model.norm(x) in a->xnf.
 static void trunk_forward(const Model *m, ModelActs *a, const int32_t *tokens) {
     embed_rows(a->layer[0].res, m, tokens, a->N);

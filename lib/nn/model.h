@@ -232,6 +232,14 @@ void model_backward(Model *m, ModelActs *a, float loss_scale);
 int model_eval(float *logits, float *nll, const Model *m, ModelActs *a,
                const int32_t *tokens, const int32_t *targets);
 
+// Block by block (one-shot pruning, sparse/calib.h): x (N, C) = the embeddings of tokens
+// (N), ids already checked to be in [0, V); then block l over a's B*T rows: x (N, C) in,
+// out (N, C) out (out may be x), a in either mode. The inputs of the block's Linear
+// layers stay in a for the caller: a->layer[0].xn1 (q, k, v), .att (o_proj), .xn2 (gate,
+// up) and a->h (down).
+void model_embed(float *x, const Model *m, const int32_t *tokens, size_t N);
+void model_block_forward(const Model *m, ModelActs *a, size_t l, const float *x, float *out);
+
 // Generation state: keys and values of every position so far, and one token's buffers.
 typedef struct {
     int max_T;

@@ -720,7 +720,7 @@ void train_close(Trainer *tr) {
 // on downloaded copies gives the error.
 static int mask_update(Trainer *tr, double S) {
     Model *m = &tr->m;
-    MaskSpec spec = {tr->cfg.saliency, tr->cfg.group, S, NULL}; // weights in memory: no file to name
+    MaskSpec spec = {tr->cfg.saliency, tr->cfg.group, S, NULL, 0}; // weights in memory: no file to name
     int on_device = 0;
 #ifdef BEST_CUDA
     if (tr->dev) {

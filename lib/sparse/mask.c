@@ -231,6 +231,12 @@ static int select_tensors(uint8_t *mask, Scorer *sc, const int *idx, int n_idx, 
     return rc;
 }
 
+// Weights a group of n keeps under spec.
+static uint64_t keep_count(const MaskSpec *spec, uint64_t n) {
+    if (spec->prune_floor) return n - (uint64_t)floor(spec->sparsity * (double)n);
+    return select_keep_count(spec->sparsity, n);
+}
+
 int mask_compute(uint8_t *mask, const MaskSpec *spec, const ParamInfo *info, int n_info,
                  const float *params, size_t n_params, const Moments *mo, const uint8_t *old) {
     if (!(spec->sparsity >= 0.0 && spec->sparsity < 1.0))
@@ -252,7 +258,7 @@ int mask_compute(uint8_t *mask, const MaskSpec *spec, const ParamInfo *info, int
         cand += old ? mask_count(old + info[i].offset, info[i].numel) : info[i].numel;
     }
     if (spec->group == GROUP_GLOBAL) {
-        uint64_t k = select_keep_count(spec->sparsity, n_prunable);
+        uint64_t k = keep_count(spec, n_prunable);
         if (k > cand)
             rc = ERR("sparsity %g keeps %llu of %llu weights, but the old mask keeps only %llu: a mask only shrinks",
                      spec->sparsity, (unsigned long long)k, (unsigned long long)n_prunable, (unsigned long long)cand);
@@ -261,7 +267,7 @@ int mask_compute(uint8_t *mask, const MaskSpec *spec, const ParamInfo *info, int
     } else {
         for (int t = 0; t < n_idx && rc == 0; t++) {
             const ParamInfo *p = &info[idx[t]];
-            uint64_t k = select_keep_count(spec->sparsity, p->numel);
+            uint64_t k = keep_count(spec, p->numel);
             uint64_t c = old ? mask_count(old + p->offset, p->numel) : p->numel;
             rc = select_tensors(mask, &sc, &idx[t], 1, k < c ? k : c);
         }

@@ -67,6 +67,8 @@ typedef struct {
     double sparsity;     // in [0, 1): the fraction of prunable weights set to 0
     const char *weights_from; // where the weights were read (a model folder), for messages;
                               // NULL: "the weights"
+    int prune_floor;     // prune exactly floor(n * sparsity) of each group of n (the one-shot
+                         // baselines count so), instead of keeping round((1 - sparsity) n)
 } MaskSpec;
 
 // mask (n_params) from the weights params (n_params) described by info (n_info).

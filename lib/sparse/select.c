@@ -317,6 +317,26 @@ void select_mark(uint8_t *mask, const Select *s, const float *scores, size_t n, 
     *ties_before = ties;
 }
 
+void select_smallest(uint64_t *keys, size_t n, size_t k) {
+    size_t lo = 0, hi = n; // the k-th smallest is in [lo, hi)
+    uint64_t rng = 0x9E3779B97F4A7C15ull;
+    while (k > lo && k < hi && hi - lo > 1) {
+        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+        uint64_t pivot = keys[lo + rng % (hi - lo)];
+        // three ways: [lo, a) < pivot, [a, b) == pivot, [b, hi) > pivot
+        size_t a = lo, b = lo, c = hi;
+        while (b < c) {
+            uint64_t v = keys[b];
+            if (v < pivot) keys[b++] = keys[a], keys[a++] = v;
+            else if (v > pivot) keys[b] = keys[--c], keys[c] = v;
+            else b++;
+        }
+        if (k < a) hi = a;
+        else if (k > b) lo = b;
+        else return; // the k smallest are [0, k): everything below a, then pivots
+    }
+}
+
 uint64_t select_keep_count(double sparsity, uint64_t n) {
     double k = floor((1.0 - sparsity) * (double)n + 0.5);
     if (!(k > 0)) return 0;  // also NaN

@@ -124,6 +124,10 @@ void select_mark(uint8_t *mask, const Select *s, const float *scores, size_t n, 
 // Survivors for sparsity S of n weights: k = floor((1 - S) * n + 0.5) in double, i.e.
 // round half up, at most n. S = 0.5 of 7 keeps 4; S = 0.9 of 10 keeps 1.
 uint64_t select_keep_count(double sparsity, uint64_t n);
+// Small sets in memory (the one-shot methods' rows and blocks): keys (n) reordered so
+// that its k smallest come first (in no order), in O(n) on average (quickselect). A
+// key of (float bits of a score >= 0) << 32 | place orders by score, ties by place.
+void select_smallest(uint64_t *keys, size_t n, size_t k);
 // A score's bit pattern (what the buckets count).
 static inline uint32_t select_bits(float x) {
     union { float f; uint32_t u; } c = {x};

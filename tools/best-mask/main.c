@@ -19,12 +19,13 @@
 #include "sparse/mask.h"     // defines: mask_compute, mask_save, Moments
 #include "nn/model.h"        // defines: Model, model_save
 #include "pack/pack_model.h" // defines: model_open
-#include "base/progress.h"   // defines: now_seconds
+#include "base/progress.h"   // defines: now_seconds, Progress
+#include "sparse/calib.h"    // defines: calib_windows, oneshot_prune
 
 typedef struct {
     const char *model, *moments, *saliency, *group, *method, *calib, *out, *out_model, *report, *plot, *from_mask, *mask;
-    double sparsity;
-    int apply, pack_bits, nsamples, seq, step, threads, quiet;
+    double sparsity, percdamp;
+    int apply, pack_bits, nsamples, seq, step, threads, quiet, seed;
 } Opts;
 
 // The heatmap's title, from what made the mask: "BEST, cubic schedule, second-order
@@ -70,17 +71,20 @@ static int meta_number(double *out, const SafeTensors *st, const char *key) {
 }
 
 int main(int argc, char **argv) {
-    Opts o = {.sparsity = NAN, .nsamples = 128, .seq = 2048, .step = -1};
+    Opts o = {.sparsity = NAN, .nsamples = 128, .seq = 2048, .step = -1, .percdamp = 0.01};
     const Option opts[] = {
         {"model", OPT_STRING, &o.model, "DIR", "Hugging Face model folder (required)"},
         {"sparsity", OPT_DOUBLE, &o.sparsity, "S", "fraction of prunable weights set to 0, in [0, 1) (required)"},
         {"moments", OPT_STRING, &o.moments, "FILE", "Adam moments (NAME.exp_avg, NAME.exp_avg_sq) for first/second order"},
         {"saliency", OPT_STRING, &o.saliency, "NAME", "second (0.5 v w^2), first (|m w|) or magnitude (|w|)"},
         {"group", OPT_STRING, &o.group, "NAME", "global (one threshold for the model) or layer (per tensor)"},
-        {"method", OPT_STRING, &o.method, "NAME", "one-shot method: magnitude (= --saliency magnitude); wanda, sparsegpt: not yet"},
-        {"calib", OPT_STRING, &o.calib, "SHARD", "calibration tokens of the one-shot methods (not yet used)"},
-        {"nsamples", OPT_INT, &o.nsamples, "N", "calibration windows (not yet used)"},
-        {"seq", OPT_INT, &o.seq, "N", "calibration window length (not yet used)"},
+        {"method", OPT_STRING, &o.method, "NAME", "one-shot method, per tensor: magnitude, wanda or sparsegpt (these two "
+                                                   "need --calib)"},
+        {"calib", OPT_STRING, &o.calib, "SHARD", "calibration tokens (a token shard) of wanda and sparsegpt"},
+        {"nsamples", OPT_INT, &o.nsamples, "N", "calibration windows"},
+        {"seq", OPT_INT, &o.seq, "N", "calibration window length in tokens"},
+        {"seed", OPT_INT, &o.seed, "S", "seed of the calibration windows' draw"},
+        {"percdamp", OPT_DOUBLE, &o.percdamp, "X", "sparsegpt's dampening: X times the mean of diag(H)"},
         {"from-mask", OPT_STRING, &o.from_mask, "FILE", "an earlier mask: the new one only shrinks it"},
         {"mask", OPT_STRING, &o.mask, "FILE", "an existing mask to report, plot or apply instead of computing one"},
         {"out", OPT_STRING, &o.out, "MASK", "write the mask (safetensors, one BOOL tensor per prunable weight)"},
@@ -97,10 +101,15 @@ int main(int argc, char **argv) {
     const ArgSpec spec = {
         "best-mask", "--model DIR --sparsity S [--moments FILE] [--saliency second|first|magnitude] [--group global|layer] "
                      "[--out MASK] [--apply --out-model DIR] [--report FILE.json] [--plot FILE.svg] [--from-mask FILE]\n"
+                     "       best-mask --model DIR --sparsity S --method magnitude|wanda|sparsegpt [--calib SHARD --nsamples N "
+                     "--seq N --seed S] [--out MASK] [--apply --out-model DIR]\n"
                      "       best-mask --model DIR --mask FILE [--apply --out-model DIR] [--report FILE.json] [--plot FILE.svg]",
         "Keeps exactly round((1 - S) * n) of the n prunable weights (the seven Linear weights of\n"
         "every block), those of highest saliency, ranked over the whole model (--group global)\n"
-        "or within each tensor (--group layer). Ties at the threshold go to the lowest index.",
+        "or within each tensor (--group layer). Ties at the threshold go to the lowest index.\n"
+        "--method: the one-shot baselines, each tensor to the sparsity: magnitude, or Wanda and\n"
+        "SparseGPT from calibration windows, block by block (SparseGPT also updates the kept\n"
+        "weights: --apply --out-model keeps them).",
         opts,
     };
     char **pos;
@@ -114,16 +123,30 @@ int main(int argc, char **argv) {
                                 "--method, --from-mask, --step, --out, --pack-bits");
     // NaN: not given (args.c refuses "nan")
     if (!o.mask && isnan(o.sparsity)) args_usage_error(&spec, "--sparsity is required (or --mask FILE)");
+    if (!o.mask && !(o.sparsity >= 0 && o.sparsity < 1)) args_usage_error(&spec, "--sparsity %g is outside [0, 1)", o.sparsity);
+    MaskSpec ms = {SAL_SECOND, GROUP_GLOBAL, o.sparsity, NULL, 0};
+    OneShotMethod om = ONESHOT_WANDA;
+    int calibrated = 0; // wanda, sparsegpt
+    if (o.method) {
+        calibrated = oneshot_method_parse(&om, o.method) == 0;
+        if (!calibrated && strcmp(o.method, "magnitude") != 0)
+            args_usage_error(&spec, "unknown --method %s (magnitude, wanda, sparsegpt)", o.method);
+        if (o.moments || o.from_mask || (o.saliency && strcmp(o.saliency, "magnitude") != 0) ||
+            (o.group && strcmp(o.group, "layer") != 0))
+            args_usage_error(&spec, "--method %s prunes each tensor on its own: no --moments, --from-mask, --saliency "
+                                    "or --group global", o.method);
+        if (calibrated && !o.calib) args_usage_error(&spec, "--method %s needs --calib SHARD", o.method);
+        if (!calibrated && o.calib) args_usage_error(&spec, "--method magnitude uses no --calib");
+        if (o.nsamples < 1 || o.seq < 2) args_usage_error(&spec, "--nsamples must be at least 1 and --seq at least 2");
+        if (!(o.percdamp > 0 && o.percdamp < 1e6)) args_usage_error(&spec, "--percdamp %g is outside (0, 1e6)", o.percdamp);
+        o.saliency = "magnitude";
+        o.group = "layer";
+        ms.prune_floor = 1;
+    } else if (o.calib) {
+        args_usage_error(&spec, "--calib goes with --method wanda or sparsegpt");
+    }
     if (!o.saliency) o.saliency = "second";
     if (!o.group) o.group = "global";
-    if (!o.mask && !(o.sparsity >= 0 && o.sparsity < 1)) args_usage_error(&spec, "--sparsity %g is outside [0, 1)", o.sparsity);
-    MaskSpec ms = {SAL_SECOND, GROUP_GLOBAL, o.sparsity, NULL};
-    if (o.method) {
-        if (strcmp(o.method, "wanda") == 0 || strcmp(o.method, "sparsegpt") == 0)
-            args_usage_error(&spec, "--method %s is not in this version (magnitude is)", o.method);
-        if (strcmp(o.method, "magnitude") != 0) args_usage_error(&spec, "unknown --method %s", o.method);
-        o.saliency = "magnitude";
-    }
     if (saliency_parse(&ms.saliency, o.saliency) < 0)
         args_usage_error(&spec, "unknown --saliency %s (second, first, magnitude)", o.saliency);
     if (mask_group_parse(&ms.group, o.group) < 0) args_usage_error(&spec, "unknown --group %s (global, layer)", o.group);
@@ -172,12 +195,35 @@ int main(int argc, char **argv) {
             old = xmalloc(m.n_params);
             TRY_OR_DIE(mask_load(old, o.from_mask, m.info, m.n_info, m.n_params));
         }
-        if (!o.quiet)
+        if (!o.quiet && o.method)
+            fprintf(stderr, "best-mask: sparsity %g of every tensor, method %s, %d threads\n", o.sparsity, o.method,
+                    omp_get_max_threads());
+        else if (!o.quiet)
             fprintf(stderr, "best-mask: sparsity %g, saliency %s, group %s%s%s, %d threads\n", o.sparsity,
                     saliency_name(ms.saliency), mask_group_name(ms.group), o.from_mask ? ", shrinking " : "",
                     o.from_mask ? o.from_mask : "", omp_get_max_threads());
-        TRY_OR_DIE(mask_compute(mask, &ms, m.info, m.n_info, m.params, m.n_params, mop, old));
-        meta = (MaskMeta){o.sparsity, saliency_name(ms.saliency), mask_group_name(ms.group), o.step, o.pack_bits, NULL, NULL};
+        if (calibrated) {
+            if ((size_t)o.seq > (size_t)m.cfg.max_position_embeddings)
+                DIE("--seq %d is longer than the model's context (%d)", o.seq, m.cfg.max_position_embeddings);
+            int32_t *win = xmalloc((size_t)o.nsamples * (size_t)o.seq * sizeof *win);
+            TRY_OR_DIE(calib_windows(win, o.calib, o.nsamples, o.seq, (uint64_t)o.seed));
+            if (!o.quiet)
+                fprintf(stderr, "best-mask: %s, %d windows of %d tokens from %s (seed %d), layer by layer\n",
+                        o.method, o.nsamples, o.seq, o.calib, o.seed);
+            OneShotSpec os = {om, o.sparsity, o.percdamp};
+            Progress pr;
+            progress_init(&pr, o.method, m.L, "layers", o.quiet);
+            TRY_OR_DIE(oneshot_prune(mask, &m, &os, win, o.nsamples, o.seq, &pr));
+            progress_finish(&pr);
+            free(win);
+            if (om == ONESHOT_SPARSEGPT && !o.apply && !o.quiet)
+                fprintf(stderr, "best-mask: note: sparsegpt also updated the kept weights; only --apply --out-model "
+                                "writes them (the mask alone gives a worse model)\n");
+        } else {
+            TRY_OR_DIE(mask_compute(mask, &ms, m.info, m.n_info, m.params, m.n_params, mop, old));
+        }
+        meta = (MaskMeta){o.sparsity, calibrated ? o.method : saliency_name(ms.saliency), mask_group_name(ms.group), o.step,
+                          o.pack_bits, o.method, NULL};
     }
     // the model folder first: --out may name a file inside it (--out D/mask --out-model D)
     if (o.apply) {

@@ -1,0 +1,58 @@
+// calib.h: one-shot pruning from calibration data, layer by layer (best-mask --method
+// wanda|sparsegpt): the calibration windows, and the loop that feeds each block the
+// outputs of the blocks before it, already pruned, as the references do.
+//
+// Windows (calib_windows), like the reference code's C4 loader: n times, a document of
+// the shard longer than seq tokens, drawn uniformly, and a window of seq tokens at a
+// uniform offset in it (our own generator, seeded: not Python's random, so not the
+// reference's very windows). Documents are found by the shard's flags: with BOS, a
+// document starts at each occurrence of the shard's first token; with only EOS, ends
+// after each occurrence of its last token; with neither, the shard is one document.
+//
+// The loop (oneshot_prune): x (n, seq, C) = the windows' embeddings; then per block l:
+//   1. every window through block l (model_block_forward), accumulating the statistics
+//      of each Linear layer's input: Wanda the squared norm of every input feature,
+//      SparseGPT the Hessian X^T X (fp32 BLAS ssyrk per window, summed in double); the
+//      layers reading the same input share them (q, k, v; gate, up);
+//   2. the block's seven Linear layers pruned to the sparsity, each on its own (uniform
+//      per layer: these methods are layer-wise), from those statistics (wanda.h,
+//      sparsegpt.h);
+//   3. every window through the pruned (for SparseGPT also updated) block again: its
+//      outputs are block l+1's inputs.
+// Memory: x, one window's activations, and the statistics of one block (SparseGPT: two
+// C x C, a Q x Q and an I x I matrix in double, and one factor in fp32: 1.4 GB for
+// LLaMA-2-7B's down_proj alone), besides the model. Time: two forward passes of the
+// calibration data, plus the methods' own work.
+//
+// Not here: magnitude pruning (mask.h's mask_compute, no calibration), the mask file.
+#ifndef BEST_CALIB_H
+#define BEST_CALIB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/progress.h" // defines: Progress
+#include "nn/model.h"      // defines: Model
+
+typedef enum { ONESHOT_WANDA, ONESHOT_SPARSEGPT } OneShotMethod;
+int oneshot_method_parse(OneShotMethod *out, const char *name); // "wanda", "sparsegpt"; -1 (no ERR)
+const char *oneshot_method_name(OneShotMethod m);
+
+// windows (n, seq) drawn from the token shard at path with seed (above). ERR: an
+// unreadable shard, no document longer than seq tokens (naming the longest).
+int calib_windows(int32_t *windows, const char *path, int n, int seq, uint64_t seed);
+
+typedef struct {
+    OneShotMethod method;
+    double sparsity;  // of every prunable tensor, in [0, 1)
+    double percdamp;  // SparseGPT's dampening, as a fraction of the mean of diag(H) (0.01)
+} OneShotSpec;
+
+// Prunes m's prunable weights in place (SparseGPT also updates the kept ones) from the
+// windows (n, seq); mask (m->n_params) gets 1 = kept (non-prunable entries 1). pr
+// (may be NULL) counts blocks. 0, or ERR (a token outside the vocabulary, a failed
+// factorisation).
+int oneshot_prune(uint8_t *mask, Model *m, const OneShotSpec *spec, const int32_t *windows, int n, int seq,
+                  Progress *pr);
+
+#endif

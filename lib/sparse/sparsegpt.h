@@ -1,0 +1,47 @@
+// sparsegpt.h: SparseGPT (Frantar & Alistarh 2023, "SparseGPT: Massive Language Models
+// Can Be Accurately Pruned in One-Shot"): prune a Linear layer's weights W (rows, cols)
+// and update the survivors to compensate, from the Hessian of the layer-wise
+// reconstruction error H = 2 X^T X / N over the calibration inputs X (N, cols).
+//
+//   1. inputs never seen (H_jj = 0: a dead column) get H_jj = 1 and their weights 0;
+//      H += damp * I, damp = percdamp (1%) of the mean of diag(H);
+//   2. U = the upper Cholesky factor of H^-1 (H^-1 = U^T U), in double (LAPACK:
+//      Cholesky of H, its inverse, Cholesky again), then fp32. A Cholesky that fails
+//      (H not positive definite in floating point) is retried with ten times the
+//      dampening, up to 4 times, with a warning on stderr; then an error;
+//   3. the columns in blocks of 128: in each, the mask prunes exactly
+//      floor(rows * 128 * S) weights with the lowest w^2 / U_jj^2 over the block
+//      (the reference takes every score <= the one at that rank, one or a few more;
+//      ties here go to the lower row, then column); then column by column, each row's
+//      pruned weight q = 0 (kept: q = w) and err = (w - q) / U_jj updates the row's
+//      later columns of the block, w_c -= err * U_jc (the Optimal Brain Surgeon update);
+//      after the block, the columns right of it get -= Err @ U[block, right] (one sgemm).
+// Rows are independent within a block (OpenMP over them); the lazy update is BLAS.
+//
+// H is shared by the layers that read the same input (q, k, v; gate, up): one factor
+// serves them (sparsegpt_factor, then sparsegpt_prune for each).
+//
+// Not here: the layer-by-layer loop (calib.h). H's constant factor 2 / N is left out:
+// the dampening is relative to diag(H), and nothing else depends on H's scale.
+#ifndef BEST_SPARSEGPT_H
+#define BEST_SPARSEGPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SPARSEGPT_BLOCK 128
+
+// H (d, d) += X^T X for x (N, d): the lower triangle only (row-major; what
+// sparsegpt_factor reads), one fp32 BLAS ssyrk into tmp (d, d), then summed in double.
+void sparsegpt_accumulate(double *H, float *tmp, const float *x, size_t N, size_t d);
+// U (n, n) row-major, upper triangle (the rest zeroed) = the factor of step 2 from H
+// (n, n), of which the lower triangle is read (sparsegpt_accumulate's) and all is
+// destroyed; dead (n) = 1 for the dead columns of step
+// 1. what names the layer in the warning and the error. 0, or ERR.
+int sparsegpt_factor(float *U, uint8_t *dead, double *H, size_t n, double percdamp, const char *what);
+// w (rows, cols) pruned and updated in place (steps 1 and 3) with the factor of its
+// inputs' H; mask (rows * cols) 0 where pruned, else 1.
+void sparsegpt_prune(float *w, uint8_t *mask, size_t rows, size_t cols, const float *U, const uint8_t *dead,
+                     double sparsity);
+
+#endif

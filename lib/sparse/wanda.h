@@ -1,0 +1,20 @@
+// wanda.h: Wanda (Sun et al. 2023, "A Simple and Effective Pruning Approach for LLMs"):
+// a weight's score is |W_ij| * ||X_j||_2, the norm of its input feature j over the
+// calibration tokens, and each output row keeps its largest scores: exactly
+// floor(cols * S) weights of every row are pruned, ties going to the lower column.
+//
+// Not here: the calibration windows and the layer-by-layer loop (calib.h).
+#ifndef BEST_WANDA_H
+#define BEST_WANDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+// colsq (cols) += the column sums of squares of x (N, cols), in double.
+void wanda_accumulate(double *colsq, const float *x, size_t N, size_t cols);
+// w (rows, cols) pruned in place with colsq from wanda_accumulate: per row the
+// floor(cols * sparsity) lowest |w_ij| * sqrt(colsq_j) set to 0 and 0 in mask (rows *
+// cols, 1 = kept; written whole).
+void wanda_prune(float *w, uint8_t *mask, size_t rows, size_t cols, const double *colsq, double sparsity);
+
+#endif

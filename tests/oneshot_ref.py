@@ -1,0 +1,151 @@
+"""oneshot_ref.py: Wanda and SparseGPT on one Linear layer, in numpy (float64), written
+from the papers' descriptions (Sun et al. 2023; Frantar & Alistarh 2023) with our
+documented choices (exact counts: per row for Wanda, per block of 128 columns for
+SparseGPT; ties to the lower index), against tests/oneshot_layer (lib/sparse/wanda.c,
+sparsegpt.c). Prints TAP lines; tests/t_oneshot.sh runs it.
+
+Checks, on W (24, 300) and correlated inputs X (N, 300) whose feature scales differ
+(so that Wanda's order is not magnitude's), with a dead input feature (column 7 all 0):
+  * the same mask as the reference, and weights within 1e-4 (SparseGPT updates them);
+  * exact counts: floor(300 S) pruned in every row (Wanda), floor(24 * width * S) in
+    every block of 128 columns (SparseGPT); the dead column's weights 0 (SparseGPT);
+  * the layer's reconstruction error ||W X^T - W' X^T|| ordered SparseGPT <= Wanda <=
+    magnitude (floor(n S) smallest |w| of the tensor) at 50% and 70%;
+  * N = 100 < 300 inputs (a singular X^T X, made definite by the dampening): no error,
+    the counts exact, weights finite.
+usage: python3 oneshot_ref.py BIN TMPDIR
+"""
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+BIN, TMP = sys.argv[1], sys.argv[2]
+FAILED = 0
+
+
+def check(ok, msg):
+    global FAILED
+    print(("ok - " if ok else "not ok - ") + msg)
+    FAILED |= not ok
+
+
+def wanda_ref(W, X, s):
+    norm = np.sqrt((X.astype(np.float64) ** 2).sum(0))
+    score = np.abs(W.astype(np.float64)) * norm
+    rows, cols = W.shape
+    k = int(np.floor(cols * s))
+    M = np.ones(W.shape, bool)
+    for r in range(rows):
+        order = np.lexsort((np.arange(cols), score[r]))  # by score, then column
+        M[r, order[:k]] = False
+    return np.where(M, W, 0).astype(np.float64), M
+
+
+def sparsegpt_ref(W, X, s, B=128, percdamp=0.01):
+    W = W.astype(np.float64).copy()
+    rows, cols = W.shape
+    X = X.astype(np.float64)
+    H = X.T @ X
+    dead = np.diag(H) == 0
+    H[dead, dead] = 1.0
+    W[:, dead] = 0.0
+    H += percdamp * np.mean(np.diag(H)) * np.eye(cols)
+    U = np.linalg.cholesky(np.linalg.inv(H)).T  # upper: H^-1 = U^T U
+    M = np.ones(W.shape, bool)
+    for c0 in range(0, cols, B):
+        c1 = min(c0 + B, cols)
+        bc = c1 - c0
+        W1 = W[:, c0:c1].copy()
+        Q1, E1 = np.zeros_like(W1), np.zeros_like(W1)
+        d = np.diag(U)[c0:c1]
+        score = (W1 ** 2 / d ** 2).ravel()  # row-major: place r * bc + j
+        k = int(np.floor(rows * bc * s))
+        M1 = np.ones(rows * bc, bool)
+        M1[np.lexsort((np.arange(rows * bc), score))[:k]] = False
+        M1 = M1.reshape(rows, bc)
+        for j in range(bc):
+            w = W1[:, j]
+            q = np.where(M1[:, j], w, 0.0)
+            e = (w - q) / d[j]
+            W1[:, j:] -= np.outer(e, U[c0 + j, c0 + j:c1])
+            Q1[:, j], E1[:, j] = q, e
+        W[:, c0:c1] = Q1
+        W[:, c1:] -= E1 @ U[c0:c1, c1:]
+        M[:, c0:c1] = M1
+    return W, M
+
+
+def magnitude_ref(W, s):
+    k = int(np.floor(W.size * s))
+    M = np.ones(W.size, bool)
+    M[np.lexsort((np.arange(W.size), np.abs(W).ravel()))[:k]] = False
+    M = M.reshape(W.shape)
+    return np.where(M, W, 0).astype(np.float64), M
+
+
+def ours(method, W, X, s):
+    rows, cols = W.shape
+    paths = [os.path.join(TMP, n) for n in ("w.f32", "x.f32", "ow.f32", "om.u8")]
+    W.astype("<f4").tofile(paths[0])
+    X.astype("<f4").tofile(paths[1])
+    r = subprocess.run([BIN, method, repr(s), str(rows), str(cols), str(X.shape[0])] + paths,
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        return None, None, r.stderr.strip()
+    w = np.fromfile(paths[2], "<f4").reshape(rows, cols).astype(np.float64)
+    m = np.fromfile(paths[3], np.uint8).reshape(rows, cols).astype(bool)
+    return w, m, r.stderr.strip()
+
+
+rng = np.random.default_rng(0)
+rows, cols = 24, 300
+
+
+def inputs(N):
+    Z = rng.standard_normal((N, cols))
+    A = np.eye(cols) + 0.3 * rng.standard_normal((cols, cols)) / np.sqrt(cols)  # correlated features
+    X = (Z @ A) * np.exp(rng.uniform(-1.5, 1.5, cols))  # scales that differ by 20x
+    X[:, 7] = 0.0  # a dead input
+    return X.astype(np.float32)
+
+
+W = rng.standard_normal((rows, cols)).astype(np.float32)
+X = inputs(512)
+for s in (0.5, 0.7):
+    err = {}
+    for method, ref in (("wanda", lambda: wanda_ref(W, X, s)), ("sparsegpt", lambda: sparsegpt_ref(W, X, s))):
+        w, m, msg = ours(method, W, X, s)
+        if w is None:
+            check(False, "%s %g: oneshot_layer failed: %s" % (method, s, msg))
+            continue
+        rw, rm = ref()
+        diff = int((m != rm).sum())
+        werr = float(np.abs(w - rw).max())
+        check(diff == 0 and werr <= 1e-4, "%s at %g: the reference's mask (%d of %d differ) and weights within 1e-4 "
+              "(max %.1e)" % (method, s, diff, m.size, werr))
+        if method == "wanda":
+            counts = (~m).sum(1)
+            check(bool((counts == int(np.floor(cols * s))).all()), "wanda at %g: exactly %d pruned in every row "
+                  "(%d to %d)" % (s, int(np.floor(cols * s)), counts.min(), counts.max()))
+        else:
+            good = all((~m[:, c0:c0 + 128]).sum() == int(np.floor(rows * min(128, cols - c0) * s))
+                       for c0 in range(0, cols, 128))
+            check(good and bool((w[:, 7] == 0).all()), "sparsegpt at %g: exactly floor(rows * width * S) pruned in "
+                  "each block of 128 columns; the dead input's weights 0" % s)
+        err[method] = float(np.linalg.norm(W.astype(np.float64) @ X.T.astype(np.float64) - w @ X.T.astype(np.float64)))
+    mw, _ = magnitude_ref(W, s)
+    err["magnitude"] = float(np.linalg.norm(W.astype(np.float64) @ X.T.astype(np.float64) - mw @ X.T.astype(np.float64)))
+    if len(err) == 3:
+        check(err["sparsegpt"] <= err["wanda"] <= err["magnitude"], "at %g, ||W X^T - W' X^T||: sparsegpt %.2f <= "
+              "wanda %.2f <= magnitude %.2f" % (s, err["sparsegpt"], err["wanda"], err["magnitude"]))
+
+# fewer inputs than features: X^T X singular (and a dead column)
+Xs = inputs(100)
+w, m, msg = ours("sparsegpt", W, Xs, 0.5)
+good = w is not None and bool(np.isfinite(w).all()) and all(
+    (~m[:, c0:c0 + 128]).sum() == int(np.floor(rows * min(128, cols - c0) * 0.5)) for c0 in range(0, cols, 128))
+check(good, "sparsegpt with 100 inputs of 300 features (a singular X^T X): no error, finite weights, exact counts%s"
+      % ("" if w is not None else ": " + msg))
+sys.exit(1 if FAILED else 0)

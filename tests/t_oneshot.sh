@@ -1,0 +1,99 @@
+#!/bin/sh
+# t_oneshot.sh: the one-shot baselines of best-mask (--method magnitude|wanda|sparsegpt).
+#   * one Linear layer against numpy implementations of Wanda and SparseGPT written from
+#     the papers (tests/oneshot_ref.py: the same mask, weights within 1e-4, exact counts,
+#     reconstruction error ordered SparseGPT <= Wanda <= magnitude at 50% and 70%, a
+#     singular X^T X);
+#   * best-mask on the Qwen3 fixture with its token shard: every tensor pruned alone, the
+#     exact counts (magnitude per tensor, Wanda per row, SparseGPT per block of 128
+#     columns), --apply writes exactly the masked weights (SparseGPT: and changes kept
+#     ones); bad options and inputs give one error line;
+#   * with ../shared: stories260K calibrated on 16 windows of its training text and
+#     evaluated on its validation text, perplexity ordered SparseGPT < Wanda < magnitude
+#     at 50% and 70% (the papers' order).
+. tests/lib.sh
+M="$BIN/best-mask"
+: "${TBIN:=$(pwd)/build/tests}"
+if ! have_py numpy || ! have_py safetensors; then skip "one-shot: python3 numpy/safetensors missing"; finish; fi
+python3 tests/oneshot_ref.py "$TBIN/oneshot_layer" "$TMP" || FAILED=1
+
+Q=tests/fixtures/model/qwen3 QS=tests/fixtures/eval/qwen3_tokens.bin
+for m in magnitude wanda sparsegpt; do
+    c=""
+    [ "$m" = magnitude ] || c="--calib $QS --nsamples 4 --seq 16"
+    # shellcheck disable=SC2086
+    if "$M" --model "$Q" --sparsity 0.6 --method $m $c --out "$TMP/$m.mask" --apply --out-model "$TMP/$m" --quiet; then
+        ok "best-mask --method $m on the Qwen3 fixture"
+    else
+        fail "best-mask --method $m on the Qwen3 fixture"
+        continue
+    fi
+    python3 - "$Q" "$TMP/$m" "$TMP/$m.mask" "$m" 0.6 <<'PY' || FAILED=1
+import math, sys
+import numpy as np
+from safetensors.numpy import load_file
+src, out, mask, method, s = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5])
+W, A, K = load_file(src + "/model.safetensors"), load_file(out + "/model.safetensors"), load_file(mask)
+bad = []
+for name, k in K.items():
+    k = k.astype(bool)
+    rows, cols = k.shape
+    if method == "magnitude":
+        good = (~k).sum() == math.floor(k.size * s)
+    elif method == "wanda":
+        good = ((~k).sum(1) == math.floor(cols * s)).all()
+    else:
+        good = all((~k[:, c0:c0 + 128]).sum() == math.floor(rows * min(128, cols - c0) * s) for c0 in range(0, cols, 128))
+    w, a = W[name].astype(np.float32), A[name]
+    good = good and (a[~k] == 0).all()
+    if method != "sparsegpt":
+        good = good and (a[k] == w[k]).all()
+    if not good:
+        bad.append(name)
+same = [n for n in W if n not in K and not (W[n] == A[n]).all()]
+changed = method != "sparsegpt" or any((A[n][K[n].astype(bool)] != W[n][K[n].astype(bool)]).any() for n in K)
+print("%s - --method %s: exact counts in all %d tensors (%s), pruned weights 0 in the model, kept ones %s; other "
+      "tensors unchanged%s" % ("ok" if not bad and not same and changed else "not ok", method, len(K),
+      "per tensor" if method == "magnitude" else "per row" if method == "wanda" else "per block of 128 columns",
+      "updated" if method == "sparsegpt" else "unchanged", (": bad " + ", ".join(bad + same)) if bad or same else ""))
+sys.exit(0 if not bad and not same and changed else 1)
+PY
+done
+
+expect_error "--method wanda without --calib" 2 "needs --calib" "$M" --model "$Q" --sparsity 0.5 --method wanda --out "$TMP/x"
+expect_error "--method bogus" 2 "unknown --method bogus" "$M" --model "$Q" --sparsity 0.5 --method bogus --out "$TMP/x"
+expect_error "--method with --group global" 2 "each tensor on its own" "$M" --model "$Q" --sparsity 0.5 --method wanda \
+    --calib "$QS" --group global --out "$TMP/x"
+expect_error "--calib that is not a shard" 1 "$Q/config.json" "$M" --model "$Q" --sparsity 0.5 --method sparsegpt \
+    --calib "$Q/config.json" --seq 16 --out "$TMP/x"
+expect_error "--seq longer than the model's context" 1 "longer than the model's context (64)" "$M" --model "$Q" \
+    --sparsity 0.5 --method wanda --calib "$QS" --seq 65 --out "$TMP/x"
+check "a failed one-shot run writes no mask" test ! -e "$TMP/x"
+
+if have_shared && [ -f "$SHARED/data/stories260K/train.jsonl.zst" ]; then
+    S="$SHARED/models/stories260K" V="$SHARED/data/stories260K/valid.jsonl"
+    zstd -dc "$SHARED/data/stories260K/train.jsonl.zst" | head -n 300 >"$TMP/train.jsonl"
+    "$BIN/best-tokenize" --tokenizer "$S" --out "$TMP/calib.bin" "$TMP/train.jsonl" 2>/dev/null
+    for s in 0.5 0.7; do
+        line=""
+        for m in magnitude wanda sparsegpt; do
+            c=""
+            [ "$m" = magnitude ] || c="--calib $TMP/calib.bin --nsamples 16 --seq 256"
+            # shellcheck disable=SC2086
+            "$M" --model "$S" --sparsity $s --method $m $c --apply --out-model "$TMP/s$m$s" --quiet &&
+                p=$("$BIN/best-eval" --model "$TMP/s$m$s" --data "$V" --seq 256 --max-tokens 16384 --json --quiet \
+                    --device cpu | python3 -c 'import json,sys; print(json.load(sys.stdin)["ppl"])') || p=nan
+            line="$line $p"
+        done
+        # shellcheck disable=SC2086
+        set -- $line
+        if python3 -c "import sys; a, b, c = map(float, sys.argv[1:]); sys.exit(0 if c < b < a else 1)" "$1" "$2" "$3"; then
+            ok "stories260K at $s: perplexity sparsegpt $3 < wanda $2 < magnitude $1"
+        else
+            fail "stories260K at $s: perplexity sparsegpt $3 < wanda $2 < magnitude $1"
+        fi
+    done
+else
+    skip "stories260K one-shot ordering: $SHARED/data/stories260K not found"
+fi
+finish
