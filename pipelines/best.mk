@@ -18,9 +18,7 @@
 # overridden on the command line.
 #
 # Not here yet, with their places marked below: multi-rank training (NPROC, LAUNCH),
-# zero-shot tasks (the eval section). METHOD=wanda|sparsegpt (and wanda+, sparsegpt+) are
-# wired to `best-mask --method NAME --calib ...`, and stop with one line saying so while
-# best-mask does not have the method yet.
+# zero-shot tasks (the eval section).
 
 # --- what to prune, on what, how -------------------------------------------------------
 NAME       ?= best
@@ -109,8 +107,9 @@ TRAIN_MASKS := --save-masks
 else ifneq ($(filter magnitude wanda sparsegpt,$(ONESHOT)),)
 LABEL      := $(METHOD)$(if $(filter global,$(ONESHOT_GROUP)), global)
 TRAINED    := $(if $(filter %+,$(METHOD)),1,0)
-TRAIN_FROM := --model $(MODEL) --mask $(OUT)/oneshot/mask.safetensors
-TRAIN_DEPS := $(OUT)/oneshot/mask.safetensors
+# from the one-shot model (SparseGPT's kept weights are updated; the others' are the model's)
+TRAIN_FROM := --model $(OUT)/oneshot/model --mask $(OUT)/oneshot/mask.safetensors
+TRAIN_DEPS := $(OUT)/oneshot/model/model.safetensors
 TRAIN_MASKS :=
 else
 $(error METHOD=$(METHOD): not one of best, magnitude, magnitude+, wanda, wanda+, sparsegpt, sparsegpt+)
@@ -118,13 +117,19 @@ endif
 ifeq ($(filter layer global,$(ONESHOT_GROUP)),)
 $(error ONESHOT_GROUP=$(ONESHOT_GROUP): not layer or global)
 endif
-# best-mask's arguments for the one-shot mask
-ifeq ($(ONESHOT),magnitude)
-ONESHOT_ARGS := --saliency magnitude --group $(ONESHOT_GROUP)
+# best-mask's arguments for the one-shot mask (per layer: exactly floor(n S) pruned in
+# each tensor; global magnitude: one threshold, --saliency magnitude --group global)
+ifeq ($(ONESHOT)$(ONESHOT_GROUP),magnitudeglobal)
+ONESHOT_ARGS := --saliency magnitude --group global
 CALIB_DEPS :=
+else ifeq ($(ONESHOT),magnitude)
+ONESHOT_ARGS := --method magnitude
+CALIB_DEPS :=
+else ifeq ($(ONESHOT_GROUP),global)
+$(error ONESHOT_GROUP=global: $(ONESHOT) prunes each tensor on its own (per row or per block); only magnitude has a global form)
 else
 ONESHOT_ARGS := --method $(ONESHOT) --calib $(OUT)/data/calib.bin --nsamples $(NSAMPLES) --seq $(CALIB_SEQ) \
-                --group $(ONESHOT_GROUP)
+                --seed $(SEED)
 CALIB_DEPS := $(OUT)/data/calib.bin
 endif
 
@@ -133,12 +138,7 @@ endif
 # run can be read before its files exist; so are `make check` and `make help`.
 DRY := $(findstring n,$(firstword -$(MAKEFLAGS)))
 ifeq ($(DRY)$(filter check help,$(MAKECMDGOALS)),)
-# (a one-shot method that best-mask refuses as "not in this version" stops here, before
-# any input is read: best-mask checks the method before it opens the model)
 ifneq ($(filter wanda sparsegpt,$(ONESHOT)),)
-ifneq ($(findstring not in this version,$(shell $(BIN)/best-mask --model $(OUT)/none --sparsity 0.5 --method $(ONESHOT) --out $(OUT)/none 2>&1)),)
-$(error METHOD=$(METHOD): $(BIN)/best-mask --method $(ONESHOT) is not in this version yet (a later issue adds it); magnitude and magnitude+ run today)
-endif
 ifeq ($(wildcard $(CALIB)),)
 $(error CALIB=$(CALIB): not found. Pass CALIB=FILE, the calibration documents of $(ONESHOT) (C4 train shard 0: c4-train.00000-of-01024.json.gz))
 endif

@@ -216,8 +216,8 @@ else fail "one-shot+ recipes:$bad"; fi
 # The commands of the one-shot+ recipes: per-layer one-shot masks, then training under the
 # fixed mask with BEST's budget.
 out=$($MK pipelines/llama2-7b-magplus.mk -n SPARSITY=0.95 OUT="$TMP/dry" BIN=bin PACK=0 2>&1); rc=$?
-if [ $rc = 0 ] && have "best-mask --model models/Llama-2-7b-hf --sparsity 0.95 --saliency magnitude --group layer" \
-    && have "best-train --model models/Llama-2-7b-hf --mask $TMP/dry/oneshot/mask.safetensors" \
+if [ $rc = 0 ] && have "best-mask --model models/Llama-2-7b-hf --sparsity 0.95 --method magnitude" \
+    && have "best-train --model $TMP/dry/oneshot/model --mask $TMP/dry/oneshot/mask.safetensors" \
     && have "--steps 4000 --batch 64" && have "--seq 2048 --lr 5e-4" \
     && have "best-mask --model $TMP/dry/train/model --mask $TMP/dry/oneshot/mask.safetensors"; then
     ok "make -n llama2-7b-magplus: per-layer magnitude mask, 4000 x 64 x 2048 under it at lr 5e-4, report of that mask"
@@ -230,22 +230,16 @@ else fail "make -n ONESHOT_GROUP=global (exit $rc): $(printf '%s' "$out" | head 
 for m in wanda sparsegpt; do
     out=$($MK pipelines/qwen3-8b-${m}plus.mk -n LR=2e-4 OUT="$TMP/dry" BIN=bin PACK=0 2>&1); rc=$?
     if [ $rc = 0 ] && have "best-tokenize --tokenizer models/Qwen3-8B-Base --threads 0 --out $TMP/dry/data/calib.bin data/c4/c4-train.00000-of-01024.json.gz" \
-        && have "best-mask --model models/Qwen3-8B-Base --sparsity 0.9 --method $m --calib $TMP/dry/data/calib.bin --nsamples 128 --seq 2048 --group layer" \
-        && have "best-train --model models/Qwen3-8B-Base --mask $TMP/dry/oneshot/mask.safetensors" && have "--seq 2048 --lr 2e-4"; then
-        ok "make -n qwen3-8b-${m}plus: C4 calibration tokens, best-mask --method $m per layer, training under the mask"
+        && have "best-mask --model models/Qwen3-8B-Base --sparsity 0.9 --method $m --calib $TMP/dry/data/calib.bin --nsamples 128 --seq 2048 --seed 0" \
+        && have "best-train --model $TMP/dry/oneshot/model --mask $TMP/dry/oneshot/mask.safetensors" && have "--seq 2048 --lr 2e-4"; then
+        ok "make -n qwen3-8b-${m}plus: C4 calibration tokens, best-mask --method $m per layer, training from its model under its mask"
     else
         fail "make -n qwen3-8b-${m}plus (exit $rc): $(printf '%s' "$out" | head -c 600)"
     fi
 done
-if [ -x "$BIN/best-mask" ] && "$BIN/best-mask" --model "$TMP/none" --sparsity 0.5 --method wanda --out "$TMP/none" 2>&1 | grep -q "not in this version"; then
-    expect_make_error "wanda+ while best-mask lacks wanda: one clear line, before any input is read" \
-        "METHOD=wanda+: $BIN/best-mask --method wanda is not in this version yet" pipelines/llama2-7b-wandaplus.mk LR=1e-4 BIN="$BIN" OUT="$TMP/e2"
-    expect_make_error "sparsegpt (one-shot) likewise" "METHOD=sparsegpt: $BIN/best-mask --method sparsegpt is not in this version yet" \
-        pipelines/best.mk METHOD=sparsegpt BIN="$BIN" OUT="$TMP/e2"
-    check "the refused one-shot methods created nothing" test ! -e "$TMP/e2"
-else
-    skip "wanda+/sparsegpt refusal: $BIN/best-mask has --method wanda (or is not built)"
-fi
+expect_make_error "wanda+ with ONESHOT_GROUP=global: one clear line" "ONESHOT_GROUP=global: wanda prunes each tensor on its own" \
+    pipelines/llama2-7b-wandaplus.mk LR=1e-4 ONESHOT_GROUP=global BIN="$BIN" OUT="$TMP/e2"
+check "the refused run created nothing" test ! -e "$TMP/e2"
 
 # BEST at ELSA's budget, from a BEST recipe.
 out=$($MK pipelines/best-elsa.mk -n RECIPE=qwen3-8b-99 OUT="$TMP/dry" BIN=bin PACK=0 2>&1); rc=$?
@@ -387,4 +381,28 @@ else
     fail "magnitude+ recipe ($g): $(tail -n 5 "$TMP/mp.out")"
 fi
 done
+
+# The sparsegpt+ recipe: calibration windows, a one-shot SparseGPT model (kept weights
+# updated), then training from that model under its mask.
+# shellcheck disable=SC2086
+if $MK pipelines/llama2-7b-sparsegptplus.mk MODEL="$S" DATA="$SHARED/data/stories260K/valid.jsonl" SPARSITY=0.9 \
+    LR=1e-4 STEPS=4 BATCH=2 SEQ=64 CALIB="$SHARED/data/stories260K/valid.jsonl" NSAMPLES=4 CALIB_SEQ=64 EVAL_WIKI= \
+    EVAL_C4= PACK=0 BIN="$BIN" THREADS=2 OUT="$TMP/sgp" >"$TMP/sgp.out" 2>&1; then
+    check "sparsegpt+: a one-shot SparseGPT model (kept weights updated, 90% per tensor), then 4 steps from it under its mask" \
+        python3 -c "
+import json
+import numpy as np
+from safetensors.numpy import load_file
+r = [json.loads(l) for l in open('$TMP/sgp/train/log.jsonl')]
+assert all(abs(x['sparsity'] - 0.9) < 1e-3 for x in r), r
+a, b = load_file('$S/model.safetensors'), load_file('$TMP/sgp/oneshot/model/model.safetensors')
+m = load_file('$TMP/sgp/oneshot/mask.safetensors')
+n = 'model.layers.1.mlp.up_proj.weight'
+k = m[n].astype(bool)
+assert (b[n][~k] == 0).all() and not (b[n][k] == a[n][k]).all()
+rep = json.load(open('$TMP/sgp/oneshot/report.json'))
+assert all(abs(t['sparsity'] - 0.9) < 0.01 for t in rep['tensors']), rep['tensors']"
+else
+    fail "sparsegpt+ recipe: $(tail -n 5 "$TMP/sgp.out")"
+fi
 finish
