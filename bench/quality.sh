@@ -12,6 +12,11 @@
 #                 0.5 v w^2 of the pretrained weights; one calibration serves every sparsity
 #   magnitude+    best-mask --saliency magnitude (one shot), then best-train --mask
 #   magnitude     best-mask --saliency magnitude --apply, no training
+#   wanda, sparsegpt  best-mask --method NAME --apply (one shot, per layer; NSAMPLES
+#                 calibration windows of CALIB_SEQ tokens from the training text, as many
+#                 tokens as 2nd-order+'s calibration), no training
+#   wanda+, sparsegpt+  best-train from that model under its mask (SparseGPT's updated
+#                 weights kept)
 #
 # magnitude and magnitude+ run for each group of MAG_GROUPS: layer (per-layer uniform
 # sparsity, the one-shot protocol of SparseGPT, Wanda and the paper's baselines: the
@@ -22,7 +27,8 @@
 # tokens per trained method, seed SEED (data order). OUT/env.txt records the machine,
 # the commit and the settings; OUT/table.md the table.
 # usage: sh bench/quality.sh [OUT]
-#        (env: SHARED STEPS BATCH SEQ LR SEED SPARSITIES MAG_GROUPS CALIB_STEPS)
+#        (env: SHARED STEPS BATCH SEQ LR SEED SPARSITIES MAG_GROUPS CALIB_STEPS ONESHOT
+#        NSAMPLES CALIB_SEQ)
 set -e
 SHARED=${SHARED:-../shared}
 OUT=${1:-out/quality}
@@ -32,6 +38,8 @@ MAG_GROUPS=${MAG_GROUPS:-"layer global"}
 # 64 x 16 x 256 = 262,144 tokens: as many as the 128 x 2048 calibration tokens of
 # SparseGPT and Wanda
 CALIB_STEPS=${CALIB_STEPS:-64}
+ONESHOT=${ONESHOT:-"wanda sparsegpt"}
+NSAMPLES=${NSAMPLES:-1024} CALIB_SEQ=${CALIB_SEQ:-256} # 262,144 tokens too
 M=$SHARED/models/stories260K
 mkdir -p "$OUT"
 {
@@ -40,6 +48,7 @@ mkdir -p "$OUT"
     echo "cpu: $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p')"
     echo "threads: ${OMP_NUM_THREADS:-all cores}"
     echo "STEPS=$STEPS BATCH=$BATCH SEQ=$SEQ LR=$LR SEED=$SEED CALIB_STEPS=$CALIB_STEPS MAG_GROUPS='$MAG_GROUPS'"
+    echo "ONESHOT='$ONESHOT' NSAMPLES=$NSAMPLES CALIB_SEQ=$CALIB_SEQ"
     echo "tokens per trained method: $((STEPS * BATCH * SEQ)); calibration: $((CALIB_STEPS * BATCH * SEQ))"
 } >"$OUT/env.txt"
 [ -f "$OUT/train.bin" ] || bin/best-tokenize --tokenizer "$M" --quiet --out "$OUT/train.bin" "$SHARED/data/stories260K/train.jsonl.zst"
@@ -51,6 +60,7 @@ echo "evaluation: $(bin/best-eval --model "$M" $EVAL | python3 -c "import json,s
 
 head="| sparsity |" rule="|---|"
 for g in $MAG_GROUPS; do head="$head magnitude $g (no training) | magnitude+ $g |" rule="$rule---:|---:|"; done
+for m in $ONESHOT; do head="$head $m (no training) | $m+ |" rule="$rule---:|---:|"; done
 echo "$head 2nd-order+ | BEST | BEST's margin over the best baseline |" >"$OUT/table.md"
 echo "$rule---:|---:|---:|" >>"$OUT/table.md"
 
@@ -71,6 +81,13 @@ for s in $SPARSITIES; do
         [ -d "$d/magplus-$g/model" ] || bin/best-train --model "$M" --out "$d/magplus-$g" $TRAIN --steps "$STEPS" --lr "$LR" \
             --mask "$d/mag-$g.mask"
         row="$row $(ppl "$d/mag-$g/model") | $(ppl "$d/magplus-$g/model") |"
+    done
+    for m in $ONESHOT; do
+        [ -d "$d/$m/model" ] || bin/best-mask --model "$M" --sparsity "$s" --method "$m" --calib "$OUT/train.bin" \
+            --nsamples "$NSAMPLES" --seq "$CALIB_SEQ" --seed "$SEED" --quiet --out "$d/$m.mask" --apply --out-model "$d/$m/model"
+        [ -d "$d/${m}plus/model" ] || bin/best-train --model "$d/$m/model" --out "$d/${m}plus" $TRAIN --steps "$STEPS" \
+            --lr "$LR" --mask "$d/$m.mask"
+        row="$row $(ppl "$d/$m/model") | $(ppl "$d/${m}plus/model") |"
     done
     [ -f "$d/second.mask" ] || bin/best-mask --model "$M" --moments "$CAL" --sparsity "$s" --saliency second --group global \
         --quiet --out "$d/second.mask"
