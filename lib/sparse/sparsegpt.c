@@ -13,7 +13,7 @@
 #include "sparse/select.h" // defines: select_smallest
 
 void spotrf_(const char *uplo, const int *n, float *a, const int *lda, int *info);
-void spotri_(const char *uplo, const int *n, float *a, const int *lda, int *info);
+void strtri_(const char *uplo, const char *diag, const int *n, float *a, const int *lda, int *info);
 
 #define SPARSEGPT_RETRIES 4
 
@@ -34,18 +34,19 @@ int sparsegpt_factor(float *U, uint8_t *dead, double *H, size_t n, double percda
         mean += H[j * n + j];
     }
     mean /= (double)n;
-    // U's upper triangle works in fp32 (as the reference), H's lower triangle stays: a
-    // retry starts again from it (spotrf('L') and spotri('L') touch only the upper one)
+    // In fp32 (as the reference), in U's upper triangle (LAPACK's 'L' on our row-major
+    // arrays); H stays for a retry. With J the reversal of the order of rows and columns:
+    // J H J = V^T V (Cholesky, V upper), so H^-1 = R^T R with R = J V^-T J upper: the factor
+    // wanted, from one Cholesky and one triangular inverse (the reference's Cholesky,
+    // inverse, Cholesky cost twice that).
     double damp = percdamp * mean;
     int tries = 0;
     for (;; tries++) {
-        for (size_t i = 0; i < n; i++) { // upper = lower, the diagonal dampened
-            for (size_t j = i + 1; j < n; j++) U[i * n + j] = (float)H[j * n + i];
-            U[i * n + i] = (float)(H[i * n + i] + damp);
-        }
-        spotrf_("L", &ni, U, &ni, &info); // H = U1^T U1
-        if (info == 0) spotri_("L", &ni, U, &ni, &info); // the upper triangle: H^-1
-        if (info == 0) spotrf_("L", &ni, U, &ni, &info); // H^-1 = U^T U
+        for (size_t i = 0; i < n; i++) // the upper triangle of J H J, the diagonal dampened
+            for (size_t j = i; j < n; j++)
+                U[i * n + j] = (float)(H[(n - 1 - i) * n + (n - 1 - j)] + (i == j ? damp : 0.0));
+        spotrf_("L", &ni, U, &ni, &info); // V
+        if (info == 0) strtri_("L", "N", &ni, U, &ni, &info); // V^-1
         if (info == 0) break;
         if (tries == SPARSEGPT_RETRIES)
             return ERR("%s: the Hessian of its inputs is not positive definite even with %g times the mean of "
@@ -55,6 +56,15 @@ int sparsegpt_factor(float *U, uint8_t *dead, double *H, size_t n, double percda
                 damp / mean, 10 * damp / mean);
         damp *= 10;
     }
+    // R[i][j] = V^-1[n-1-j][n-1-i] (j >= i): an involution of the upper triangle, swapped in place
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = i; j < n; j++) {
+            size_t a = n - 1 - j, b = n - 1 - i; // the partner (a <= b)
+            if (a < i || (a == i && b <= j)) continue; // each pair once (and the fixed points)
+            float t = U[i * n + j];
+            U[i * n + j] = U[a * n + b];
+            U[a * n + b] = t;
+        }
     for (size_t i = 0; i < n; i++)
         for (size_t j = 0; j < i; j++) U[i * n + j] = 0.0f;
     return 0;
@@ -93,7 +103,10 @@ void sparsegpt_prune(float *w, uint8_t *mask, size_t rows, size_t cols, const fl
             for (size_t j = 0; j < bc; j++) {
                 size_t c = c0 + j;
                 float q = mr[c] ? wr[c] : 0.0f, e = (wr[c] - q) / U[c * cols + c];
-                for (size_t t = j + 1; t < bc; t++) wr[c0 + t] -= e * U[c * cols + c0 + t];
+                const float *u = U + c * cols + c0;
+                if (e != 0.0f) // (a kept weight's error is 0: nothing to spread)
+#pragma omp simd
+                    for (size_t t = j + 1; t < bc; t++) wr[c0 + t] -= e * u[t];
                 wr[c] = q;
                 err[r * bc + j] = e;
             }

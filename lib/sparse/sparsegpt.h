@@ -5,10 +5,11 @@
 //
 //   1. inputs never seen (H_jj = 0: a dead column) get H_jj = 1 and their weights 0;
 //      H += damp * I, damp = percdamp (1%) of the mean of diag(H);
-//   2. U = the upper Cholesky factor of H^-1 (H^-1 = U^T U), in double (LAPACK:
-//      Cholesky of H, its inverse, Cholesky again), then fp32. A Cholesky that fails
-//      (H not positive definite in floating point) is retried with ten times the
-//      dampening, up to 4 times, with a warning on stderr; then an error;
+//   2. U = the upper Cholesky factor of H^-1 (H^-1 = U^T U), in fp32 as the reference,
+//      from one LAPACK Cholesky of H with its order reversed and one triangular inverse
+//      (sparsegpt.c says why that is U). A Cholesky that fails (H not positive definite
+//      in floating point) is retried with ten times the dampening, up to 4 times, with a
+//      warning on stderr; then an error;
 //   3. the columns in blocks of 128: in each, the mask prunes exactly
 //      floor(rows * 128 * S) weights with the lowest w^2 / U_jj^2 over the block
 //      (the reference takes every score <= the one at that rank, one or a few more;
