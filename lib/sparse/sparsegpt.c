@@ -105,7 +105,6 @@ void sparsegpt_prune(float *w, uint8_t *mask, size_t rows, size_t cols, const fl
                 float q = mr[c] ? wr[c] : 0.0f, e = (wr[c] - q) / U[c * cols + c];
                 const float *u = U + c * cols + c0;
                 if (e != 0.0f) // (a kept weight's error is 0: nothing to spread)
-#pragma omp simd
                     for (size_t t = j + 1; t < bc; t++) wr[c0 + t] -= e * u[t];
                 wr[c] = q;
                 err[r * bc + j] = e;
