@@ -168,8 +168,9 @@ for D in $models; do
         "$M" --model "$D" --sparsity $S --saliency magnitude --out "$TMP/$n.$S.mask" --quiet
         $REF check "$D" "$TMP/$n.$S.mask" $S magnitude
     done
+    # (--method magnitude: per tensor, floor(n S) pruned: at S = 0.5 and even n, group layer's count)
     "$M" --model "$D" --sparsity 0.5 --method magnitude --pack-bits --out "$TMP/$n.bits.mask" --quiet
-    $REF check "$D" "$TMP/$n.bits.mask" 0.5 magnitude
+    $REF check "$D" "$TMP/$n.bits.mask" 0.5 magnitude "" layer
     "$M" --model "$D" --sparsity 0.7 --saliency magnitude --group layer --out "$TMP/$n.layer.mask" --quiet
     $REF check "$D" "$TMP/$n.layer.mask" 0.7 magnitude "" layer
     "$M" --model "$D" --sparsity 0.5 --saliency magnitude --apply --out-model "$TMP/$n.pruned" \
@@ -206,7 +207,7 @@ python3 -c "
 from safetensors import safe_open
 from safetensors.numpy import load_file, save_file
 m = safe_open('$TMP/llama.bits.mask', 'np').metadata()
-m.update(method='BEST', schedule='cubic', saliency='second', step='100', sparsity='0.5')
+m.update(method='BEST', schedule='cubic', saliency='second', group='global', step='100', sparsity='0.5')
 save_file(load_file('$TMP/llama.bits.mask'), '$TMP/best.mask', metadata=m)
 m['sparsity'] = 'half'
 save_file(load_file('$TMP/llama.bits.mask'), '$TMP/badmeta.mask', metadata=m)"
@@ -250,7 +251,7 @@ expect_error "--from-mask with a lower sparsity" 1 "only shrinks" "$M" --model $
 expect_error "sparsity 1.0" 2 "outside \[0, 1)" "$M" --model $D --sparsity 1.0 --saliency magnitude --out "$O"
 expect_error "sparsity -0.1" 2 "outside \[0, 1)" "$M" --model $D --sparsity -0.1 --saliency magnitude --out "$O"
 expect_error "second order without --moments" 2 "needs --moments" "$M" --model $D --sparsity 0.5 --out "$O"
-expect_error "--method wanda" 2 "not in this version" "$M" --model $D --sparsity 0.5 --method wanda --out "$O"
+expect_error "--method wanda without --calib" 2 "needs --calib SHARD" "$M" --model $D --sparsity 0.5 --method wanda --out "$O"
 expect_error "--apply without --out-model" 2 "go together" "$M" --model $D --sparsity 0.5 --saliency magnitude --apply
 expect_error "missing model" 1 "nowhere" "$M" --model "$TMP/nowhere" --sparsity 0.5 --saliency magnitude --out "$O"
 check "no output file after the failures" test ! -e "$O"
