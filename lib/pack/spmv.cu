@@ -210,20 +210,28 @@ static __global__ void spmv_bitmap_kernel(float *y, const float *x, DevPackTenso
     }
 }
 
+// The column of a delta row's next element, next being the first column after the
+// previous element (0 before the first; *p at the row's stream), *p moved past its gap
+// (escape bytes of 255, then one byte; pack.h).
+static __device__ size_t delta_next(const uint8_t **p, size_t next) {
+    while (**p == 255) {
+        next += 255;
+        (*p)++;
+    }
+    return next + *(*p)++;
+}
+
 template <int VAL>
 static __global__ void spmv_delta_kernel(float *y, const float *x, DevPackTensor t, const float *b, int acc) {
     for (size_t r = km_thread_index(blockIdx.x, blockDim.x, threadIdx.x); r < t.rows;
          r += (size_t)gridDim.x * blockDim.x) {
         const uint8_t *p = t.index + t.ix_ptr[r];
-        size_t col = 0;
+        size_t next = 0; // the first column after the previous element
         float s = 0;
         for (size_t k = t.nnz_ptr[r]; k < t.nnz_ptr[r + 1]; k++) {
-            while (*p == 255) {
-                col += 255;
-                p++;
-            }
-            col += *p++;
-            s += value_at<VAL>(t.values, k) * x[col++];
+            size_t col = delta_next(&p, next);
+            s += value_at<VAL>(t.values, k) * x[col];
+            next = col + 1;
         }
         y_put(y, r, s, t.scales, b, acc);
     }
@@ -321,14 +329,11 @@ static __global__ void spmv_decode_kernel(void *out, const int32_t *ids, size_t 
             }
         } else if (lane == 0) { // delta
             const uint8_t *q = t.index + t.ix_ptr[r];
-            size_t col = 0;
+            size_t next = 0;
             for (size_t k = t.nnz_ptr[r]; k < t.nnz_ptr[r + 1]; k++) {
-                while (*q == 255) {
-                    col += 255;
-                    q++;
-                }
-                col += *q++;
-                out_put<BF>(out, base + col++, value_at<VAL>(t.values, k) * sc);
+                size_t col = delta_next(&q, next);
+                out_put<BF>(out, base + col, value_at<VAL>(t.values, k) * sc);
+                next = col + 1;
             }
         }
         __syncthreads(); // the row is done before the lanes zero the next one
