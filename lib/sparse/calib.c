@@ -7,7 +7,7 @@
 
 #include "base/error.h"      // defines: ERR, TRY, xmalloc, xcalloc
 #include "io/shard.h"        // defines: Shard, shard_open, shard_read
-#include "sparse/sparsegpt.h" // defines: sparsegpt_factor, sparsegpt_prune
+#include "sparse/sparsegpt.h" // defines: sparsegpt_accumulate, sparsegpt_factor, sparsegpt_prune
 #include "sparse/wanda.h"    // defines: wanda_accumulate, wanda_prune
 
 int oneshot_method_parse(OneShotMethod *out, const char *name) {

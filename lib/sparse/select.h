@@ -126,12 +126,17 @@ void select_mark(uint8_t *mask, const Select *s, const float *scores, size_t n, 
 uint64_t select_keep_count(double sparsity, uint64_t n);
 // Small sets in memory (the one-shot methods' rows and blocks): keys (n) reordered so
 // that its k smallest come first (in no order), in O(n) on average (quickselect). A
-// key of (float bits of a score >= 0) << 32 | place orders by score, ties by place.
+// key of (float bits of a score >= 0) << 32 | place (select_key) orders by score, ties by
+// place.
 void select_smallest(uint64_t *keys, size_t n, size_t k);
 // A score's bit pattern (what the buckets count).
 static inline uint32_t select_bits(float x) {
     union { float f; uint32_t u; } c = {x};
     return c.u;
+}
+// select_smallest's key: score (>= 0) in the high 32 bits, place (< 2^32) in the low ones.
+static inline uint64_t select_key(float score, uint64_t place) {
+    return (uint64_t)select_bits(score) << 32 | place;
 }
 
 // --- on a GPU (select.cu) -----------------------------------------------------------------

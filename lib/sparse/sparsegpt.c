@@ -85,10 +85,8 @@ void sparsegpt_prune(float *w, uint8_t *mask, size_t rows, size_t cols, const fl
         size_t nb = rows * bc, k = (size_t)floor((double)nb * sparsity);
         for (size_t r = 0; r < rows; r++)
             for (size_t j = 0; j < bc; j++) {
-                float wv = w[r * cols + c0 + j], d = U[(c0 + j) * cols + c0 + j], s = wv * wv / (d * d);
-                uint32_t bits;
-                memcpy(&bits, &s, 4);
-                key[r * bc + j] = (uint64_t)bits << 32 | (uint64_t)(r * bc + j);
+                float wv = w[r * cols + c0 + j], d = U[(c0 + j) * cols + c0 + j];
+                key[r * bc + j] = select_key(wv * wv / (d * d), r * bc + j);
             }
         select_smallest(key, nb, k);
         for (size_t i = 0; i < k; i++) {

@@ -28,12 +28,7 @@ void wanda_prune(float *w, uint8_t *mask, size_t rows, size_t cols, const double
 #pragma omp for schedule(static)
         for (size_t r = 0; r < rows; r++) {
             float *wr = w + r * cols;
-            for (size_t c = 0; c < cols; c++) {
-                float s = (float)(fabs((double)wr[c]) * norm[c]);
-                uint32_t bits;
-                memcpy(&bits, &s, 4);
-                key[c] = (uint64_t)bits << 32 | (uint64_t)c;
-            }
+            for (size_t c = 0; c < cols; c++) key[c] = select_key((float)(fabs((double)wr[c]) * norm[c]), c);
             select_smallest(key, cols, k);
             for (size_t i = 0; i < k; i++) {
                 size_t c = (size_t)(key[i] & 0xffffffffu);
