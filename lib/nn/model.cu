@@ -390,11 +390,21 @@ BEST_KAPI void devmodel_download_mask(const DevModel *d, uint8_t *mask) {
 // The bf16 copy of the fp32 weight w (a pointer into d->params).
 static const uint16_t *bf(const DevModel *d, const float *w) { return d->wbf + (w - d->params); }
 
+// d->xbf (N, n) = the bf16 operand of the products that read x (N, n); a stored model
+// decoding also gets it back as floats in d->xr (its matvecs read fp32), once for all
+// the products that share it (q, k, v; gate, up).
+static void operand(DevModel *d, const float *x, size_t N, size_t n) {
+    cudaStream_t st = d->ctx->stream;
+    cast_bf16_cuda(d->xbf, x, N * n, st);
+    if (d->dw && d->decode) widen_bf16_cuda(d->xr, d->xbf, n, st);
+}
+
 // y (N, OC) = or += (acc) xbf (N, IC) @ W^T + b, W (OC, IC) = matrix w of layer l: its bf16
 // copy; a stored weight (d->dw): decoded to bf16 into d->wdec for the same product
 // (evaluation: the very operand of the unpacked folder when the stored values are bf16,
 // or fp32 of bf16 weights), or, one row (decoding), its dev_matvec straight from the
-// storage on xbf widened to fp32 (the dense path's operand, summed in another order).
+// storage on d->xr, xbf widened to fp32 by operand (the dense path's operand, summed in
+// another order).
 static void linear(DevModel *d, float *y, const uint16_t *xbf, ModelMatrix w, size_t l, const float *b,
                    size_t N, size_t IC, size_t OC, int acc) {
     const Model *m = d->m;
@@ -405,8 +415,8 @@ static void linear(DevModel *d, float *y, const uint16_t *xbf, ModelMatrix w, si
     }
     cudaStream_t st = d->ctx->stream;
     if (d->decode) {
-        CHECK(N == 1, "linear: a stored weight's product of %zu rows while decoding", N);
-        widen_bf16_cuda(d->xr, xbf, IC, st);
+        CHECK(N == 1 && xbf == d->xbf, "linear: a stored weight's product of %zu rows, or not of operand's, while "
+              "decoding", N);
         m->ext->ops->dev_matvec(y, d->xr, d->dw[i], b, acc, st);
     } else {
         m->ext->ops->dev_decode(d->wdec, 1, NULL, 0, d->dw[i], st);
@@ -432,7 +442,7 @@ static void block_qkv(DevModel *d, size_t l, LayerActs *s, size_t N) {
     size_t C = m->C, Q = m->Q, KVD = m->KVD, HD = m->HD, NH = m->NH, KV = m->KV;
     float eps = (float)m->cfg.rms_norm_eps;
     rmsnorm_forward_cuda(s->xn1, s->rstd1, s->res, w->attn_norm + l * C, N, C, eps, st);
-    cast_bf16_cuda(d->xbf, s->xn1, N * C, st);
+    operand(d, s->xn1, N, C);
     float *q = m->qk_norm ? s->qraw : s->q, *k = m->qk_norm ? s->kraw : s->k;
     linear(d, q, d->xbf, MW_Q, l, LW(w->bq, Q), N, C, Q, 0);
     linear(d, k, d->xbf, MW_K, l, LW(w->bk, KVD), N, C, KVD, 0);
@@ -454,16 +464,16 @@ static void block_out(DevModel *d, size_t l, LayerActs *s, size_t N, float *out)
     size_t C = m->C, Q = m->Q, I = m->I;
     float eps = (float)m->cfg.rms_norm_eps;
     CUDA_CHECK(cudaMemcpyAsync(s->res2, s->res, N * C * sizeof(float), cudaMemcpyDeviceToDevice, st));
-    cast_bf16_cuda(d->xbf, s->att, N * Q, st);
+    operand(d, s->att, N, Q);
     linear(d, s->res2, d->xbf, MW_O, l, LW(w->bo, C), N, Q, C, 1);
     rmsnorm_forward_cuda(s->xn2, s->rstd2, s->res2, w->mlp_norm + l * C, N, C, eps, st);
-    cast_bf16_cuda(d->xbf, s->xn2, N * C, st);
+    operand(d, s->xn2, N, C);
     linear(d, s->gate, d->xbf, MW_GATE, l, LW(w->bgate, I), N, C, I, 0);
     linear(d, s->up, d->xbf, MW_UP, l, LW(w->bup, I), N, C, I, 0);
     if (!out) return;
     swiglu_forward_cuda(d->h, s->gate, s->up, N * I, st);
     CUDA_CHECK(cudaMemcpyAsync(out, s->res2, N * C * sizeof(float), cudaMemcpyDeviceToDevice, st));
-    cast_bf16_cuda(d->xbf, d->h, N * I, st);
+    operand(d, d->h, N, I);
     linear(d, out, d->xbf, MW_DOWN, l, LW(w->bdown, C), N, I, C, 1);
 }
 
@@ -549,7 +559,7 @@ static void decode_step(DevModel *d) {
         block_out(d, l, s, 1, res);
     }
     rmsnorm_forward_cuda(d->xnf, d->rstdf, res, d->w.final_norm, 1, C, (float)m->cfg.rms_norm_eps, st);
-    cast_bf16_cuda(d->xbf, d->xnf, C, st);
+    operand(d, d->xnf, 1, C);
     linear(d, d->logits, d->xbf, MW_HEAD, 0, NULL, 1, C, V, 0);
     CUDA_CHECK(cudaMemcpyAsync(d->host_logits, d->logits, V * sizeof(float), cudaMemcpyDeviceToHost, st));
 }
