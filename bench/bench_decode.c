@@ -26,6 +26,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "base/blas.h"        // defines: blas_init
 #include "base/args.h"       // defines: ArgSpec, args_parse
 #include "base/error.h"      // defines: TRY_OR_DIE, DIE, xmalloc
 #include "nn/layers.h"       // defines: layers_blas_info
@@ -175,6 +176,7 @@ static void copy_bw(int mb) {
 }
 
 int main(int argc, char **argv) {
+    blas_init(argv);
     const char *config = NULL, *out = NULL, *model = NULL;
     int prompt = 8, tokens = 32, threads = 0, seed = 1234, copy = 0, portable = 0;
     double init_std = 0.02;

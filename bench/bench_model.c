@@ -23,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/blas.h"   // defines: blas_init
 #include "nn/adamw.h"   // defines: AdamW, adamw_step
 #include "base/args.h"  // defines: ArgSpec, args_parse
 #include "base/error.h" // defines: TRY_OR_DIE, DIE
@@ -83,6 +84,7 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
+    blas_init(argv);
     const char *model = NULL, *config = NULL, *mode = "eval", *save = NULL;
     int B = 8, T = 256, warmup = 2, iters = 10, threads = 0, seed = 1234;
     double init_std = 0.02;

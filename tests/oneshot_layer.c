@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/blas.h"        // defines: blas_init
 #include "base/error.h"       // defines: err_msg, xmalloc, xcalloc
 #include "base/progress.h"    // defines: now_seconds
 #include "sparse/sparsegpt.h" // defines: sparsegpt_accumulate, sparsegpt_factor, sparsegpt_prune
@@ -25,6 +26,7 @@ static int rw(const char *path, void *buf, size_t n, int write) {
 }
 
 int main(int argc, char **argv) {
+    blas_init(argv);
     if (argc != 10) {
         fprintf(stderr, "usage: oneshot_layer wanda|sparsegpt S ROWS COLS N W X OUT_W OUT_MASK\n");
         return 2;

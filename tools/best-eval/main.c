@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/blas.h"       // defines: blas_init
 #include "base/args.h"       // defines: ArgSpec, args_parse, args_threads
 #include "io/docs.h"         // defines: docs_open_file, docs_next
 #include "nn/cuda.h"         // defines: cuda_device_count, cuda_info
@@ -250,6 +251,7 @@ static void run_generate(const Opts *o, const Model *m, int on_cuda) {
 }
 
 int main(int argc, char **argv) {
+    blas_init(argv);
     Opts o = {.seq = 2048, .batch = 1, .join = " ", .max_new_tokens = 128, .temperature = 0, .top_p = 1.0,
               .seed = 1};
     const Option opts[] = {

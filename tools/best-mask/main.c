@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/blas.h"       // defines: blas_init
 #include "base/args.h"       // defines: ArgSpec, args_parse, args_threads
 #include "base/error.h"      // defines: TRY_OR_DIE, DIE
 #include "base/fileio.h"     // defines: path_check_out_file, path_check_out_dir
@@ -71,6 +72,7 @@ static int meta_number(double *out, const SafeTensors *st, const char *key) {
 }
 
 int main(int argc, char **argv) {
+    blas_init(argv);
     Opts o = {.sparsity = NAN, .nsamples = 128, .seq = 2048, .step = -1, .percdamp = 0.01};
     const Option opts[] = {
         {"model", OPT_STRING, &o.model, "DIR", "Hugging Face model folder (required)"},

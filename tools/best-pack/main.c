@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/blas.h"       // defines: blas_init
 #include "base/args.h"       // defines: ArgSpec, args_parse
 #include "base/error.h"      // defines: TRY_OR_DIE
 #include "base/fileio.h"     // defines: path_check_out_file, path_check_out_dir
@@ -124,6 +125,7 @@ static void print_info(const Pack *p, const char *path, int json) {
 }
 
 int main(int argc, char **argv) {
+    blas_init(argv);
     Opts o = {.quant = "none", .index = "speed"};
     const Option opts[] = {
         {"model", OPT_STRING, &o.model, "DIR", "Hugging Face model folder to pack (with --out)"},

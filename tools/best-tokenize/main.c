@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/blas.h"     // defines: blas_init
 #include "base/args.h"     // defines: ArgSpec, args_parse
 #include "tok/docbatch.h"  // defines: DocBatch, ids_parse_line, ids_format_line
 #include "io/docs.h"       // defines: docs_open, docs_next
@@ -182,6 +183,7 @@ static void run_decode(const Opts *o, const Tokenizer *tok, char **inputs, int n
 }
 
 int main(int argc, char **argv) {
+    blas_init(argv);
     Opts o = {.field = "text", .format = "auto", .threads = 0, .bos = -1, .eos = -1, .batch_docs = 4096};
     const Option opts[] = {
         {"tokenizer", OPT_STRING, &o.tokenizer, "PATH", "tokenizer.model, tokenizer.json, vocab.json, or a folder holding one (required)"},

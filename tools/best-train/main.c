@@ -9,11 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/blas.h"  // defines: blas_init
 #include "base/args.h"  // defines: ArgSpec, args_parse, args_given
 #include "base/error.h" // defines: TRY_OR_DIE, err_set_prog
 #include "run/train.h"  // defines: Trainer, TrainConfig, train_open, train_run
 
 int main(int argc, char **argv) {
+    blas_init(argv);
     const char *init = NULL, *schedule = "cubic", *saliency = "second", *group = "global", *device = NULL;
     StrList data = {0};
     int threads = 0, seed = 0;
