@@ -83,6 +83,7 @@ def main():
             r = subprocess.run([a.bin, "sparsegpt", "0.5", str(rows), str(cols), str(a.tokens)] + paths,
                                capture_output=True, text=True, env=env, check=True)
             ours = float(r.stderr.split("seconds")[-1].split()[0])
+            blas = r.stderr.split("blas ")[-1].strip()
             Wt, Xt = torch.from_numpy(W).to(a.device), torch.from_numpy(X).to(a.device)
             if a.device == "cuda":
                 torch.cuda.synchronize()
@@ -92,10 +93,10 @@ def main():
                 torch.cuda.synchronize()
             theirs = time.perf_counter() - t0
             row = {"shape": shape, "tokens": a.tokens, "ours_s": ours, "torch_s": theirs, "speedup": theirs / ours,
-                   "torch": torch.__version__, "device": a.device, "threads": torch.get_num_threads()}
+                   "ours_blas": blas, "torch": torch.__version__, "device": a.device, "threads": torch.get_num_threads()}
             results.append(row)
             print(f"{shape} with {a.tokens} tokens: ours {ours:.2f} s, torch {theirs:.2f} s ({a.device}, "
-                  f"{torch.get_num_threads()} threads): {theirs / ours:.2f}x", flush=True)
+                  f"{torch.get_num_threads()} threads): {theirs / ours:.2f}x; ours on {blas}", flush=True)
     print(json.dumps(results))
 
 

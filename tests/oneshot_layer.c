@@ -6,7 +6,8 @@
 //
 // W (ROWS, COLS) and X (N, COLS) raw little-endian float32; OUT_W the pruned (SparseGPT:
 // updated) weights, OUT_MASK one byte a weight (1 = kept). Exit 1 on an error. stderr:
-// "seconds N" for the work after reading the inputs (bench/sparsegpt_speed.py).
+// "seconds N" for the work after reading the inputs and "blas CONFIG", OpenBLAS's build and
+// kernels (bench/sparsegpt_speed.py).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,8 @@
 #include "base/progress.h"    // defines: now_seconds
 #include "sparse/sparsegpt.h" // defines: sparsegpt_accumulate, sparsegpt_factor, sparsegpt_prune
 #include "sparse/wanda.h"     // defines: wanda_accumulate, wanda_prune
+
+char *openblas_get_config(void); // OpenBLAS's (Debian's cblas.h may be the reference one)
 
 static int rw(const char *path, void *buf, size_t n, int write) {
     FILE *f = fopen(path, write ? "wb" : "rb");
@@ -59,7 +62,7 @@ int main(int argc, char **argv) {
         wanda_prune(w, mask, rows, cols, colsq, s);
         free(colsq);
     }
-    fprintf(stderr, "seconds %.6f\n", now_seconds() - t0);
+    fprintf(stderr, "seconds %.6f\nblas %s\n", now_seconds() - t0, openblas_get_config());
     int ok = rw(argv[8], w, rows * cols * 4, 1) && rw(argv[9], mask, rows * cols, 1);
     free(w);
     free(x);
