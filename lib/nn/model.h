@@ -240,22 +240,27 @@ int model_eval(float *logits, float *nll, const Model *m, ModelActs *a,
 void model_embed(float *x, const Model *m, const int32_t *tokens, size_t N);
 void model_block_forward(const Model *m, ModelActs *a, size_t l, const float *x, float *out);
 
-// Generation state: keys and values of every position so far, and one token's buffers.
+// Generation and scoring state: keys and values of every position so far, and the
+// buffers of a chunk of up to max_chunk tokens run together (one token when decoding).
 typedef struct {
-    int max_T;
+    int max_T, max_chunk;
     float *k, *v;          // (L, max_T, KVD) keys after q/k norm and RoPE, values
-    float *x, *xn;         // (C) residual, normed
-    float *q, *att;        // (Q)
-    float *gate, *up;      // (I)
-    float *rstd;           // (NH)
-    float *cos, *sin;      // (HD/2)
-    float *logits;         // (V)
+    float *x, *xn;         // (max_chunk, C) residual, normed
+    float *q, *att;        // (max_chunk, Q)
+    float *gate, *up;      // (max_chunk, I)
+    float *rstd;           // (max_chunk * NH)
+    float *cos, *sin;      // (max_chunk, HD/2)
+    float *logits;         // (max_chunk, V)
+    float *wbuf;           // a stored (packed) model with max_chunk > 1: one weight matrix decoded
     float *scratch;        // (n_scratch, attention_scratch(max_T))
     int n_scratch;
     float *block;
 } KVCache;
 
+// kvcache_init: chunks of one token (generation); kvcache_init_chunked: of up to
+// max_chunk tokens (scoring continuations after a shared prefix, best-eval --tasks).
 int kvcache_init(KVCache *c, const Model *m, int max_T);
+int kvcache_init_chunked(KVCache *c, const Model *m, int max_T, int max_chunk);
 void kvcache_free(KVCache *c);
 // Runs token at position pos (0, 1, 2, ... in order; positions before pos must have
 // been run) and returns the logits (V) of the next token, valid until the next call,
@@ -264,6 +269,15 @@ void kvcache_free(KVCache *c);
 // another order than BLAS: logits agree with the unpacked model's to fp32 rounding,
 // not bit for bit).
 const float *model_forward_token(const Model *m, KVCache *c, int32_t token, int pos);
+// Runs tokens (n, 1 <= n <= max_chunk) at positions pos .. pos + n - 1, each seeing
+// the cache's positions before it (those before pos must have been run; later ones are
+// overwritten, so a prefix can be run once and several continuations after it in turn).
+// Returns the logits (n, V) of the token after each (with logits = 0, when only the keys
+// and values are wanted: the last layer's residual (n, C), no head), valid until the
+// next call; NULL after ERR. A stored weight
+// is decoded into wbuf for each product when n > 1, as model_eval does: the same fp32
+// products as the unpacked model.
+const float *model_forward_chunk(const Model *m, KVCache *c, const int32_t *tokens, int n, int pos, int logits);
 
 // --- the training step on a CUDA device (model.cu) ---------------------------------------
 // The model of a Model on the device, for training: the fp32 master weights and their
