@@ -901,7 +901,7 @@ const float *model_forward_chunk(const Model *m, KVCache *c, const int32_t *toke
     const ModelParams *w = &m->w;
     size_t C = m->C, Q = m->Q, KVD = m->KVD, I = m->I, HD = m->HD, T = (size_t)c->max_T;
     size_t p = (size_t)pos, N = (size_t)n;
-    float eps = (float)m->cfg.rms_norm_eps, *wb = N > 1 ? c->wbuf : NULL;
+    float eps = (float)m->cfg.rms_norm_eps, *wb = c->wbuf; // (NULL but for a stored model in chunks)
     embed_rows(c->x, m, tokens, N);
     rope_table(c->cos, c->sin, p, N, HD, m->cfg.rope_theta);
     for (size_t l = 0; l < m->L; l++) {

@@ -275,7 +275,7 @@ const float *model_forward_token(const Model *m, KVCache *c, int32_t token, int 
 // Returns the logits (n, V) of the token after each (with logits = 0, when only the keys
 // and values are wanted: the last layer's residual (n, C), no head), valid until the
 // next call; NULL after ERR. A stored weight
-// is decoded into wbuf for each product when n > 1, as model_eval does: the same fp32
+// is decoded into wbuf for each product when max_chunk > 1, as model_eval does: the same fp32
 // products as the unpacked model.
 const float *model_forward_chunk(const Model *m, KVCache *c, const int32_t *tokens, int n, int pos, int logits);
 

@@ -352,7 +352,7 @@ static int run_tasks(const Opts *o, const Model *m) {
                               "mean_acc_norm_or_acc", json_number(mean_best), "n_tasks", ntasks, "harness",
                               ZEROSHOT_HARNESS, "tokenizer", conv, "model", o->model, "device", "cpu");
         if (j && o->limit > 0) json_object_set_new(j, "limit", json_integer(o->limit));
-        char *str = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
+        char *str = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
         if (!str) DIE("--json: cannot encode the result");
         printf("%s\n", str);
         free(str);
