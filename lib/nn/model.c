@@ -836,36 +836,26 @@ void model_backward(Model *m, ModelActs *a, float loss_scale) {
 
 // --- decoding with a KV cache -----------------------------------------------------------
 
-int kvcache_init(KVCache *c, const Model *m, int max_T) { return kvcache_init_chunked(c, m, max_T, 1); }
-
-int kvcache_init_chunked(KVCache *c, const Model *m, int max_T, int max_chunk) {
+int kvcache_init(KVCache *c, const Model *m, int max_T) {
     memset(c, 0, sizeof *c);
     if (max_T < 1) return ERR("KV cache of %d positions", max_T);
-    if (max_chunk < 1 || max_chunk > max_T) return ERR("KV cache chunks of %d tokens for %d positions", max_chunk, max_T);
     c->max_T = max_T;
-    c->max_chunk = max_chunk;
     c->n_scratch = layers_threads();
-    size_t T = (size_t)max_T, n = (size_t)max_chunk, W = 0;
-    if (m->ext && n > 1) // the largest stored matrix
-        for (int f = 0; f < F_N; f++) {
-            int64_t s[2];
-            if (fam_shape(s, m, f) == 2 && (size_t)(s[0] * s[1]) > W) W = (size_t)(s[0] * s[1]);
-        }
+    size_t T = (size_t)max_T;
     Carver cv = {NULL, 0};
     for (int pass = 0; pass < 2; pass++) {
         c->k = take(&cv, m->L * T * m->KVD);
         c->v = take(&cv, m->L * T * m->KVD);
-        c->x = take(&cv, n * m->C);
-        c->xn = take(&cv, n * m->C);
-        c->q = take(&cv, n * m->Q);
-        c->att = take(&cv, n * m->Q);
-        c->gate = take(&cv, n * m->I);
-        c->up = take(&cv, n * m->I);
-        c->rstd = take(&cv, n * m->NH);
-        c->cos = take(&cv, n * m->HD / 2);
-        c->sin = take(&cv, n * m->HD / 2);
-        c->logits = take(&cv, n * m->V);
-        c->wbuf = W ? take(&cv, W) : NULL;
+        c->x = take(&cv, m->C);
+        c->xn = take(&cv, m->C);
+        c->q = take(&cv, m->Q);
+        c->att = take(&cv, m->Q);
+        c->gate = take(&cv, m->I);
+        c->up = take(&cv, m->I);
+        c->rstd = take(&cv, m->NH);
+        c->cos = take(&cv, m->HD / 2);
+        c->sin = take(&cv, m->HD / 2);
+        c->logits = take(&cv, m->V);
         c->scratch = take(&cv, (size_t)c->n_scratch * attention_scratch(T));
         if (pass == 0) {
             c->block = xmalloc(cv.used * sizeof(float));
@@ -881,56 +871,133 @@ void kvcache_free(KVCache *c) {
 }
 
 const float *model_forward_token(const Model *m, KVCache *c, int32_t token, int pos) {
-    return model_forward_chunk(m, c, &token, 1, pos, 1);
-}
-
-const float *model_forward_chunk(const Model *m, KVCache *c, const int32_t *tokens, int n, int pos, int logits) {
-    for (int i = 0; i < n; i++)
-        if (tokens[i] < 0 || (size_t)tokens[i] >= m->V) {
-            ERR("token %d is outside [0, %zu)", tokens[i], m->V);
-            return NULL;
-        }
-    if (n < 1 || n > c->max_chunk) {
-        ERR("a chunk of %d tokens (the KV cache takes 1 to %d)", n, c->max_chunk);
+    if (token < 0 || (size_t)token >= m->V) {
+        ERR("token %d is outside [0, %zu)", token, m->V);
         return NULL;
     }
-    if (pos < 0 || pos > c->max_T - n) {
-        ERR("position %d is outside the KV cache's %d positions", pos + n - 1, c->max_T);
+    if (pos < 0 || pos >= c->max_T) {
+        ERR("position %d is outside the KV cache's %d positions", pos, c->max_T);
         return NULL;
     }
     const ModelParams *w = &m->w;
     size_t C = m->C, Q = m->Q, KVD = m->KVD, I = m->I, HD = m->HD, T = (size_t)c->max_T;
-    size_t p = (size_t)pos, N = (size_t)n;
-    float eps = (float)m->cfg.rms_norm_eps, *wb = c->wbuf; // (NULL but for a stored model in chunks)
-    embed_rows(c->x, m, tokens, N);
-    rope_table(c->cos, c->sin, p, N, HD, m->cfg.rope_theta);
+    size_t p = (size_t)pos;
+    float eps = (float)m->cfg.rms_norm_eps;
+    embed_rows(c->x, m, &token, 1);
+    rope_table(c->cos, c->sin, p, 1, HD, m->cfg.rope_theta);
     for (size_t l = 0; l < m->L; l++) {
 #define LW(x, size) ((x) ? (x) + l * (size) : NULL)
         float *kc = c->k + l * T * KVD, *vc = c->v + l * T * KVD; // (max_T, KVD) of layer l
-        rmsnorm_forward(c->xn, c->rstd, c->x, w->attn_norm + l * C, N, C, eps);
-        linear(c->q, c->xn, m, F_WQ, l, LW(w->bq, Q), wb, N, C, Q, 0);
-        linear(kc + p * KVD, c->xn, m, F_WK, l, LW(w->bk, KVD), wb, N, C, KVD, 0);
-        linear(vc + p * KVD, c->xn, m, F_WV, l, LW(w->bv, KVD), wb, N, C, KVD, 0);
+        rmsnorm_forward(c->xn, c->rstd, c->x, w->attn_norm + l * C, 1, C, eps);
+        linear(c->q, c->xn, m, F_WQ, l, LW(w->bq, Q), NULL, 1, C, Q, 0);
+        linear(kc + p * KVD, c->xn, m, F_WK, l, LW(w->bk, KVD), NULL, 1, C, KVD, 0);
+        linear(vc + p * KVD, c->xn, m, F_WV, l, LW(w->bv, KVD), NULL, 1, C, KVD, 0);
         if (m->qk_norm) { // in place, one row per head
-            rmsnorm_forward(c->q, c->rstd, c->q, w->q_norm + l * HD, N * m->NH, HD, eps);
-            rmsnorm_forward(kc + p * KVD, c->rstd, kc + p * KVD, w->k_norm + l * HD, N * m->KV, HD, eps);
+            rmsnorm_forward(c->q, c->rstd, c->q, w->q_norm + l * HD, m->NH, HD, eps);
+            rmsnorm_forward(kc + p * KVD, c->rstd, kc + p * KVD, w->k_norm + l * HD, m->KV, HD, eps);
         }
-        rope_forward(c->q, c->cos, c->sin, 1, N, m->NH, HD);
-        rope_forward(kc + p * KVD, c->cos, c->sin, 1, N, m->KV, HD);
-        attention_forward(c->att, NULL, c->q, kc, vc, c->scratch, 1, N, p + N, p, m->NH, m->KV, HD,
-                          c->n_scratch);
-        linear(c->x, c->att, m, F_WO, l, LW(w->bo, C), wb, N, Q, C, 1);
-        rmsnorm_forward(c->xn, c->rstd, c->x, w->mlp_norm + l * C, N, C, eps);
-        linear(c->gate, c->xn, m, F_WGATE, l, LW(w->bgate, I), wb, N, C, I, 0);
-        linear(c->up, c->xn, m, F_WUP, l, LW(w->bup, I), wb, N, C, I, 0);
-        swiglu_forward(c->gate, c->gate, c->up, N * I);
-        linear(c->x, c->gate, m, F_WDOWN, l, LW(w->bdown, C), wb, N, I, C, 1);
+        rope_forward(c->q, c->cos, c->sin, 1, 1, m->NH, HD);
+        rope_forward(kc + p * KVD, c->cos, c->sin, 1, 1, m->KV, HD);
+        attention_forward(c->att, NULL, c->q, kc, vc, c->scratch, 1, 1, p + 1, p, m->NH, m->KV,
+                          HD, c->n_scratch);
+        linear(c->x, c->att, m, F_WO, l, LW(w->bo, C), NULL, 1, Q, C, 1);
+        rmsnorm_forward(c->xn, c->rstd, c->x, w->mlp_norm + l * C, 1, C, eps);
+        linear(c->gate, c->xn, m, F_WGATE, l, LW(w->bgate, I), NULL, 1, C, I, 0);
+        linear(c->up, c->xn, m, F_WUP, l, LW(w->bup, I), NULL, 1, C, I, 0);
+        swiglu_forward(c->gate, c->gate, c->up, I);
+        linear(c->x, c->gate, m, F_WDOWN, l, LW(w->bdown, C), NULL, 1, I, C, 1);
 #undef LW
     }
-    if (!logits) return c->x;
-    rmsnorm_forward(c->xn, c->rstd, c->x, w->final_norm, N, C, eps);
-    linear(c->logits, c->xn, m, F_LM_HEAD, 0, NULL, wb, N, C, m->V, 0);
+    rmsnorm_forward(c->xn, c->rstd, c->x, w->final_norm, 1, C, eps);
+    linear(c->logits, c->xn, m, F_LM_HEAD, 0, NULL, NULL, 1, C, m->V, 0);
     return c->logits;
+}
+
+// --- packed rows ------------------------------------------------------------------------
+
+int packed_acts_init(PackedActs *a, const Model *m, size_t max_rows, size_t logit_rows, size_t max_keys) {
+    memset(a, 0, sizeof *a);
+    if (max_rows < 1 || logit_rows < 1 || max_keys < 1)
+        return ERR("packed rows: %zu rows, %zu of logits, %zu keys", max_rows, logit_rows, max_keys);
+    a->max_rows = max_rows;
+    a->logit_rows = logit_rows;
+    a->max_keys = max_keys;
+    a->n_scratch = layers_threads();
+    size_t n = max_rows, W = 0;
+    if (m->ext) // the largest stored matrix
+        for (int f = 0; f < F_N; f++) {
+            int64_t sh[2];
+            if (fam_shape(sh, m, f) == 2 && (size_t)(sh[0] * sh[1]) > W) W = (size_t)(sh[0] * sh[1]);
+        }
+    Carver cv = {NULL, 0};
+    for (int pass = 0; pass < 2; pass++) {
+        a->x = take(&cv, n * m->C);
+        a->xn = take(&cv, n * m->C);
+        a->q = take(&cv, n * m->Q);
+        a->att = take(&cv, n * m->Q);
+        a->k = take(&cv, n * m->KVD);
+        a->v = take(&cv, n * m->KVD);
+        a->gate = take(&cv, n * m->I);
+        a->up = take(&cv, n * m->I);
+        a->rstd = take(&cv, n * m->NH);
+        a->cos = take(&cv, n * m->HD / 2);
+        a->sin = take(&cv, n * m->HD / 2);
+        a->hid = take(&cv, logit_rows * m->C);
+        a->logits = take(&cv, logit_rows * m->V);
+        a->wbuf = W ? take(&cv, W) : NULL;
+        a->scratch = take(&cv, (size_t)a->n_scratch * attention_packed_scratch(max_keys, m->KVD));
+        if (pass == 0) {
+            a->block = xmalloc(cv.used * sizeof(float));
+            cv = (Carver){a->block, 0};
+        }
+    }
+    return 0;
+}
+
+void packed_acts_free(PackedActs *a) {
+    free(a->block);
+    memset(a, 0, sizeof *a);
+}
+
+int model_forward_packed(const Model *m, PackedActs *a, const int32_t *tokens, const int32_t *pos, size_t n,
+                         const int32_t *seg, size_t nseg) {
+    CHECK(n >= 1 && n <= a->max_rows, "model_forward_packed: %zu rows for %zu", n, a->max_rows);
+    TRY(check_ids(tokens, n, m->V, 0, "token"));
+    const ModelParams *w = &m->w;
+    size_t C = m->C, Q = m->Q, KVD = m->KVD, I = m->I, HD = m->HD;
+    float eps = (float)m->cfg.rms_norm_eps, *wb = a->wbuf;
+    embed_rows(a->x, m, tokens, n);
+    for (size_t i = 0; i < n; i++) rope_table(a->cos + i * HD / 2, a->sin + i * HD / 2, (size_t)pos[i], 1, HD, m->cfg.rope_theta);
+    for (size_t l = 0; l < m->L; l++) {
+#define LW(x, size) ((x) ? (x) + l * (size) : NULL)
+        rmsnorm_forward(a->xn, a->rstd, a->x, w->attn_norm + l * C, n, C, eps);
+        linear(a->q, a->xn, m, F_WQ, l, LW(w->bq, Q), wb, n, C, Q, 0);
+        linear(a->k, a->xn, m, F_WK, l, LW(w->bk, KVD), wb, n, C, KVD, 0);
+        linear(a->v, a->xn, m, F_WV, l, LW(w->bv, KVD), wb, n, C, KVD, 0);
+        if (m->qk_norm) { // in place, one row per head
+            rmsnorm_forward(a->q, a->rstd, a->q, w->q_norm + l * HD, n * m->NH, HD, eps);
+            rmsnorm_forward(a->k, a->rstd, a->k, w->k_norm + l * HD, n * m->KV, HD, eps);
+        }
+        rope_forward(a->q, a->cos, a->sin, 1, n, m->NH, HD);
+        rope_forward(a->k, a->cos, a->sin, 1, n, m->KV, HD);
+        attention_packed(a->att, a->q, a->k, a->v, seg, nseg, a->scratch, a->max_keys, m->NH, m->KV, HD, a->n_scratch);
+        linear(a->x, a->att, m, F_WO, l, LW(w->bo, C), wb, n, Q, C, 1);
+        rmsnorm_forward(a->xn, a->rstd, a->x, w->mlp_norm + l * C, n, C, eps);
+        linear(a->gate, a->xn, m, F_WGATE, l, LW(w->bgate, I), wb, n, C, I, 0);
+        linear(a->up, a->xn, m, F_WUP, l, LW(w->bup, I), wb, n, C, I, 0);
+        swiglu_forward(a->gate, a->gate, a->up, n * I);
+        linear(a->x, a->gate, m, F_WDOWN, l, LW(w->bdown, C), wb, n, I, C, 1);
+#undef LW
+    }
+    rmsnorm_forward(a->xn, a->rstd, a->x, w->final_norm, n, C, eps);
+    return 0;
+}
+
+const float *model_packed_logits(const Model *m, PackedActs *a, const int32_t *rows, size_t n) {
+    CHECK(n <= a->logit_rows, "model_packed_logits: %zu rows for %zu", n, a->logit_rows);
+    for (size_t i = 0; i < n; i++) memcpy(a->hid + i * m->C, a->xn + (size_t)rows[i] * m->C, m->C * sizeof(float));
+    linear(a->logits, a->hid, m, F_LM_HEAD, 0, NULL, a->wbuf, n, m->C, m->V, 0);
+    return a->logits;
 }
 
 // --- weights from the block or from a store --------------------------------------------

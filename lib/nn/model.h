@@ -240,27 +240,22 @@ int model_eval(float *logits, float *nll, const Model *m, ModelActs *a,
 void model_embed(float *x, const Model *m, const int32_t *tokens, size_t N);
 void model_block_forward(const Model *m, ModelActs *a, size_t l, const float *x, float *out);
 
-// Generation and scoring state: keys and values of every position so far, and the
-// buffers of a chunk of up to max_chunk tokens run together (one token when decoding).
+// Generation state: keys and values of every position so far, and one token's buffers.
 typedef struct {
-    int max_T, max_chunk;
+    int max_T;
     float *k, *v;          // (L, max_T, KVD) keys after q/k norm and RoPE, values
-    float *x, *xn;         // (max_chunk, C) residual, normed
-    float *q, *att;        // (max_chunk, Q)
-    float *gate, *up;      // (max_chunk, I)
-    float *rstd;           // (max_chunk * NH)
-    float *cos, *sin;      // (max_chunk, HD/2)
-    float *logits;         // (max_chunk, V)
-    float *wbuf;           // a stored (packed) model with max_chunk > 1: one weight matrix decoded
+    float *x, *xn;         // (C) residual, normed
+    float *q, *att;        // (Q)
+    float *gate, *up;      // (I)
+    float *rstd;           // (NH)
+    float *cos, *sin;      // (HD/2)
+    float *logits;         // (V)
     float *scratch;        // (n_scratch, attention_scratch(max_T))
     int n_scratch;
     float *block;
 } KVCache;
 
-// kvcache_init: chunks of one token (generation); kvcache_init_chunked: of up to
-// max_chunk tokens (scoring continuations after a shared prefix, best-eval --tasks).
 int kvcache_init(KVCache *c, const Model *m, int max_T);
-int kvcache_init_chunked(KVCache *c, const Model *m, int max_T, int max_chunk);
 void kvcache_free(KVCache *c);
 // Runs token at position pos (0, 1, 2, ... in order; positions before pos must have
 // been run) and returns the logits (V) of the next token, valid until the next call,
@@ -269,15 +264,38 @@ void kvcache_free(KVCache *c);
 // another order than BLAS: logits agree with the unpacked model's to fp32 rounding,
 // not bit for bit).
 const float *model_forward_token(const Model *m, KVCache *c, int32_t token, int pos);
-// Runs tokens (n, 1 <= n <= max_chunk) at positions pos .. pos + n - 1, each seeing
-// the cache's positions before it (those before pos must have been run; later ones are
-// overwritten, so a prefix can be run once and several continuations after it in turn).
-// Returns the logits (n, V) of the token after each (with logits = 0, when only the keys
-// and values are wanted: the last layer's residual (n, C), no head), valid until the
-// next call; NULL after ERR. A stored weight
-// is decoded into wbuf for each product when max_chunk > 1, as model_eval does: the same fp32
-// products as the unpacked model.
-const float *model_forward_chunk(const Model *m, KVCache *c, const int32_t *tokens, int n, int pos, int logits);
+
+// Rows of several sequences in one forward pass, each row at its own position and seeing
+// its own rows (best-eval --tasks: the requests of many documents, each document's
+// shared prefix once, each request's rest after it; layers.h's attention_packed).
+typedef struct {
+    size_t max_rows, logit_rows, max_keys;
+    float *x, *xn;         // (max_rows, C) residual, normed
+    float *q, *att;        // (max_rows, Q)
+    float *k, *v;          // (max_rows, KVD) keys after q/k norm and RoPE, values
+    float *gate, *up;      // (max_rows, I)
+    float *rstd;           // (max_rows * NH)
+    float *cos, *sin;      // (max_rows, HD/2) each row's rotation
+    float *hid;            // (logit_rows, C) the rows whose logits are asked for
+    float *logits;         // (logit_rows, V)
+    float *wbuf;           // a stored (packed) model: one weight matrix decoded
+    float *scratch;        // (n_scratch, attention_packed_scratch(max_keys, KVD))
+    int n_scratch;
+    float *block;
+} PackedActs;
+
+// max_keys: the most rows a segment sees (its prefix and itself).
+int packed_acts_init(PackedActs *a, const Model *m, size_t max_rows, size_t logit_rows, size_t max_keys);
+void packed_acts_free(PackedActs *a);
+// Runs tokens (n <= max_rows): row i at position pos[i], in the segments seg (nseg, 4) of
+// layers.h's attention_packed, up to the final norm (kept in a->xn). A stored weight is
+// decoded into wbuf for each product, as model_eval does: the same fp32 products as the
+// unpacked model. -1 after ERR (a token out of range).
+int model_forward_packed(const Model *m, PackedActs *a, const int32_t *tokens, const int32_t *pos, size_t n,
+                         const int32_t *seg, size_t nseg);
+// The logits (n, V) of rows (n <= logit_rows) of the last model_forward_packed, valid until
+// the next call.
+const float *model_packed_logits(const Model *m, PackedActs *a, const int32_t *rows, size_t n);
 
 // --- the training step on a CUDA device (model.cu) ---------------------------------------
 // The model of a Model on the device, for training: the fp32 master weights and their

@@ -3,7 +3,6 @@
 
 #include <math.h>
 #include <omp.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -70,37 +69,87 @@ static double log_prob(const float *z, size_t V, int32_t y) {
     return (double)z[y] - mx - log(s);
 }
 
-// The lls of a document's requests q (n) with the cache c (prefix shared, then each rest).
-static int doc_lls(double *lls, const Model *m, KVCache *c, const Req *q, int n) {
-    // p: the tokens every input shares, and before the first row any request scores
+// The tokens a document's requests q (n) share, and before the first row any of them scores.
+static size_t doc_prefix(const Req *q, int n) {
     size_t p = q[0].full.n - 1;
     for (int i = 0; i < n; i++) {
         size_t in = q[i].full.n - 1, first = in - (size_t)q[i].cont, k = 0;
         while (k < p && k < in && q[i].full.v[k] == q[0].full.v[k]) k++;
         p = k < first ? k : first;
     }
-    size_t chunk = (size_t)c->max_chunk;
-    for (size_t a = 0; a < p; a += chunk) {
-        size_t b = a + chunk < p ? a + chunk : p;
-        if (!model_forward_chunk(m, c, q[0].full.v + a, (int)(b - a), (int)a, 0)) return -1;
+    return p;
+}
+
+// The rows of a document in a packed batch: its prefix once, then each request's rest.
+static size_t doc_rows(const Req *q, int n) {
+    size_t p = doc_prefix(q, n), rows = p;
+    for (int i = 0; i < n; i++) rows += q[i].full.n - 1 - p;
+    return rows;
+}
+
+// One packed batch (rows of whole documents) and where its scores go.
+typedef struct {
+    IdVec tok, pos;             // per row
+    IdVec seg;                  // (segments, 4): layers.h's attention_packed
+    IdVec score_row, target;    // the rows that score, the token each predicts
+    size_t *score_req;          // and the request (global index) each adds to
+    size_t n_score, cap_score;
+} Batch;
+
+static void batch_add_doc(Batch *b, const Req *q, int n, size_t req0) {
+    size_t p = doc_prefix(q, n), o = b->tok.n;
+    if (p) {
+        int32_t sg[4] = {(int32_t)o, (int32_t)p, (int32_t)o, 0};
+        for (int k = 0; k < 4; k++) idvec_push(&b->seg, sg[k]);
     }
+    for (size_t j = 0; j < p; j++) idvec_push(&b->tok, q[0].full.v[j]), idvec_push(&b->pos, (int32_t)j);
     for (int i = 0; i < n; i++) {
         size_t in = q[i].full.n - 1, first = in - (size_t)q[i].cont;
-        double ll = 0;
-        for (size_t a = p; a < in; a += chunk) {
-            size_t b = a + chunk < in ? a + chunk : in;
-            const float *z = model_forward_chunk(m, c, q[i].full.v + a, (int)(b - a), (int)a, b > first);
-            if (!z) return -1;
-            for (size_t r = a > first ? a : first; r < b; r++) ll += log_prob(z + (r - a) * m->V, m->V, q[i].full.v[r + 1]);
+        int32_t sg[4] = {(int32_t)b->tok.n, (int32_t)(in - p), (int32_t)o, (int32_t)p};
+        for (int k = 0; k < 4; k++) idvec_push(&b->seg, sg[k]);
+        for (size_t j = p; j < in; j++) {
+            if (j >= first) { // this row predicts token j + 1, one of the continuation's
+                if (b->n_score == b->cap_score) {
+                    b->cap_score = b->cap_score ? 2 * b->cap_score : 1024;
+                    b->score_req = xrealloc(b->score_req, b->cap_score * sizeof *b->score_req);
+                }
+                b->score_req[b->n_score++] = req0 + (size_t)i;
+                idvec_push(&b->score_row, (int32_t)b->tok.n);
+                idvec_push(&b->target, q[i].full.v[j + 1]);
+            }
+            idvec_push(&b->tok, q[i].full.v[j]), idvec_push(&b->pos, (int32_t)j);
         }
-        lls[i] = ll;
+    }
+}
+
+static void batch_clear(Batch *b) {
+    b->tok.n = b->pos.n = b->seg.n = b->score_row.n = b->target.n = 0;
+    b->n_score = 0;
+}
+
+static void batch_free(Batch *b) {
+    idvec_free(&b->tok), idvec_free(&b->pos), idvec_free(&b->seg);
+    idvec_free(&b->score_row), idvec_free(&b->target);
+    free(b->score_req);
+}
+
+// Runs a batch and adds each scoring row's log-probability to its request's ll, in row
+// order (the same sums whatever the threads).
+static int batch_run(double *ll, double *lp, const Model *m, PackedActs *a, const Batch *b) {
+    TRY(model_forward_packed(m, a, b->tok.v, b->pos.v, b->tok.n, b->seg.v, b->seg.n / 4));
+    for (size_t r0 = 0; r0 < b->n_score; r0 += a->logit_rows) {
+        size_t nr = b->n_score - r0 < a->logit_rows ? b->n_score - r0 : a->logit_rows;
+        const float *z = model_packed_logits(m, a, b->score_row.v + r0, nr);
+#pragma omp parallel for schedule(static) if (nr * m->V > 65536)
+        for (size_t r = 0; r < nr; r++) lp[r] = log_prob(z + r * m->V, m->V, b->target.v[r0 + r]);
+        for (size_t r = 0; r < nr; r++) ll[b->score_req[r0 + r]] += lp[r];
     }
     return 0;
 }
 
 int zeroshot_score(double **lls, const Model *m, const Tokenizer *tok, const Task *t, int max_length, Progress *pr) {
     if (max_length <= 0) max_length = m->cfg.max_position_embeddings;
-    // every request's tokens first: the cache is sized for the longest
+    // every request's tokens first
     size_t nreq = 0;
     for (size_t d = 0; d < t->n; d++) nreq += (size_t)t->docs[d].n;
     Req *q = xcalloc(nreq ? nreq : 1, sizeof *q);
@@ -108,55 +157,48 @@ int zeroshot_score(double **lls, const Model *m, const Tokenizer *tok, const Tas
     int rc = 0;
     TokEncoder enc;
     tok_encoder_init(&enc, tok);
-    size_t k = 0, longest = 1;
+    size_t k = 0;
     for (size_t d = 0; d < t->n && rc == 0; d++) {
         start[d] = k;
         for (int i = 0; i < t->docs[d].n && rc == 0; i++, k++) {
             rc = request_tokens(&q[k], &enc, tok, t->docs[d].ctx[i], t->docs[d].cont[i], max_length);
             if (rc < 0) err_prefix("%s:%zu: choice %d: ", t->path, d + 1, i);
-            else if (q[k].full.n - 1 > longest) longest = q[k].full.n - 1;
         }
     }
     start[t->n] = k;
     tok_encoder_free(&enc);
-    // documents in parallel, one cache each (the kernels inside run on one thread then)
-    int chunk = longest < 128 ? (int)longest : 128;
-    size_t done = 0;
-    int threads = omp_get_max_threads(), failed = 0;
-    if ((size_t)threads > t->n) threads = (int)(t->n ? t->n : 1);
-    char why[512] = ""; // the first failing thread's message (ERR's is per thread)
-    if (rc == 0) {
-#pragma omp parallel num_threads(threads)
-        {
-            KVCache c;
-            int ok = kvcache_init_chunked(&c, m, (int)longest, chunk) == 0;
-#pragma omp for schedule(dynamic, 1)
-            for (size_t d = 0; d < t->n; d++) {
-                int stop;
-#pragma omp atomic read
-                stop = failed;
-                if (stop || !ok) continue;
-                if (doc_lls(lls[d], m, &c, q + start[d], t->docs[d].n) < 0) {
-                    ok = 0;
-                    continue;
-                }
-#pragma omp atomic
-                done += (size_t)t->docs[d].n;
-                if (pr && omp_get_thread_num() == 0) progress_update(pr, done);
-            }
-            if (!ok) {
-#pragma omp critical(zeroshot_err)
-                if (!failed) {
-                    snprintf(why, sizeof why, "%s", err_msg());
-#pragma omp atomic write
-                    failed = 1;
-                }
-            }
-            kvcache_free(&c); // (also after a failed init: it leaves c empty)
-        }
-        if (failed) rc = ERR("%s", why);
+    // whole documents packed into batches of rows, as many as the model's size allows
+    size_t row_floats = 2 * m->C + 2 * m->Q + 2 * m->KVD + 2 * m->I + m->NH + m->HD + (size_t)omp_get_max_threads();
+    size_t max_rows = (256u << 20) / (row_floats * sizeof(float)), logit_rows = (64u << 20) / (m->V * sizeof(float));
+    max_rows = max_rows < 256 ? 256 : max_rows > 2048 ? 2048 : max_rows;
+    logit_rows = logit_rows < 16 ? 16 : logit_rows > 512 ? 512 : logit_rows;
+    size_t max_keys = 1; // a document's rows bound what any of its segments sees
+    for (size_t d = 0; d < t->n && rc == 0; d++) {
+        size_t rows = doc_rows(q + start[d], t->docs[d].n);
+        if (rows > max_rows) max_rows = rows;
+        if (rows > max_keys) max_keys = rows;
     }
-    if (pr && rc == 0) progress_update(pr, done);
+    double *ll = xcalloc(nreq ? nreq : 1, sizeof *ll), *lp = xmalloc(logit_rows * sizeof *lp);
+    PackedActs a = {0};
+    if (rc == 0) rc = packed_acts_init(&a, m, max_rows, logit_rows, max_keys);
+    Batch b = {0};
+    size_t done = 0, d0 = 0;
+    for (size_t d = 0; d <= t->n && rc == 0; d++) {
+        size_t rows = d < t->n ? doc_rows(q + start[d], t->docs[d].n) : 0;
+        if (b.tok.n && (d == t->n || b.tok.n + rows > max_rows)) { // run what is gathered
+            if ((rc = batch_run(ll, lp, m, &a, &b)) < 0) break;
+            for (; d0 < d; d0++) done += (size_t)t->docs[d0].n;
+            if (pr) progress_update(pr, done);
+            batch_clear(&b);
+        }
+        if (d < t->n) batch_add_doc(&b, q + start[d], t->docs[d].n, start[d]);
+    }
+    packed_acts_free(&a);
+    batch_free(&b);
+    for (size_t d = 0; d < t->n && rc == 0; d++)
+        for (int i = 0; i < t->docs[d].n; i++) lls[d][i] = ll[start[d] + (size_t)i];
+    free(ll);
+    free(lp);
     for (size_t i = 0; i < nreq; i++) idvec_free(&q[i].full);
     free(q);
     free(start);
