@@ -246,6 +246,14 @@ static int parse_json_line(DocReader *r, const char *s, size_t n) {
     json_t *root = json_loadb(s, n, JSON_ALLOW_NUL, &jerr);
     if (!root)
         return ERR("%s:%llu: malformed JSON line: %s", r->name, (unsigned long long)r->line, jerr.text);
+    if (!r->field[0]) { // the record itself
+        int obj = json_is_object(root);
+        json_decref(root);
+        if (!obj) return ERR("%s:%llu: not a JSON object", r->name, (unsigned long long)r->line);
+        r->doc.n = 0;
+        bytevec_append(&r->doc, s + i, n - i);
+        return 1;
+    }
     json_t *v = json_is_object(root) ? json_object_get(root, r->field) : NULL;
     if (!v || !json_is_string(v)) {
         json_decref(root);
@@ -297,6 +305,8 @@ int docs_next(DocReader *r, const char **text, size_t *len) {
         return 1;
     }
 }
+
+uint64_t docs_line(const DocReader *r) { return r->line; }
 
 uint64_t docs_bytes_read(const DocReader *r) {
     la_int64_t n = archive_filter_bytes(r->outer, -1);

@@ -23,7 +23,8 @@ typedef enum { DOC_AUTO = 0, DOC_TEXT, DOC_JSONL } DocFormat;
 
 typedef struct DocReader DocReader;
 
-// path "-" reads stdin. field: the JSON string field holding the text.
+// path "-" reads stdin. field: the JSON string field holding the text; "" for the
+// whole record (each line must be a JSON object; the document is the line's text).
 int docs_open(DocReader **r, const char *path, const char *field, DocFormat format);
 // The same over a stream already open (a pipe, a FIFO, or shard_sniff's stream): name
 // ("-" means stdin) is used in messages and to tell the format by its suffix. f is not
@@ -32,6 +33,8 @@ int docs_open_file(DocReader **r, const char *name, FILE *f, const char *field, 
 // Next document: *text (valid until the next call, not NUL-terminated) and *len.
 // Returns 1 for a document, 0 at the end, -1 on error (ERR set, naming file:line).
 int docs_next(DocReader *r, const char **text, size_t *len);
+// The line of the last document (JSON lines), for messages.
+uint64_t docs_line(const DocReader *r);
 // Bytes consumed from the input file so far (compressed), for progress.
 uint64_t docs_bytes_read(const DocReader *r);
 void docs_close(DocReader *r);

@@ -304,6 +304,7 @@ static float dotf(const float *a, const float *b, size_t n) {
     return s;
 }
 
+
 // Attention runs with denormals flushed to zero (FTZ and DAZ in MXCSR, on this thread,
 // restored after each task). A peaked softmax has probabilities down to 1e-38, and their
 // products with gradients and values land in the denormal range, where each operation
@@ -379,6 +380,29 @@ void attention_forward(float *out, float *lse, const float *q, const float *k,
             }
             denormals_restore(csr);
         }
+}
+
+size_t attention_packed_scratch(size_t max_keys, size_t KVD) { return 2 * max_keys * KVD + attention_scratch(max_keys); }
+
+void attention_packed(float *out, const float *q, const float *k, const float *v, const int32_t *seg, size_t nseg,
+                      float *scratch, size_t max_keys, size_t NH, size_t KV, size_t HD, int nscratch) {
+    size_t Q = NH * HD, KVD = KV * HD, per = attention_packed_scratch(max_keys, KVD);
+    // one segment per task; attention_forward inside runs on this one thread (nested)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(team_size(nscratch)) if (nseg > 1)
+    for (size_t s = 0; s < nseg; s++) {
+        size_t r0 = (size_t)seg[4 * s], n = (size_t)seg[4 * s + 1], p0 = (size_t)seg[4 * s + 2], p = (size_t)seg[4 * s + 3];
+        CHECK(p + n <= max_keys, "attention_packed: a segment of %zu keys, scratch for %zu", p + n, max_keys);
+        float *ks = scratch + (size_t)omp_get_thread_num() * per, *vs = ks + max_keys * KVD, *as = vs + max_keys * KVD;
+        const float *kk = k + r0 * KVD, *vv = v + r0 * KVD;
+        if (p) { // the prefix's keys and values, then the segment's, contiguous
+            memcpy(ks, k + p0 * KVD, p * KVD * sizeof *ks);
+            memcpy(ks + p * KVD, kk, n * KVD * sizeof *ks);
+            memcpy(vs, v + p0 * KVD, p * KVD * sizeof *vs);
+            memcpy(vs + p * KVD, vv, n * KVD * sizeof *vs);
+            kk = ks, vv = vs;
+        }
+        attention_forward(out + r0 * Q, NULL, q + r0 * Q, kk, vv, as, 1, n, p + n, p, NH, KV, HD, 1);
+    }
 }
 
 // One row of the attention backward: p (n) = exp(s - lse) from the scores s it holds on

@@ -913,6 +913,93 @@ const float *model_forward_token(const Model *m, KVCache *c, int32_t token, int 
     return c->logits;
 }
 
+// --- packed rows ------------------------------------------------------------------------
+
+int packed_acts_init(PackedActs *a, const Model *m, size_t max_rows, size_t logit_rows, size_t max_keys) {
+    memset(a, 0, sizeof *a);
+    if (max_rows < 1 || logit_rows < 1 || max_keys < 1)
+        return ERR("packed rows: %zu rows, %zu of logits, %zu keys", max_rows, logit_rows, max_keys);
+    a->max_rows = max_rows;
+    a->logit_rows = logit_rows;
+    a->max_keys = max_keys;
+    a->n_scratch = layers_threads();
+    size_t n = max_rows, W = 0;
+    if (m->ext) // the largest stored matrix
+        for (int f = 0; f < F_N; f++) {
+            int64_t sh[2];
+            if (fam_shape(sh, m, f) == 2 && (size_t)(sh[0] * sh[1]) > W) W = (size_t)(sh[0] * sh[1]);
+        }
+    Carver cv = {NULL, 0};
+    for (int pass = 0; pass < 2; pass++) {
+        a->x = take(&cv, n * m->C);
+        a->xn = take(&cv, n * m->C);
+        a->q = take(&cv, n * m->Q);
+        a->att = take(&cv, n * m->Q);
+        a->k = take(&cv, n * m->KVD);
+        a->v = take(&cv, n * m->KVD);
+        a->gate = take(&cv, n * m->I);
+        a->up = take(&cv, n * m->I);
+        a->rstd = take(&cv, n * m->NH);
+        a->cos = take(&cv, n * m->HD / 2);
+        a->sin = take(&cv, n * m->HD / 2);
+        a->hid = take(&cv, logit_rows * m->C);
+        a->logits = take(&cv, logit_rows * m->V);
+        a->wbuf = W ? take(&cv, W) : NULL;
+        a->scratch = take(&cv, (size_t)a->n_scratch * attention_packed_scratch(max_keys, m->KVD));
+        if (pass == 0) {
+            a->block = xmalloc(cv.used * sizeof(float));
+            cv = (Carver){a->block, 0};
+        }
+    }
+    return 0;
+}
+
+void packed_acts_free(PackedActs *a) {
+    free(a->block);
+    memset(a, 0, sizeof *a);
+}
+
+int model_forward_packed(const Model *m, PackedActs *a, const int32_t *tokens, const int32_t *pos, size_t n,
+                         const int32_t *seg, size_t nseg) {
+    CHECK(n >= 1 && n <= a->max_rows, "model_forward_packed: %zu rows for %zu", n, a->max_rows);
+    TRY(check_ids(tokens, n, m->V, 0, "token"));
+    const ModelParams *w = &m->w;
+    size_t C = m->C, Q = m->Q, KVD = m->KVD, I = m->I, HD = m->HD;
+    float eps = (float)m->cfg.rms_norm_eps, *wb = a->wbuf;
+    embed_rows(a->x, m, tokens, n);
+    for (size_t i = 0; i < n; i++) rope_table(a->cos + i * HD / 2, a->sin + i * HD / 2, (size_t)pos[i], 1, HD, m->cfg.rope_theta);
+    for (size_t l = 0; l < m->L; l++) {
+#define LW(x, size) ((x) ? (x) + l * (size) : NULL)
+        rmsnorm_forward(a->xn, a->rstd, a->x, w->attn_norm + l * C, n, C, eps);
+        linear(a->q, a->xn, m, F_WQ, l, LW(w->bq, Q), wb, n, C, Q, 0);
+        linear(a->k, a->xn, m, F_WK, l, LW(w->bk, KVD), wb, n, C, KVD, 0);
+        linear(a->v, a->xn, m, F_WV, l, LW(w->bv, KVD), wb, n, C, KVD, 0);
+        if (m->qk_norm) { // in place, one row per head
+            rmsnorm_forward(a->q, a->rstd, a->q, w->q_norm + l * HD, n * m->NH, HD, eps);
+            rmsnorm_forward(a->k, a->rstd, a->k, w->k_norm + l * HD, n * m->KV, HD, eps);
+        }
+        rope_forward(a->q, a->cos, a->sin, 1, n, m->NH, HD);
+        rope_forward(a->k, a->cos, a->sin, 1, n, m->KV, HD);
+        attention_packed(a->att, a->q, a->k, a->v, seg, nseg, a->scratch, a->max_keys, m->NH, m->KV, HD, a->n_scratch);
+        linear(a->x, a->att, m, F_WO, l, LW(w->bo, C), wb, n, Q, C, 1);
+        rmsnorm_forward(a->xn, a->rstd, a->x, w->mlp_norm + l * C, n, C, eps);
+        linear(a->gate, a->xn, m, F_WGATE, l, LW(w->bgate, I), wb, n, C, I, 0);
+        linear(a->up, a->xn, m, F_WUP, l, LW(w->bup, I), wb, n, C, I, 0);
+        swiglu_forward(a->gate, a->gate, a->up, n * I);
+        linear(a->x, a->gate, m, F_WDOWN, l, LW(w->bdown, C), wb, n, I, C, 1);
+#undef LW
+    }
+    rmsnorm_forward(a->xn, a->rstd, a->x, w->final_norm, n, C, eps);
+    return 0;
+}
+
+const float *model_packed_logits(const Model *m, PackedActs *a, const int32_t *rows, size_t n) {
+    CHECK(n <= a->logit_rows, "model_packed_logits: %zu rows for %zu", n, a->logit_rows);
+    for (size_t i = 0; i < n; i++) memcpy(a->hid + i * m->C, a->xn + (size_t)rows[i] * m->C, m->C * sizeof(float));
+    linear(a->logits, a->hid, m, F_LM_HEAD, 0, NULL, a->wbuf, n, m->C, m->V, 0);
+    return a->logits;
+}
+
 // --- weights from the block or from a store --------------------------------------------
 
 // y (N, OC) = x (N, IC) @ W^T + b (acc: y += ...), W (OC, IC) = family f of layer l.

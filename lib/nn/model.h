@@ -265,6 +265,38 @@ void kvcache_free(KVCache *c);
 // not bit for bit).
 const float *model_forward_token(const Model *m, KVCache *c, int32_t token, int pos);
 
+// Rows of several sequences in one forward pass, each row at its own position and seeing
+// its own rows (best-eval --tasks: the requests of many documents, each document's
+// shared prefix once, each request's rest after it; layers.h's attention_packed).
+typedef struct {
+    size_t max_rows, logit_rows, max_keys;
+    float *x, *xn;         // (max_rows, C) residual, normed
+    float *q, *att;        // (max_rows, Q)
+    float *k, *v;          // (max_rows, KVD) keys after q/k norm and RoPE, values
+    float *gate, *up;      // (max_rows, I)
+    float *rstd;           // (max_rows * NH)
+    float *cos, *sin;      // (max_rows, HD/2) each row's rotation
+    float *hid;            // (logit_rows, C) the rows whose logits are asked for
+    float *logits;         // (logit_rows, V)
+    float *wbuf;           // a stored (packed) model: one weight matrix decoded
+    float *scratch;        // (n_scratch, attention_packed_scratch(max_keys, KVD))
+    int n_scratch;
+    float *block;
+} PackedActs;
+
+// max_keys: the most rows a segment sees (its prefix and itself).
+int packed_acts_init(PackedActs *a, const Model *m, size_t max_rows, size_t logit_rows, size_t max_keys);
+void packed_acts_free(PackedActs *a);
+// Runs tokens (n <= max_rows): row i at position pos[i], in the segments seg (nseg, 4) of
+// layers.h's attention_packed, up to the final norm (kept in a->xn). A stored weight is
+// decoded into wbuf for each product, as model_eval does: the same fp32 products as the
+// unpacked model. -1 after ERR (a token out of range).
+int model_forward_packed(const Model *m, PackedActs *a, const int32_t *tokens, const int32_t *pos, size_t n,
+                         const int32_t *seg, size_t nseg);
+// The logits (n, V) of rows (n <= logit_rows) of the last model_forward_packed, valid until
+// the next call.
+const float *model_packed_logits(const Model *m, PackedActs *a, const int32_t *rows, size_t n);
+
 // --- the training step on a CUDA device (model.cu) ---------------------------------------
 // The model of a Model on the device, for training: the fp32 master weights and their
 // gradients in one device allocation each with the host block's layout (so a mask, the

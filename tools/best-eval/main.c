@@ -23,10 +23,12 @@
 #include "io/shard.h"        // defines: Shard, shard_sniff
 #include "tok/tokenizer.h"   // defines: Tokenizer
 #include "base/utf8.h"       // defines: utf8_repair
+#include "run/tasks.h"       // defines: Task, task_load, task_known
+#include "run/zeroshot.h"    // defines: zeroshot_score, zeroshot_metrics
 
 typedef struct {
-    const char *model, *data, *tokenizer, *generate, *tasks, *task_dir, *join, *device;
-    int seq, max_tokens, batch, json, quiet, threads, max_new_tokens, seed;
+    const char *model, *data, *tokenizer, *generate, *tasks, *task_dir, *join, *device, *log_samples;
+    int seq, max_tokens, batch, json, quiet, threads, max_new_tokens, seed, limit;
     double temperature, top_p;
 } Opts;
 
@@ -250,6 +252,122 @@ static void run_generate(const Opts *o, const Model *m, int on_cuda) {
     tokenizer_free(&tok);
 }
 
+// One line of --log-samples per document: what anyone needs to recompute the numbers.
+static void log_samples(FILE *f, const Task *t, double *const *lls, const int *pred, const int *pred_norm) {
+    for (size_t d = 0; d < t->n; d++) {
+        const TaskDoc *doc = &t->docs[d];
+        json_t *ll = json_array(), *len = json_array();
+        for (int i = 0; i < doc->n; i++) {
+            json_array_append_new(ll, json_real(lls[d][i]));
+            json_array_append_new(len, json_real(doc->len[i]));
+        }
+        json_t *j = json_pack("{s:s, s:I, s:o, s:i, s:i, s:b}", "task", t->name, "doc", (json_int_t)d, "lls", ll, "gold",
+                              doc->gold, "pred", pred[d], "acc", pred[d] == doc->gold);
+        if (j && t->acc_norm) {
+            json_object_set_new(j, "choice_len", len);
+            json_object_set_new(j, "pred_norm", json_integer(pred_norm[d]));
+            json_object_set_new(j, "acc_norm", json_boolean(pred_norm[d] == doc->gold));
+        } else json_decref(len);
+        char *str = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
+        if (!str) DIE("--log-samples: cannot encode document %zu of %s", d, t->name);
+        fprintf(f, "%s\n", str);
+        free(str);
+        json_decref(j);
+    }
+}
+
+// Zero-shot accuracy on each task of o->tasks; 0 when some result is not finite.
+static int run_tasks(const Opts *o, const Model *m) {
+    Tokenizer tok;
+    load_tokenizer(&tok, o, m);
+    char *list = xstrdup(o->tasks);
+    AFile samples = {0};
+    if (o->log_samples) TRY_OR_DIE(afile_open(&samples, o->log_samples));
+    json_t *jt = json_object();
+    double sum_acc = 0, sum_best = 0;
+    int ntasks = 0, finite = 1;
+    if (!o->json) {
+        printf("| task | version | split | n | metric | value | stderr |\n");
+        printf("|---|---:|---|---:|---|---:|---:|\n");
+        fflush(stdout);
+    }
+    for (char *save = NULL, *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+        double t0 = now_seconds();
+        Task t;
+        TRY_OR_DIE(task_load(&t, o->task_dir, name, o->limit > 0 ? (size_t)o->limit : 0));
+        size_t nreq = 0;
+        double **lls = xmalloc(t.n * sizeof *lls);
+        for (size_t d = 0; d < t.n; d++) {
+            lls[d] = xcalloc((size_t)t.docs[d].n, sizeof **lls);
+            nreq += (size_t)t.docs[d].n;
+        }
+        Progress pr;
+        progress_init(&pr, t.name, nreq, " requests", o->quiet);
+        TRY_OR_DIE(zeroshot_score(lls, m, &tok, &t, 0, &pr));
+        progress_finish(&pr);
+        ZsResult r;
+        int *pred = xmalloc(t.n * sizeof *pred), *pred_norm = xmalloc(t.n * sizeof *pred_norm);
+        zeroshot_metrics(&r, pred, pred_norm, &t, lls);
+        if (o->log_samples) log_samples(samples.fp, &t, lls, pred, pred_norm);
+        double secs = now_seconds() - t0;
+        size_t bad = 0;
+        for (size_t d = 0; d < t.n; d++)
+            for (int i = 0; i < t.docs[d].n; i++) bad += !isfinite(lls[d][i]);
+        if (bad) {
+            fprintf(stderr, "best-eval: %s: %zu of %zu loglikelihoods are not finite numbers\n", t.name, bad, nreq);
+            finite = 0;
+        }
+        sum_acc += r.acc;
+        sum_best += t.acc_norm ? r.acc_norm : r.acc;
+        ntasks++;
+        if (o->json) {
+            json_t *j = json_pack("{s:o, s:o, s:I, s:I, s:s, s:s, s:s, s:f}", "acc", json_number(r.acc), "acc_stderr",
+                                  json_number(r.acc_stderr), "n", (json_int_t)r.n, "requests", (json_int_t)r.requests,
+                                  "split", t.split, "version", t.version, "file", t.path, "seconds", secs);
+            if (j && t.acc_norm) {
+                json_object_set_new(j, "acc_norm", json_number(r.acc_norm));
+                json_object_set_new(j, "acc_norm_stderr", json_number(r.acc_norm_stderr));
+            }
+            if (!j) DIE("--json: cannot encode the result of %s (a file name that is not UTF-8?)", t.name);
+            json_object_set_new(jt, t.name, j);
+        } else {
+            printf("| %s | %s | %s | %zu | acc | %.4f | %.4f |\n", t.name, t.version, t.split, r.n, r.acc, r.acc_stderr);
+            if (t.acc_norm) printf("| | | | | acc_norm | %.4f | %.4f |\n", r.acc_norm, r.acc_norm_stderr);
+            fflush(stdout);
+        }
+        if (!o->quiet)
+            fprintf(stderr, "best-eval: %s: %zu documents, %zu requests in %.1fs\n", t.name, r.n, r.requests, secs);
+        for (size_t d = 0; d < t.n; d++) free(lls[d]);
+        free(lls);
+        free(pred);
+        free(pred_norm);
+        task_free(&t);
+    }
+    if (o->log_samples) TRY_OR_DIE(afile_commit(&samples));
+    double mean = sum_acc / ntasks, mean_best = sum_best / ntasks;
+    if (o->json) {
+        char conv[160];
+        if (tok.add_bos) snprintf(conv, sizeof conv, "BOS (id %d) before every context, as the tokenizer adds it", tok.bos_id);
+        else snprintf(conv, sizeof conv, "no BOS (the tokenizer adds none)");
+        json_t *j = json_pack("{s:o, s:o, s:o, s:i, s:s, s:s, s:s, s:s}", "tasks", jt, "mean_acc", json_number(mean),
+                              "mean_acc_norm_or_acc", json_number(mean_best), "n_tasks", ntasks, "harness",
+                              ZEROSHOT_HARNESS, "tokenizer", conv, "model", o->model, "device", "cpu");
+        if (j && o->limit > 0) json_object_set_new(j, "limit", json_integer(o->limit));
+        char *str = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
+        if (!str) DIE("--json: cannot encode the result");
+        printf("%s\n", str);
+        free(str);
+        json_decref(j);
+    } else {
+        json_decref(jt);
+        printf("| mean of %d (unweighted) | | | | acc | %.4f | |\n", ntasks, mean);
+        printf("| | | | | acc_norm, else acc | %.4f | |\n", mean_best);
+    }
+    free(list);
+    tokenizer_free(&tok);
+    return finite;
+}
+
 int main(int argc, char **argv) {
     blas_init(argv);
     Opts o = {.seq = 2048, .batch = 1, .join = " ", .max_new_tokens = 128, .temperature = 0, .top_p = 1.0,
@@ -267,8 +385,10 @@ int main(int argc, char **argv) {
         {"top-p", OPT_DOUBLE, &o.top_p, "P", "nucleus sampling mass"},
         {"seed", OPT_INT, &o.seed, "S", "sampling seed"},
         {"max-new-tokens", OPT_INT, &o.max_new_tokens, "N", "tokens to generate at most (EOS stops earlier)"},
-        {"tasks", OPT_STRING, &o.tasks, "LIST", "zero-shot tasks (not in this version)"},
-        {"task-dir", OPT_STRING, &o.task_dir, "DIR", "folder of task .jsonl files (not in this version)"},
+        {"tasks", OPT_STRING, &o.tasks, "LIST", "zero-shot accuracy on tasks, comma-separated: " TASK_NAMES},
+        {"task-dir", OPT_STRING, &o.task_dir, "DIR", "folder of the tasks' NAME.jsonl(.gz) (Hugging Face records)"},
+        {"limit", OPT_INT, &o.limit, "N", "only the first N documents of each task; 0 = all"},
+        {"log-samples", OPT_STRING, &o.log_samples, "FILE", "one JSON line per task document: lls, gold, prediction"},
         {"threads", OPT_INT, &o.threads, "N", "threads; 0 = all cores (at most 4 per core)"},
         {"device", OPT_STRING, &o.device, "NAME", "cuda or cpu: where perplexity and generation run (default cuda "
                                                    "when a GPU is visible)"},
@@ -277,9 +397,11 @@ int main(int argc, char **argv) {
         {0},
     };
     const ArgSpec spec = {
-        "best-eval", "--model DIR|PACK (--data SHARD|TEXT [--tokenizer PATH] [--seq N] [--max-tokens N] | --generate TEXT [...]) [--json]",
+        "best-eval", "--model DIR|PACK (--data SHARD|TEXT [--tokenizer PATH] [--seq N] [--max-tokens N] | --generate TEXT [...] |\n"
+        "                 --tasks LIST --task-dir DIR [--limit N] [--log-samples FILE]) [--json]",
         "Perplexity with the protocol of the pruning literature (non-overlapping windows of --seq\n"
-        "tokens, ppl = exp(total nll / predicted tokens)), or text generation with a KV cache.",
+        "tokens, ppl = exp(total nll / predicted tokens)), text generation with a KV cache, or\n"
+        "zero-shot accuracy with lm-evaluation-harness's protocol (docs/best-eval.md).",
         opts,
     };
     char **pos;
@@ -287,8 +409,22 @@ int main(int argc, char **argv) {
     free(pos);
     if (npos) args_usage_error(&spec, "unexpected argument (inputs go after --data)");
     if (!o.model) args_usage_error(&spec, "--model is required");
-    if (o.tasks || o.task_dir) args_usage_error(&spec, "zero-shot --tasks are not in this version yet");
-    if (!!o.data + !!o.generate != 1) args_usage_error(&spec, "give exactly one of --data and --generate");
+    if (!!o.data + !!o.generate + !!o.tasks != 1) args_usage_error(&spec, "give exactly one of --data, --generate and --tasks");
+    if (o.tasks && !o.task_dir) args_usage_error(&spec, "--tasks needs --task-dir, the folder of the tasks' files");
+    if (!o.tasks && (o.task_dir || o.limit || o.log_samples))
+        args_usage_error(&spec, "--task-dir, --limit and --log-samples go with --tasks");
+    if (!(o.limit >= 0)) args_usage_error(&spec, "--limit %d is negative (0 = all)", o.limit);
+    if (o.tasks) { // every name known before any work
+        char *list = xstrdup(o.tasks), *save = NULL;
+        int n = 0;
+        for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save), n++)
+            if (!task_known(t)) args_usage_error(&spec, "--tasks: unknown task \"%s\" (tasks: %s)", t, TASK_NAMES);
+        free(list);
+        if (n == 0) args_usage_error(&spec, "--tasks: no task named");
+        if (o.device && strcmp(o.device, "cuda") == 0)
+            args_usage_error(&spec, "--tasks runs on the CPU in this version (--device cpu)");
+    }
+    if (o.log_samples) TRY_OR_DIE(path_check_out_file(o.log_samples, NULL));
     // Ranges as !(inside): a NaN is never inside (args.c refuses one anyway).
     if (!(o.seq >= 2)) args_usage_error(&spec, "--seq %d: a window needs at least 2 tokens", o.seq);
     if (!(o.batch >= 1)) args_usage_error(&spec, "--batch %d must be at least 1", o.batch);
@@ -304,7 +440,7 @@ int main(int argc, char **argv) {
     Model m;
     TRY_OR_DIE(model_open(&m, o.model));
     // the default: the GPU when one is visible
-    int on_cuda = want_cuda || (!o.device && cuda_device_count() > 0);
+    int on_cuda = !o.tasks && (want_cuda || (!o.device && cuda_device_count() > 0));
     if (want_cuda && cuda_device_count() == 0) DIE("--device cuda: %s; use --device cpu", cuda_info());
     if (!o.quiet)
         fprintf(stderr, "best-eval: %s (%s%s, %zu layers, dim %zu, %.1fM parameters), %s\n", m.src_dir ? m.src_dir : o.model,
@@ -316,10 +452,12 @@ int main(int argc, char **argv) {
     }
     int finite = 1;
     if (o.data) finite = run_ppl(&o, &m, on_cuda);
+    else if (o.tasks) finite = run_tasks(&o, &m);
     else run_generate(&o, &m, on_cuda);
     model_free(&m);
     TRY_OR_DIE(stdout_close()); // a lost result (a full disk) is an error
     // The result is printed (null in JSON), and the run is still a failure.
+    if (!finite && o.tasks) DIE("%s: loglikelihoods that are not finite numbers (NaN or inf weights, or a diverged model)", o.model);
     if (!finite) DIE("%s: the perplexity on %s is not a finite number (NaN or inf weights, or a diverged model)", o.model, o.data);
     return 0;
 }

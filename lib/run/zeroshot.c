@@ -1,0 +1,245 @@
+// zeroshot.c: lm-evaluation-harness's loglikelihoods and accuracies (zeroshot.h).
+#include "run/zeroshot.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h" // defines: ERR, TRY, xmalloc, xcalloc
+#include "base/vec.h"   // defines: IdVec, ByteVec
+
+// One request as the model reads it: full = (ctx + continuation)[-(L+1):], the input is
+// full[:-1], and the last cont tokens of full are scored.
+typedef struct {
+    IdVec full;
+    int cont;
+} Req;
+
+// Python's str.isspace for ASCII (rstrip's set, with \x1c-\x1f).
+static int py_space(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f); }
+
+// The harness's _encode_pair, then its left truncation to max_length + 1 tokens.
+static int request_tokens(Req *q, TokEncoder *enc, const Tokenizer *tok, const char *ctx, const char *cont,
+                          int max_length) {
+    size_t nc = strlen(ctx), ns = 0;
+    while (ns < nc && py_space((unsigned char)ctx[nc - 1 - ns])) ns++;
+    ByteVec whole = {0};
+    bytevec_append(&whole, ctx, nc); // ctx + cont, whatever the whitespace's side
+    bytevec_append(&whole, cont, strlen(cont));
+    nc -= ns; // the context without its trailing whitespace
+    IdVec c = {0};
+    q->full.n = 0;
+    int rc = 0;
+    if (nc == 0) { // the harness's empty-context path: [BOS or EOS] + encode(continuation)
+        int32_t prefix = tok->bos_id >= 0 ? tok->bos_id : tok->eos_id;
+        if (prefix < 0) rc = ERR("an empty context needs a tokenizer with a BOS or EOS token");
+        else {
+            idvec_push(&q->full, prefix);
+            c.n = 1;
+            rc = tok_encode(enc, &q->full, whole.v, whole.n);
+        }
+    } else {
+        if (tok->add_bos) idvec_push(&c, tok->bos_id), idvec_push(&q->full, tok->bos_id);
+        rc = tok_encode(enc, &c, ctx, nc);
+        if (rc == 0) rc = tok_encode(enc, &q->full, whole.v, whole.n);
+    }
+    size_t n = q->full.n, nctx = c.n;
+    idvec_free(&c);
+    bytevec_free(&whole);
+    TRY(rc);
+    if (n <= nctx) return ERR("the continuation \"%s\" adds no token to its context", cont);
+    if (n - nctx > (size_t)max_length)
+        return ERR("a continuation of %zu tokens is longer than the model's context (%d)", n - nctx, max_length);
+    q->cont = (int)(n - nctx);
+    if (n > (size_t)max_length + 1) { // keep the last max_length + 1
+        size_t drop = n - (size_t)max_length - 1;
+        memmove(q->full.v, q->full.v + drop, (n - drop) * sizeof *q->full.v);
+        q->full.n = n - drop;
+    }
+    return 0;
+}
+
+// log softmax(z)[y] for one row of V logits, summed in double.
+static double log_prob(const float *z, size_t V, int32_t y) {
+    float mx = z[0];
+    for (size_t i = 1; i < V; i++) mx = z[i] > mx ? z[i] : mx;
+    double s = 0;
+    for (size_t i = 0; i < V; i++) s += exp((double)z[i] - mx);
+    return (double)z[y] - mx - log(s);
+}
+
+// The tokens a document's requests q (n) share, and before the first row any of them scores.
+static size_t doc_prefix(const Req *q, int n) {
+    size_t p = q[0].full.n - 1;
+    for (int i = 0; i < n; i++) {
+        size_t in = q[i].full.n - 1, first = in - (size_t)q[i].cont, k = 0;
+        while (k < p && k < in && q[i].full.v[k] == q[0].full.v[k]) k++;
+        p = k < first ? k : first;
+    }
+    return p;
+}
+
+// The rows of a document in a packed batch: its prefix once, then each request's rest.
+static size_t doc_rows(const Req *q, int n) {
+    size_t p = doc_prefix(q, n), rows = p;
+    for (int i = 0; i < n; i++) rows += q[i].full.n - 1 - p;
+    return rows;
+}
+
+// One packed batch (rows of whole documents) and where its scores go.
+typedef struct {
+    IdVec tok, pos;             // per row
+    IdVec seg;                  // (segments, 4): layers.h's attention_packed
+    IdVec score_row, target;    // the rows that score, the token each predicts
+    size_t *score_req;          // and the request (global index) each adds to
+    size_t n_score, cap_score;
+} Batch;
+
+static void batch_add_doc(Batch *b, const Req *q, int n, size_t req0) {
+    size_t p = doc_prefix(q, n), o = b->tok.n;
+    if (p) {
+        int32_t sg[4] = {(int32_t)o, (int32_t)p, (int32_t)o, 0};
+        for (int k = 0; k < 4; k++) idvec_push(&b->seg, sg[k]);
+    }
+    for (size_t j = 0; j < p; j++) idvec_push(&b->tok, q[0].full.v[j]), idvec_push(&b->pos, (int32_t)j);
+    for (int i = 0; i < n; i++) {
+        size_t in = q[i].full.n - 1, first = in - (size_t)q[i].cont;
+        int32_t sg[4] = {(int32_t)b->tok.n, (int32_t)(in - p), (int32_t)o, (int32_t)p};
+        for (int k = 0; k < 4; k++) idvec_push(&b->seg, sg[k]);
+        for (size_t j = p; j < in; j++) {
+            if (j >= first) { // this row predicts token j + 1, one of the continuation's
+                if (b->n_score == b->cap_score) {
+                    b->cap_score = b->cap_score ? 2 * b->cap_score : 1024;
+                    b->score_req = xrealloc(b->score_req, b->cap_score * sizeof *b->score_req);
+                }
+                b->score_req[b->n_score++] = req0 + (size_t)i;
+                idvec_push(&b->score_row, (int32_t)b->tok.n);
+                idvec_push(&b->target, q[i].full.v[j + 1]);
+            }
+            idvec_push(&b->tok, q[i].full.v[j]), idvec_push(&b->pos, (int32_t)j);
+        }
+    }
+}
+
+static void batch_clear(Batch *b) {
+    b->tok.n = b->pos.n = b->seg.n = b->score_row.n = b->target.n = 0;
+    b->n_score = 0;
+}
+
+static void batch_free(Batch *b) {
+    idvec_free(&b->tok), idvec_free(&b->pos), idvec_free(&b->seg);
+    idvec_free(&b->score_row), idvec_free(&b->target);
+    free(b->score_req);
+}
+
+// Runs a batch and adds each scoring row's log-probability to its request's ll, in row
+// order (the same sums whatever the threads).
+static int batch_run(double *ll, double *lp, const Model *m, PackedActs *a, const Batch *b) {
+    TRY(model_forward_packed(m, a, b->tok.v, b->pos.v, b->tok.n, b->seg.v, b->seg.n / 4));
+    for (size_t r0 = 0; r0 < b->n_score; r0 += a->logit_rows) {
+        size_t nr = b->n_score - r0 < a->logit_rows ? b->n_score - r0 : a->logit_rows;
+        const float *z = model_packed_logits(m, a, b->score_row.v + r0, nr);
+#pragma omp parallel for schedule(static) if (nr * m->V > 65536)
+        for (size_t r = 0; r < nr; r++) lp[r] = log_prob(z + r * m->V, m->V, b->target.v[r0 + r]);
+        for (size_t r = 0; r < nr; r++) ll[b->score_req[r0 + r]] += lp[r];
+    }
+    return 0;
+}
+
+int zeroshot_score(double **lls, const Model *m, const Tokenizer *tok, const Task *t, int max_length, Progress *pr) {
+    if (max_length <= 0) max_length = m->cfg.max_position_embeddings;
+    // every request's tokens first
+    size_t nreq = 0;
+    for (size_t d = 0; d < t->n; d++) nreq += (size_t)t->docs[d].n;
+    Req *q = xcalloc(nreq ? nreq : 1, sizeof *q);
+    size_t *start = xmalloc((t->n + 1) * sizeof *start);
+    int rc = 0;
+    TokEncoder enc;
+    tok_encoder_init(&enc, tok);
+    size_t k = 0;
+    for (size_t d = 0; d < t->n && rc == 0; d++) {
+        start[d] = k;
+        for (int i = 0; i < t->docs[d].n && rc == 0; i++, k++) {
+            rc = request_tokens(&q[k], &enc, tok, t->docs[d].ctx[i], t->docs[d].cont[i], max_length);
+            if (rc < 0) err_prefix("%s:%zu: choice %d: ", t->path, d + 1, i);
+        }
+    }
+    start[t->n] = k;
+    tok_encoder_free(&enc);
+    // whole documents packed into batches of rows, as many as the model's size allows
+    size_t row_floats = 2 * m->C + 2 * m->Q + 2 * m->KVD + 2 * m->I + m->NH + m->HD + (size_t)omp_get_max_threads();
+    size_t max_rows = (256u << 20) / (row_floats * sizeof(float)), logit_rows = (64u << 20) / (m->V * sizeof(float));
+    max_rows = max_rows < 256 ? 256 : max_rows > 2048 ? 2048 : max_rows;
+    logit_rows = logit_rows < 16 ? 16 : logit_rows > 512 ? 512 : logit_rows;
+    size_t max_keys = 1; // a document's rows bound what any of its segments sees
+    for (size_t d = 0; d < t->n && rc == 0; d++) {
+        size_t rows = doc_rows(q + start[d], t->docs[d].n);
+        if (rows > max_rows) max_rows = rows;
+        if (rows > max_keys) max_keys = rows;
+    }
+    double *ll = xcalloc(nreq ? nreq : 1, sizeof *ll), *lp = xmalloc(logit_rows * sizeof *lp);
+    PackedActs a = {0};
+    if (rc == 0) rc = packed_acts_init(&a, m, max_rows, logit_rows, max_keys);
+    Batch b = {0};
+    size_t done = 0, d0 = 0;
+    for (size_t d = 0; d <= t->n && rc == 0; d++) {
+        size_t rows = d < t->n ? doc_rows(q + start[d], t->docs[d].n) : 0;
+        if (b.tok.n && (d == t->n || b.tok.n + rows > max_rows)) { // run what is gathered
+            if ((rc = batch_run(ll, lp, m, &a, &b)) < 0) break;
+            for (; d0 < d; d0++) done += (size_t)t->docs[d0].n;
+            if (pr) progress_update(pr, done);
+            batch_clear(&b);
+        }
+        if (d < t->n) batch_add_doc(&b, q + start[d], t->docs[d].n, start[d]);
+    }
+    packed_acts_free(&a);
+    batch_free(&b);
+    for (size_t d = 0; d < t->n && rc == 0; d++)
+        for (int i = 0; i < t->docs[d].n; i++) lls[d][i] = ll[start[d] + (size_t)i];
+    free(ll);
+    free(lp);
+    for (size_t i = 0; i < nreq; i++) idvec_free(&q[i].full);
+    free(q);
+    free(start);
+    return rc;
+}
+
+// The mean of x (n) and its standard error (sample standard deviation over sqrt(n)).
+static void mean_stderr(double *mean, double *se, const double *x, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += x[i];
+    *mean = n ? s / (double)n : NAN;
+    if (n < 2) { *se = NAN; return; }
+    double v = 0;
+    for (size_t i = 0; i < n; i++) v += (x[i] - *mean) * (x[i] - *mean);
+    *se = sqrt(v / (double)(n - 1)) / sqrt((double)n);
+}
+
+// The first index of the largest of x (n) / div (div NULL: 1), as numpy's argmax.
+static int argmax(const double *x, const double *div, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if ((div ? x[i] / div[i] : x[i]) > (div ? x[best] / div[best] : x[best])) best = i;
+    return best;
+}
+
+void zeroshot_metrics(ZsResult *r, int *pred, int *pred_norm, const Task *t, double *const *lls) {
+    memset(r, 0, sizeof *r);
+    r->n = t->n;
+    double *acc = xcalloc(t->n ? t->n : 1, sizeof *acc), *accn = xcalloc(t->n ? t->n : 1, sizeof *accn);
+    for (size_t d = 0; d < t->n; d++) {
+        const TaskDoc *doc = &t->docs[d];
+        r->requests += (size_t)doc->n;
+        int p = argmax(lls[d], NULL, doc->n), pn = t->acc_norm ? argmax(lls[d], doc->len, doc->n) : -1;
+        acc[d] = p == doc->gold;
+        accn[d] = pn == doc->gold;
+        if (pred) pred[d] = p;
+        if (pred_norm) pred_norm[d] = pn;
+    }
+    mean_stderr(&r->acc, &r->acc_stderr, acc, t->n);
+    if (t->acc_norm) mean_stderr(&r->acc_norm, &r->acc_norm_stderr, accn, t->n);
+    else r->acc_norm = r->acc_norm_stderr = NAN;
+    free(acc);
+    free(accn);
+}

@@ -1,0 +1,140 @@
+#!/bin/sh
+# t_zeroshot.sh: best-eval --tasks against tests/zeroshot_ref.py, lm-evaluation-harness's
+# requests and loglikelihoods written again in Python with transformers (fp32): every
+# loglikelihood within 1e-4, the gold answers equal, acc and acc_norm as the reference's
+# loglikelihoods give them. Cases: a random Qwen3 with a byte-level BPE tokenizer.json
+# (no BOS; a context of 96 tokens, so that long requests are cut on the left) on
+# hand-written records of all seven tasks; with ../shared, stories260K (SentencePiece,
+# BOS) on the first documents of its six tasks. Then a pack gives exactly its folder's
+# numbers; --limit, --log-samples and --json hold what they say; bad task input fails with
+# one line. torch and transformers come from the venv of tests/hf_env.sh.
+. tests/lib.sh
+. tests/hf_env.sh
+E="$BIN/best-eval"
+TASKS=arc_easy,arc_challenge,boolq,hellaswag,openbookqa,rte,winogrande
+
+# usage errors first: they need no Python
+expect_error "--tasks without --task-dir" 2 "needs --task-dir" "$E" --model tests/fixtures/model/qwen3 --tasks rte
+expect_error "--tasks with an unknown task" 2 'unknown task "piqa"' "$E" --model tests/fixtures/model/qwen3 --tasks rte,piqa --task-dir "$TMP"
+expect_error "--tasks and --data together" 2 "exactly one of" "$E" --model tests/fixtures/model/qwen3 --tasks rte --task-dir "$TMP" --data x
+expect_error "--limit without --tasks" 2 "go with --tasks" "$E" --model tests/fixtures/model/qwen3 --data x --limit 3
+expect_error "--tasks on cuda" 2 "runs on the CPU" "$E" --model tests/fixtures/model/qwen3 --tasks rte --task-dir "$TMP" --device cuda
+
+if [ ! -f "$HF_VENV/.complete" ] || ! "$HF_PY" -c 'import torch, transformers, tokenizers' 2>/dev/null; then
+    skip "zero-shot reference: no torch + transformers environment at $HF_VENV (run make deps)"
+    finish
+fi
+
+# hand-written records of the seven tasks in the Hugging Face layout: long passages (cut
+# at 96 tokens), labels of every spelling, HellaSwag's brackets and lower-case ctx_b
+T="$TMP/tasks"
+mkdir -p "$T"
+python3 - "$T" <<'EOF'
+import json, sys, os
+d = sys.argv[1]
+long = "The committee met again on Tuesday, and after a long debate about the budget, the roads and the new school, " * 3
+recs = {
+    "arc_easy": [
+        {"id": "Mercury_7", "question": "Which of these is a gas at room temperature?", "choices": {"text": ["ice", "steam", "granite", "iron"], "label": ["A", "B", "C", "D"]}, "answerKey": "B"},
+        {"id": "NYSEDREGENTS_1", "question": "What do plants need to make food?", "choices": {"text": ["sunlight", "sand", "salt"], "label": ["1", "2", "3"]}, "answerKey": "1"},
+        {"id": "x", "question": long + "what happened?", "choices": {"text": ["they agreed", "they left", "nothing", "a storm", "a vote"], "label": ["A", "B", "C", "D", "E"]}, "answerKey": "E"}],
+    "arc_challenge": [
+        {"id": "c1", "question": "An astronomer observes that a planet rotates faster. What is the most likely effect?", "choices": {"text": ["Shorter days", "Longer years", "Colder poles", "More moons"], "label": ["A", "B", "C", "D"]}, "answerKey": "A"}],
+    "boolq": [
+        {"question": "is the sky blue on a clear day", "passage": "On a clear day the sky looks blue because air scatters blue light more than red light.", "idx": 0, "label": 1},
+        {"question": "do fish breathe air", "passage": long, "idx": 1, "label": 0}],
+    "hellaswag": [
+        {"ind": 24, "activity_label": "Roof shingle removal", "ctx_a": "A man is sitting on a roof.", "ctx_b": "he", "endings": ["is using wrap to wrap a pair of skis.", "is ripping level tiles off.", "is holding a rubik's cube.", "starts pulling up roofing on a roof."], "source_id": "activitynet~v_-JhWjGDPHMY", "split": "val", "split_type": "indomain", "label": "3"},
+        {"ind": 92, "activity_label": "Home and Garden", "ctx_a": "[header] How to plant a tree [title] Dig a hole. [step] Make it twice as wide as the roots.", "ctx_b": "", "endings": ["[substeps] Water  the hole.", "Put the tree in upside down.", "Eat the tree.", "[title] Add soil around the roots."], "label": "3"}],
+    "openbookqa": [
+        {"id": "7-980", "question_stem": "The sun is responsible for", "choices": {"text": ["puppies learning new tricks", "children growing up and getting old", "flowers wilting in a vase", "plants sprouting, blooming and wilting"], "label": ["A", "B", "C", "D"]}, "answerKey": "D"}],
+    "rte": [
+        {"sentence1": "Dana Reeve, the widow of the actor Christopher Reeve, has died of lung cancer at age 44.", "sentence2": "Christopher Reeve had an accident.", "label": 1, "idx": 0},
+        {"sentence1": long, "sentence2": "The committee met.", "label": 0, "idx": 1}],
+    "winogrande": [
+        {"sentence": "Sarah was a much better surgeon than Maria so _ always got the harder cases.", "option1": "Sarah", "option2": "Maria", "answer": "1"},
+        {"sentence": "The trophy doesn't fit into the brown suitcase because the _ is too large.", "option1": "trophy", "option2": "suitcase", "answer": "1"}],
+}
+for name, rs in recs.items():
+    with open(os.path.join(d, name + ".jsonl"), "w") as f:
+        for r in rs:
+            f.write(json.dumps(r) + "\n")
+EOF
+
+# a byte-level BPE tokenizer with merges (so that tokens straddle the context's end) and a
+# random Qwen3 of its vocabulary with a context of 96 tokens
+python3 pipelines/make_corpus.py "$TMP/corpus.jsonl" 60 3
+python3 pipelines/make_tokenizer.py "$TMP/tok" "$TMP/corpus.jsonl" 80 2>/dev/null
+V=$(python3 -c 'import json,sys; t=json.load(open(sys.argv[1])); print(len(t["model"]["vocab"]) + len(t["added_tokens"]))' "$TMP/tok/tokenizer.json")
+"$HF_PY" tests/zeroshot_ref.py model "$TMP/qwen" "$V" 96 qwen3 2>"$TMP/py.err" || fail "make the random Qwen3: $(tail -n 1 "$TMP/py.err")"
+"$E" --model "$TMP/qwen" --tokenizer "$TMP/tok" --tasks $TASKS --task-dir "$T" --log-samples "$TMP/qs.jsonl" --json \
+    --quiet >"$TMP/qr.json" 2>"$TMP/qerr" || fail "best-eval --tasks on the random Qwen3 ($(tail -n 1 "$TMP/qerr"))"
+# the reference (not again under the sanitizers: the same numbers)
+if [ "$SAN" != 1 ]; then
+    "$HF_PY" tests/zeroshot_ref.py check "$TMP/qwen" "$TMP/tok/tokenizer.json" none "$T" $TASKS 0 "$TMP/qs.jsonl" "$TMP/qr.json" 2>"$TMP/py.err" |
+        sed 's/^\(n*o*t* *ok - \)/\1random Qwen3, byte-level BPE: /' >"$TMP/ref.out"
+    cat "$TMP/ref.out"
+    grep -q "^not ok" "$TMP/ref.out" && FAILED=1
+    [ "$(grep -c '^ok' "$TMP/ref.out")" = 7 ] || fail "the reference checked all seven tasks"
+    grep -q "([1-9][0-9]* truncated" "$TMP/ref.out" && ok "requests were cut on the left (the truncation path ran)" ||
+        fail "no request was long enough to be cut on the left"
+fi
+
+# --json and --log-samples hold what they say
+python3 - "$TMP/qr.json" "$TMP/qs.jsonl" <<'EOF' && ok "--json: every task, acc and stderr, acc_norm where the harness has it, the means; --log-samples: a line per document" || fail "--json / --log-samples contents"
+import json, sys, math
+r = json.load(open(sys.argv[1]))
+s = [json.loads(l) for l in open(sys.argv[2])]
+t = r["tasks"]
+assert set(t) == {"arc_easy", "arc_challenge", "boolq", "hellaswag", "openbookqa", "rte", "winogrande"}, t.keys()
+assert all(("acc_norm" in t[k]) == (k in ("arc_easy", "arc_challenge", "hellaswag", "openbookqa")) for k in t)
+assert t["arc_easy"]["n"] == 3 and t["arc_easy"]["requests"] == 12 and t["winogrande"]["requests"] == 4
+for k in t:
+    docs = [x for x in s if x["task"] == k]
+    assert len(docs) == t[k]["n"], k
+    acc = sum(x["acc"] for x in docs) / len(docs)
+    assert abs(acc - t[k]["acc"]) < 1e-12, (k, acc)
+    sd = math.sqrt(sum((x["acc"] - acc) ** 2 for x in docs) / (len(docs) - 1)) / math.sqrt(len(docs)) if len(docs) > 1 else None
+    assert (sd is None and t[k]["acc_stderr"] is None) or abs(sd - t[k]["acc_stderr"]) < 1e-12, (k, sd)
+    assert all(x["pred"] == max(range(len(x["lls"])), key=lambda i: (x["lls"][i], -i)) for x in docs)
+assert abs(r["mean_acc"] - sum(t[k]["acc"] for k in t) / 7) < 1e-12
+assert r["n_tasks"] == 7 and "harness" in r and r["tokenizer"].startswith("no BOS")
+EOF
+
+# a pack gives its folder's numbers exactly (the chunks decode each weight as model_eval does)
+"$BIN/best-mask" --model "$TMP/qwen" --sparsity 0.7 --saliency magnitude --apply --out-model "$TMP/q70" --quiet &&
+    cp "$TMP/tok/tokenizer.json" "$TMP/q70/" &&
+    "$BIN/best-pack" --model "$TMP/q70" --out "$TMP/q70.pack" --quiet || fail "prune and pack the random Qwen3"
+"$E" --model "$TMP/q70" --tasks $TASKS --task-dir "$T" --log-samples "$TMP/f.jsonl" --quiet >"$TMP/f.txt" 2>&1 &&
+    "$E" --model "$TMP/q70.pack" --tasks $TASKS --task-dir "$T" --log-samples "$TMP/p.jsonl" --quiet >"$TMP/p.txt" 2>&1 &&
+    cmp -s "$TMP/f.jsonl" "$TMP/p.jsonl" && cmp -s "$TMP/f.txt" "$TMP/p.txt" &&
+    ok "a pack of the model pruned to 70%: the same loglikelihoods (every bit) and table as its folder" ||
+    fail "pack against folder: $(diff "$TMP/f.jsonl" "$TMP/p.jsonl" | head -c 300)"
+
+# --limit keeps the first documents; a bad record fails with one line naming file:line
+"$E" --model "$TMP/qwen" --tokenizer "$TMP/tok" --tasks arc_easy,rte --task-dir "$T" --limit 1 --json --quiet >"$TMP/l.json" &&
+    python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["tasks"]; assert t["arc_easy"]["n"] == 1 and t["rte"]["n"] == 1 and t["rte"]["acc_stderr"] is None' "$TMP/l.json" &&
+    ok "--limit 1: one document a task (no standard error of one)" || fail "--limit 1"
+mkdir -p "$TMP/bad"
+printf '{"sentence1": "a", "sentence2": "b", "label": 0}\n{"sentence1": "a", "label": 0}\n' >"$TMP/bad/rte.jsonl"
+expect_error "a record without a field" 1 'rte.jsonl:2: no string field "sentence2"' "$E" --model "$TMP/qwen" --tokenizer "$TMP/tok" --tasks rte --task-dir "$TMP/bad"
+expect_error "a task file that is not there" 1 "no boolq.jsonl" "$E" --model "$TMP/qwen" --tokenizer "$TMP/tok" --tasks boolq --task-dir "$TMP/bad"
+[ ! -e "$TMP/bad/s.jsonl" ] && "$E" --model "$TMP/qwen" --tokenizer "$TMP/tok" --tasks rte,boolq --task-dir "$TMP/bad" --log-samples "$TMP/bad/s.jsonl" >/dev/null 2>&1
+[ ! -e "$TMP/bad/s.jsonl" ] && [ -z "$(ls -A "$TMP/bad" | grep -v rte.jsonl)" ] && ok "a failed run leaves no --log-samples file" || fail "a failed run left $(ls "$TMP/bad")"
+
+# stories260K (SentencePiece, BOS) on the first documents of ../shared/tasks
+if have_shared; then
+    S="$SHARED/models/stories260K" ST=arc_easy,arc_challenge,hellaswag,openbookqa,rte,winogrande
+    "$E" --model "$S" --tasks $ST --task-dir "$SHARED/tasks" --limit 12 --log-samples "$TMP/ss.jsonl" --json --quiet \
+        >"$TMP/sr.json" 2>"$TMP/serr" || fail "best-eval --tasks on stories260K ($(tail -n 1 "$TMP/serr"))"
+    if [ "$SAN" != 1 ]; then
+        "$HF_PY" tests/zeroshot_ref.py check "$S" "best:$BIN:$S" 1 "$SHARED/tasks" $ST 12 "$TMP/ss.jsonl" "$TMP/sr.json" 2>"$TMP/py.err" |
+            sed 's/^\(n*o*t* *ok - \)/\1stories260K, SentencePiece with BOS: /' >"$TMP/sref.out"
+        cat "$TMP/sref.out"
+        grep -q "^not ok" "$TMP/sref.out" && FAILED=1
+        [ "$(grep -c '^ok' "$TMP/sref.out")" = 6 ] || fail "the reference checked stories260K's six tasks"
+    fi
+else
+    skip "stories260K on ../shared/tasks: ../shared not found"
+fi
+finish

@@ -1,0 +1,201 @@
+"""zeroshot_ref.py: lm-evaluation-harness's zero-shot loglikelihoods, written again from its
+task files and its HFLM (lm_eval/models/huggingface.py) with PyTorch and transformers, to
+check best-eval --tasks (tests/t_zeroshot.sh).
+
+  zeroshot_ref.py model OUT_DIR VOCAB MAX_POS ARCH
+      a random transformers model (LLaMA or Qwen3) saved to OUT_DIR (fp32 safetensors)
+  zeroshot_ref.py check MODEL TOKENIZER BOS TASK_DIR TASKS LIMIT SAMPLES.jsonl RESULT.json
+      the harness's requests of TASKS (comma-separated, first LIMIT documents) built here,
+      tokenized with the Hugging Face `tokenizers` library (TOKENIZER a tokenizer.json),
+      or, for a SentencePiece tokenizer.model (no `sentencepiece` package in the venv), by
+      best-tokenize --ids (TOKENIZER "best:BIN:PATH"; t_tokenize_oracle checks it against
+      sentencepiece); BOS id or "none" before every encoding, as the tokenizer's
+      post-processor puts it (LLaMA: <s>; byte-level BPE: none); scored
+      by transformers in fp32; compared with best-eval's --log-samples SAMPLES.jsonl (the
+      loglikelihoods within 1e-4, the gold indices equal) and its --json RESULT.json (acc
+      and acc_norm recomputed from the reference's loglikelihoods). Prints one "ok - " or
+      "not ok - " line per task; exit status 1 on any difference.
+
+The harness's rules as implemented here (its files, version 0.4.9.2 and later):
+  contexts / choices: arc "Question: {question}\\nAnswer:" over choices.text; boolq
+  "{passage}\\nQuestion: {question}?\\nAnswer:" over no/yes; hellaswag utils.process_docs
+  (preprocess of activity_label + ": " + ctx_a + " " + ctx_b.capitalize(), and of every
+  ending); openbookqa question_stem; rte "{sentence1}\\nQuestion: {sentence2} True or
+  False?\\nAnswer:" over True/False; winogrande partial scoring. Continuation " " + choice.
+  _encode_pair: trailing whitespace of the context moves to the continuation; whole =
+  enc(ctx + cont), ctx_enc = enc(ctx), cont_enc = whole[len(ctx_enc):]. Input
+  (ctx_enc + cont_enc)[-(L+1):][:-1], L = max_position_embeddings; ll = sum of
+  log_softmax at the continuation's tokens.
+"""
+import gzip
+import json
+import math
+import os
+import re
+import sys
+
+
+def read_records(task_dir, name, limit):
+    for suffix in (".jsonl", ".jsonl.gz"):
+        path = os.path.join(task_dir, name + suffix)
+        if os.path.exists(path):
+            opener = gzip.open if suffix.endswith(".gz") else open
+            with opener(path, "rt", encoding="utf-8") as f:
+                recs = [json.loads(line) for line in f if line.strip()]
+            return recs[:limit] if limit > 0 else recs
+    raise SystemExit(f"zeroshot_ref: no {name}.jsonl in {task_dir}")
+
+
+def hellaswag_preprocess(text):
+    text = text.strip()
+    text = text.replace(" [title]", ". ")
+    text = re.sub("\\[.*?\\]", "", text)
+    text = text.replace("  ", " ")
+    return text
+
+
+def requests(name, doc):
+    """[(context, continuation)], gold, choice lengths (acc_norm) or None."""
+    if name in ("arc_easy", "arc_challenge", "openbookqa"):
+        ctx = doc["question_stem"] if name == "openbookqa" else "Question: " + doc["question"] + "\nAnswer:"
+        key = doc["answerKey"].lstrip() if name == "openbookqa" else doc["answerKey"]
+        choices = doc["choices"]["text"]
+        return [(ctx, " " + c) for c in choices], doc["choices"]["label"].index(key), [float(len(c)) for c in choices]
+    if name == "boolq":
+        ctx = doc["passage"] + "\nQuestion: " + doc["question"] + "?\nAnswer:"
+        return [(ctx, " no"), (ctx, " yes")], int(doc["label"]), None
+    if name == "rte":
+        ctx = doc["sentence1"] + "\nQuestion: " + doc["sentence2"] + " True or False?\nAnswer:"
+        return [(ctx, " True"), (ctx, " False")], int(doc["label"]), None
+    if name == "hellaswag":
+        ctx = doc["ctx_a"] + " " + doc["ctx_b"].capitalize()
+        query = hellaswag_preprocess(doc["activity_label"] + ": " + ctx)
+        choices = [hellaswag_preprocess(e) for e in doc["endings"]]
+        return [(query, " " + c) for c in choices], int(doc["label"]), [float(len(c)) for c in choices]
+    if name == "winogrande":
+        i = doc["sentence"].index("_")
+        cont = " " + doc["sentence"][i + 1:].strip()
+        return [(doc["sentence"][:i] + o, cont) for o in (doc["option1"], doc["option2"])], \
+            {"1": 0, "2": 1}[doc["answer"]], None
+    raise SystemExit(f"zeroshot_ref: unknown task {name}")
+
+
+def split_pair(ctx, cont):
+    """The texts _encode_pair encodes: the context without its trailing whitespace, and
+    context + continuation (the whitespace now the continuation's)."""
+    n = len(ctx) - len(ctx.rstrip())
+    return (ctx[:-n] if n else ctx), ctx + cont
+
+
+def make_model(out_dir, vocab, max_pos, arch):
+    import torch
+    import transformers
+    torch.manual_seed(7)
+    common = dict(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=max_pos,
+                  initializer_range=0.2, rms_norm_eps=1e-5, tie_word_embeddings=False,
+                  bos_token_id=None, eos_token_id=vocab - 1)
+    if arch == "qwen3":
+        cfg = transformers.Qwen3Config(head_dim=8, **common)
+        model = transformers.Qwen3ForCausalLM(cfg)
+    else:
+        cfg = transformers.LlamaConfig(**common)
+        model = transformers.LlamaForCausalLM(cfg)
+    model.to(torch.float32).save_pretrained(out_dir, safe_serialization=True)
+
+
+def check(model_dir, tok_path, bos, task_dir, tasks, limit, samples_path, result_path):
+    import torch
+    import transformers
+    bos = None if bos == "none" else int(bos)
+    todo = [(name, d, doc) for name in tasks.split(",") for d, doc in enumerate(read_records(task_dir, name, limit))]
+    if tok_path.startswith("best:"):  # every string of every request, encoded in one run
+        import subprocess
+        import tempfile
+        _, bin_dir, spm = tok_path.split(":", 2)
+        texts = sorted({t for name, d, doc in todo for ctx, cont in requests(name, doc)[0]
+                        for t in split_pair(ctx, cont)})
+        with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
+            for t in texts:
+                f.write(json.dumps({"text": t}) + "\n")
+        out = subprocess.run([os.path.join(bin_dir, "best-tokenize"), "--tokenizer", spm, "--ids", "--no-bos",
+                              "--quiet", f.name], capture_output=True, text=True, check=True).stdout
+        os.unlink(f.name)
+        table = {t: [int(x) for x in line.split()] for t, line in zip(texts, out.split("\n"))}
+        encode = table.__getitem__
+    else:
+        from tokenizers import Tokenizer
+        tok = Tokenizer.from_file(tok_path)
+        encode = lambda s: tok.encode(s, add_special_tokens=False).ids
+    model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    model.eval()
+    L = model.config.max_position_embeddings
+
+    def enc(s):
+        return ([bos] if bos is not None else []) + encode(s)
+
+    ours = {}
+    with open(samples_path) as f:
+        for line in f:
+            s = json.loads(line)
+            ours[(s["task"], s["doc"])] = s
+    result = json.load(open(result_path))
+    bad = 0
+    for name in tasks.split(","):
+        worst, n_req, n_trunc, accs, accns, msgs = 0.0, 0, 0, [], [], []
+        for _, d, doc in [t for t in todo if t[0] == name]:
+            reqs, gold, lens = requests(name, doc)
+            lls = []
+            for ctx, cont in reqs:
+                ctx, whole_text = split_pair(ctx, cont)
+                whole, cenc = enc(whole_text), enc(ctx)
+                cont_enc = whole[len(cenc):]
+                full = (cenc + cont_enc)[-(L + 1):]
+                n_trunc += len(cenc) + len(cont_enc) > L + 1
+                inp = torch.tensor([full[:-1]])
+                with torch.no_grad():
+                    logp = torch.log_softmax(model(inp).logits[0].double(), dim=-1)
+                k = len(cont_enc)
+                rows = logp[len(full) - 1 - k:]
+                lls.append(float(sum(rows[j, t] for j, t in enumerate(full[-k:]))))
+                n_req += 1
+            o = ours.get((name, d))
+            if o is None:
+                msgs.append(f"doc {d} missing from {samples_path}")
+                continue
+            if o["gold"] != gold:
+                msgs.append(f"doc {d}: gold {o['gold']}, the reference's {gold}")
+            if len(o["lls"]) != len(lls):
+                msgs.append(f"doc {d}: {len(o['lls'])} choices, the reference's {len(lls)}")
+                continue
+            worst = max(worst, max(abs(a - b) for a, b in zip(o["lls"], lls)))
+            pred = max(range(len(lls)), key=lambda i: (lls[i], -i))
+            accs.append(pred == gold)
+            if lens:
+                pn = max(range(len(lls)), key=lambda i: (lls[i] / lens[i], -i))
+                accns.append(pn == gold)
+        r = result["tasks"][name]
+        if worst > 1e-4:
+            msgs.append(f"loglikelihoods differ by up to {worst:.3g} (more than 1e-4)")
+        acc = sum(accs) / len(accs)
+        if abs(r["acc"] - acc) > 1e-12 and worst <= 1e-4:
+            # a near-tie can flip within the tolerance; say so rather than fail silently
+            msgs.append(f"acc {r['acc']} but the reference's loglikelihoods give {acc}")
+        if accns and abs(r["acc_norm"] - sum(accns) / len(accns)) > 1e-12:
+            msgs.append(f"acc_norm {r['acc_norm']} but the reference's loglikelihoods give {sum(accns) / len(accns)}")
+        what = (f"{name}: {len(accs)} documents, {n_req} requests ({n_trunc} truncated to {L + 1} tokens), "
+                f"loglikelihoods within {worst:.2g} of transformers', acc {acc:.4f}")
+        if msgs:
+            bad += 1
+            print(f"not ok - {what}: " + "; ".join(msgs[:5]))
+        else:
+            print(f"ok - {what}")
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "model":
+        make_model(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
+    else:
+        check(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6], int(sys.argv[7]), sys.argv[8],
+              sys.argv[9])
