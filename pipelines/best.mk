@@ -17,8 +17,7 @@
 # (pipelines/llama2-7b-90.mk and so on, via pipelines/paper.mk); anything can be
 # overridden on the command line.
 #
-# Not here yet, with their places marked below: multi-rank training (NPROC, LAUNCH),
-# zero-shot tasks (the eval section).
+# Not here yet, with its place marked below: multi-rank training (NPROC, LAUNCH).
 
 # --- what to prune, on what, how -------------------------------------------------------
 NAME       ?= best
@@ -66,6 +65,17 @@ SEQ_EVAL   ?= 2048
 WIKI_TOKENS ?= 0
 C4_TOKENS  ?= $(shell expr 256 \* $(SEQ_EVAL))
 EVAL_DENSE ?= 1
+# Zero-shot accuracy (best-eval --tasks, lm-evaluation-harness's protocol): the folder of
+# the task files (NAME.jsonl or .jsonl.gz, Hugging Face records). Empty: skipped. TASKS:
+# comma-separated; default, those of the seven whose file is in TASK_DIR. TASK_LIMIT: the
+# first N documents of each (0 = all).
+TASK_DIR   ?=
+ALL_TASKS  := arc_easy arc_challenge boolq hellaswag openbookqa rte winogrande
+comma      := ,
+empty      :=
+space      := $(empty) $(empty)
+TASKS      ?= $(subst $(space),$(comma),$(strip $(foreach t,$(ALL_TASKS),$(if $(wildcard $(TASK_DIR)/$(t).jsonl $(TASK_DIR)/$(t).jsonl.gz),$(t)))))
+TASK_LIMIT ?= 0
 
 # --- packing ------------------------------------------------------------------------------
 QUANT      ?= none
@@ -158,6 +168,13 @@ $(error EVAL_WIKI=$(EVAL_WIKI): not found. Pass EVAL_WIKI=FILE (WikiText-2 test 
 endif
 endif
 endif
+ifneq ($(TASK_DIR),)
+ifneq ($(EVAL_GOAL),)
+ifeq ($(strip $(TASKS)),)
+$(error TASK_DIR=$(TASK_DIR): none of the task files there ($(ALL_TASKS:%=%.jsonl)). Pass TASK_DIR=DIR of Hugging Face records (docs/best-eval.md), or TASK_DIR= to skip zero-shot)
+endif
+endif
+endif
 ifneq ($(EVAL_C4),)
 ifneq ($(EVAL_GOAL),)
 ifeq ($(wildcard $(EVAL_C4)),)
@@ -183,6 +200,7 @@ FINAL_DEP  := $(OUT)/oneshot/model/model.safetensors
 endif
 
 EVALS      := $(if $(EVAL_WIKI),wikitext2) $(if $(EVAL_C4),c4)
+EVALS      += $(if $(TASK_DIR),zeroshot)
 EVAL_FILES := $(EVALS:%=$(OUT)/eval/%.json) $(if $(filter 1,$(EVAL_DENSE)),$(EVALS:%=$(OUT)/eval/dense-%.json))
 PACK_FILES := $(if $(filter 1,$(PACK_ON)),$(OUT)/pack/model.pack $(OUT)/pack/verify.txt)
 MASK_FILES := $(if $(filter 0,$(SPARSITY)),,$(OUT)/mask/report.json)
@@ -206,6 +224,7 @@ check:
 	@echo "ONESHOT_GROUP=$(ONESHOT_GROUP) CALIB=$(CALIB) NSAMPLES=$(NSAMPLES) CALIB_SEQ=$(CALIB_SEQ)"
 	@echo "STEPS=$(STEPS) BATCH=$(BATCH) SEQ=$(SEQ) NPROC=$(NPROC) OUT=$(OUT)"
 	@echo "EVAL_WIKI=$(EVAL_WIKI) EVAL_C4=$(EVAL_C4) SEQ_EVAL=$(SEQ_EVAL) QUANT=$(QUANT) PACK=$(PACK_ON)"
+	@echo "TASK_DIR=$(TASK_DIR) TASKS=$(TASKS) TASK_LIMIT=$(TASK_LIMIT)"
 
 # --- tokenize -----------------------------------------------------------------------------
 $(OUT)/data/train.bin: $(DATA_FILES)
@@ -262,8 +281,8 @@ $(OUT)/mask/report.json: $(FINAL_DEP)
 endif
 
 # --- evaluate -----------------------------------------------------------------------------
-# (The place for zero-shot accuracy: best-eval --tasks LIST --task-dir DIR --json.)
 EVAL = $(BIN)/best-eval --seq $(SEQ_EVAL) $(TH) --json --quiet
+ZEROSHOT = $(BIN)/best-eval --tasks $(TASKS) --task-dir $(TASK_DIR) --limit $(TASK_LIMIT) $(TH) --json --quiet
 $(OUT)/eval/wikitext2.json: $(FINAL_DEP) $(wildcard $(EVAL_WIKI))
 	@mkdir -p $(@D)
 	$(EVAL) --model $(FINAL) --data $(EVAL_WIKI) --max-tokens $(WIKI_TOKENS) $(SAVE)
@@ -276,6 +295,12 @@ $(OUT)/eval/dense-wikitext2.json: $(wildcard $(EVAL_WIKI))
 $(OUT)/eval/dense-c4.json: $(wildcard $(EVAL_C4))
 	@mkdir -p $(@D)
 	$(EVAL) --model $(MODEL) --data $(EVAL_C4) --max-tokens $(C4_TOKENS) $(SAVE)
+$(OUT)/eval/zeroshot.json: $(FINAL_DEP)
+	@mkdir -p $(@D)
+	$(ZEROSHOT) --model $(FINAL) --log-samples $(@D)/zeroshot-samples.jsonl $(SAVE)
+$(OUT)/eval/dense-zeroshot.json:
+	@mkdir -p $(@D)
+	$(ZEROSHOT) --model $(MODEL) --log-samples $(@D)/dense-zeroshot-samples.jsonl $(SAVE)
 
 # --- pack ---------------------------------------------------------------------------------
 $(OUT)/pack/model.pack: $(FINAL_DEP)
@@ -285,8 +310,10 @@ $(OUT)/pack/verify.txt: $(OUT)/pack/model.pack
 	($(BIN)/best-pack --verify $< && $(BIN)/best-pack --info $<) $(SAVE)
 
 # --- report -------------------------------------------------------------------------------
-PPL_ARGS := $(foreach e,$(EVALS),--ppl '$(LABEL):$(SPARSITY):$(e)=$(OUT)/eval/$(e).json' \
-              $(if $(filter 1,$(EVAL_DENSE)),--ppl 'dense:0:$(e)=$(OUT)/eval/dense-$(e).json'))
+PPL_ARGS := $(foreach e,$(filter-out zeroshot,$(EVALS)),--ppl '$(LABEL):$(SPARSITY):$(e)=$(OUT)/eval/$(e).json' \
+              $(if $(filter 1,$(EVAL_DENSE)),--ppl 'dense:0:$(e)=$(OUT)/eval/dense-$(e).json')) \
+            $(if $(TASK_DIR),$(if $(filter 1,$(EVAL_DENSE)),--zeroshot 'dense=$(OUT)/eval/dense-zeroshot.json') \
+              --zeroshot '$(LABEL) $(SPARSITY)=$(OUT)/eval/zeroshot.json')
 $(OUT)/report/summary.md: $(EVAL_FILES) $(MASK_FILES) $(PACK_FILES) $(PIPELINES)report.py
 	python3 $(PIPELINES)report.py --print --out $(@D) --title '$(NAME): $(LABEL) at sparsity $(SPARSITY)' \
 	    $(if $(filter 1,$(TRAINED)),--log '$(LABEL) $(SPARSITY)=$(OUT)/train/log.jsonl') \

@@ -8,6 +8,7 @@
               [--results FILE.jsonl]...           perplexity rows of other runs, to compare
               [--pack LABEL=PACK:MODEL_DIR]...    packed size against the HF folder's
               [--speed LABEL=GEN.jsonl]...        best-eval --generate --json lines
+              [--zeroshot LABEL=ZS.json]...       best-eval --tasks --json: accuracy per task
               [--sample LABEL=GEN.json]           one generation, quoted in the summary
               [--print]                           also print the summary's table on stdout
 
@@ -206,6 +207,7 @@ def main():
     ap.add_argument("--results", action="append", default=[])
     ap.add_argument("--pack", action="append", default=[])
     ap.add_argument("--speed", action="append", default=[])
+    ap.add_argument("--zeroshot", action="append", default=[])
     ap.add_argument("--sample")
     ap.add_argument("--print", action="store_true")
     a = ap.parse_args()
@@ -291,6 +293,26 @@ def main():
             table.append(f"| {m} | {sp:g} | " + " | ".join(cells) + " |")
         table.append("")
         md += ["## Perplexity", ""] + table + ["![perplexity against sparsity](ppl.svg)", ""]
+
+    # Zero-shot accuracy: one row per run, one column per task (acc_norm where the harness
+    # reports it, as the pruning papers' tables do, else acc), then our unweighted mean.
+    if a.zeroshot:
+        runs = []
+        for k, v in (split_kv(s, "--zeroshot") for s in a.zeroshot):
+            with open(v, encoding="utf-8") as f:
+                runs.append((k, json.load(f)))
+        tasks = list(dict.fromkeys(t for _, r in runs for t in r["tasks"]))
+        zt = ["| zero-shot | " + " | ".join(tasks) + " | mean |", "|---|" + "---:|" * (len(tasks) + 1)]
+        for k, r in runs:
+            cells = []
+            for t in tasks:
+                x = r["tasks"].get(t)
+                cells.append("-" if x is None else f"{100 * x.get('acc_norm', x['acc']):.2f}")
+            zt.append(f"| {k} | " + " | ".join(cells) + f" | {100 * r['mean_acc_norm_or_acc']:.2f} |")
+        zt += ["", "(accuracy in %: acc_norm for arc_easy, arc_challenge, hellaswag, openbookqa; acc for the "
+               "others; lm-evaluation-harness's protocol, docs/best-eval.md)", ""]
+        table += zt
+        md += ["## Zero-shot accuracy", ""] + zt
 
     extra = []
     if a.pack:

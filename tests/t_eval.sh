@@ -47,7 +47,7 @@ fi
 # Usage errors (2) and bad input (1, one line naming the file).
 expect_error "no --model" 2 "usage error" "$E" --data x.bin
 expect_error "neither --data nor --generate" 2 "exactly one" "$E" --model tests/fixtures/model/qwen3
-expect_error "--tasks not in this version" 2 "tasks" "$E" --model tests/fixtures/model/qwen3 --tasks arc_easy
+expect_error "--tasks without --task-dir" 2 "needs --task-dir" "$E" --model tests/fixtures/model/qwen3 --tasks arc_easy
 expect_error "missing model folder" 1 "nowhere" "$E" --model "$TMP/nowhere" --data tests/fixtures/eval/qwen3_tokens.bin
 expect_error "--device bogus" 2 "unknown --device bogus (cuda, cpu)" "$E" --model tests/fixtures/model/qwen3 \
     --data tests/fixtures/eval/qwen3_tokens.bin --device bogus

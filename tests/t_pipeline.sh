@@ -265,17 +265,18 @@ S=$SHARED/models/stories260K
 O=$TMP/smoke
 VARS="MODEL=$S DATA=$SHARED/data/stories260K/train.jsonl.zst STEPS=20 BATCH=4 SEQ=128 SAVE_EVERY=10 PRUNE_UPDATES=5
       EVAL_WIKI=$SHARED/data/wikitext2/wiki.test.joined.txt EVAL_C4=$SHARED/data/c4/c4-train.00000-of-01024.first1000.jsonl
-      WIKI_TOKENS=4096 C4_TOKENS=4096 SEQ_EVAL=512 BIN=$BIN THREADS=2"
+      WIKI_TOKENS=4096 C4_TOKENS=4096 SEQ_EVAL=512 BIN=$BIN THREADS=2 TASK_DIR=$SHARED/tasks TASK_LIMIT=20"
 if [ -x "$BIN/best-pack" ]; then PACKED=1; else PACKED=0; skip "pack steps: $BIN/best-pack is not built yet"; fi
 # shellcheck disable=SC2086
 if $MK pipelines/llama2-99.mk $VARS OUT="$O" >"$TMP/smoke.out" 2>&1; then
-    ok "make -f pipelines/llama2-99.mk on stories260K: 20 steps to 99%, WikiText-2 and C4, report"
+    ok "make -f pipelines/llama2-99.mk on stories260K: 20 steps to 99%, WikiText-2 and C4, zero-shot, report"
 else
     fail "smoke run failed: $(tail -n 5 "$TMP/smoke.out")"; finish
 fi
 missing=""
 for f in data/train.bin train/DONE train/model/model.safetensors train/state/state.safetensors mask/report.json \
     mask/heatmap.svg eval/wikitext2.json eval/c4.json eval/dense-wikitext2.json eval/dense-c4.json \
+    eval/zeroshot.json eval/dense-zeroshot.json eval/zeroshot-samples.jsonl \
     report/loss.svg report/lr.svg report/sparsity.svg report/ppl.svg report/heatmap-1.svg report/results.jsonl \
     report/summary.md; do [ -s "$O/$f" ] || missing="$missing $f"; done
 check "every product at its path under OUT${missing:+ (missing:$missing)}" test -z "$missing"
@@ -300,6 +301,14 @@ check "results.jsonl: dense and BEST on wikitext2 and c4, BEST's perplexity abov
 import json; r = {(x['method'], x['data']): x['ppl'] for x in map(json.loads, open('$O/report/results.jsonl'))}
 assert set(r) == {('BEST', 'wikitext2'), ('BEST', 'c4'), ('dense', 'wikitext2'), ('dense', 'c4')}, r
 assert all(1 < v < 1e6 for v in r.values()) and r['BEST', 'c4'] > r['dense', 'c4'], r"
+check "zero-shot: the six tasks of ../shared/tasks (20 documents each) for the run and the dense model, a table in the summary" python3 -c "
+import json
+for f in ('zeroshot', 'dense-zeroshot'):
+    r = json.load(open('$O/eval/' + f + '.json'))
+    assert sorted(r['tasks']) == ['arc_challenge', 'arc_easy', 'hellaswag', 'openbookqa', 'rte', 'winogrande'], r['tasks']
+    assert all(t['n'] == 20 for t in r['tasks'].values()) and r['limit'] == 20, r
+s = open('$O/report/summary.md').read()
+assert '## Zero-shot accuracy' in s and '| dense |' in s and '| BEST 0.99 |' in s, s"
 if [ $PACKED = 1 ]; then
     check "pack: model.pack and verify.txt; the summary compares its size" sh -c \
         "test -s '$O/pack/model.pack' && test -s '$O/pack/verify.txt' && grep -q '| packed model | pack | HF folder' '$O/report/summary.md'"
