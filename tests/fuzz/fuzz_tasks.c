@@ -1,0 +1,42 @@
+// fuzz_tasks.c: libFuzzer target for the zero-shot task files (run/tasks.h, task_load):
+// the first byte picks the task, the rest is the file (JSON lines). Whatever is accepted
+// must be documents the scorer can use: at least one choice each, a gold index among
+// them, contexts and continuations that are strings, choice lengths >= 0.
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "run/tasks.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    static const char *names[] = {"arc_easy", "arc_challenge", "boolq", "hellaswag", "openbookqa", "rte", "winogrande"};
+    static char dir[64];
+    if (!dir[0]) {
+        snprintf(dir, sizeof dir, "/tmp/fuzz_tasks.%d", (int)getpid());
+        mkdir(dir, 0700);
+    }
+    if (size < 1) return 0;
+    const char *name = names[data[0] % 7];
+    char path[128];
+    snprintf(path, sizeof path, "%s/%s.jsonl", dir, name);
+    FILE *f = fopen(path, "wb");
+    if (!f) return 0;
+    fwrite(data + 1, 1, size - 1, f);
+    fclose(f);
+    Task t;
+    if (task_load(&t, dir, name, 0) == 0) {
+        if (t.n == 0) abort();
+        for (size_t d = 0; d < t.n; d++) {
+            const TaskDoc *doc = &t.docs[d];
+            if (doc->n < 1 || doc->gold < 0 || doc->gold >= doc->n) abort();
+            for (int i = 0; i < doc->n; i++)
+                if (!doc->ctx[i] || !doc->cont[i] || !(doc->len[i] >= 0) || doc->cont[i][0] != ' ') abort();
+        }
+        task_free(&t);
+    }
+    unlink(path);
+    return 0;
+}
