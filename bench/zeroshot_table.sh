@@ -3,7 +3,7 @@
 # (bench/quality.sh's output folder), one row per model, one column per task, as
 # docs/results.md shows it.
 #
-#   sh bench/zeroshot_table.sh QUALITY_OUT [TASK_DIR] [LIMIT] [METHODS]
+#   [THREADS=N] sh bench/zeroshot_table.sh QUALITY_OUT [TASK_DIR] [LIMIT] [METHODS]
 #   (defaults: ../shared/tasks, 1000 documents a task at most, and the methods
 #    "mag-layer magplus-layer wanda wandaplus sparsegpt sparsegptplus best")
 #
@@ -21,7 +21,7 @@ TASKS=$(for t in arc_easy arc_challenge boolq hellaswag openbookqa rte winogrand
 mkdir -p "$Q/zeroshot"
 run() { # NAME MODEL_DIR
     [ -s "$Q/zeroshot/$1.json" ] ||
-        "$BIN/best-eval" --model "$2" --tasks "$TASKS" --task-dir "$TASK_DIR" --limit "$LIMIT" --json --quiet \
+        "$BIN/best-eval" --model "$2" --tasks "$TASKS" --task-dir "$TASK_DIR" --limit "$LIMIT" ${THREADS:+--threads $THREADS} --json --quiet \
             >"$Q/zeroshot/$1.json.tmp" && mv "$Q/zeroshot/$1.json.tmp" "$Q/zeroshot/$1.json"
     echo "$1 $Q/zeroshot/$1.json"
 }

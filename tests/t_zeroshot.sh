@@ -14,11 +14,16 @@ E="$BIN/best-eval"
 TASKS=arc_easy,arc_challenge,boolq,hellaswag,openbookqa,rte,winogrande
 
 # usage errors first: they need no Python
+T0="$TMP/t0"
+mkdir -p "$T0"
+printf '{"sentence1": "a", "sentence2": "b", "label": 0}\n' >"$T0/rte.jsonl"
 expect_error "--tasks without --task-dir" 2 "needs --task-dir" "$E" --model tests/fixtures/model/qwen3 --tasks rte
 expect_error "--tasks with an unknown task" 2 'unknown task "piqa"' "$E" --model tests/fixtures/model/qwen3 --tasks rte,piqa --task-dir "$TMP"
 expect_error "--tasks and --data together" 2 "exactly one of" "$E" --model tests/fixtures/model/qwen3 --tasks rte --task-dir "$TMP" --data x
 expect_error "--limit without --tasks" 2 "go with --tasks" "$E" --model tests/fixtures/model/qwen3 --data x --limit 3
-expect_error "--tasks on cuda" 2 "runs on the CPU" "$E" --model tests/fixtures/model/qwen3 --tasks rte --task-dir "$TMP" --device cuda
+if ! nvidia-smi -L >/dev/null 2>&1; then
+    expect_error "--tasks --device cuda without a GPU" 1 "device cuda" "$E" --model tests/fixtures/model/qwen3 --tasks rte --task-dir "$T0" --device cuda
+fi
 
 if [ ! -f "$HF_VENV/.complete" ] || ! "$HF_PY" -c 'import torch, transformers, tokenizers' 2>/dev/null; then
     skip "zero-shot reference: no torch + transformers environment at $HF_VENV (run make deps)"

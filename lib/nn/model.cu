@@ -380,6 +380,11 @@ BEST_KAPI void devmodel_download_grads(const DevModel *d, float *grads) {
     CUDA_CHECK(cudaStreamSynchronize(d->ctx->stream));
 }
 
+BEST_KAPI void devmodel_download_nll(const DevModel *d, float *nll) {
+    CUDA_CHECK(cudaMemcpyAsync(nll, d->nll, d->N * sizeof(float), cudaMemcpyDeviceToHost, d->ctx->stream));
+    CUDA_CHECK(cudaStreamSynchronize(d->ctx->stream));
+}
+
 BEST_KAPI void devmodel_download_mask(const DevModel *d, uint8_t *mask) {
     CUDA_CHECK(cudaMemcpyAsync(mask, d->mask, d->n_params, cudaMemcpyDeviceToHost, d->ctx->stream));
     CUDA_CHECK(cudaStreamSynchronize(d->ctx->stream));

@@ -413,6 +413,8 @@ void devmodel_download_grads(const DevModel *d, float *grads);
 // Downloads the mask into mask (n_params): after a mask update on the device (mask.h's
 // mask_update_cuda), before the host saves it.
 void devmodel_download_mask(const DevModel *d, uint8_t *mask);
+// nll (N): the last forward's NLL of each position (0 where its target was -1).
+void devmodel_download_nll(const DevModel *d, float *nll);
 // model_forward on the device: the same checks, d->loss and d->n_valid set, the loss
 // returned through d->loss (the only value that comes back). -1 after ERR.
 int devmodel_forward(DevModel *d, const int32_t *tokens, const int32_t *targets);

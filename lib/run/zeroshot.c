@@ -8,6 +8,7 @@
 
 #include "base/error.h" // defines: ERR, TRY, xmalloc, xcalloc
 #include "base/vec.h"   // defines: IdVec, ByteVec
+#include "nn/cuda.h"    // defines: CudaCtx, cuda_ctx_create, cuda_info
 
 // One request as the model reads it: full = (ctx + continuation)[-(L+1):], the input is
 // full[:-1], and the last cont tokens of full are scored.
@@ -147,40 +148,68 @@ static int batch_run(double *ll, double *lp, const Model *m, PackedActs *a, cons
     return 0;
 }
 
-int zeroshot_score(double **lls, const Model *m, const Tokenizer *tok, const Task *t, int max_length, Progress *pr) {
-    if (max_length <= 0) max_length = m->cfg.max_position_embeddings;
-    // every request's tokens first
-    size_t nreq = 0;
-    for (size_t d = 0; d < t->n; d++) nreq += (size_t)t->docs[d].n;
-    Req *q = xcalloc(nreq ? nreq : 1, sizeof *q);
-    size_t *start = xmalloc((t->n + 1) * sizeof *start);
+// Every request's tokens: q (nreq) in document order, start (t->n + 1) the first request
+// of each document. 0, or -1 with q and start freed.
+typedef struct {
+    Req *q;
+    size_t *start, nreq;
+} Requests;
+
+static void requests_free(Requests *r) {
+    for (size_t i = 0; i < r->nreq; i++) idvec_free(&r->q[i].full);
+    free(r->q);
+    free(r->start);
+    memset(r, 0, sizeof *r);
+}
+
+static int requests_tokenize(Requests *r, const Tokenizer *tok, const Task *t, int max_length) {
+    r->nreq = 0;
+    for (size_t d = 0; d < t->n; d++) r->nreq += (size_t)t->docs[d].n;
+    r->q = xcalloc(r->nreq ? r->nreq : 1, sizeof *r->q);
+    r->start = xmalloc((t->n + 1) * sizeof *r->start);
     int rc = 0;
     TokEncoder enc;
     tok_encoder_init(&enc, tok);
     size_t k = 0;
     for (size_t d = 0; d < t->n && rc == 0; d++) {
-        start[d] = k;
+        r->start[d] = k;
         for (int i = 0; i < t->docs[d].n && rc == 0; i++, k++) {
-            rc = request_tokens(&q[k], &enc, tok, t->docs[d].ctx[i], t->docs[d].cont[i], max_length);
+            rc = request_tokens(&r->q[k], &enc, tok, t->docs[d].ctx[i], t->docs[d].cont[i], max_length);
             if (rc < 0) err_prefix("%s:%zu: choice %d: ", t->path, d + 1, i);
         }
     }
-    start[t->n] = k;
+    r->start[t->n] = k;
     tok_encoder_free(&enc);
+    if (rc < 0) requests_free(r);
+    return rc;
+}
+
+// lls[d][i] = ll[start[d] + i]
+static void lls_scatter(double **lls, const double *ll, const Requests *r, const Task *t) {
+    for (size_t d = 0; d < t->n; d++)
+        for (int i = 0; i < t->docs[d].n; i++) lls[d][i] = ll[r->start[d] + (size_t)i];
+}
+
+int zeroshot_score(double **lls, const Model *m, const Tokenizer *tok, const Task *t, int max_length, Progress *pr) {
+    if (max_length <= 0) max_length = m->cfg.max_position_embeddings;
+    Requests r;
+    TRY(requests_tokenize(&r, tok, t, max_length));
+    const Req *q = r.q;
+    const size_t *start = r.start;
     // whole documents packed into batches of rows, as many as the model's size allows
     size_t row_floats = 2 * m->C + 2 * m->Q + 2 * m->KVD + 2 * m->I + m->NH + m->HD + (size_t)omp_get_max_threads();
     size_t max_rows = (256u << 20) / (row_floats * sizeof(float)), logit_rows = (64u << 20) / (m->V * sizeof(float));
     max_rows = max_rows < 256 ? 256 : max_rows > 2048 ? 2048 : max_rows;
     logit_rows = logit_rows < 16 ? 16 : logit_rows > 512 ? 512 : logit_rows;
     size_t max_keys = 1; // a document's rows bound what any of its segments sees
-    for (size_t d = 0; d < t->n && rc == 0; d++) {
+    for (size_t d = 0; d < t->n; d++) {
         size_t rows = doc_rows(q + start[d], t->docs[d].n);
         if (rows > max_rows) max_rows = rows;
         if (rows > max_keys) max_keys = rows;
     }
-    double *ll = xcalloc(nreq ? nreq : 1, sizeof *ll), *lp = xmalloc(logit_rows * sizeof *lp);
-    PackedActs a = {0};
-    if (rc == 0) rc = packed_acts_init(&a, m, max_rows, logit_rows, max_keys);
+    double *ll = xcalloc(r.nreq ? r.nreq : 1, sizeof *ll), *lp = xmalloc(logit_rows * sizeof *lp);
+    PackedActs a;
+    int rc = packed_acts_init(&a, m, max_rows, logit_rows, max_keys);
     Batch b = {0};
     size_t done = 0, d0 = 0;
     for (size_t d = 0; d <= t->n && rc == 0; d++) {
@@ -195,14 +224,88 @@ int zeroshot_score(double **lls, const Model *m, const Tokenizer *tok, const Tas
     }
     packed_acts_free(&a);
     batch_free(&b);
-    for (size_t d = 0; d < t->n && rc == 0; d++)
-        for (int i = 0; i < t->docs[d].n; i++) lls[d][i] = ll[start[d] + (size_t)i];
+    if (rc == 0) lls_scatter(lls, ll, &r, t);
     free(ll);
     free(lp);
-    for (size_t i = 0; i < nreq; i++) idvec_free(&q[i].full);
-    free(q);
-    free(start);
+    requests_free(&r);
     return rc;
+}
+
+#ifdef BEST_CUDA
+// Requests by length, longest first (then in order: the same batches every run).
+static const Req *g_by_len;
+static int by_len(const void *a, const void *b) {
+    size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    size_t li = g_by_len[i].full.n, lj = g_by_len[j].full.n;
+    if (li != lj) return li > lj ? -1 : 1;
+    return i < j ? -1 : i > j;
+}
+#endif
+
+int zeroshot_score_cuda(double **lls, const Model *m, const Tokenizer *tok, const Task *t, int max_length,
+                        Progress *pr) {
+#ifndef BEST_CUDA
+    (void)lls, (void)m, (void)tok, (void)t, (void)max_length, (void)pr;
+    return ERR("--device cuda: this build has no CUDA (%s); use --device cpu", cuda_info());
+#else
+    if (max_length <= 0) max_length = m->cfg.max_position_embeddings;
+    Requests r;
+    TRY(requests_tokenize(&r, tok, t, max_length));
+    size_t *order = xmalloc((r.nreq ? r.nreq : 1) * sizeof *order), T = 1;
+    for (size_t i = 0; i < r.nreq; i++) {
+        order[i] = i;
+        if (r.q[i].full.n - 1 > T) T = r.q[i].full.n - 1;
+    }
+    g_by_len = r.q;
+    qsort(order, r.nreq, sizeof *order, by_len);
+    // one request a row, padded on the right to the longest (causal: padding changes no
+    // earlier position); rows of about 16k tokens a batch
+    size_t B = ((size_t)1 << 14) / T;
+    B = B < 1 ? 1 : B > r.nreq ? (r.nreq ? r.nreq : 1) : B;
+    CudaCtx *c;
+    if (cuda_ctx_create(&c, 0, (size_t)32 << 20) < 0) {
+        requests_free(&r);
+        free(order);
+        return -1;
+    }
+    DevModel dm;
+    int rc = devmodel_init(&dm, c, m, (int)B, (int)T, 0, DEVMODEL_EVAL), inited = rc == 0;
+    size_t N = B * T, done = 0;
+    int32_t *x = xmalloc(N * sizeof *x), *targets = xmalloc(N * sizeof *targets);
+    float *nll = xmalloc(N * sizeof *nll);
+    double *ll = xcalloc(r.nreq ? r.nreq : 1, sizeof *ll);
+    for (size_t k0 = 0; k0 < r.nreq && rc == 0; k0 += B) {
+        size_t nb = r.nreq - k0 < B ? r.nreq - k0 : B;
+        for (size_t i = 0; i < N; i++) x[i] = 0, targets[i] = -1;
+        for (size_t b = 0; b < nb; b++) {
+            const Req *q = &r.q[order[k0 + b]];
+            size_t in = q->full.n - 1, first = in - (size_t)q->cont;
+            memcpy(x + b * T, q->full.v, in * sizeof *x);
+            for (size_t j = first; j < in; j++) targets[b * T + j] = q->full.v[j + 1];
+        }
+        if ((rc = devmodel_forward(&dm, x, targets)) < 0) break;
+        devmodel_download_nll(&dm, nll);
+        for (size_t b = 0; b < nb; b++) {
+            const Req *q = &r.q[order[k0 + b]];
+            size_t in = q->full.n - 1;
+            double s = 0;
+            for (size_t j = in - (size_t)q->cont; j < in; j++) s -= nll[b * T + j];
+            ll[order[k0 + b]] = s;
+        }
+        done += nb;
+        if (pr) progress_update(pr, done);
+    }
+    if (inited) devmodel_free(&dm);
+    cuda_ctx_free(c);
+    if (rc == 0) lls_scatter(lls, ll, &r, t);
+    free(x);
+    free(targets);
+    free(nll);
+    free(ll);
+    free(order);
+    requests_free(&r);
+    return rc;
+#endif
 }
 
 // The mean of x (n) and its standard error (sample standard deviation over sqrt(n)).

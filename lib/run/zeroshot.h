@@ -42,6 +42,13 @@ typedef struct {
 // max_length 0: the model's context. Progress counts requests. -1 after ERR (a
 // continuation with no token of its own, or longer than max_length).
 int zeroshot_score(double **lls, const Model *m, const Tokenizer *tok, const Task *t, int max_length, Progress *pr);
+// The same on CUDA device 0 (model.h's DevModel in DEVMODEL_EVAL: bf16 matrix products,
+// fp32 elsewhere): one request a row, the requests by length (longest first) in batches
+// of about 16k tokens, each padded on the right to the longest request of the task; no
+// shared prefixes (the device attention has no segments). ERR in builds without CUDA.
+// Never run on a GPU yet (tests/gpu/eval_check.sh compares it with the CPU's).
+int zeroshot_score_cuda(double **lls, const Model *m, const Tokenizer *tok, const Task *t, int max_length,
+                        Progress *pr);
 
 // The metrics of a task from its lls; pred and pred_norm (t->n each, may be NULL) get
 // the chosen index per document (pred_norm: -1 when the task has no acc_norm).

@@ -5,7 +5,9 @@
 # Qwen3 fixture's shard at --seq 64 in batches of 1 and of 3 (a last, padded batch), and
 # stories260K on its validation text when ../shared has it; and stories260K pruned to 70%
 # and packed (bf16 values): the pack on the device against its unpacked folder there, 200
-# greedy tokens identical and the perplexity within 1e-3. Prints "ok - " / "not ok - ".
+# greedy tokens identical and the perplexity within 1e-3; zero-shot (--tasks, the first 100
+# documents of ../shared/tasks' six tasks): every loglikelihood within 2% (at least 0.05)
+# of the CPU's and each task's acc within 0.05. Prints "ok - " / "not ok - ".
 #
 # GD=cpu runs the "GPU" side on the CPU too: a check of this script on any machine
 # (tests/t_gpu_script.sh), where the two sides must agree exactly.
@@ -113,5 +115,33 @@ PY
     rm -rf "$T"
 else
     echo "skip - stories260K: $SHARED/models/stories260K not found"
+fi
+if [ -d "$SHARED/tasks" ] && [ -d "$SHARED/models/stories260K" ]; then
+    Z=$(mktemp -d)
+    ZT=arc_easy,arc_challenge,hellaswag,openbookqa,rte,winogrande
+    "$BIN/best-eval" --model "$SHARED/models/stories260K" --tasks $ZT --task-dir "$SHARED/tasks" --limit 100 --json \
+        --quiet --device "$GD" --log-samples "$Z/g.jsonl" >"$Z/g.json" 2>"$Z/g.err"
+    "$BIN/best-eval" --model "$SHARED/models/stories260K" --tasks $ZT --task-dir "$SHARED/tasks" --limit 100 --json \
+        --quiet --device cpu --log-samples "$Z/c.jsonl" >"$Z/c.json" 2>"$Z/c.err"
+    python3 - "$Z" "$GD" <<'PY' || FAILED=1
+import json, os, sys
+z, gd = sys.argv[1], sys.argv[2]
+try:
+    g, c = json.load(open(os.path.join(z, "g.json"))), json.load(open(os.path.join(z, "c.json")))
+    gs = {(x["task"], x["doc"]): x["lls"] for x in map(json.loads, open(os.path.join(z, "g.jsonl")))}
+    cs = {(x["task"], x["doc"]): x["lls"] for x in map(json.loads, open(os.path.join(z, "c.jsonl")))}
+except (ValueError, OSError) as e:
+    print("not ok - zero-shot on %s: best-eval failed: %s %s" % (gd, e, open(os.path.join(z, "g.err")).read()[-300:]))
+    sys.exit(1)
+worst = max(abs(a - b) / max(0.05, 0.02 * abs(b)) for k in cs for a, b in zip(gs[k], cs[k]))
+dacc = max(abs(g["tasks"][t]["acc"] - c["tasks"][t]["acc"]) for t in c["tasks"])
+good = g["device"] == gd and set(gs) == set(cs) and worst <= 1 and dacc <= 0.05
+print("%s - zero-shot on %s: %d documents, every loglikelihood within 2%% (0.05) of the cpu's (worst at %.2f of that), "
+      "acc within %.3f (at most 0.05)" % ("ok" if good else "not ok", gd, len(cs), worst, dacc))
+sys.exit(0 if good else 1)
+PY
+    rm -rf "$Z"
+else
+    echo "skip - zero-shot: $SHARED/tasks or stories260K not found"
 fi
 exit $FAILED

@@ -277,7 +277,7 @@ static void log_samples(FILE *f, const Task *t, double *const *lls, const int *p
 }
 
 // Zero-shot accuracy on each task of o->tasks; 0 when some result is not finite.
-static int run_tasks(const Opts *o, const Model *m) {
+static int run_tasks(const Opts *o, const Model *m, int on_cuda) {
     Tokenizer tok;
     load_tokenizer(&tok, o, m);
     char *list = xstrdup(o->tasks);
@@ -303,7 +303,8 @@ static int run_tasks(const Opts *o, const Model *m) {
         }
         Progress pr;
         progress_init(&pr, t.name, nreq, " requests", o->quiet);
-        TRY_OR_DIE(zeroshot_score(lls, m, &tok, &t, 0, &pr));
+        if (on_cuda) TRY_OR_DIE(zeroshot_score_cuda(lls, m, &tok, &t, 0, &pr));
+        else TRY_OR_DIE(zeroshot_score(lls, m, &tok, &t, 0, &pr));
         progress_finish(&pr);
         ZsResult r;
         int *pred = xmalloc(t.n * sizeof *pred), *pred_norm = xmalloc(t.n * sizeof *pred_norm);
@@ -351,7 +352,7 @@ static int run_tasks(const Opts *o, const Model *m) {
         else snprintf(conv, sizeof conv, "no BOS (the tokenizer adds none)");
         json_t *j = json_pack("{s:o, s:o, s:o, s:i, s:s, s:s, s:s, s:s}", "tasks", jt, "mean_acc", json_number(mean),
                               "mean_acc_norm_or_acc", json_number(mean_best), "n_tasks", ntasks, "harness",
-                              ZEROSHOT_HARNESS, "tokenizer", conv, "model", o->model, "device", "cpu");
+                              ZEROSHOT_HARNESS, "tokenizer", conv, "model", o->model, "device", on_cuda ? "cuda" : "cpu");
         if (j && o->limit > 0) json_object_set_new(j, "limit", json_integer(o->limit));
         char *str = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
         if (!str) DIE("--json: cannot encode the result");
@@ -390,7 +391,7 @@ int main(int argc, char **argv) {
         {"limit", OPT_INT, &o.limit, "N", "only the first N documents of each task; 0 = all"},
         {"log-samples", OPT_STRING, &o.log_samples, "FILE", "one JSON line per task document: lls, gold, prediction"},
         {"threads", OPT_INT, &o.threads, "N", "threads; 0 = all cores (at most 4 per core)"},
-        {"device", OPT_STRING, &o.device, "NAME", "cuda or cpu: where perplexity and generation run (default cuda "
+        {"device", OPT_STRING, &o.device, "NAME", "cuda or cpu: where perplexity, tasks and generation run (default cuda "
                                                    "when a GPU is visible)"},
         {"json", OPT_FLAG, &o.json, NULL, "print one JSON object on stdout"},
         {"quiet", OPT_FLAG, &o.quiet, NULL, "no progress on stderr"},
@@ -421,8 +422,6 @@ int main(int argc, char **argv) {
             if (!task_known(t)) args_usage_error(&spec, "--tasks: unknown task \"%s\" (tasks: %s)", t, TASK_NAMES);
         free(list);
         if (n == 0) args_usage_error(&spec, "--tasks: no task named");
-        if (o.device && strcmp(o.device, "cuda") == 0)
-            args_usage_error(&spec, "--tasks runs on the CPU in this version (--device cpu)");
     }
     if (o.log_samples) TRY_OR_DIE(path_check_out_file(o.log_samples, NULL));
     // Ranges as !(inside): a NaN is never inside (args.c refuses one anyway).
@@ -440,7 +439,7 @@ int main(int argc, char **argv) {
     Model m;
     TRY_OR_DIE(model_open(&m, o.model));
     // the default: the GPU when one is visible
-    int on_cuda = !o.tasks && (want_cuda || (!o.device && cuda_device_count() > 0));
+    int on_cuda = want_cuda || (!o.device && cuda_device_count() > 0);
     if (want_cuda && cuda_device_count() == 0) DIE("--device cuda: %s; use --device cpu", cuda_info());
     if (!o.quiet)
         fprintf(stderr, "best-eval: %s (%s%s, %zu layers, dim %zu, %.1fM parameters), %s\n", m.src_dir ? m.src_dir : o.model,
@@ -452,7 +451,7 @@ int main(int argc, char **argv) {
     }
     int finite = 1;
     if (o.data) finite = run_ppl(&o, &m, on_cuda);
-    else if (o.tasks) finite = run_tasks(&o, &m);
+    else if (o.tasks) finite = run_tasks(&o, &m, on_cuda);
     else run_generate(&o, &m, on_cuda);
     model_free(&m);
     TRY_OR_DIE(stdout_close()); // a lost result (a full disk) is an error
