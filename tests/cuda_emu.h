@@ -3,14 +3,14 @@
 // tests/test_kernels.cpp includes this, then the .cu files themselves.
 //
 // What it does: a launch runs the grid's blocks one after another; a block's threads
-// are host threads (std::thread), all alive at once but taking turns (one runs at a
-// time, until its next barrier), so that __syncthreads is a real barrier over the
-// block and __shfl_*_sync a real exchange within a warp (32 consecutive threads; one
-// barrier over the warp per exchange). threadIdx / blockIdx are thread-local; __shared__
-// variables are function statics (blocks never overlap, so one copy serves every
-// block). Launch geometry is checked as the hardware would (0 blocks, over 1024
-// threads, grid limits): the error comes back from cudaGetLastError, so the library's
-// own CUDA_CHECK(cudaGetLastError()) reports it.
+// are fibers of the calling host thread (ucontext: a stack each), all alive at once but
+// taking turns (one runs at a time, until its next barrier), so that __syncthreads is a
+// real barrier over the block and __shfl_*_sync a real exchange within a warp (32
+// consecutive threads; one barrier over the warp per exchange). threadIdx / blockIdx are
+// the running fiber's (set at each switch); __shared__ variables are function statics
+// (blocks never overlap, so one copy serves every block). Launch geometry is checked as
+// the hardware would (0 blocks, over 1024 threads, grid limits): the error comes back
+// from cudaGetLastError, so the library's own CUDA_CHECK(cudaGetLastError()) reports it.
 //
 // Strict where CUDA is undefined: threads of a block that meet different barriers
 // (__syncthreads against a thread that returned), a shuffle mask other than the
@@ -28,18 +28,21 @@
 // order; a stream capture records them for a graph's replay), device memory is host memory (so ASan sees a kernel's out-of-bounds access in
 // the sanitizer build; cudaMalloc/cudaFree/cudaMemcpy(Async)/cudaMemset(Async) are host
 // operations, a new buffer all-ones bytes), and only the intrinsics our kernels use.
+// In the sanitizer build AddressSanitizer checks each fiber's stack as a thread's (its
+// fiber annotations); it says once on stderr that it "doesn't fully support
+// makecontext/swapcontext" (a warning about programs without those annotations).
 #ifndef BEST_CUDA_EMU_H
 #define BEST_CUDA_EMU_H
 
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include <functional>
-#include <thread>
 #include <vector>
 
 
@@ -64,7 +67,8 @@ struct alignas(16) float4 {
     float x, y, z, w;
 };
 
-static thread_local dim3 threadIdx, blockIdx;
+// The running thread's indices: the scheduler (below) sets them as it switches threads.
+static dim3 threadIdx, blockIdx;
 static dim3 blockDim, gridDim; // set before a launch's threads start, read-only during it
 static const int warpSize = 32;
 
@@ -198,57 +202,131 @@ static inline cudaError_t cudaDeviceSynchronize(void) {
     } while (0)
 
 // --- scheduling and barriers --------------------------------------------------------------
-// The threads of a block are host threads, but only one runs at a time: it holds the
-// baton until it reaches a barrier (or returns), then hands it to a runnable thread.
-// Which one is the block's policy, by turns (launch number + block number, mod 3):
-// the lowest thread index first, the highest first, or at random (seeded per launch,
-// so a run is reproducible). The first two let one warp run as far ahead of the others
-// as the barriers allow, in either direction; random mixes. So the races a GPU would
-// have (a thread reading what another writes without a barrier between, or writing
-// what another has yet to read) become wrong results here, deterministically, as soon
-// as a kernel runs 3 blocks (the test caps grids at 3). A barrier that cannot complete
-// is seen at once (no live thread left to run) instead of hanging.
-static pthread_mutex_t emu_mu = PTHREAD_MUTEX_INITIALIZER;
-struct EmuThread { pthread_cond_t cv = PTHREAD_COND_INITIALIZER; };
-static std::vector<EmuThread> emu_thr; // per thread of the block
-static std::vector<unsigned> emu_ready; // runnable threads (not the running one)
-static int emu_running = -1;            // the thread holding the baton
-static unsigned emu_live;               // threads not yet finished
+// The threads of a block are fibers of the host thread (ucontext: each its own stack,
+// kept for later launches), all alive at once but taking turns: one holds the baton
+// until it reaches a barrier, then switches straight to a runnable thread (a thread
+// that returns goes back to the launch, which hands the baton on). Which one is the
+// block's policy, by turns (launch number + block number, mod 3): the lowest thread
+// index first, the highest first, or at random (seeded per launch, so a run is
+// reproducible). The first two let one warp run as far ahead of the others as the
+// barriers allow, in either direction; random mixes. So the races a GPU would have (a
+// thread reading what another writes without a barrier between, or writing what
+// another has yet to read) become wrong results here, deterministically, as soon as a
+// kernel runs 3 blocks (the test caps grids at 3). A barrier that cannot complete is
+// seen at once (no live thread left to run) instead of hanging. (The threads were host
+// threads once, handing a mutex around: the same turns, but an OS context switch a turn
+// and a thread started per GPU thread per launch; test_step took 9 minutes, now 10 s.)
+enum { EMU_MAX_THREADS = 1024, EMU_STACK_BYTES = 256 << 10 };
+struct EmuFiber {
+    ucontext_t ctx;
+    char *stack;     // EMU_STACK_BYTES above a guard page; NULL until first needed
+    dim3 idx;        // its threadIdx
+    unsigned nshfl;  // exchanges it made in this block
+    void *asan_fake; // AddressSanitizer's fake stack while switched out
+};
+static EmuFiber emu_fib[EMU_MAX_THREADS]; // by linear thread index (never moved: ctx points into itself)
+static ucontext_t emu_host_ctx;           // the launch's own context, while a fiber runs
+static std::vector<unsigned> emu_ready;   // runnable threads (not the running one)
+// emu_ready again, as a set: a bit per thread, and each one's place in emu_ready (the
+// lowest or highest ready thread found a word at a time, not by a scan of emu_ready)
+static uint64_t emu_ready_bits[EMU_MAX_THREADS / 64];
+static unsigned emu_ready_at[EMU_MAX_THREADS];
+static unsigned emu_ready_words; // words of emu_ready_bits the launch's threads span
+static int emu_running = -1;              // the fiber holding the baton, -1 for the host
+static int emu_previous = -1;             // the one that held it before
+static unsigned emu_live;                 // threads not yet finished
 static uint64_t emu_rng, emu_launches, emu_blocks_done;
-static thread_local unsigned emu_tid;   // linear thread index in the block
-static thread_local unsigned emu_nshfl; // exchanges this thread made in this block
+static unsigned emu_tid;                  // linear thread index of the running fiber
 
-// Under emu_mu: gives the baton to a ready thread.
-static void emu_pass(void) {
+// The sanitizer build tells AddressSanitizer about each switch of stacks (its fiber
+// interface), so that it checks each fiber's frames against that fiber's stack.
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#define EMU_ASAN 1
+#else
+#define EMU_ASAN 0
+#endif
+static const void *emu_host_stack; // the host thread's stack, as AddressSanitizer has it
+static size_t emu_host_stack_bytes;
+static void *emu_host_fake;        // its fake stack while a fiber runs
+
+// AddressSanitizer: the running context leaves for fiber `to` (-1: the host), saving its
+// fake stack in *fake (NULL: it has finished, its fake stack goes).
+static inline void emu_asan_leave(void **fake, int to) {
+#if EMU_ASAN
+    __sanitizer_start_switch_fiber(fake, to < 0 ? emu_host_stack : emu_fib[to].stack,
+                                   to < 0 ? emu_host_stack_bytes : (size_t)EMU_STACK_BYTES);
+#else
+    (void)fake, (void)to;
+#endif
+}
+// AddressSanitizer: a context arrived on its stack (fake: its own fake stack, NULL for a
+// new fiber); *from_stack, *from_bytes: the stack it came from.
+static inline void emu_asan_arrive(void *fake, const void **from_stack, size_t *from_bytes) {
+#if EMU_ASAN
+    __sanitizer_finish_switch_fiber(fake, from_stack, from_bytes);
+#else
+    (void)fake, (void)from_stack, (void)from_bytes;
+#endif
+}
+
+// Thread t becomes runnable.
+static inline void emu_make_ready(unsigned t) {
+    emu_ready_at[t] = (unsigned)emu_ready.size();
+    emu_ready.push_back(t);
+    emu_ready_bits[t / 64] |= 1ull << (t % 64);
+}
+
+// Picks the next thread to run from emu_ready by the block's policy and takes it out;
+// -1 when no thread is left to run.
+static int emu_pick(void) {
     if (emu_ready.empty()) {
         if (emu_live > 0)
             emu_fail("deadlock: every live thread waits at a barrier that cannot complete "
                      "(a __syncthreads or shuffle not reached by all threads of the block or warp)");
-        emu_running = -1;
-        return;
+        return -1;
     }
     size_t k = 0;
+    unsigned w;
     switch ((emu_launches + emu_blocks_done) % 3) {
     case 0: // lowest index first
-        for (size_t i = 1; i < emu_ready.size(); i++) k = emu_ready[i] < emu_ready[k] ? i : k;
+        for (w = 0; !emu_ready_bits[w]; w++) {}
+        k = emu_ready_at[w * 64 + (unsigned)__builtin_ctzll(emu_ready_bits[w])];
         break;
     case 1: // highest first
-        for (size_t i = 1; i < emu_ready.size(); i++) k = emu_ready[i] > emu_ready[k] ? i : k;
+        for (w = emu_ready_words - 1; !emu_ready_bits[w]; w--) {}
+        k = emu_ready_at[w * 64 + 63 - (unsigned)__builtin_clzll(emu_ready_bits[w])];
         break;
     default:
         emu_rng = emu_rng * 6364136223846793005ull + 1442695040888963407ull;
         k = (size_t)((emu_rng >> 33) % emu_ready.size());
     }
     unsigned next = emu_ready[k];
-    emu_ready[k] = emu_ready.back();
+    emu_ready[k] = emu_ready.back(); // the last one takes its place
+    emu_ready_at[emu_ready[k]] = (unsigned)k;
     emu_ready.pop_back();
-    emu_running = (int)next;
-    pthread_cond_signal(&emu_thr[next].cv);
+    emu_ready_bits[next / 64] &= ~(1ull << (next % 64));
+    return (int)next;
 }
 
-// Under emu_mu: waits for the baton.
-static void emu_wait_turn(void) {
-    while (emu_running != (int)emu_tid) pthread_cond_wait(&emu_thr[emu_tid].cv, &emu_mu);
+// The running context (fiber emu_running, or the host) gives the baton to fiber `to`, or
+// to the host (-1), and returns when it gets the baton back.
+static void emu_switch(int to) {
+    int from = emu_running;
+    emu_running = to;
+    emu_previous = from;
+    ucontext_t *save = from < 0 ? &emu_host_ctx : &emu_fib[from].ctx;
+    void **fake = from < 0 ? &emu_host_fake : &emu_fib[from].asan_fake;
+    emu_asan_leave(fake, to);
+    if (swapcontext(save, to < 0 ? &emu_host_ctx : &emu_fib[to].ctx) != 0) emu_fail("swapcontext failed");
+    // back: other contexts ran in between and changed this file's globals (the compiler
+    // must not keep them in registers across the switch)
+    __asm__ __volatile__("" ::: "memory");
+    emu_asan_arrive(*fake, NULL, NULL);
+    if (from >= 0) {
+        emu_tid = (unsigned)from;
+        threadIdx = emu_fib[from].idx;
+    }
 }
 
 enum EmuKind { EMU_SYNCTHREADS = 1, EMU_BLOCK_END, EMU_SHUFFLE };
@@ -265,7 +343,6 @@ struct EmuBarrier {
 
 // Waits until all b->n threads arrived, at the same kind of barrier.
 static void emu_arrive(EmuBarrier *b, int kind) {
-    pthread_mutex_lock(&emu_mu);
     if (b->waiting.empty()) b->kind = kind;
     else if (b->kind != kind) {
         char m[200];
@@ -274,15 +351,15 @@ static void emu_arrive(EmuBarrier *b, int kind) {
                  emu_kind_name(b->kind), emu_kind_name(kind));
         emu_fail(m);
     }
-    b->waiting.push_back(emu_tid);
+    unsigned me = emu_tid;
+    b->waiting.push_back(me);
     if (b->waiting.size() == b->n) {
-        emu_ready.insert(emu_ready.end(), b->waiting.begin(), b->waiting.end());
+        for (unsigned t : b->waiting) emu_make_ready(t);
         b->waiting.clear();
         emu_blocks_done += kind == EMU_BLOCK_END;
     }
-    emu_pass();
-    emu_wait_turn();
-    pthread_mutex_unlock(&emu_mu);
+    int next = emu_pick(); // this thread itself, when the barrier it completed lets it on
+    if (next != (int)me) emu_switch(next);
 }
 
 struct EmuWarp {
@@ -311,7 +388,7 @@ static T emu_shfl(unsigned mask, T v, F src_of) {
         snprintf(m, sizeof m, "shuffle mask %08x, but this warp's lanes are %08x", mask, want);
         emu_fail(m);
     }
-    uint64_t *slot = w.slot[emu_nshfl++ & 1];
+    uint64_t *slot = w.slot[emu_fib[emu_tid].nshfl++ & 1];
     memcpy(&slot[lane], &v, sizeof v);
     emu_arrive(&w.bar, EMU_SHUFFLE);
     int src = src_of((int)lane);
@@ -345,16 +422,55 @@ template <class T> static inline T __shfl_sync(unsigned mask, T v, int src_lane,
 }
 
 // --- atomics ----------------------------------------------------------------------------
-static pthread_mutex_t emu_atomic_mu = PTHREAD_MUTEX_INITIALIZER;
+// One thread runs at a time, and only a barrier switches threads: a plain add is atomic.
 template <class T> static inline T atomicAdd(T *p, T v) {
-    pthread_mutex_lock(&emu_atomic_mu);
     T old = *p;
     *p = old + v;
-    pthread_mutex_unlock(&emu_atomic_mu);
     return old;
 }
 
 // --- launches ---------------------------------------------------------------------------
+
+static std::function<void()> emu_kernel_block; // the launch's kernel on its arguments
+
+// A new fiber's first steps on its stack: AddressSanitizer told, the host's stack noted
+// when the host started it (a dying fiber goes back there).
+static __attribute__((noinline)) void emu_thread_start(void) {
+    const void *from_stack = NULL;
+    size_t from_bytes = 0;
+    emu_asan_arrive(NULL, &from_stack, &from_bytes);
+    if (emu_previous < 0) {
+        emu_host_stack = from_stack;
+        emu_host_stack_bytes = from_bytes;
+    }
+}
+
+// A thread's life: the launch's kernel for each block of the grid, in order.
+static __attribute__((noinline)) void emu_thread_run(unsigned tid) {
+    emu_tid = tid;
+    threadIdx = emu_fib[tid].idx;
+    for (unsigned z = 0; z < gridDim.z; z++)
+        for (unsigned y = 0; y < gridDim.y; y++)
+            for (unsigned x = 0; x < gridDim.x; x++) {
+                blockIdx = dim3(x, y, z); // the same for every thread until the block ends
+                emu_fib[tid].nshfl = 0;
+                emu_kernel_block();
+                // the block ends when all its threads have returned (a lane that returns
+                // while its warp shuffles leaves the shuffle unable to complete: deadlock)
+                emu_arrive(&emu_block_bar, EMU_BLOCK_END);
+            }
+    emu_live--;
+}
+
+// The fiber's entry (makecontext passes ints); its return goes back to the launch
+// (uc_link), which hands the baton on. No locals here: its frame outlives its fake stack.
+static void emu_thread_entry(int tid) {
+    emu_thread_start();
+    emu_thread_run((unsigned)tid);
+    emu_previous = emu_running;
+    emu_running = -1;
+    emu_asan_leave(NULL, -1);
+}
 
 // Runs kernel(args...) over grid x block; returns when every block has finished.
 template <class... KArgs, class... Args>
@@ -362,7 +478,7 @@ static void emu_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, Args... 
     static_assert(sizeof...(KArgs) == sizeof...(Args), "kernel launched with the wrong arity");
     unsigned long nt = (unsigned long)block.x * block.y * block.z;
     const char *bad = nt == 0 || grid.x == 0 || grid.y == 0 || grid.z == 0 ? "an empty grid or block"
-                    : nt > 1024 || block.z > 64 ? "more than 1024 threads in a block"
+                    : nt > EMU_MAX_THREADS || block.z > 64 ? "more than 1024 threads in a block"
                     : grid.y > 65535 || grid.z > 65535 ? "grid.y or grid.z above 65535"
                     : NULL;
     if (bad) {
@@ -378,39 +494,38 @@ static void emu_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, Args... 
         emu_warps[w].lanes = w + 1 < emu_warps.size() || nt % 32 == 0 ? 32 : (unsigned)(nt % 32);
         emu_warps[w].bar.n = emu_warps[w].lanes;
     }
-    emu_thr.assign(nt, EmuThread());
     emu_rng = 0x9E3779B97F4A7C15ull * ++emu_launches;
-    auto body = [&](unsigned tid) {
-        emu_tid = tid;
-        pthread_mutex_lock(&emu_mu);
-        emu_wait_turn();
-        pthread_mutex_unlock(&emu_mu);
-        threadIdx = dim3(tid % block.x, tid / block.x % block.y, tid / (block.x * block.y));
-        for (unsigned z = 0; z < grid.z; z++)
-            for (unsigned y = 0; y < grid.y; y++)
-                for (unsigned x = 0; x < grid.x; x++) {
-                    blockIdx = dim3(x, y, z);
-                    emu_nshfl = 0;
-                    kernel(static_cast<KArgs>(args)...);
-                    // the block ends when all its threads have returned (a lane that returns
-                    // while its warp shuffles leaves the shuffle unable to complete: deadlock)
-                    emu_arrive(&emu_block_bar, EMU_BLOCK_END);
-                }
-        pthread_mutex_lock(&emu_mu);
-        emu_live--;
-        emu_pass();
-        pthread_mutex_unlock(&emu_mu);
-    };
-    std::vector<std::thread> threads;
-    threads.reserve(nt);
-    for (unsigned t = 0; t < nt; t++) threads.emplace_back(body, t);
-    pthread_mutex_lock(&emu_mu); // all start ready; one at a time from here
+    emu_kernel_block = [&] { kernel(static_cast<KArgs>(args)...); };
     emu_ready.clear();
-    for (unsigned t = 0; t < nt; t++) emu_ready.push_back(t);
+    memset(emu_ready_bits, 0, sizeof emu_ready_bits);
+    emu_ready_words = (unsigned)((nt + 63) / 64);
+    for (unsigned t = 0; t < nt; t++) { // every thread a fresh fiber, all ready
+        EmuFiber &f = emu_fib[t];
+        if (!f.stack) { // a guard page below, so that an overflow faults
+            size_t page = (size_t)sysconf(_SC_PAGESIZE);
+            void *m = mmap(NULL, EMU_STACK_BYTES + page, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+            if (m == MAP_FAILED || mprotect(m, page, PROT_NONE) != 0) emu_fail("mmap of a thread's stack failed");
+            f.stack = (char *)m + page;
+        }
+        f.idx = dim3(t % block.x, t / block.x % block.y, t / (block.x * block.y));
+        if (getcontext(&f.ctx) != 0) emu_fail("getcontext failed");
+        f.ctx.uc_stack.ss_sp = f.stack;
+        f.ctx.uc_stack.ss_size = EMU_STACK_BYTES;
+        f.ctx.uc_link = &emu_host_ctx;
+        makecontext(&f.ctx, (void (*)(void))emu_thread_entry, 1, (int)t);
+        // AddressSanitizer's swapcontext clears the shadow of the whole stack it switches
+        // to, each time (a memset of 32 KiB a switch, two thirds of the sanitizer pass's
+        // time, and the poisoned frames of a fiber that is not done): told no stack, it
+        // leaves it be. The stack is makecontext's alone; glibc reads uc_stack nowhere else. The
+        // fibers' frames are unwound when they return, so a stack goes back clean.
+        if (EMU_ASAN) f.ctx.uc_stack.ss_size = 0;
+        emu_make_ready(t);
+    }
     emu_live = (unsigned)nt;
-    emu_pass();
-    pthread_mutex_unlock(&emu_mu);
-    for (auto &t : threads) t.join();
+    // the host hands the baton to a first thread, and on each time a thread returns
+    for (int next = emu_pick(); next >= 0; next = emu_pick()) emu_switch(next);
+    emu_kernel_block = nullptr;
 }
 
 // Makes the next launch's block 0 take turns by order k (0: lowest first, 1: highest
