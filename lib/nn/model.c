@@ -923,12 +923,7 @@ int packed_acts_init(PackedActs *a, const Model *m, size_t max_rows, size_t logi
     a->logit_rows = logit_rows;
     a->max_keys = max_keys;
     a->n_scratch = layers_threads();
-    size_t n = max_rows, W = 0;
-    if (m->ext) // the largest stored matrix
-        for (int f = 0; f < F_N; f++) {
-            int64_t sh[2];
-            if (fam_shape(sh, m, f) == 2 && (size_t)(sh[0] * sh[1]) > W) W = (size_t)(sh[0] * sh[1]);
-        }
+    size_t n = max_rows;
     Carver cv = {NULL, 0};
     for (int pass = 0; pass < 2; pass++) {
         a->x = take(&cv, n * m->C);
@@ -944,7 +939,7 @@ int packed_acts_init(PackedActs *a, const Model *m, size_t max_rows, size_t logi
         a->sin = take(&cv, n * m->HD / 2);
         a->hid = take(&cv, logit_rows * m->C);
         a->logits = take(&cv, logit_rows * m->V);
-        a->wbuf = W ? take(&cv, W) : NULL;
+        a->wbuf = m->ext ? take(&cv, m->ext->max_numel) : NULL; // one stored matrix decoded
         a->scratch = take(&cv, (size_t)a->n_scratch * attention_packed_scratch(max_keys, m->KVD));
         if (pass == 0) {
             a->block = xmalloc(cv.used * sizeof(float));
