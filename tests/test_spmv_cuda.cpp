@@ -14,8 +14,8 @@
 // the CPU keeps four). The F16 decoder is checked on all
 // 65536 bit patterns against io/safetensors.c's. spmv_decode_cuda (the rows of a packed
 // tensor on the device: embeddings, and evaluation's bf16 operands) must give
-// pack_decode_rows' bits, all rows in fp32 and as bf16, and rows picked by ids; it runs
-// on the F32 and I4 packs (the emulator's time). The upload, free and product go through
+// pack_decode_rows' bits, all rows in fp32 and as bf16, and rows picked by ids, on every
+// pack. The upload, free and product go through
 // nn/weight.h's device operations (devpack_weight_*) as a packed model's do.
 //
 // Built two ways, as test_kernels is: build/tests/test_spmv_cuda (g++, spmv.cu included
@@ -107,8 +107,8 @@ static bool check_decode(const PackTensor *t, const void *dt) {
 
 // The product of every tensor of the pack at path on the device and on the CPU; returns
 // the worst error relative to sum |w x| of a row, over all tensors, plain and with bias + acc.
-// With decode, check_decode of every tensor too.
-static double check_pack(const char *path, int decode, int *bad) {
+// And check_decode of every tensor.
+static double check_pack(const char *path, int *bad) {
     Pack p;
     if (pack_open(&p, path) < 0) {
         T_OK(0, "pack_open %s: %s", path, err_msg());
@@ -135,7 +135,7 @@ static double check_pack(const char *path, int decode, int *bad) {
             continue;
         }
         const DevPackTensor &d = *(const DevPackTensor *)dt;
-        if (decode && !check_decode(t, dt)) {
+        if (!check_decode(t, dt)) {
             T_OK(0, "%s: %s (%s): spmv_decode_cuda's rows are not pack_decode_rows'", path, t->name,
                  spmv_kernel_name(t));
             *bad = 1;
@@ -207,9 +207,7 @@ static void check_fixture(const char *fixture, const double *sparsity, int n) {
                     continue;
                 }
                 int bad = 0;
-                // the decoder on F32 and I4 (scales, nibbles) only: the emulator's time
-                int decode = v.q == QUANT_INT4 || (v.q == QUANT_NONE && v.dtype == ST_F32);
-                double worst = check_pack(path, decode, &bad);
+                double worst = check_pack(path, &bad);
                 T_OK(!bad, "%s %s, %.1f%% zeros, --index %s, values %s: every tensor's product as the CPU's "
                      "(worst %.1e of sum |w x|, at most 2e-6)", MODE, fixture, 100 * s, ix.name, v.name, worst);
                 unlink(path);

@@ -36,11 +36,10 @@
 // CUDA) calls libbest's compiled step and kernels on a real GPU (tests/gpu/run.sh; it
 // prints "skip - no CUDA device" where there is none; never run yet).
 // build/tests/test_step (g++): model.cu, layers.cu, attention.cu, adamw.cu and the mask
-// update's saliency.cu, select.cu, mask.cu are included here and run on the CPU by tests/cuda_emu.h (the grid capped at 3 blocks, as in
-// test_kernels). The matrix products (cuBLASLt) cannot run in the emulator, so here they
-// are test-only CPU shims that read the bf16 operands and call the CPU matmul; every other
-// kernel of the step is the real one, but for attention in the 20-step and resume runs
-// (below: a CPU stand-in there, for time).
+// update's saliency.cu, select.cu, mask.cu are included here and run on the CPU by
+// tests/cuda_emu.h (the grid capped at 3 blocks, as in test_kernels). The matrix products
+// (cuBLASLt) cannot run in the emulator, so here they are test-only CPU shims that read the
+// bf16 operands and call the CPU matmul; every other kernel of the step is the real one.
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -109,43 +108,9 @@ static void matmul_backward_cuda(CudaCtx *, float *dx, float *dw, const uint16_t
     });
 }
 
-// Attention: the real kernels (attention.cu, emulated) in the gradient checks, where one
-// forward and backward runs; a CPU stand-in (layers.c's kernels) in the 20-step runs and
-// the resume check, where the emulator, when it started a host thread per GPU thread,
-// took minutes. test_kernels checks attention.cu itself at more shapes.
-static int emulate_attention = 1;
-#define attention_forward_cuda attention_forward_emulated
-#define attention_backward_cuda attention_backward_emulated
+// Attention: the real kernels (attention.cu, emulated) everywhere, the 20-step runs and
+// the resume check included (test_kernels checks attention.cu itself at more shapes).
 #include "nn/attention.cu"
-#undef attention_forward_cuda
-#undef attention_backward_cuda
-
-static void attention_forward_cuda(float *out, float *lse, const float *q, const float *k, const float *v,
-                                   size_t B, size_t Tq, size_t Tk, size_t pos0, size_t NH, size_t KV, size_t HD,
-                                   cudaStream_t st) {
-    if (emulate_attention) {
-        attention_forward_emulated(out, lse, q, k, v, B, Tq, Tk, pos0, NH, KV, HD, st);
-        return;
-    }
-    emu_enqueue([=] {
-        std::vector<float> scratch(attention_scratch(Tk));
-        attention_forward(out, lse, q, k, v, scratch.data(), B, Tq, Tk, pos0, NH, KV, HD, 1);
-    });
-}
-
-static void attention_backward_cuda(float *dq, float *dk, float *dv, float *dkh, float *dvh, const float *dout,
-                                    const float *q, const float *k, const float *v, const float *out,
-                                    const float *lse, size_t B, size_t T, size_t NH, size_t KV, size_t HD,
-                                    cudaStream_t st) {
-    if (emulate_attention) {
-        attention_backward_emulated(dq, dk, dv, dkh, dvh, dout, q, k, v, out, lse, B, T, NH, KV, HD, st);
-        return;
-    }
-    emu_enqueue([=] {
-        std::vector<float> scratch(attention_scratch(T));
-        attention_backward(dq, dk, dv, dkh, dvh, dout, q, k, v, out, lse, scratch.data(), B, T, NH, KV, HD, 1);
-    });
-}
 
 // the step uses most of layers.cu, not all of it (residual_forward_cuda)
 #pragma GCC diagnostic push
@@ -532,7 +497,6 @@ static void check_mask_update(const char *name) {
     std::vector<uint8_t> md(n);
     for (Saliency sal : sals)
         for (MaskGroup g : groups) {
-            if (g == GROUP_LAYER && sal != SAL_SECOND) continue; // (the emulator's time)
             MaskSpec spec = {sal, g, g == GROUP_GLOBAL ? 0.55 : 0.25, NULL, 0};
             devmodel_upload(&d, m.params, &opt, old.data());
             int rc = mask_update_cuda(&d, &spec);
@@ -581,14 +545,8 @@ static void check_mask_update(const char *name) {
 
 // --- masked AdamW steps under a BEST schedule -------------------------------------------------
 
-// One micro-batch a step: accumulation is check_grads' (the emulated run takes 8 steps, 4
-// distinct mask updates, the GPU's the 20: chosen when the emulator took 6 s a
-// step of these tiny models on 2 cores, a host thread per GPU thread; now 0.1 s).
-#ifdef TEST_ON_GPU
+// One micro-batch a step: accumulation is check_grads'. The 20 steps, emulated too.
 enum { STEPS = 20, MICRO = 1 };
-#else
-enum { STEPS = 8, MICRO = 1 };
-#endif
 
 typedef struct {
     std::vector<std::vector<uint8_t>> masks; // at each update
@@ -797,19 +755,14 @@ int main() {
     printf("# the device step %s\n", MODE);
     const char *fixtures[] = {"llama", "qwen3", "llama_tied"};
     for (const char *f : fixtures) check_grads(f);
-    for (int i = 1; i < 3; i++) check_decode(fixtures[i]); // Qwen3; LLaMA with biases (the emulator's time)
+    for (const char *f : fixtures) check_decode(f);
 #ifdef TEST_ON_GPU
     for (const char *f : fixtures) check_pack_device(f, 200, 3);
-#else // (the emulator's time: 3 s a token when this was chosen, now 0.07 s)
-    check_pack_device("qwen3", 6, 3);
-    check_pack_device("llama_tied", 6, 1);
+#else // (the emulator's time: 0.07 s a token)
+    for (const char *f : fixtures) check_pack_device(f, 24, 3);
 #endif
     for (const char *f : fixtures) check_mask_update(f);
     if (getenv("ONLY_MASK")) T_DONE();
-#ifndef TEST_ON_GPU
-    emulate_attention = 0; // the CPU stand-in from here on (above)
-    printf("# from here on, attention: layers.c's kernels as a stand-in (the emulator's cost)\n");
-#endif
     for (int i = 0; i < 2; i++) check_training(fixtures[i]); // LLaMA and Qwen3 (tied)
     check_resume("llama_tied");
     T_DONE();
