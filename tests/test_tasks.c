@@ -4,7 +4,9 @@
 // default.yaml + preprocess_winogrande.py), on records written here for all seven tasks
 // and on the first records of ../shared/tasks when present; HellaSwag's preprocess and
 // Python's capitalize on their edges; the acc / acc_norm / stderr arithmetic on known
-// scores; errors that name the file and line.
+// scores; errors that name the file and line. With ../shared, stories260K's loglikelihoods
+// two ways: packed prefixes (zeroshot_score, the CPU's) and one request a row in padded
+// batches (zeroshot_score_rows: the device path's batching, with model_eval), within 1e-4.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +14,8 @@
 
 #include "base/error.h"
 #include "base/fileio.h"
+#include "nn/model.h"
+#include "tok/tokenizer.h"
 #include "run/tasks.h"
 #include "run/zeroshot.h"
 #include "test.h"
@@ -292,8 +296,50 @@ static void test_shared_records(void) {
     free(tdir);
 }
 
+// stories260K on the first documents of ../shared/tasks: the packed scorer against the
+// rows scorer, every loglikelihood.
+static void test_two_ways(void) {
+    const char *shared = test_shared();
+    if (!shared) { T_SKIP("packed prefixes against one request a row: ../shared not found"); return; }
+    char *mdir = path_join(shared, "models/stories260K"), *tdir = path_join(shared, "tasks");
+    Model m;
+    Tokenizer tok;
+    if (!T_OK(model_load(&m, mdir) == 0 && tokenizer_load(&tok, mdir) == 0, "stories260K loads (%s)", err_msg())) {
+        free(mdir), free(tdir);
+        return;
+    }
+    // hellaswag's 400 requests of up to ~250 tokens make several batches of ~16k tokens
+    const char *names[] = {"arc_easy", "hellaswag", "winogrande", "rte"};
+    const size_t limit[] = {25, 100, 25, 25};
+    for (size_t k = 0; k < sizeof names / sizeof *names; k++) {
+        Task t;
+        if (!T_OK(task_load(&t, tdir, names[k], limit[k]) == 0, "%s loads", names[k])) continue;
+        double **a = xmalloc(t.n * sizeof *a), **b = xmalloc(t.n * sizeof *b), worst = 0;
+        for (size_t d = 0; d < t.n; d++) {
+            a[d] = xcalloc((size_t)t.docs[d].n, sizeof **a);
+            b[d] = xcalloc((size_t)t.docs[d].n, sizeof **b);
+        }
+        int rc = zeroshot_score(a, &m, &tok, &t, 0, NULL), rr = zeroshot_score_rows(b, &m, &tok, &t, 0, NULL);
+        for (size_t d = 0; d < t.n; d++)
+            for (int i = 0; i < t.docs[d].n; i++) {
+                double e = fabs(a[d][i] - b[d][i]);
+                worst = e > worst || isnan(e) ? e : worst;
+            }
+        T_OK(rc == 0 && rr == 0 && worst <= 1e-4,
+             "%s, %zu documents: packed prefixes and one request a row agree within %.1e (at most 1e-4)", names[k],
+             t.n, worst);
+        for (size_t d = 0; d < t.n; d++) free(a[d]), free(b[d]);
+        free(a), free(b);
+        task_free(&t);
+    }
+    tokenizer_free(&tok);
+    model_free(&m);
+    free(mdir), free(tdir);
+}
+
 int main(void) {
     if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
+    test_two_ways();
     test_text();
     test_handmade();
     test_errors();

@@ -231,7 +231,8 @@ int zeroshot_score(double **lls, const Model *m, const Tokenizer *tok, const Tas
     return rc;
 }
 
-#ifdef BEST_CUDA
+// --- one request a row (the device's way) ---------------------------------------------------
+
 // Requests by length, longest first (then in order: the same batches every run).
 static const Req *g_by_len;
 static int by_len(const void *a, const void *b) {
@@ -239,6 +240,94 @@ static int by_len(const void *a, const void *b) {
     size_t li = g_by_len[i].full.n, lj = g_by_len[j].full.n;
     if (li != lj) return li > lj ? -1 : 1;
     return i < j ? -1 : i > j;
+}
+
+// A forward over tokens x (B, T) with targets (-1: none) that writes each position's NLL.
+typedef int (*RowsForward)(void *fw, const int32_t *x, const int32_t *targets, float *nll);
+
+// The requests of r one a row in batches of B rows of T tokens (T the longest input), by
+// length, each row padded on the right (causal: the padding changes no earlier position);
+// ll (r->nreq) = minus the sum of the NLL over each continuation.
+static int rows_score(double *ll, const Requests *r, size_t B, size_t T, RowsForward forward, void *fw, Progress *pr) {
+    size_t *order = xmalloc((r->nreq ? r->nreq : 1) * sizeof *order), N = B * T, done = 0;
+    for (size_t i = 0; i < r->nreq; i++) order[i] = i;
+    g_by_len = r->q;
+    qsort(order, r->nreq, sizeof *order, by_len);
+    int32_t *x = xmalloc(N * sizeof *x), *targets = xmalloc(N * sizeof *targets);
+    float *nll = xmalloc(N * sizeof *nll);
+    int rc = 0;
+    for (size_t k0 = 0; k0 < r->nreq && rc == 0; k0 += B) {
+        size_t nb = r->nreq - k0 < B ? r->nreq - k0 : B;
+        for (size_t i = 0; i < N; i++) x[i] = 0, targets[i] = -1;
+        for (size_t b = 0; b < nb; b++) {
+            const Req *q = &r->q[order[k0 + b]];
+            size_t in = q->full.n - 1;
+            memcpy(x + b * T, q->full.v, in * sizeof *x);
+            for (size_t j = in - (size_t)q->cont; j < in; j++) targets[b * T + j] = q->full.v[j + 1];
+        }
+        if ((rc = forward(fw, x, targets, nll)) < 0) break;
+        for (size_t b = 0; b < nb; b++) {
+            const Req *q = &r->q[order[k0 + b]];
+            size_t in = q->full.n - 1;
+            double s = 0;
+            for (size_t j = in - (size_t)q->cont; j < in; j++) s -= nll[b * T + j];
+            ll[order[k0 + b]] = s;
+        }
+        done += nb;
+        if (pr) progress_update(pr, done);
+    }
+    free(x);
+    free(targets);
+    free(nll);
+    free(order);
+    return rc;
+}
+
+// The longest input of r, and the rows of a batch of about 16k tokens.
+static void rows_shape(size_t *B, size_t *T, const Requests *r) {
+    *T = 1;
+    for (size_t i = 0; i < r->nreq; i++)
+        if (r->q[i].full.n - 1 > *T) *T = r->q[i].full.n - 1;
+    *B = ((size_t)1 << 14) / *T;
+    *B = *B < 1 ? 1 : *B > r->nreq ? (r->nreq ? r->nreq : 1) : *B;
+}
+
+typedef struct {
+    const Model *m;
+    ModelActs a;
+} CpuRows;
+
+static int cpu_rows_forward(void *fw, const int32_t *x, const int32_t *targets, float *nll) {
+    CpuRows *c = fw;
+    return model_eval(NULL, nll, c->m, &c->a, x, targets);
+}
+
+int zeroshot_score_rows(double **lls, const Model *m, const Tokenizer *tok, const Task *t, int max_length,
+                        Progress *pr) {
+    if (max_length <= 0) max_length = m->cfg.max_position_embeddings;
+    Requests r;
+    TRY(requests_tokenize(&r, tok, t, max_length));
+    size_t B, T;
+    rows_shape(&B, &T, &r);
+    CpuRows c = {m, {0}};
+    int rc = model_acts_init(&c.a, m, (int)B, (int)T, 0);
+    double *ll = xcalloc(r.nreq ? r.nreq : 1, sizeof *ll);
+    if (rc == 0) {
+        rc = rows_score(ll, &r, B, T, cpu_rows_forward, &c, pr);
+        model_acts_free(&c.a);
+    }
+    if (rc == 0) lls_scatter(lls, ll, &r, t);
+    free(ll);
+    requests_free(&r);
+    return rc;
+}
+
+#ifdef BEST_CUDA
+static int dev_rows_forward(void *fw, const int32_t *x, const int32_t *targets, float *nll) {
+    DevModel *d = fw;
+    TRY(devmodel_forward(d, x, targets));
+    devmodel_download_nll(d, nll);
+    return 0;
 }
 #endif
 
@@ -251,58 +340,21 @@ int zeroshot_score_cuda(double **lls, const Model *m, const Tokenizer *tok, cons
     if (max_length <= 0) max_length = m->cfg.max_position_embeddings;
     Requests r;
     TRY(requests_tokenize(&r, tok, t, max_length));
-    size_t *order = xmalloc((r.nreq ? r.nreq : 1) * sizeof *order), T = 1;
-    for (size_t i = 0; i < r.nreq; i++) {
-        order[i] = i;
-        if (r.q[i].full.n - 1 > T) T = r.q[i].full.n - 1;
-    }
-    g_by_len = r.q;
-    qsort(order, r.nreq, sizeof *order, by_len);
-    // one request a row, padded on the right to the longest (causal: padding changes no
-    // earlier position); rows of about 16k tokens a batch
-    size_t B = ((size_t)1 << 14) / T;
-    B = B < 1 ? 1 : B > r.nreq ? (r.nreq ? r.nreq : 1) : B;
+    size_t B, T;
+    rows_shape(&B, &T, &r);
     CudaCtx *c;
-    if (cuda_ctx_create(&c, 0, (size_t)32 << 20) < 0) {
-        requests_free(&r);
-        free(order);
-        return -1;
-    }
-    DevModel dm;
-    int rc = devmodel_init(&dm, c, m, (int)B, (int)T, 0, DEVMODEL_EVAL), inited = rc == 0;
-    size_t N = B * T, done = 0;
-    int32_t *x = xmalloc(N * sizeof *x), *targets = xmalloc(N * sizeof *targets);
-    float *nll = xmalloc(N * sizeof *nll);
+    int rc = cuda_ctx_create(&c, 0, (size_t)32 << 20);
     double *ll = xcalloc(r.nreq ? r.nreq : 1, sizeof *ll);
-    for (size_t k0 = 0; k0 < r.nreq && rc == 0; k0 += B) {
-        size_t nb = r.nreq - k0 < B ? r.nreq - k0 : B;
-        for (size_t i = 0; i < N; i++) x[i] = 0, targets[i] = -1;
-        for (size_t b = 0; b < nb; b++) {
-            const Req *q = &r.q[order[k0 + b]];
-            size_t in = q->full.n - 1, first = in - (size_t)q->cont;
-            memcpy(x + b * T, q->full.v, in * sizeof *x);
-            for (size_t j = first; j < in; j++) targets[b * T + j] = q->full.v[j + 1];
+    if (rc == 0) {
+        DevModel d;
+        if ((rc = devmodel_init(&d, c, m, (int)B, (int)T, 0, DEVMODEL_EVAL)) == 0) {
+            rc = rows_score(ll, &r, B, T, dev_rows_forward, &d, pr);
+            devmodel_free(&d);
         }
-        if ((rc = devmodel_forward(&dm, x, targets)) < 0) break;
-        devmodel_download_nll(&dm, nll);
-        for (size_t b = 0; b < nb; b++) {
-            const Req *q = &r.q[order[k0 + b]];
-            size_t in = q->full.n - 1;
-            double s = 0;
-            for (size_t j = in - (size_t)q->cont; j < in; j++) s -= nll[b * T + j];
-            ll[order[k0 + b]] = s;
-        }
-        done += nb;
-        if (pr) progress_update(pr, done);
+        cuda_ctx_free(c);
     }
-    if (inited) devmodel_free(&dm);
-    cuda_ctx_free(c);
     if (rc == 0) lls_scatter(lls, ll, &r, t);
-    free(x);
-    free(targets);
-    free(nll);
     free(ll);
-    free(order);
     requests_free(&r);
     return rc;
 #endif

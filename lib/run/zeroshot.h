@@ -47,6 +47,11 @@ int zeroshot_score(double **lls, const Model *m, const Tokenizer *tok, const Tas
 // of about 16k tokens, each padded on the right to the longest request of the task; no
 // shared prefixes (the device attention has no segments). ERR in builds without CUDA.
 // Never run on a GPU yet (tests/gpu/eval_check.sh compares it with the CPU's).
+// zeroshot_score_rows: the same batches on the CPU (model_eval's per-position NLL in
+// place of the device's), so that the device path's batching is checked on every machine
+// against zeroshot_score's packed prefixes (tests/test_tasks.c).
+int zeroshot_score_rows(double **lls, const Model *m, const Tokenizer *tok, const Task *t, int max_length,
+                        Progress *pr);
 int zeroshot_score_cuda(double **lls, const Model *m, const Tokenizer *tok, const Task *t, int max_length,
                         Progress *pr);
 
