@@ -304,7 +304,6 @@ static float dotf(const float *a, const float *b, size_t n) {
     return s;
 }
 
-
 // Attention runs with denormals flushed to zero (FTZ and DAZ in MXCSR, on this thread,
 // restored after each task). A peaked softmax has probabilities down to 1e-38, and their
 // products with gradients and values land in the denormal range, where each operation

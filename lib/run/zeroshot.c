@@ -8,6 +8,7 @@
 
 #include "base/error.h" // defines: ERR, TRY, xmalloc, xcalloc
 #include "base/vec.h"   // defines: IdVec, ByteVec
+#include "nn/layers.h"  // defines: crossentropy_forward
 #include "nn/cuda.h"    // defines: CudaCtx, cuda_ctx_create, cuda_info
 
 // One request as the model reads it: full = (ctx + continuation)[-(L+1):], the input is
@@ -59,15 +60,6 @@ static int request_tokens(Req *q, TokEncoder *enc, const Tokenizer *tok, const c
         q->full.n = n - drop;
     }
     return 0;
-}
-
-// log softmax(z)[y] for one row of V logits, summed in double.
-static double log_prob(const float *z, size_t V, int32_t y) {
-    float mx = z[0];
-    for (size_t i = 1; i < V; i++) mx = z[i] > mx ? z[i] : mx;
-    double s = 0;
-    for (size_t i = 0; i < V; i++) s += exp((double)z[i] - mx);
-    return (double)z[y] - mx - log(s);
 }
 
 // The tokens a document's requests q (n) share, and before the first row any of them scores.
@@ -134,16 +126,15 @@ static void batch_free(Batch *b) {
     free(b->score_req);
 }
 
-// Runs a batch and adds each scoring row's log-probability to its request's ll, in row
-// order (the same sums whatever the threads).
-static int batch_run(double *ll, double *lp, const Model *m, PackedActs *a, const Batch *b) {
+// Runs a batch and subtracts each scoring row's NLL (layers.h's cross-entropy, as
+// model_eval's) from its request's ll, in row order (the same sums whatever the threads).
+static int batch_run(double *ll, float *nll, const Model *m, PackedActs *a, const Batch *b) {
     TRY(model_forward_packed(m, a, b->tok.v, b->pos.v, b->tok.n, b->seg.v, b->seg.n / 4));
     for (size_t r0 = 0; r0 < b->n_score; r0 += a->logit_rows) {
         size_t nr = b->n_score - r0 < a->logit_rows ? b->n_score - r0 : a->logit_rows;
         const float *z = model_packed_logits(m, a, b->score_row.v + r0, nr);
-#pragma omp parallel for schedule(static) if (nr * m->V > 65536)
-        for (size_t r = 0; r < nr; r++) lp[r] = log_prob(z + r * m->V, m->V, b->target.v[r0 + r]);
-        for (size_t r = 0; r < nr; r++) ll[b->score_req[r0 + r]] += lp[r];
+        crossentropy_forward(nll, NULL, z, b->target.v + r0, nr, m->V);
+        for (size_t r = 0; r < nr; r++) ll[b->score_req[r0 + r]] -= nll[r];
     }
     return 0;
 }
@@ -201,21 +192,22 @@ int zeroshot_score(double **lls, const Model *m, const Tokenizer *tok, const Tas
     size_t max_rows = (256u << 20) / (row_floats * sizeof(float)), logit_rows = (64u << 20) / (m->V * sizeof(float));
     max_rows = max_rows < 256 ? 256 : max_rows > 2048 ? 2048 : max_rows;
     logit_rows = logit_rows < 16 ? 16 : logit_rows > 512 ? 512 : logit_rows;
-    size_t max_keys = 1; // a document's rows bound what any of its segments sees
+    size_t max_keys = 1, *rows = xmalloc((t->n + 1) * sizeof *rows); // a document's rows bound its segments' keys
     for (size_t d = 0; d < t->n; d++) {
-        size_t rows = doc_rows(q + start[d], t->docs[d].n);
-        if (rows > max_rows) max_rows = rows;
-        if (rows > max_keys) max_keys = rows;
+        rows[d] = doc_rows(q + start[d], t->docs[d].n);
+        if (rows[d] > max_rows) max_rows = rows[d];
+        if (rows[d] > max_keys) max_keys = rows[d];
     }
-    double *ll = xcalloc(r.nreq ? r.nreq : 1, sizeof *ll), *lp = xmalloc(logit_rows * sizeof *lp);
+    rows[t->n] = 0;
+    double *ll = xcalloc(r.nreq ? r.nreq : 1, sizeof *ll);
+    float *nll = xmalloc(logit_rows * sizeof *nll);
     PackedActs a;
     int rc = packed_acts_init(&a, m, max_rows, logit_rows, max_keys);
     Batch b = {0};
     size_t done = 0, d0 = 0;
     for (size_t d = 0; d <= t->n && rc == 0; d++) {
-        size_t rows = d < t->n ? doc_rows(q + start[d], t->docs[d].n) : 0;
-        if (b.tok.n && (d == t->n || b.tok.n + rows > max_rows)) { // run what is gathered
-            if ((rc = batch_run(ll, lp, m, &a, &b)) < 0) break;
+        if (b.tok.n && (d == t->n || b.tok.n + rows[d] > max_rows)) { // run what is gathered
+            if ((rc = batch_run(ll, nll, m, &a, &b)) < 0) break;
             for (; d0 < d; d0++) done += (size_t)t->docs[d0].n;
             if (pr) progress_update(pr, done);
             batch_clear(&b);
@@ -226,7 +218,8 @@ int zeroshot_score(double **lls, const Model *m, const Tokenizer *tok, const Tas
     batch_free(&b);
     if (rc == 0) lls_scatter(lls, ll, &r, t);
     free(ll);
-    free(lp);
+    free(nll);
+    free(rows);
     requests_free(&r);
     return rc;
 }
