@@ -105,10 +105,29 @@ CUDA_LINE := cuda: nvcc $(NVCC_VERSION) ($(NVCC_PATH)), include $(CUDA_INC), lib
 else
 CUDA_LINE := cuda: off, $(CUDA_WHY): CPU build only
 endif
+# --- MPI, probed -------------------------------------------------------------------------
+# mpicc (Debian's libopenmpi-dev, installed by `make deps`) gives the flags; MPICC=none
+# builds without. When found, lib/dist/dist_mpi.c is compiled with them and linked into
+# best-train (and tests/dist_check) ahead of libbest, whose dist_single.c then stays out:
+# `mpirun -np N best-train` runs N ranks. Without it best-train is one rank, and refuses
+# to be started by mpirun for several. The fuzz builds never link MPI.
+MPICC ?= $(shell command -v mpicc 2>/dev/null)
+ifneq ($(filter-out none,$(MPICC)),)
+MPI_CFLAGS := $(shell $(MPICC) --showme:compile 2>/dev/null)
+MPI_LIBS := $(shell $(MPICC) --showme:link 2>/dev/null)
+endif
+ifneq ($(MPI_LIBS),)
+MPI := 1
+MPI_LINE := mpi: $(MPICC) ($(MPI_LIBS)): best-train runs under mpirun
+else
+MPI := 0
+MPI_LINE := mpi: off, $(if $(filter-out none,$(MPICC)),$(MPICC) --showme:link failed,no mpicc (make deps installs libopenmpi-dev)): best-train is one rank
+endif
 # Said once per top-level make (sub-makes of `make test` stay quiet), after the check for
 # missing packages so that a build without them still fails in one line.
 ifeq ($(MAKELEVEL),0)
 $(info $(CUDA_LINE))
+$(info $(MPI_LINE))
 endif
 
 CFLAGS  := $(OPT) -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fopenmp -MMD -MP \
@@ -120,7 +139,7 @@ LDLIBS  := $(PKG_LIBS) -lopenblas -lm -lpthread
 # the programs' links (the fuzz targets link LDLIBS alone: they are CPU-only)
 LINK_LIBS := $(LDLIBS) $(CUDA_LDLIBS)
 
-LIB_SRC := $(wildcard lib/*/*.c)
+LIB_SRC := $(filter-out lib/dist/dist_mpi.c,$(wildcard lib/*/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 # CUDA objects are NAME.cu.o: layers.cu is layers.c's twin, beside it
 LIB_CU  := $(if $(filter 1,$(CUDA)),$(wildcard lib/*/*.cu))
@@ -139,6 +158,8 @@ TEST_CXX_BINS := $(patsubst tests/%.cpp,$(BUILD)/tests/%,$(wildcard tests/test_*
 # kernels on a real GPU (they print "skip - no CUDA device" where there is none)
 TEST_GPU_BINS := $(if $(LIB_CU),$(patsubst tests/%.cpp,$(BUILD)/tests/%_gpu,$(wildcard tests/test_kernels.cpp tests/test_step.cpp tests/test_spmv_cuda.cpp)))
 TEST_BINS += $(TEST_CXX_BINS) $(TEST_GPU_BINS)
+# tests/dist_check: the collectives under mpirun (tests/t_mpi.sh), with MPI only
+TEST_BINS += $(if $(filter 1,$(MPI)),$(BUILD)/tests/dist_check)
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BINS := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
@@ -186,6 +207,17 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIBA) $(LINK_LIBS)
 
+# MPI's objects and links (see the probe above)
+ifeq ($(MPI),1)
+$(BUILD)/lib/dist/dist_mpi.o: lib/dist/dist_mpi.c $(CUDA_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(MPI_CFLAGS) -c $< -o $@
+$(BINDIR)/best-train: $(BUILD)/lib/dist/dist_mpi.o
+$(BINDIR)/best-train: LINK_LIBS += $(MPI_LIBS)
+$(BUILD)/tests/dist_check: $(BUILD)/tests/dist_check.o $(BUILD)/lib/dist/dist_mpi.o $(LIBA)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIBA) $(LINK_LIBS) $(MPI_LIBS)
+endif
+
 $(TEST_CXX_BINS) $(TEST_GPU_BINS): $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CXX) $(LDFLAGS) -pthread -o $@ $< $(LIBA) $(LINK_LIBS)
@@ -211,7 +243,8 @@ test: deps
 
 # Debian packages the build and the tests need; nothing happens when all are present.
 APT_PKGS := build-essential pkg-config clang libarchive-dev libxxhash-dev libzstd-dev \
-            libjansson-dev libutf8proc-dev libpcre2-dev libopenblas-dev zlib1g-dev zstd python3 python3-pip python3-venv
+            libjansson-dev libutf8proc-dev libpcre2-dev libopenblas-dev zlib1g-dev zstd python3 python3-pip python3-venv \
+            openmpi-bin libopenmpi-dev
 deps:
 	@sh tests/deps.sh $(APT_PKGS)
 

@@ -54,7 +54,7 @@ static void test_compute(void) {
     uint8_t mask[NP], want[NP];
     int pos[NP];
     Moments mo;
-    moments_from_block(&mo, m, v);
+    moments_from_block(&mo, m, v, 0);
     // global, second order
     MaskSpec sp = {SAL_SECOND, GROUP_GLOBAL, 0.6, NULL, 0};
     for (int i = 0; i < NP; i++) score[i] = w[i] == 0 ? 0 : 0.5f * v[i] * w[i] * w[i];
@@ -142,8 +142,8 @@ static void test_bias_correction(void) {
         double bc2 = 1.0 - pow(0.999, steps[a]);
         for (int i = 0; i < N; i++) vhat[i] = v[i] / (float)bc2;  // torch: exp_avg_sq / bias_correction2
         Moments mr, mh;
-        moments_from_block(&mr, v, v);
-        moments_from_block(&mh, vhat, vhat);
+        moments_from_block(&mr, v, v, 0);
+        moments_from_block(&mh, vhat, vhat, 0);
         for (int g = 0; g < 2; g++)
             for (int b = 0; b < 3; b++) {
                 MaskSpec sp = {SAL_SECOND, g ? GROUP_LAYER : GROUP_GLOBAL, sparsities[b], NULL, 0};
@@ -221,7 +221,7 @@ static void test_bad_values(void) {
     uint8_t *mask = xmalloc(N);
     for (int i = 0; i < N; i++) w[i] = 1.0f + (float)(i % 7);
     Moments mo;
-    moments_from_block(&mo, m, v);
+    moments_from_block(&mo, m, v, 0);
     MaskSpec sp = {SAL_MAGNITUDE, GROUP_GLOBAL, 0.5, "models/m", 0};
     w[AT] = NAN;
     T_OK(mask_compute(mask, &sp, info, 1, w, N, NULL, NULL) < 0 &&

@@ -505,7 +505,7 @@ static void check_mask_update(const char *name) {
             std::vector<uint8_t> want(n);
             std::vector<float> ww(m.params, m.params + n);
             Moments mo;
-            moments_from_block(&mo, opt.m, opt.v);
+            moments_from_block(&mo, opt.m, opt.v, 0);
             int hrc = mask_compute(want.data(), &spec, m.info, m.n_info, ww.data(), n, &mo, old.data());
             mask_apply(ww.data(), want.data(), n);
             size_t mdiff = 0, wdiff = 0, bdiff = 0, kept = 0;
@@ -615,7 +615,7 @@ static int run_steps(RunLog *log, Model *m, DevModel *d, const char *name) {
             continue;
         }
         Moments mo;
-        moments_from_block(&mo, opt.m, opt.v);
+        moments_from_block(&mo, opt.m, opt.v, 0);
         std::vector<uint8_t> fresh(m->n_params);
         if (mask_compute(fresh.data(), &spec, m->info, m->n_info, m->params, m->n_params, &mo, mask.data()) < 0) {
             T_OK(0, "%s: mask update at step %d: %s", name, t, err_msg());

@@ -1,18 +1,26 @@
-// dist.h: the ranks of a run and the collectives that the CPU math needs, behind one
-// seam. The math is written for ranks already: a rank sums the squares of its slice of
-// the gradients and the ranks add theirs before the square root (grad-norm clipping);
-// the global threshold is found from bucket counts that the ranks add, and ties are
-// broken by the count of ties on the ranks before (sparse/select.h). These functions
-// are where the adding happens.
+// dist.h: the ranks of a run and the collectives that training needs, behind one seam.
 //
-// Implementations: dist_single.c, one rank and no MPI, always built, so that a run
-// without mpirun is literally the one-rank case of the same code. An MPI implementation
-// (the multi-rank issue: mpirun, MPI_Allreduce, MPI_Exscan over MPI_COMM_WORLD) and
-// NCCL for device buffers go beside it in lib/dist/, chosen at build time.
+// Implementations, chosen at link time: dist_single.c, one rank and no MPI, in libbest
+// and so in every program; dist_mpi.c (OpenMPI, over MPI_COMM_WORLD), built when the
+// Makefile finds mpicc and linked into best-train ahead of libbest, so that its symbols
+// win. A run not started by mpirun is one rank in both and makes no MPI call at all:
+// "without mpirun, one rank" is the same code with every collective a no-op.
 //
-// Every rank must call each collective in the same order with the same n. Sums are
-// exact for integers; for doubles the ranks' values are added in rank order, so every
-// rank gets the same bits.
+// The flat block of n parameters is cut into one contiguous slice per rank, in rank
+// order (dist_slice): ZeRO stage 1 gives each rank the Adam moments and the mask of its
+// slice, and it updates only its slice of the weights.
+//
+// Every rank must call each collective in the same order with the same n. Results are
+// the same bits on every rank and from run to run at a given rank count: integer sums
+// are exact; float and double sums add the ranks' values in rank order (r0 + r1) + r2 ...
+// A rank count changes how a sum is grouped, so N ranks and one rank agree to rounding,
+// not bitwise (docs/best-train.md, "Many ranks").
+//
+// A collective that waits longer than BEST_DIST_TIMEOUT seconds (default 900) for the
+// other ranks ends this process with exit 1 and a message naming the collective (a
+// rank that hangs); mpirun then ends the others. A rank that dies ends the job through
+// mpirun. Neither leaves a half-written state (train.h saves through temp + rename and
+// a manifest written last).
 #ifndef BEST_DIST_H
 #define BEST_DIST_H
 
@@ -23,14 +31,45 @@
 extern "C" {
 #endif
 
+// Joins the run: MPI_Init when mpirun (or another PMIx launcher) started this process,
+// else one rank. -1 after ERR: launched for several ranks by a build without MPI.
+int dist_init(int *argc, char ***argv);
+// Leaves the run (MPI_Finalize); call only on success: a rank that exits without it
+// makes mpirun end the job.
+void dist_finalize(void);
+// One line for banners: "one rank (no MPI)", "MPI (Open MPI v4.1.4), rank 0 of 3", ...
+const char *dist_info(void);
+
 int dist_rank(void);  // this process's rank, 0 .. dist_size() - 1
 int dist_size(void);  // ranks in the run
+
+// [*lo, *hi): rank r's slice of n elements among size ranks; the first n % size ranks
+// get one more. Slices are contiguous and in rank order.
+static inline void dist_slice(size_t *lo, size_t *hi, size_t n, int r, int size) {
+    size_t q = n / (size_t)size, rem = n % (size_t)size, ur = (size_t)r;
+    *lo = ur * q + (ur < rem ? ur : rem);
+    *hi = *lo + q + (ur < rem);
+}
 
 // x (n) = the sum of x over ranks, on every rank (all-reduce).
 void dist_sum_u64(uint64_t *x, size_t n);
 void dist_sum_f64(double *x, size_t n);
 // The sum of x over the ranks before this one (exclusive prefix sum; 0 on rank 0).
 uint64_t dist_exscan_u64(uint64_t x);
+// x (n): each rank's values on entry; on return this rank's slice (dist_slice) holds the
+// sum over ranks, the rest is unspecified (a reduce-scatter).
+void dist_reduce_scatter_f32(float *x, size_t n);
+// full (n elements of elem bytes) gets every rank's slice, from mine (this rank's slice,
+// which may be inside full): on every rank (all = 1: an all-gather) or on rank 0 only
+// (all = 0; full may then be NULL on the others).
+void dist_gather(void *full, const void *mine, size_t n, size_t elem, int all);
+// 0 when rc is 0 on every rank, else -1; a rank whose own rc was 0 then records ERR
+// "another rank failed" (that rank printed why). Every rank learns of a failure
+// together, so that none waits in a collective for a rank that has stopped.
+int dist_agree(int rc);
+// Payload bytes this rank has put into collectives so far (what it contributed to each,
+// not what the network carried): the difference across a step part is its traffic.
+uint64_t dist_bytes(void);
 
 #ifdef __cplusplus
 }

@@ -106,3 +106,17 @@ void loader_next(Loader *l, int32_t *tokens, int32_t *targets) {
         loader_permute(l->perm, l->n_windows, l->seed + l->epoch);
     }
 }
+
+void loader_skip(Loader *l, uint64_t n) {
+    while (n > 0) {
+        uint64_t left = l->n_windows - l->pos;
+        if (n < left) {
+            l->pos += n;
+            return;
+        }
+        n -= left;
+        l->epoch++;
+        l->pos = 0;
+        loader_permute(l->perm, l->n_windows, l->seed + l->epoch);
+    }
+}

@@ -43,6 +43,9 @@ void loader_close(Loader *l);
 int loader_seek(Loader *l, uint64_t epoch, uint64_t pos);
 // Fills tokens (T) and targets (T) from the next window and advances the cursor.
 void loader_next(Loader *l, int32_t *tokens, int32_t *targets);
+// Advances the cursor past n windows without reading them (a rank skips the other
+// ranks' windows of a batch: train.h), into later epochs as loader_next would.
+void loader_skip(Loader *l, uint64_t n);
 // perm (n) = a permutation of 0..n-1 from seed (Fisher-Yates over splitmix64).
 void loader_permute(uint64_t *perm, uint64_t n, uint64_t seed);
 

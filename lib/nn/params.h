@@ -24,4 +24,12 @@ typedef struct {
 // scores weights checks them so before using them (best-mask, best-train).
 int params_check_finite(const char *where, const ParamInfo *p, const float *w, size_t off, size_t n);
 
+// [*a, *b): the elements of tensor p inside the block's slice [lo, hi) (a rank's, dist.h),
+// as offsets within p; a == b when it has none.
+static inline void params_part(size_t *a, size_t *b, const ParamInfo *p, size_t lo, size_t hi) {
+    size_t s = p->offset > lo ? p->offset : lo, e = p->offset + p->numel < hi ? p->offset + p->numel : hi;
+    *a = s < e ? s - p->offset : 0;
+    *b = s < e ? e - p->offset : 0;
+}
+
 #endif

@@ -24,7 +24,8 @@
 #include "io/safetensors.h"  // defines: StWriter, SafeTensors
 #include "sparse/select.h"   // defines: select_keep_count
 #include "pack/pack_model.h" // defines: model_open
-#include "dist/dist.h"       // defines: dist_sum_f64
+#include "dist/dist.h"       // defines: dist_slice, dist_sum_f64, dist_reduce_scatter_f32, dist_gather
+#include "run/shards.h"      // defines: ShardManifest, shards_read, shard_add
 #include "nn/cuda.h"         // defines: cuda_device_count, cuda_info, cuda_ctx_create
 #include "nn/layers.h"       // defines: layers_blas_info
 
@@ -292,38 +293,50 @@ static int weights_check(const Model *m, const char *where) {
     return 0;
 }
 
-static int tensor_copy_in(float *dst, const SafeTensors *st, const char *name, const ParamInfo *p) {
+// Elements [a, b) of tensor name (F32, of p's shape) into dst.
+static int tensor_copy_part(float *dst, const SafeTensors *st, const char *name, const ParamInfo *p, size_t a,
+                            size_t b) {
     const StTensor *t = st_find(st, name);
     if (!t) return ERR("%s: no tensor %s", st->path, name);
     if (t->dtype != ST_F32 || t->ndim != p->ndim || t->shape[0] != p->shape[0] ||
         (p->ndim == 2 && t->shape[1] != p->shape[1]))
         return ERR("%s: tensor %s is not F32 of the parameter's shape", st->path, name);
-    memcpy(dst, t->data, p->numel * sizeof *dst);
+    memcpy(dst, (const float *)t->data + a, (b - a) * sizeof *dst);
     return 0;
 }
 
-static int state_load(Trainer *tr, const SafeTensors *st) {
+// The tensors of a one-file state (one rank saved it): every weight, and the moments
+// and mask of this rank's slice.
+static int state_load_single(Trainer *tr, const SafeTensors *st) {
     Model *m = &tr->m;
     char name[128];
     for (int i = 0; i < m->n_info; i++) {
         const ParamInfo *p = &m->info[i];
-        TRY(tensor_copy_in(m->params + p->offset, st, p->name, p));
+        TRY(tensor_copy_part(m->params + p->offset, st, p->name, p, 0, p->numel));
+        size_t a, b;
+        params_part(&a, &b, p, tr->lo, tr->hi);
+        if (a == b) continue;
+        size_t d = p->offset + a - tr->lo; // where element a sits in the slice
         snprintf(name, sizeof name, "%s.exp_avg", p->name);
-        TRY(tensor_copy_in(tr->opt.m + p->offset, st, name, p));
+        TRY(tensor_copy_part(tr->opt.m + d, st, name, p, a, b));
         snprintf(name, sizeof name, "%s.exp_avg_sq", p->name);
-        TRY(tensor_copy_in(tr->opt.v + p->offset, st, name, p));
+        TRY(tensor_copy_part(tr->opt.v + d, st, name, p, a, b));
         if (!p->prunable) continue;
         snprintf(name, sizeof name, "%s.mask", p->name);
         const StTensor *t = st_find(st, name);
         if (!t || t->dtype != ST_BOOL || t->nelem != p->numel)
             return ERR("%s: no BOOL tensor %s of %zu elements", st->path, name, p->numel);
-        const uint8_t *b = t->data;
-        for (size_t j = 0; j < p->numel; j++) {
-            if (b[j] > 1) return ERR("%s: %s holds %u at %zu (BOOL is 0 or 1)", st->path, name, b[j], j);
-            tr->mask[p->offset + j] = b[j];
+        const uint8_t *bits = t->data;
+        for (size_t j = a; j < b; j++) {
+            if (bits[j] > 1) return ERR("%s: %s holds %u at %zu (BOOL is 0 or 1)", st->path, name, bits[j], j);
+            tr->mask[d + j - a] = bits[j];
         }
     }
-    TRY(weights_check(m, st->path));
+    return weights_check(m, st->path);
+}
+
+// Adam's step count, the data cursor and the shards' tokenizer from a state's metadata.
+static int state_cursor_read(Trainer *tr, const SafeTensors *st) {
     int adam_t;
     TRY(meta_int(st, "adam_t", 0, tr->step, &adam_t));
     tr->opt.t = adam_t;
@@ -348,8 +361,42 @@ static int state_load(Trainer *tr, const SafeTensors *st) {
                        "(shards of another tokenizer)", st->path, (unsigned long long)hash, tr->cfg.data[0],
                        (unsigned long long)tr->data.tokenizer_hash);
     }
-    TRY(loader_seek(&tr->data, epoch, pos));
-    return 0;
+    return loader_seek(&tr->data, epoch, pos);
+}
+
+// The state to resume: OUT/state/state.safetensors (saved by one rank) or the manifest
+// of a sharded save (shards.h); where a run was killed between a save of one kind and
+// the removal of the other, the later step. *st is opened on the file whose metadata
+// holds the run (the one file, or shard 0); *sharded says which kind, and mf is filled
+// for shards.
+static int state_find(SafeTensors *st, ShardManifest *mf, int *sharded, const char *dir) {
+    char *sdir = path_join(dir, "state"), *one = path_join(sdir, "state.safetensors");
+    char *man = path_join(sdir, "manifest.json");
+    int has_one = access(one, F_OK) == 0, has_man = access(man, F_OK) == 0, rc = 0, opened = 0;
+    *sharded = 0;
+    memset(mf, 0, sizeof *mf);
+    if (!has_one && !has_man)
+        rc = ERR("%s: neither state.safetensors nor manifest.json (not the --out of a best-train run, or no save "
+                 "finished)", sdir);
+    if (rc == 0 && has_one) rc = st_open(st, one), opened = rc == 0;
+    if (rc == 0 && has_man) rc = shards_manifest_read(mf, sdir);
+    if (rc == 0 && has_man) {
+        int one_step = -1;
+        if (has_one && meta_int(st, "step", 0, INT_MAX, &one_step) < 0) rc = -1;
+        if (rc == 0 && mf->step > one_step) {
+            if (opened) st_close(st);
+            opened = 0;
+            *sharded = 1;
+            rc = st_open(st, mf->files[0]);
+            opened = rc == 0;
+        }
+    }
+    if (rc < 0 && opened) st_close(st);
+    if (rc < 0 || !*sharded) shards_manifest_free(mf);
+    free(sdir);
+    free(one);
+    free(man);
+    return rc;
 }
 
 // --device cuda: the device's weights, moments and mask into the host's m.params, opt
@@ -364,13 +411,11 @@ static void host_sync(Trainer *tr) {
     tr->host_stale = 0;
 }
 
-int train_save(Trainer *tr) {
-    host_sync(tr);
+// OUT/state/state.safetensors: one rank holds all of it.
+static int save_single(Trainer *tr, const char *sdir) {
     const Model *m = &tr->m;
-    char *mdir = path_join(tr->cfg.out, "model"), *sdir = path_join(tr->cfg.out, "state");
     char *made = NULL; // the folders this save creates, removed again if it fails
-    int rc = model_save(m, mdir, -1);
-    if (rc == 0) rc = path_mkdir_made(&made, sdir);
+    int rc = path_mkdir_made(&made, sdir);
     StWriter w;
     st_writer_init(&w);
     char name[128];
@@ -391,6 +436,55 @@ int train_save(Trainer *tr) {
     else free(made);
     st_writer_free(&w);
     free(path);
+    if (rc == 0) { // a sharded save of an earlier run with more ranks is now stale
+        char *man = path_join(sdir, "manifest.json");
+        unlink(man);
+        free(man);
+        shards_prune(sdir, -1);
+    }
+    return rc;
+}
+
+// OUT/state/step-S/rank-R-of-N.safetensors from every rank, then rank 0's manifest, the
+// save's completion marker (shards.h); the ranks agree after each stage, so that none
+// goes on past a rank that failed.
+static int save_shards(Trainer *tr, const char *sdir) {
+    const Model *m = &tr->m;
+    int rank = dist_rank(), rc = 0;
+    char *path = shard_path(sdir, tr->step, rank, dist_size());
+    char *dir = path_fmt("%s/step-%d", sdir, tr->step);
+    if (rank == 0) rc = path_mkdir_p(dir);
+    TRY(dist_agree(rc));
+    StWriter w;
+    st_writer_init(&w);
+    rc = shard_add(&w, m->params + tr->lo, tr->opt.m, tr->opt.v, tr->mask, rank, dist_size(), tr->lo, tr->hi,
+                   m->n_params);
+    if (rc == 0) rc = state_meta_write(&w, tr);
+    if (rc == 0) rc = st_writer_write(&w, path);
+    st_writer_free(&w);
+    free(path);
+    free(dir);
+    TRY(dist_agree(rc));
+    if (rank == 0) {
+        rc = shards_manifest_write(sdir, tr->step, dist_size(), m->n_params);
+        if (rc == 0) { // the earlier saves, of either kind, are now stale
+            char *one = path_join(sdir, "state.safetensors");
+            unlink(one);
+            free(one);
+            shards_prune(sdir, tr->step);
+        }
+    }
+    return dist_agree(rc);
+}
+
+int train_save(Trainer *tr) {
+    host_sync(tr);
+    char *mdir = path_join(tr->cfg.out, "model"), *sdir = path_join(tr->cfg.out, "state");
+    // OUT/model first: a state on disk always has its model beside it (the ranks hold the
+    // same weights; rank 0 writes them)
+    int rc = dist_rank() == 0 ? model_save(&tr->m, mdir, -1) : 0;
+    if (dist_agree(rc) == 0) rc = dist_size() == 1 ? save_single(tr, sdir) : save_shards(tr, sdir);
+    else rc = -1;
     free(mdir);
     free(sdir);
     return rc;
@@ -399,31 +493,44 @@ int train_save(Trainer *tr) {
 int train_save_moments(Trainer *tr) {
     host_sync(tr);
     const Model *m = &tr->m;
-    char *dir = path_join(tr->cfg.out, "moments"), *made;
-    int rc = path_mkdir_made(&made, dir);
-    StWriter w;
-    st_writer_init(&w);
-    char name[128];
-    for (int i = 0; rc == 0 && i < m->n_info; i++) {
-        const ParamInfo *p = &m->info[i];
-        snprintf(name, sizeof name, "%s.exp_avg", p->name);
-        rc = st_writer_add(&w, name, ST_F32, p->ndim, p->shape, tr->opt.m + p->offset);
-        snprintf(name, sizeof name, "%s.exp_avg_sq", p->name);
-        if (rc == 0) rc = st_writer_add(&w, name, ST_F32, p->ndim, p->shape, tr->opt.v + p->offset);
+    // rank 0 writes the whole model's moments: it gathers the other ranks' slices
+    const float *em = tr->opt.m, *ev = tr->opt.v;
+    float *full = NULL;
+    if (dist_size() > 1) {
+        full = dist_rank() == 0 ? xmalloc(2 * m->n_params * sizeof *full) : NULL;
+        dist_gather(full, tr->opt.m, m->n_params, sizeof *full, 0);
+        dist_gather(full ? full + m->n_params : NULL, tr->opt.v, m->n_params, sizeof *full, 0);
+        em = full, ev = full ? full + m->n_params : NULL;
     }
-    if (rc == 0) rc = meta_set(&w, "step", "%d", tr->step);
-    if (rc == 0) rc = meta_set(&w, "beta1", "%.17g", tr->cfg.beta1);
-    if (rc == 0) rc = meta_set(&w, "beta2", "%.17g", tr->cfg.beta2);
-    if (rc == 0) rc = st_writer_meta(&w, "schedule", schedule_name(tr->cfg.schedule));
-    if (rc == 0) rc = meta_set(&w, "sparsity", "%.17g", schedule_mask_target(&tr->sched, tr->step));
-    char *path = path_fmt("%s/step-%d.safetensors", dir, tr->step);
-    if (rc == 0) rc = st_writer_write(&w, path);
-    if (rc < 0) path_unmake(made, dir);
-    else free(made);
-    st_writer_free(&w);
-    free(path);
-    free(dir);
-    return rc;
+    int rc = 0;
+    if (dist_rank() == 0) {
+        char *dir = path_join(tr->cfg.out, "moments"), *made;
+        rc = path_mkdir_made(&made, dir);
+        StWriter w;
+        st_writer_init(&w);
+        char name[128];
+        for (int i = 0; rc == 0 && i < m->n_info; i++) {
+            const ParamInfo *p = &m->info[i];
+            snprintf(name, sizeof name, "%s.exp_avg", p->name);
+            rc = st_writer_add(&w, name, ST_F32, p->ndim, p->shape, em + p->offset);
+            snprintf(name, sizeof name, "%s.exp_avg_sq", p->name);
+            if (rc == 0) rc = st_writer_add(&w, name, ST_F32, p->ndim, p->shape, ev + p->offset);
+        }
+        if (rc == 0) rc = meta_set(&w, "step", "%d", tr->step);
+        if (rc == 0) rc = meta_set(&w, "beta1", "%.17g", tr->cfg.beta1);
+        if (rc == 0) rc = meta_set(&w, "beta2", "%.17g", tr->cfg.beta2);
+        if (rc == 0) rc = st_writer_meta(&w, "schedule", schedule_name(tr->cfg.schedule));
+        if (rc == 0) rc = meta_set(&w, "sparsity", "%.17g", schedule_mask_target(&tr->sched, tr->step));
+        char *path = path_fmt("%s/step-%d.safetensors", dir, tr->step);
+        if (rc == 0) rc = st_writer_write(&w, path);
+        if (rc < 0) path_unmake(made, dir);
+        else free(made);
+        st_writer_free(&w);
+        free(path);
+        free(dir);
+    }
+    free(full);
+    return dist_agree(rc);
 }
 
 // --- the log -------------------------------------------------------------------------
@@ -518,8 +625,12 @@ static int out_lock(Trainer *tr, const char *out, int create) {
 
 static int config_check(const TrainConfig *c, const Model *m) {
     if (c->steps < 1) return ERR("--steps %d must be >= 1", c->steps);
+    int ranks = dist_size();
     if (c->micro_batch < 1 || c->batch < c->micro_batch || c->batch % c->micro_batch)
         return ERR("--batch %d must be a positive multiple of --micro-batch %d", c->batch, c->micro_batch);
+    if (c->batch % (c->micro_batch * ranks))
+        return ERR("--batch %d does not split over %d ranks in micro-batches of %d: each rank takes batch / ranks "
+                   "sequences, a multiple of --micro-batch", c->batch, ranks, c->micro_batch);
     if (c->seq < 1) return ERR("--seq %d must be >= 1", c->seq);
     if (m->cfg.max_position_embeddings > 0 && c->seq > m->cfg.max_position_embeddings)
         return ERR("--seq %d is longer than the model's max_position_embeddings %d", c->seq,
@@ -532,36 +643,44 @@ static int config_check(const TrainConfig *c, const Model *m) {
     return 0;
 }
 
-// Puts fresh (n_params, owned from here on) in force: pruned weights become 0 now, and
-// adamw_step keeps them 0. The one way a new mask enters a run, in-process
-// (mask_update) or from a file on resume (resume_with_mask).
+// Puts fresh (hi - lo: this rank's slice, owned from here on) in force: the slice's
+// pruned weights become 0 now (the others' with the all-gather that ends the step), and
+// adamw_step keeps them 0. How a new mask enters a run in-process (mask_update).
 static void mask_install(Trainer *tr, uint8_t *fresh) {
     free(tr->mask);
     tr->mask = fresh;
     tr->masked = 1;
-    mask_apply(tr->m.params, tr->mask, tr->m.n_params);
+    mask_apply(tr->m.params + tr->lo, tr->mask, tr->hi - tr->lo);
+}
+
+// A mask file (every rank reads all of it) in force: all the weights it prunes become 0
+// and the rank keeps its slice. With a resumed state (resume set) it may only shrink the
+// state's mask.
+static int mask_file_install(Trainer *tr, const char *path, int resume) {
+    Model *m = &tr->m;
+    uint8_t *full = xmalloc(m->n_params);
+    int rc = mask_load(full, path, m->info, m->n_info, m->n_params);
+    for (size_t i = tr->lo; rc == 0 && resume && i < tr->hi; i++)
+        if (full[i] && !tr->mask[i - tr->lo])
+            rc = ERR("%s: keeps a weight the run has pruned already (pruned weights never return)", path);
+    if (rc == 0) {
+        mask_apply(m->params, full, m->n_params);
+        memcpy(tr->mask, full + tr->lo, tr->hi - tr->lo);
+        tr->masked = 1;
+    }
+    free(full);
+    return rc;
 }
 
 // --resume DIR --mask FILE: the schedule runs outside (best-mask on this run's moment
-// dump), so FILE replaces the state's mask from the next step on, exactly as an
-// in-process update would (both go through mask_install). It may only shrink the mask.
+// dump), so FILE replaces the state's mask from the next step on, as an in-process
+// update would. It may only shrink the mask.
 static int resume_with_mask(Trainer *tr, const char *path) {
     TrainConfig *c = &tr->cfg;
-    Model *m = &tr->m;
     if (c->sparsity > 0)
         return ERR("%s: --mask on --resume needs a run without a schedule (this one has --sparsity %g)", c->resume,
                    c->sparsity);
-    uint8_t *fresh = xmalloc(m->n_params);
-    if (mask_load(fresh, path, m->info, m->n_info, m->n_params) < 0) {
-        free(fresh);
-        return -1;
-    }
-    for (size_t i = 0; i < m->n_params; i++)
-        if (fresh[i] && !tr->mask[i]) {
-            free(fresh);
-            return ERR("%s: keeps a weight the run has pruned already (pruned weights never return)", path);
-        }
-    mask_install(tr, fresh);
+    TRY(mask_file_install(tr, path, 1));
     c->mask_file = own(tr, path);
     return 0;
 }
@@ -597,20 +716,19 @@ static int device_open(Trainer *tr) {
 #endif
 }
 
-int train_open(Trainer *tr, const TrainConfig *cfg) {
-    memset(tr, 0, sizeof *tr);
-    tr->lock_fd = -1;
-    tr->cfg = *cfg;
+// train_open's reading and checking, by every rank on its own (no collective, nothing
+// written): the model or state, the shards, the mask. *sharded: this rank's slice of
+// the weights came from a sharded state, and the ranks must share them.
+static int open_read(Trainer *tr, const TrainConfig *cfg, int *sharded) {
     TrainConfig *c = &tr->cfg;
     SafeTensors st;
-    int have_st = 0;
-    // OUT in use: refused before anything is read (or written)
-    if (c->out && path_is_dir(c->out) && out_lock(tr, c->out, 0) < 0) goto fail;
+    ShardManifest mf = {0};
+    int have_st = 0, rc = 0, ranks = dist_size();
+    *sharded = 0;
+    // OUT in use: refused before anything is read (or written); rank 0 holds the lock
+    if (dist_rank() == 0 && c->out && path_is_dir(c->out) && out_lock(tr, c->out, 0) < 0) return -1;
     if (c->resume) {
-        char *sp = path_fmt("%s/state/state.safetensors", c->resume);
-        int rc = st_open(&st, sp);
-        free(sp);
-        if (rc < 0) goto fail;
+        TRY(state_find(&st, &mf, sharded, c->resume));
         have_st = 1;
         if (state_meta_read(tr, &st) < 0) goto fail;
         char *md = path_join(c->resume, "model");
@@ -625,17 +743,19 @@ int train_open(Trainer *tr, const TrainConfig *cfg) {
     }
     if (model_need_folder(&tr->m, "best-train") < 0) goto fail;
     if (c->model_dir && weights_check(&tr->m, c->model_dir) < 0) goto fail;
+    if (c->micro_batch == 0) c->micro_batch = c->batch / ranks > 0 ? c->batch / ranks : 1;
     if (config_check(c, &tr->m) < 0) {
-        if (c->resume) err_prefix("%s/state/state.safetensors", c->resume);
+        if (c->resume) err_prefix("%s", st.path);
         goto fail;
     }
     // the run's threads: the resumed state's unless given (state_run_read), else those in force
     if (tr->restored & TRAIN_OPT_THREADS) omp_set_num_threads(c->threads);
     c->threads = omp_get_max_threads();
     if (!c->resume && c->out) {
-        char *sp = path_fmt("%s/state/state.safetensors", c->out);
-        int exists = access(sp, F_OK) == 0;
-        free(sp);
+        char *one = path_fmt("%s/state/state.safetensors", c->out), *man = path_fmt("%s/state/manifest.json", c->out);
+        int exists = access(one, F_OK) == 0 || access(man, F_OK) == 0;
+        free(one);
+        free(man);
         if (exists) {
             ERR("%s: holds a training state already; continue it with --resume %s, or choose another --out", c->out,
                 c->out);
@@ -645,25 +765,32 @@ int train_open(Trainer *tr, const TrainConfig *cfg) {
     Model *m = &tr->m;
     int on_cuda = c->device == TRAIN_DEVICE_CUDA || (c->device == TRAIN_DEVICE_DEFAULT && cuda_device_count() > 0);
     c->device = on_cuda ? TRAIN_DEVICE_CUDA : TRAIN_DEVICE_CPU;
+    if (on_cuda && ranks > 1) {
+        ERR("--device cuda with %d ranks: multi-rank training runs on CPU ranks only so far (the NCCL path is not "
+            "built); use --device cpu, or one rank", ranks);
+        goto fail;
+    }
     if (on_cuda && device_check() < 0) goto fail;
     if (!on_cuda && c->recompute) {
         ERR("--recompute is for --device cuda (the CPU path keeps every layer's activations)");
         goto fail;
     }
     if (!on_cuda) model_grads_init(m); // the device has its own
-    adamw_init(&tr->opt, m->n_params);
-    tr->mask = xmalloc(m->n_params);
-    memset(tr->mask, 1, m->n_params);
+    dist_slice(&tr->lo, &tr->hi, m->n_params, dist_rank(), ranks);
+    adamw_init(&tr->opt, tr->hi - tr->lo);
+    tr->mask = xmalloc(tr->hi - tr->lo ? tr->hi - tr->lo : 1);
+    memset(tr->mask, 1, tr->hi - tr->lo);
     if (loader_open(&tr->data, c->data, c->n_data, c->seq, c->seed, (uint32_t)m->V) < 0) goto fail;
     if (have_st) {
-        if (state_load(tr, &st) < 0) goto fail;
+        rc = *sharded ? shards_read(m->params, tr->opt.m, tr->opt.v, tr->mask, &mf, tr->lo, tr->hi)
+                      : state_load_single(tr, &st);
+        if (rc == 0) rc = state_cursor_read(tr, &st);
+        if (rc < 0) goto fail;
         st_close(&st);
         have_st = 0;
         if (cfg->mask_file && resume_with_mask(tr, cfg->mask_file) < 0) goto fail;
     } else if (c->mask_file) {
-        if (mask_load(tr->mask, c->mask_file, m->info, m->n_info, m->n_params) < 0) goto fail;
-        mask_apply(m->params, tr->mask, m->n_params);
-        tr->masked = 1;
+        if (mask_file_install(tr, c->mask_file, 0) < 0) goto fail;
     }
     tr->sched = (PruneSchedule){c->schedule, c->mask_file ? 0.0 : c->sparsity, c->steps, c->prune_start,
                                 c->prune_end, c->prune_updates};
@@ -671,23 +798,48 @@ int train_open(Trainer *tr, const TrainConfig *cfg) {
     size_t n = (size_t)c->micro_batch * (size_t)c->seq;
     tr->tokens = xmalloc(n * sizeof *tr->tokens);
     tr->targets = xmalloc(n * sizeof *tr->targets);
-    // Everything checked: from here on we write.
-    char *logp = c->log ? xstrdup(c->log) : path_join(c->out, "log.jsonl");
-    int rc = path_mkdir_p(c->out);
-    if (rc == 0 && tr->lock_fd < 0) rc = out_lock(tr, c->out, 1);
-    if (rc == 0 && c->resume) {
-        remove_stale_temps(c->out);
-        rc = log_truncate(logp, tr->step);
-    }
-    if (rc == 0) {
-        tr->log = fopen(logp, c->resume ? "a" : "w");
-        if (!tr->log) rc = ERR("%s: cannot open the log: %s", logp, strerror(errno));
-    }
-    free(logp);
-    if (rc < 0) goto fail;
+    shards_manifest_free(&mf);
     return 0;
 fail:
     if (have_st) st_close(&st);
+    shards_manifest_free(&mf);
+    return -1;
+}
+
+int train_open(Trainer *tr, const TrainConfig *cfg) {
+    memset(tr, 0, sizeof *tr);
+    tr->lock_fd = -1;
+    tr->cfg = *cfg;
+    TrainConfig *c = &tr->cfg;
+    Model *m = &tr->m;
+    int sharded;
+    if (dist_agree(open_read(tr, cfg, &sharded)) < 0) goto fail;
+    if (sharded) { // each rank read its slice of the fp32 weights: share them
+        dist_gather(m->params, m->params + tr->lo, m->n_params, sizeof *m->params, 1);
+        if (dist_agree(weights_check(m, c->resume)) < 0) goto fail;
+    }
+    uint64_t kept = mask_count(tr->mask, tr->hi - tr->lo);
+    dist_sum_u64(&kept, 1);
+    tr->fixed_kept = kept - (m->n_params - m->n_prunable);
+    // Everything checked, on every rank: from here on we write (rank 0: OUT, its lock, the log).
+    int rc = 0;
+    if (dist_rank() == 0) {
+        char *logp = c->log ? xstrdup(c->log) : path_join(c->out, "log.jsonl");
+        rc = path_mkdir_p(c->out);
+        if (rc == 0 && tr->lock_fd < 0) rc = out_lock(tr, c->out, 1);
+        if (rc == 0 && c->resume) {
+            remove_stale_temps(c->out);
+            rc = log_truncate(logp, tr->step);
+        }
+        if (rc == 0) {
+            tr->log = fopen(logp, c->resume ? "a" : "w");
+            if (!tr->log) rc = ERR("%s: cannot open the log: %s", logp, strerror(errno));
+        }
+        free(logp);
+    }
+    if (dist_agree(rc) < 0) goto fail;
+    return 0;
+fail:
     train_close(tr);
     return -1;
 }
@@ -718,7 +870,7 @@ void train_close(Trainer *tr) {
 // On the device (--device cuda) the update runs there (mask_update_cuda: the same mask,
 // no score leaves the device); where that declines (bad inputs), the host's mask_compute
 // on downloaded copies gives the error.
-static int mask_update(Trainer *tr, double S) {
+static int mask_update(Trainer *tr, double S, double *bytes) {
     Model *m = &tr->m;
     MaskSpec spec = {tr->cfg.saliency, tr->cfg.group, S, NULL, 0}; // weights in memory: no file to name
     int on_device = 0;
@@ -736,13 +888,15 @@ static int mask_update(Trainer *tr, double S) {
     if (!on_device) {
         host_sync(tr); // on the device: its weights and moments are the ones to score
         Moments mo;
-        moments_from_block(&mo, tr->opt.m, tr->opt.v);
-        uint8_t *fresh = xmalloc(m->n_params);
-        if (mask_compute(fresh, &spec, m->info, m->n_info, m->params, m->n_params, &mo, tr->mask) < 0) {
+        moments_from_block(&mo, tr->opt.m, tr->opt.v, tr->lo);
+        uint8_t *fresh = xmalloc(tr->hi - tr->lo ? tr->hi - tr->lo : 1);
+        uint64_t b0 = dist_bytes();
+        if (mask_compute_slice(fresh, &spec, m->info, m->n_info, m->params, tr->lo, tr->hi, &mo, tr->mask) < 0) {
             free(fresh);
             err_prefix("step %d: mask update", tr->step);
             return -1;
         }
+        *bytes = (double)(dist_bytes() - b0);
         mask_install(tr, fresh);
 #ifdef BEST_CUDA
         if (tr->dev) devmodel_upload(tr->dev, m->params, NULL, tr->mask); // the mask, and the weights it zeroed
@@ -750,29 +904,41 @@ static int mask_update(Trainer *tr, double S) {
     }
     if (!tr->cfg.save_masks) return 0;
     host_sync(tr);
-    char *path = path_fmt("%s/masks/step-%d.safetensors", tr->cfg.out, tr->step);
-    char *dir = path_join(tr->cfg.out, "masks");
-    MaskMeta meta = {S, saliency_name(tr->cfg.saliency), mask_group_name(tr->cfg.group), tr->step, 1, "BEST",
-                     schedule_name(tr->cfg.schedule)};
-    char *made;
-    int rc = path_mkdir_made(&made, dir);
-    if (rc == 0) rc = mask_save(path, tr->mask, &meta, m->info, m->n_info);
-    if (rc < 0) path_unmake(made, dir);
-    else free(made);
-    free(dir);
-    free(path);
-    return rc;
+    // rank 0 writes the whole mask: it gathers the other ranks' slices
+    uint8_t *full = tr->mask;
+    if (dist_size() > 1) {
+        full = dist_rank() == 0 ? xmalloc(m->n_params) : NULL;
+        dist_gather(full, tr->mask, m->n_params, 1, 0);
+    }
+    int rc = 0;
+    if (dist_rank() == 0) {
+        char *path = path_fmt("%s/masks/step-%d.safetensors", tr->cfg.out, tr->step);
+        char *dir = path_join(tr->cfg.out, "masks");
+        MaskMeta meta = {S, saliency_name(tr->cfg.saliency), mask_group_name(tr->cfg.group), tr->step, 1, "BEST",
+                         schedule_name(tr->cfg.schedule)};
+        char *made;
+        rc = path_mkdir_made(&made, dir);
+        if (rc == 0) rc = mask_save(path, full, &meta, m->info, m->n_info);
+        if (rc < 0) path_unmake(made, dir);
+        else free(made);
+        free(dir);
+        free(path);
+    }
+    if (full != tr->mask) free(full);
+    return dist_agree(rc);
 }
 
-// Steps 1-3 of train.h on the host: the gradients of the batch, pruned ones zeroed; their
-// sum of squares (this rank's) into *sumsq and the mean loss into *loss.
+// Steps 1-3 of train.h on the host: this rank's windows of the batch, their gradients
+// reduce-scattered over the ranks, the slice's pruned ones zeroed; this rank's part of
+// the mean loss into *loss and the slice's sum of squares into *sumsq (the ranks add them).
 static int grads_cpu(Trainer *tr, int t, double *loss, double *sumsq) {
     TrainConfig *c = &tr->cfg;
     Model *m = &tr->m;
     model_zero_grad(m);
-    int n_micro = c->batch / c->micro_batch;
+    int n_micro = c->batch / c->micro_batch, ranks = dist_size(), per = c->batch / ranks;
     *loss = 0;
-    for (int i = 0; i < n_micro; i++) {
+    loader_skip(&tr->data, (uint64_t)dist_rank() * (uint64_t)per); // the ranks before this one's windows
+    for (int i = 0; i < n_micro / ranks; i++) {
         for (int b = 0; b < c->micro_batch; b++)
             loader_next(&tr->data, tr->tokens + (size_t)b * c->seq, tr->targets + (size_t)b * c->seq);
         if (model_forward(m, &tr->acts, tr->tokens, tr->targets) < 0) {
@@ -782,8 +948,11 @@ static int grads_cpu(Trainer *tr, int t, double *loss, double *sumsq) {
         *loss += tr->acts.loss / n_micro;
         model_backward(m, &tr->acts, (float)c->micro_batch / (float)c->batch);
     }
-    if (tr->masked) mask_apply(m->grads, tr->mask, m->n_params);
-    *sumsq = grad_sumsq(m->grads, m->n_params);
+    loader_skip(&tr->data, (uint64_t)(ranks - 1 - dist_rank()) * (uint64_t)per); // and those after it
+    dist_reduce_scatter_f32(m->grads, m->n_params);
+    float *g = m->grads + tr->lo;
+    if (tr->masked) mask_apply(g, tr->mask, tr->hi - tr->lo);
+    *sumsq = grad_sumsq(g, tr->hi - tr->lo);
     return 0;
 }
 
@@ -821,9 +990,11 @@ int train_step(Trainer *tr, StepStats *stats) {
     else
 #endif
         TRY(grads_cpu(tr, t, &loss, &sumsq));
-    // clip_grad_norm_ over the ranks: each adds its slice's squares (dist.h), then clips
-    dist_sum_f64(&sumsq, 1);
-    double norm = sqrt(sumsq);
+    // the mean loss and clip_grad_norm_ over the ranks: each adds its part (dist.h), then clips
+    double part[2] = {loss, sumsq};
+    dist_sum_f64(part, 2);
+    loss = part[0];
+    double norm = sqrt(part[1]);
     float coef = c->clip > 0 ? grad_clip_coef(norm, c->clip) : 1.0f;
     if (!isfinite(loss) || !isfinite(norm))
         return ERR("step %d: the %s is %g: training diverged (try a lower --lr); stopped, the last saved state "
@@ -837,15 +1008,18 @@ int train_step(Trainer *tr, StepStats *stats) {
     } else
 #endif
     {
-        if (coef < 1.0f) grad_scale(m->grads, coef, m->n_params);
-        adamw_step(&tr->opt, m->params, m->grads, tr->masked ? tr->mask : NULL, &h);
+        size_t lo = tr->lo, n = tr->hi - tr->lo;
+        if (coef < 1.0f) grad_scale(m->grads + lo, coef, n);
+        adamw_step(&tr->opt, m->params + lo, m->grads + lo, tr->masked ? tr->mask : NULL, &h);
     }
     tr->step = t;
-    double tm = now_seconds(), mask_seconds = 0;
+    double tm = now_seconds(), mask_seconds = 0, mask_bytes = 0;
     if (schedule_update_at(&tr->sched, t)) {
-        TRY(mask_update(tr, schedule_sparsity(&tr->sched, t)));
+        TRY(mask_update(tr, schedule_sparsity(&tr->sched, t), &mask_bytes));
         mask_seconds = now_seconds() - tm;
     }
+    // each rank updated (and masked) its slice of the weights: all-gather them
+    if (!tr->dev) dist_gather(m->params, m->params + tr->lo, m->n_params, sizeof *m->params, 1);
     if (stats) {
         double dt = tm - t0;  // tokens/s of the training step alone
 #ifdef BEST_CUDA
@@ -854,7 +1028,7 @@ int train_step(Trainer *tr, StepStats *stats) {
         double sparsity = count_sparsity(m);
 #endif
         *stats = (StepStats){t, loss, h.lr, tr->masked && tr->sched.final == 0 ? NAN : schedule_mask_target(&tr->sched, t),
-                             sparsity, norm, dt > 0 ? (double)c->batch * c->seq / dt : 0, mask_seconds};
+                             sparsity, norm, dt > 0 ? (double)c->batch * c->seq / dt : 0, mask_seconds, mask_bytes};
     }
     return 0;
 }
@@ -867,6 +1041,7 @@ static void log_stats(FILE *f, const StepStats *s) {
     fprintf(f, ",\"sparsity\":%.9g,\"grad_norm\":%.9g,\"tokens_per_s\":%.1f", s->sparsity, s->grad_norm,
             s->tokens_per_s);
     if (s->mask_seconds > 0) fprintf(f, ",\"mask_update_s\":%.6f", s->mask_seconds);
+    if (s->mask_seconds > 0 && dist_size() > 1) fprintf(f, ",\"mask_update_bytes\":%.0f", s->mask_bytes);
     fprintf(f, "}\n");
     fflush(f);
 }
@@ -874,12 +1049,12 @@ static void log_stats(FILE *f, const StepStats *s) {
 int train_run(Trainer *tr) {
     const TrainConfig *c = &tr->cfg;
     int last = c->stop_at > 0 && c->stop_at < c->steps ? c->stop_at : c->steps;
-    progress_init(&tr->prog, "train", (uint64_t)c->steps, "steps", c->quiet);
+    progress_init(&tr->prog, "train", (uint64_t)c->steps, "steps", c->quiet || dist_rank() > 0);
     tr->prog.done = (uint64_t)tr->step;
     while (tr->step < last) {
         StepStats s;
         TRY(train_step(tr, &s));
-        log_stats(tr->log, &s);
+        if (tr->log) log_stats(tr->log, &s); // rank 0's
         snprintf(tr->prog.extra, sizeof tr->prog.extra, "loss %.4f, sparsity %.3f", s.loss, s.sparsity);
         progress_update(&tr->prog, (uint64_t)tr->step);
         if (c->moments_every > 0 && (tr->step % c->moments_every == 0 || tr->step == last))
@@ -905,7 +1080,7 @@ void train_print_config(FILE *f, const Trainer *tr) {
             (unsigned long long)c->seed);
     if (c->mask_file)
         fprintf(f, "best-train: fixed mask %s, %llu of %zu prunable weights kept\n", c->mask_file,
-                (unsigned long long)mask_count(tr->mask, m->n_params) - (m->n_params - m->n_prunable), m->n_prunable);
+                (unsigned long long)tr->fixed_kept, m->n_prunable);
     else if (c->sparsity > 0)
         fprintf(f, "best-train: sparsity %g (%llu kept), schedule %s, prune from %g to %g of the steps in %d updates "
                 "(steps %d..%d), saliency %s, group %s\n", c->sparsity,
@@ -925,6 +1100,10 @@ void train_print_config(FILE *f, const Trainer *tr) {
                 c->recompute ? "; activations recomputed" : "");
     else
         fprintf(f, "best-train: device cpu: %s\n", layers_blas_info());
+    if (dist_size() > 1)
+        fprintf(f, "best-train: %s: data parallel, %d sequences per rank per step, ZeRO-1 (Adam moments, mask "
+                "and update of ~%zu parameters per rank)\n", dist_info(), c->batch / dist_size(),
+                tr->hi - tr->lo);
     if (!c->resume) return;
     // where each run option of a resumed run came from (train.h)
     static const char *const names[] = {"threads", "save-every", "moments-every", "save-masks", "log"};

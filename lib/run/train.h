@@ -14,6 +14,14 @@
 //      mask to exactly k = select_keep_count(S(t), n_prunable) survivors (mask.h),
 //      and the weights are multiplied by it
 //   6. a JSON line to the log, the progress bar, and the saves that are due
+// With N ranks (mpirun -np N, dist.h) each rank takes its N-th of every batch's windows
+// (rank r the r-th run of batch/N consecutive ones, so the ranks together read exactly
+// one rank's windows), its gradients are reduce-scattered (each rank gets the sum over
+// ranks of its slice of the block), and 2-5 run on the rank's slice: the norm's squares
+// and the loss are summed over ranks, AdamW updates the slice, a mask update scores the
+// slice and finds the global threshold from count sums (mask_compute_slice); then the
+// ranks all-gather the weights. Only rank 0 writes the log, the model and the dumps; the
+// state is saved by every rank (shards.h). The CPU only so far: --device cuda takes one rank.
 // With --device cuda, 1-5 run on the device (the same steps; bf16 matrix products; the
 // mask update of 5 is mask_compute's on the device, mask.h's mask_update_cuda); saves
 // download first, so every file is the CPU run's format and a state resumes on either
@@ -101,14 +109,21 @@ typedef struct {
     int step;
     double loss, lr, target, sparsity, grad_norm, tokens_per_s;
     double mask_seconds;     // time of this step's mask update (scoring, select, apply), or 0
+    double mask_bytes;       // payload this rank put into collectives in that update (dist.h:
+                             // counts only; 0 on one rank)
 } StepStats;
 
 typedef struct {
     TrainConfig cfg;         // effective: the saved hyperparameters after a resume
     Model m;
-    AdamW opt;               // moments (n_params), t = steps taken
-    uint8_t *mask;           // (n_params) 1 = keep
+    size_t lo, hi;           // this rank's slice of the parameter block (dist.h); [0, n_params)
+                             // on one rank. ZeRO stage 1: opt and mask hold the slice only,
+                             // and the rank updates only its slice of m.params (all of it is
+                             // kept, for the forward, and shared after each step)
+    AdamW opt;               // moments (hi - lo), t = steps taken
+    uint8_t *mask;           // (hi - lo) 1 = keep
     int masked;              // 0 while the mask is all ones (pure training)
+    uint64_t fixed_kept;     // prunable weights a fixed --mask keeps (the banner's count)
     ModelActs acts;          // (micro_batch, seq) training activations
     Loader data;
     PruneSchedule sched;

@@ -9,7 +9,7 @@
 
 #include "base/error.h"    // defines: ERR, TRY, xmalloc
 #include "base/fileio.h"   // defines: AFile
-#include "dist/dist.h"     // defines: dist_sum_u64, dist_exscan_u64
+#include "dist/dist.h"     // defines: dist_sum_u64, dist_exscan_u64, dist_agree
 #include "sparse/select.h" // defines: Select
 #include "base/vec.h"      // defines: ByteVec
 
@@ -115,10 +115,11 @@ fail:
     return -1;
 }
 
-void moments_from_block(Moments *mo, const float *exp_avg, const float *exp_avg_sq) {
+void moments_from_block(Moments *mo, const float *exp_avg, const float *exp_avg_sq, size_t lo) {
     memset(mo, 0, sizeof *mo);
     mo->flat_m = exp_avg;
     mo->flat_v = exp_avg_sq;
+    mo->flat_lo = lo;
 }
 
 void moments_close(Moments *mo) {
@@ -137,7 +138,8 @@ typedef struct {
     const ParamInfo *info;
     const float *params;     // (n_params)
     const Moments *mo;
-    const uint8_t *old;      // (n_params) or NULL
+    const uint8_t *old;      // (hi - lo) or NULL
+    size_t lo, hi;           // the slice of the block this rank scores (dist.h)
     float *s, *m, *v;        // (CHUNK) scratch: scores, exp_avg, exp_avg_sq
 } Scorer;
 
@@ -146,7 +148,7 @@ typedef struct {
 static const float *moment_chunk(float *buf, const Moments *mo, const StTensor *const *ts, const float *flat,
                                  const ParamInfo *p, int ip, size_t off, size_t n) {
     if (!mo) return NULL;
-    if (flat) return flat + p->offset + off;
+    if (flat) return flat + (p->offset + off - mo->flat_lo);
     if (!ts || !ts[ip]) return NULL;
     memcpy(buf, (const char *)ts[ip]->data + off * sizeof(float), n * sizeof(float));
     return buf;
@@ -183,27 +185,30 @@ static int score_chunk(Scorer *sc, int ip, size_t off, size_t n) {
     const float *w = sc->params + p->offset + off;
     if (saliency_score(sc->s, sal, w, m, v, n) < 0) return chunk_error(sc, p, off, n, w, m, v);
     if (sc->old) {
-        const uint8_t *o = sc->old + p->offset + off;
+        const uint8_t *o = sc->old + (p->offset + off - sc->lo);
         for (size_t j = 0; j < n; j++)
             if (!o[j]) sc->s[j] = -1.0f;
     }
     return 0;
 }
 
-// Keeps exactly k candidates among the tensors idx (n_idx), in their order, into mask.
+// Keeps exactly k candidates among the tensors idx (n_idx), in their order, into mask
+// (this rank's slice; the ranks call it together).
 static int select_tensors(uint8_t *mask, Scorer *sc, const int *idx, int n_idx, uint64_t k) {
     Select s;
     select_init(&s, k);
     int rc = 0;
+    size_t a, b;
     while (!s.done && rc == 0) {
         for (int t = 0; t < n_idx && rc == 0 && select_needs_data(&s); t++) {
-            size_t numel = sc->info[idx[t]].numel;
-            for (size_t off = 0; off < numel && rc == 0; off += CHUNK) {
-                size_t n = numel - off < CHUNK ? numel - off : CHUNK;
+            params_part(&a, &b, &sc->info[idx[t]], sc->lo, sc->hi);
+            for (size_t off = a; off < b && rc == 0; off += CHUNK) {
+                size_t n = b - off < CHUNK ? b - off : CHUNK;
                 rc = score_chunk(sc, idx[t], off, n);
                 if (rc == 0) select_count(&s, sc->s, n);
             }
         }
+        if (dist_agree(rc) < 0) rc = -1;
         if (rc == 0) dist_sum_u64(s.hist, SELECT_HIST_LEN); // the ranks' counts
         if (rc == 0) rc = select_advance(&s);
     }
@@ -211,8 +216,9 @@ static int select_tensors(uint8_t *mask, Scorer *sc, const int *idx, int n_idx, 
     if (rc == 0 && dist_size() > 1) {
         for (int t = 0; t < n_idx && rc == 0; t++) {
             const ParamInfo *p = &sc->info[idx[t]];
-            for (size_t off = 0; off < p->numel && rc == 0; off += CHUNK) {
-                size_t n = p->numel - off < CHUNK ? p->numel - off : CHUNK;
+            params_part(&a, &b, p, sc->lo, sc->hi);
+            for (size_t off = a; off < b && rc == 0; off += CHUNK) {
+                size_t n = b - off < CHUNK ? b - off : CHUNK;
                 rc = score_chunk(sc, idx[t], off, n);
                 if (rc == 0) ties += select_count_ties(&s, sc->s, n);
             }
@@ -221,10 +227,11 @@ static int select_tensors(uint8_t *mask, Scorer *sc, const int *idx, int n_idx, 
     }
     for (int t = 0; t < n_idx && rc == 0; t++) {
         const ParamInfo *p = &sc->info[idx[t]];
-        for (size_t off = 0; off < p->numel && rc == 0; off += CHUNK) {
-            size_t n = p->numel - off < CHUNK ? p->numel - off : CHUNK;
+        params_part(&a, &b, p, sc->lo, sc->hi);
+        for (size_t off = a; off < b && rc == 0; off += CHUNK) {
+            size_t n = b - off < CHUNK ? b - off : CHUNK;
             rc = score_chunk(sc, idx[t], off, n);
-            if (rc == 0) select_mark(mask + p->offset + off, &s, sc->s, n, &ties);
+            if (rc == 0) select_mark(mask + (p->offset + off - sc->lo), &s, sc->s, n, &ties);
         }
     }
     select_free(&s);
@@ -239,26 +246,40 @@ static uint64_t keep_count(const MaskSpec *spec, uint64_t n) {
 
 int mask_compute(uint8_t *mask, const MaskSpec *spec, const ParamInfo *info, int n_info,
                  const float *params, size_t n_params, const Moments *mo, const uint8_t *old) {
+    return mask_compute_slice(mask, spec, info, n_info, params, 0, n_params, mo, old);
+}
+
+// Candidates (weights old keeps) of tensor p, over all ranks.
+static uint64_t candidates(const ParamInfo *p, const uint8_t *old, size_t lo, size_t hi) {
+    size_t a, b;
+    params_part(&a, &b, p, lo, hi);
+    uint64_t c = old ? mask_count(old + (p->offset + a - lo), b - a) : b - a;
+    dist_sum_u64(&c, 1);
+    return c;
+}
+
+int mask_compute_slice(uint8_t *mask, const MaskSpec *spec, const ParamInfo *info, int n_info,
+                       const float *params, size_t lo, size_t hi, const Moments *mo, const uint8_t *old) {
     if (!(spec->sparsity >= 0.0 && spec->sparsity < 1.0))
         return ERR("sparsity %g is outside [0, 1)", spec->sparsity);
     if (saliency_needs_moments(spec->saliency) && !mo)
         return ERR("%s-order saliency needs Adam moments", saliency_name(spec->saliency));
-    Scorer sc = {spec, info, params, mo, old, NULL, NULL, NULL};
+    Scorer sc = {spec, info, params, mo, old, lo, hi, NULL, NULL, NULL};
     sc.s = xmalloc(3 * CHUNK * sizeof(float));
     sc.m = sc.s + CHUNK;
     sc.v = sc.m + CHUNK;
     int *idx = xmalloc((size_t)(n_info ? n_info : 1) * sizeof *idx);
     int n_idx = 0, rc = 0;
-    uint64_t n_prunable = 0, cand = 0;
-    memset(mask, 1, n_params);
+    uint64_t n_prunable = 0;
+    memset(mask, 1, hi - lo);
     for (int i = 0; i < n_info; i++) {
         if (!info[i].prunable) continue;
         idx[n_idx++] = i;
         n_prunable += info[i].numel;
-        cand += old ? mask_count(old + info[i].offset, info[i].numel) : info[i].numel;
     }
     if (spec->group == GROUP_GLOBAL) {
-        uint64_t k = keep_count(spec, n_prunable);
+        uint64_t k = keep_count(spec, n_prunable), cand = 0;
+        for (int t = 0; t < n_idx; t++) cand += candidates(&info[idx[t]], old, lo, hi);
         if (k > cand)
             rc = ERR("sparsity %g keeps %llu of %llu weights, but the old mask keeps only %llu: a mask only shrinks",
                      spec->sparsity, (unsigned long long)k, (unsigned long long)n_prunable, (unsigned long long)cand);
@@ -267,8 +288,7 @@ int mask_compute(uint8_t *mask, const MaskSpec *spec, const ParamInfo *info, int
     } else {
         for (int t = 0; t < n_idx && rc == 0; t++) {
             const ParamInfo *p = &info[idx[t]];
-            uint64_t k = keep_count(spec, p->numel);
-            uint64_t c = old ? mask_count(old + p->offset, p->numel) : p->numel;
+            uint64_t k = keep_count(spec, p->numel), c = candidates(p, old, lo, hi);
             rc = select_tensors(mask, &sc, &idx[t], 1, k < c ? k : c);
         }
     }

@@ -48,15 +48,18 @@ typedef struct {
     int is_file;
     const StTensor **m, **v; // (n_info) NAME.exp_avg / NAME.exp_avg_sq, NULL if absent
     int n_info;
-    const float *flat_m;     // (n_params) exp_avg, when from memory
-    const float *flat_v;     // (n_params) exp_avg_sq
+    const float *flat_m;     // (n) exp_avg of the block's elements [flat_lo, flat_lo + n), when
+    const float *flat_v;     // (n) exp_avg_sq         from memory (a rank's slice, or all)
+    size_t flat_lo;
 } Moments;
 
 // Opens a moment dump and checks it against the parameter table: every tensor is
 // NAME.exp_avg or NAME.exp_avg_sq of a known parameter, F32, of its shape; every
 // prunable parameter has both. Errors name the file and the tensor.
 int moments_open(Moments *mo, const char *path, const ParamInfo *info, int n_info);
-void moments_from_block(Moments *mo, const float *exp_avg, const float *exp_avg_sq);
+// Moments in memory: exp_avg and exp_avg_sq hold the block's elements from lo on (0: the
+// whole block).
+void moments_from_block(Moments *mo, const float *exp_avg, const float *exp_avg_sq, size_t lo);
 void moments_close(Moments *mo);
 // The dump's "step" metadata, or NULL.
 const char *moments_step(const Moments *mo);
@@ -80,6 +83,15 @@ typedef struct {
 // file), the tensor and the element.
 int mask_compute(uint8_t *mask, const MaskSpec *spec, const ParamInfo *info, int n_info,
                  const float *params, size_t n_params, const Moments *mo, const uint8_t *old);
+// mask_compute on this rank's slice [lo, hi) of the block (dist.h), the ranks together:
+// each scores only its slice, and the threshold comes from count-only sums over the
+// ranks (select.h), so the ranks' slices put together are exactly mask_compute's mask
+// (the same threshold, the same ties kept). mask and old (NULL or hi - lo) hold the
+// slice; params is the whole block (only the slice is read); mo's flat moments, if in
+// memory, may hold just the slice. Every rank calls it, with the same spec; an error on
+// one rank (bad inputs in its slice) is an error on all (dist_agree), so none waits.
+int mask_compute_slice(uint8_t *mask, const MaskSpec *spec, const ParamInfo *info, int n_info,
+                       const float *params, size_t lo, size_t hi, const Moments *mo, const uint8_t *old);
 
 #ifdef BEST_CUDA
 struct DevModel;

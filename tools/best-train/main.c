@@ -12,10 +12,18 @@
 #include "base/blas.h"  // defines: blas_init
 #include "base/args.h"  // defines: ArgSpec, args_parse, args_given
 #include "base/error.h" // defines: TRY_OR_DIE, err_set_prog
+#include "dist/dist.h"  // defines: dist_init, dist_rank, dist_size, dist_finalize
 #include "run/train.h"  // defines: Trainer, TrainConfig, train_open, train_run
 
 int main(int argc, char **argv) {
     blas_init(argv);
+    err_set_prog("best-train");
+    TRY_OR_DIE(dist_init(&argc, &argv)); // one rank unless mpirun started us
+    char prog[64];
+    if (dist_size() > 1) { // every rank prints its own errors: say whose
+        snprintf(prog, sizeof prog, "best-train [rank %d of %d]", dist_rank(), dist_size());
+        err_set_prog(prog);
+    }
     const char *init = NULL, *schedule = "cubic", *saliency = "second", *group = "global", *device = NULL;
     StrList data = {0};
     int threads = 0, seed = 0;
@@ -34,7 +42,8 @@ int main(int argc, char **argv) {
                                                    "and its run options unless given)"},
         {"steps", OPT_INT, &c.steps, "N", "optimizer steps"},
         {"batch", OPT_INT, &c.batch, "N", "sequences per step"},
-        {"micro-batch", OPT_INT, &c.micro_batch, "N", "sequences per forward (divides --batch; 0 = --batch)"},
+        {"micro-batch", OPT_INT, &c.micro_batch, "N", "sequences per forward (divides --batch / ranks; 0 = "
+                                                         "--batch / ranks)"},
         {"seq", OPT_INT, &c.seq, "N", "tokens per sequence"},
         {"lr", OPT_DOUBLE, &c.lr, "X", "peak learning rate"},
         {"warmup", OPT_DOUBLE, &c.warmup, "F", "linear warmup over this fraction of the steps, then linear decay to 0"},
@@ -90,11 +99,10 @@ int main(int argc, char **argv) {
         if (c.model_dir || init) args_usage_error(&spec, "--resume takes the model from its state: no --model/--init");
         if (!c.out) c.out = c.resume;
     }
-    if (c.micro_batch == 0) c.micro_batch = c.batch;
     if (c.steps < 1 || c.batch < 1 || c.seq < 1 || c.prune_updates < 1 || c.save_every < 0 || c.moments_every < 0 ||
         c.stop_at < 0)
         args_usage_error(&spec, "--steps, --batch, --seq, --prune-updates must be >= 1; counts >= 0");
-    if (c.micro_batch < 1 || c.batch % c.micro_batch)
+    if (c.micro_batch < 0 || (c.micro_batch > 0 && c.batch % c.micro_batch))
         args_usage_error(&spec, "--batch %d is not a multiple of --micro-batch %d", c.batch, c.micro_batch);
     if (!(c.sparsity >= 0 && c.sparsity < 1)) args_usage_error(&spec, "--sparsity %g is outside [0, 1)", c.sparsity);
     if (!(c.warmup >= 0 && c.warmup <= 1)) args_usage_error(&spec, "--warmup %g is outside [0, 1]", c.warmup);
@@ -119,7 +127,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof run_opts / sizeof *run_opts; i++)
         if (args_given(&spec, run_opts[i].opt)) c.given |= run_opts[i].bit;
 
-    err_set_prog("best-train");
+    if (dist_rank() > 0) c.quiet = 1; // rank 0 speaks for the run
     Trainer tr;
     TRY_OR_DIE(train_open(&tr, &c));
     if (!c.quiet) train_print_config(stderr, &tr);
@@ -130,5 +138,6 @@ int main(int argc, char **argv) {
     free(pos);
     free(data.v);
     TRY_OR_DIE(stdout_close()); // a lost result (a full disk) is an error
+    dist_finalize();
     return 0;
 }
