@@ -17,7 +17,8 @@
 # (pipelines/llama2-7b-90.mk and so on, via pipelines/paper.mk); anything can be
 # overridden on the command line.
 #
-# Not here yet, with its place marked below: multi-rank training (NPROC, LAUNCH).
+# NPROC=N trains on N ranks: best-train under `$(MPIRUN) -np N` (data parallel, ZeRO-1,
+# docs/best-train.md "Many ranks"), CPU ranks only so far; the other steps run once.
 
 # --- what to prune, on what, how -------------------------------------------------------
 NAME       ?= best
@@ -92,10 +93,15 @@ SAVE = >$@.tmp && mv $@.tmp $@ || { rm -f $@.tmp; exit 1; }
 PIPELINES  := $(dir $(lastword $(MAKEFILE_LIST)))
 DATA_FILES := $(wildcard $(DATA))
 
+# NPROC > 1: best-train's ranks are started by mpirun (Open MPI; a hostfile or --host in
+# MPIRUN_ARGS for several machines, where OUT must be on a filesystem they share). Each
+# rank gets THREADS threads, or with THREADS=0 this machine's cores / NPROC.
+MPIRUN      ?= mpirun
+MPIRUN_ARGS ?= --bind-to none
 ifneq ($(NPROC),1)
-# The place for data-parallel training: LAUNCH := mpirun -np $(NPROC) once best-train runs
-# on several ranks (DESIGN.md, "Processes and scale").
-$(error NPROC=$(NPROC): multi-rank training is not in this version; use NPROC=1)
+ifeq ($(shell command -v $(MPIRUN) 2>/dev/null),)
+$(error NPROC=$(NPROC): $(MPIRUN) not found; run 'make deps' (Open MPI), then rebuild best-train)
+endif
 endif
 
 # METHOD decides where the pruned model comes from:
@@ -183,13 +189,13 @@ endif
 endif
 endif
 endif
-LAUNCH     :=
+LAUNCH     := $(if $(filter-out 1,$(NPROC)),$(MPIRUN) -np $(NPROC) $(MPIRUN_ARGS))
 
 PACK_ON    := $(if $(filter auto,$(PACK)),$(if $(wildcard $(BIN)/best-pack),1,0),$(PACK))
 ifeq ($(PACK)$(PACK_ON),auto0)
 $(info best.mk: packing skipped: $(BIN)/best-pack is not built)
 endif
-TH         := --threads $(THREADS)
+TH         := --threads $(if $(filter-out 1,$(NPROC)),$(if $(filter 0,$(THREADS)),$(shell n=$$(($$(nproc) / $(NPROC))); echo $$((n > 0 ? n : 1))),$(THREADS)),$(THREADS))
 
 ifeq ($(TRAINED),1)
 FINAL      := $(OUT)/train/model
@@ -254,7 +260,7 @@ $(OUT)/oneshot/model/model.safetensors: $(CALIB_DEPS)
 # DONE is written after success: the last line of the log.
 $(OUT)/train/DONE: $(OUT)/data/train.bin $(TRAIN_DEPS)
 	@mkdir -p $(@D)
-	if [ -f $(@D)/state/state.safetensors ]; then \
+	if [ -f $(@D)/state/state.safetensors ] || [ -f $(@D)/state/manifest.json ]; then \
 	    $(LAUNCH) $(BIN)/best-train --resume $(@D) --save-every $(SAVE_EVERY) $(TRAIN_MASKS) $(TH); \
 	else \
 	    $(LAUNCH) $(BIN)/best-train $(TRAIN_FROM) --data $< --out $(@D) --steps $(STEPS) --batch $(BATCH) \

@@ -1,7 +1,8 @@
 #!/bin/sh
 # t_pipeline.sh: the makefile pipelines (pipelines/best.mk and the paper's recipe files) and
 # the report they draw. Without ../shared: `make -n` prints a run's commands and creates
-# nothing; missing inputs and NPROC > 1 stop with one clear line before anything runs;
+# nothing; missing inputs stop with one clear line before anything runs; NPROC=2 trains under
+# mpirun (and without mpirun on PATH stops with one line);
 # every recipe file carries the paper's learning rate; pipelines/report.py's SVGs, parsed
 # with xml.etree, hold one point per logged step in step order, with axis labels. With
 # ../shared (and not in the sanitizer pass, where it would be slow): the issue's smoke run
@@ -144,8 +145,14 @@ expect_make_error() { # NAME PATTERN ARGS...: make exits 2 with one error line m
 }
 expect_make_error "missing model folder: one clear line" "MODEL=models/Llama-2-7b-hf: no config.json" \
     pipelines/llama2-99.mk OUT="$TMP/e1"
-expect_make_error "NPROC=2: multi-rank training is not in this version" "multi-rank training is not in this version" \
-    pipelines/llama2-99.mk OUT="$TMP/e1" NPROC=2
+out=$($MK pipelines/llama2-99.mk -n OUT="$TMP/dry" BIN=bin NPROC=2 THREADS=3 2>&1); rc=$?
+if [ $rc = 0 ] && printf '%s\n' "$out" | grep -q 'mpirun -np 2 --bind-to none bin/best-train --model .* --threads 3'; then
+    ok "NPROC=2: make -n trains with mpirun -np 2, 3 threads a rank"
+else
+    fail "NPROC=2: make -n (exit $rc): $(printf '%s' "$out" | grep best-train | head -c 300)"
+fi
+expect_make_error "NPROC=2 without mpirun: one clear line" "MPIRUN-none-here not found" \
+    pipelines/llama2-99.mk OUT="$TMP/e1" NPROC=2 MPIRUN=MPIRUN-none-here
 if have_shared; then
     S=$SHARED/models/stories260K
     expect_make_error "DATA matching no file: one clear line" "DATA=$TMP/none\*.zst: no such files" \
