@@ -146,7 +146,8 @@ expect_make_error() { # NAME PATTERN ARGS...: make exits 2 with one error line m
 expect_make_error "missing model folder: one clear line" "MODEL=models/Llama-2-7b-hf: no config.json" \
     pipelines/llama2-99.mk OUT="$TMP/e1"
 out=$($MK pipelines/llama2-99.mk -n OUT="$TMP/dry" BIN=bin NPROC=2 THREADS=3 2>&1); rc=$?
-if [ $rc = 0 ] && printf '%s\n' "$out" | grep -q 'mpirun -np 2 --bind-to none bin/best-train --model .* --threads 3'; then
+if [ $rc = 0 ] && printf '%s\n' "$out" | grep -q 'mpirun -np 2 --bind-to none bin/best-train --model' &&
+    printf '%s\n' "$out" | grep -q 'mpirun -np 2 --bind-to none bin/best-train --resume .* --threads 3'; then
     ok "NPROC=2: make -n trains with mpirun -np 2, 3 threads a rank"
 else
     fail "NPROC=2: make -n (exit $rc): $(printf '%s' "$out" | grep best-train | head -c 300)"
