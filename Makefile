@@ -51,7 +51,7 @@ SANFLAGS :=
 OPT     := -O2
 endif
 
-PKGS    := libarchive jansson libutf8proc libpcre2-8 libxxhash
+PKGS    := libarchive jansson libutf8proc libpcre2-8 libxxhash libzstd zlib snappy
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 # The packages pkg-config does not find (openblas too: it is linked as -lopenblas). Only
@@ -147,11 +147,11 @@ LIB_OBJ += $(LIB_CU:%.cu=$(BUILD)/%.cu.o)
 TOOLS   := $(notdir $(wildcard tools/best-*))
 BINS    := $(TOOLS:%=$(BINDIR)/%)
 TEST_SRC := $(wildcard tests/test_*.c)
-# and tests/hf_logits.c, hf_grads.c, oneshot_layer.c: helpers that tests/t_hf_load.sh,
-# t_hf_grad.sh and t_oneshot.sh run
+# and tests/hf_logits.c, hf_grads.c, oneshot_layer.c, parquet_dump.c: helpers that
+# tests/t_hf_load.sh, t_hf_grad.sh, t_oneshot.sh and t_parquet.sh run
 # (tests/run.sh runs only test_*)
 TEST_BINS := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%) $(BUILD)/tests/hf_logits $(BUILD)/tests/hf_grads \
-             $(BUILD)/tests/oneshot_layer
+             $(BUILD)/tests/oneshot_layer $(BUILD)/tests/parquet_dump
 # C++ tests (the CUDA kernels run on the CPU through tests/cuda_emu.h), built by $(CXX)
 TEST_CXX_BINS := $(patsubst tests/%.cpp,$(BUILD)/tests/%,$(wildcard tests/test_*.cpp))
 # and with CUDA, test_kernels and test_step again built by nvcc (NAME_gpu), launching the
@@ -244,7 +244,7 @@ test: deps
 # Debian packages the build and the tests need; nothing happens when all are present.
 APT_PKGS := build-essential pkg-config clang libarchive-dev libxxhash-dev libzstd-dev \
             libjansson-dev libutf8proc-dev libpcre2-dev libopenblas-dev zlib1g-dev zstd python3 python3-pip python3-venv \
-            openmpi-bin libopenmpi-dev
+            openmpi-bin libopenmpi-dev libsnappy-dev
 deps:
 	@sh tests/deps.sh $(APT_PKGS)
 
@@ -252,7 +252,9 @@ deps:
 FUZZ_SRC  := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/%)
 FUZZ_LIB_OBJ := $(LIB_SRC:%.c=build-fuzz/%.o)
+# (parquet.h's limits made small, so that a few fuzzed bytes cannot ask for gigabytes)
 FUZZ_CFLAGS := -O1 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fopenmp -Ilib \
+               -DPARQUET_MAX_PAGE_VALUES=65536 -DPARQUET_MAX_PAGE_BYTES=16777216 -DPARQUET_MAX_GROUP_TEXT=16777216 \
                -fsanitize=fuzzer-no-link,address,undefined $(PKG_CFLAGS)
 FUZZ_SECONDS ?= 60
 build-fuzz/%.o: %.c

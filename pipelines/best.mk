@@ -3,7 +3,7 @@
 #   tokenize -> (one-shot mask) -> train with BEST -> mask report -> eval WikiText-2 and C4
 #            -> pack -> report
 #
-#   make -f pipelines/best.mk MODEL=DIR DATA='shards/*.jsonl.zst' SPARSITY=0.9 LR=1e-4 [VAR=...]
+#   make -f pipelines/best.mk MODEL=DIR DATA='data/train-*.parquet' SPARSITY=0.9 LR=1e-4 [VAR=...]
 #
 # Every product has a fixed path under OUT (docs/pipelines.md lists them); a step runs only
 # when its product is missing or older than its inputs, so rerunning after an interruption
@@ -27,6 +27,7 @@ BIN        ?= bin
 MODEL      ?=
 TOKENIZER  ?= $(MODEL)
 DATA       ?=
+FIELD      ?= text
 METHOD     ?= best
 SPARSITY   ?= 0.9
 LR         ?= 1e-4
@@ -163,7 +164,7 @@ ifeq ($(wildcard $(MODEL)/config.json),)
 $(error MODEL=$(MODEL): no config.json there. Pass MODEL=DIR, a Hugging Face model folder (for example: huggingface-cli download meta-llama/Llama-2-7b-hf --local-dir models/Llama-2-7b-hf))
 endif
 ifeq ($(DATA_FILES)$(filter 0,$(TRAINED)),)
-$(error DATA=$(DATA): no such files. Name the training documents: .jsonl.zst, .json.gz, .jsonl or .txt files, or globs of them)
+$(error DATA=$(DATA): no such files. Name the training documents: .parquet, .jsonl.zst, .json.gz, .jsonl or .txt files, or globs of them)
 endif
 # (the evaluation files only when a goal evaluates)
 EVAL_GOAL := $(if $(MAKECMDGOALS),$(filter all eval report,$(MAKECMDGOALS)),all)
@@ -235,7 +236,7 @@ check:
 # --- tokenize -----------------------------------------------------------------------------
 $(OUT)/data/train.bin: $(DATA_FILES)
 	@mkdir -p $(@D)
-	$(BIN)/best-tokenize --tokenizer $(TOKENIZER) $(TH) --out $@ $(or $(DATA_FILES),$(DATA))
+	$(BIN)/best-tokenize --tokenizer $(TOKENIZER) $(TH) --field $(FIELD) --out $@ $(or $(DATA_FILES),$(DATA))
 
 # Calibration tokens of wanda and sparsegpt (best-mask draws NSAMPLES windows from them).
 $(OUT)/data/calib.bin: $(wildcard $(CALIB))

@@ -1,5 +1,5 @@
 # llama2-7b-70.mk: BEST on LLaMA-2-7B to 70% sparsity, the paper's setting (lr 5e-5; 4000 steps x 64 x 2048, pipelines/paper.mk).
-#   make -f pipelines/llama2-7b-70.mk [MODEL=models/Llama-2-7b-hf] [DATA='data/slimpajama/*.jsonl.zst']
+#   make -f pipelines/llama2-7b-70.mk [MODEL=models/Llama-2-7b-hf] [DATA='data/slimpajama-6b/train-*.parquet']
 NAME     ?= llama2-7b-70
 MODEL    ?= models/Llama-2-7b-hf
 SPARSITY ?= 0.70

@@ -10,6 +10,6 @@ SEQ           ?= 2048
 WARMUP        ?= 0.1
 PRUNE_END     ?= 0.5
 PRUNE_UPDATES ?= 50
-DATA          ?= data/slimpajama/*.jsonl.zst
+DATA          ?= data/slimpajama-6b/train-*.parquet
 OUT           ?= out/$(NAME)
 include $(dir $(lastword $(MAKEFILE_LIST)))best.mk

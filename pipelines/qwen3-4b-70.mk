@@ -1,5 +1,5 @@
 # qwen3-4b-70.mk: BEST on Qwen3-4B-Base to 70% sparsity, the paper's setting (lr 5e-5; 4000 steps x 64 x 2048, pipelines/paper.mk).
-#   make -f pipelines/qwen3-4b-70.mk [MODEL=models/Qwen3-4B-Base] [DATA='data/slimpajama/*.jsonl.zst']
+#   make -f pipelines/qwen3-4b-70.mk [MODEL=models/Qwen3-4B-Base] [DATA='data/slimpajama-6b/train-*.parquet']
 NAME     ?= qwen3-4b-70
 MODEL    ?= models/Qwen3-4B-Base
 SPARSITY ?= 0.70

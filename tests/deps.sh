@@ -15,10 +15,10 @@ if [ -n "$missing" ]; then
 fi
 # Oracles for the tests only (the product never imports Python). A failure here is
 # not fatal: the tests that need an oracle then say that they skip.
-if ! python3 -c 'import sentencepiece, tokenizers, numpy, safetensors' 2>/dev/null; then
-    echo "deps: installing Python test oracles (sentencepiece, tokenizers, numpy, safetensors)"
-    python3 -m pip install -q sentencepiece tokenizers numpy safetensors 2>/dev/null \
-        || python3 -m pip install -q --break-system-packages sentencepiece tokenizers numpy safetensors \
+if ! python3 -c 'import sentencepiece, tokenizers, numpy, safetensors, pyarrow' 2>/dev/null; then
+    echo "deps: installing Python test oracles (sentencepiece, tokenizers, numpy, safetensors, pyarrow)"
+    python3 -m pip install -q sentencepiece tokenizers numpy safetensors pyarrow 2>/dev/null \
+        || python3 -m pip install -q --break-system-packages sentencepiece tokenizers numpy safetensors pyarrow \
         || echo "deps: could not install the Python oracles; tests that need them will skip"
 fi
 # torch + transformers for tests/t_hf_load.sh, at the versions of tests/hf_requirements.txt.

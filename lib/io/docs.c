@@ -2,6 +2,7 @@
 #include "io/docs.h"
 
 #include <archive.h>
+#include <omp.h>
 #include <archive_entry.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include "base/error.h" // defines: ERR, xmalloc
 #include "base/utf8.h"  // defines: utf8_valid
 #include "base/vec.h"   // defines: ByteVec
+#include "io/parquet.h" // defines: Parquet, ParquetText, parquet_read_group
 
 #define BLOCK (1 << 20)
 
@@ -31,6 +33,12 @@ struct DocReader {
     int eof;               // current member fully read into buf
     uint64_t line;         // JSON lines: number of the last line returned
     ByteVec doc;           // the current JSON document's text
+    // a .parquet file: its row groups decoded `threads` at a time into groups[0..n_dec)
+    Parquet *pq;
+    ParquetText *groups;   // (threads)
+    int threads, n_dec, gcur, next_group;
+    size_t cur_i;          // the next string of groups[cur]
+    uint64_t nulls, pq_bytes;
     char inner_block[BLOCK > 65536 ? 65536 : BLOCK];
 };
 
@@ -52,6 +60,25 @@ static struct archive *archive_new_reader(int tar_too) {
     return a;
 }
 
+static int has_suffix(const char *s, size_t n, const char *suf);
+
+// A .parquet file: read through parquet.h, not libarchive.
+static int open_parquet(DocReader *r) {
+    if (!r->field[0])
+        return ERR("%s: --field \"\" (the whole record) is for JSON lines; a Parquet file needs a column name",
+                   r->path);
+    r->pq = xcalloc(1, sizeof *r->pq);
+    if (parquet_open(r->pq, r->path, r->field) < 0) {
+        free(r->pq);
+        r->pq = NULL;
+        return -1;
+    }
+    snprintf(r->name, sizeof r->name, "%s", r->path);
+    r->threads = 1;
+    r->groups = xcalloc(1, sizeof *r->groups);
+    return 0;
+}
+
 // path names the input (messages, the format by name); f: read from it, else open path.
 static int open_reader(DocReader **out, const char *path, FILE *f, const char *field, DocFormat format) {
     *out = NULL;
@@ -59,6 +86,14 @@ static int open_reader(DocReader **out, const char *path, FILE *f, const char *f
     r->path = xstrdup(path);
     r->field = field ? field : "text";
     r->format = format;
+    if (strcmp(path, "-") != 0 && has_suffix(path, strlen(path), ".parquet")) {
+        if (open_parquet(r) < 0) {
+            docs_close(r);
+            return -1;
+        }
+        *out = r;
+        return 0;
+    }
     r->outer = archive_new_reader(1);
     if (!f && strcmp(path, "-") == 0) f = stdin;
     int rc = f ? archive_read_open_FILE(r->outer, f) : archive_read_open_filename(r->outer, path, BLOCK);
@@ -194,6 +229,13 @@ static int member_next(DocReader *r) {
         if (!mname) mname = "?";
         if (!r->is_raw && name_is_tar(mname))
             return ERR("%s:%s: a tar inside a tar is not read (unpack it, give its files)", r->path, mname);
+        const char *who = r->is_raw ? r->path : mname;
+        int zc;
+        size_t wn = strip_compression(who, &zc);
+        if (has_suffix(who, wn, ".parquet"))
+            return ERR("%s%s%s: Parquet is read from its own file (its footer is at the end), not %s: give the "
+                       ".parquet file's path", r->path, r->is_raw ? "" : ":", r->is_raw ? "" : mname,
+                       r->is_raw ? "compressed or from stdin" : "inside an archive");
         int compressed = 0;
         if (r->is_raw) {
             snprintf(r->name, sizeof r->name, "%s", strcmp(r->path, "-") == 0 ? "<stdin>" : r->path);
@@ -266,7 +308,53 @@ static int parse_json_line(DocReader *r, const char *s, size_t n) {
     return 1;
 }
 
+// The next row of a Parquet file. Row groups are decoded `threads` at a time, in
+// parallel; ERR is per thread, so a group that failed is decoded again on this thread
+// for its message (decoding is deterministic).
+static int parquet_next(DocReader *r, const char **text, size_t *len) {
+    for (;;) {
+        if (r->gcur < r->n_dec) {
+            const ParquetText *t = &r->groups[r->gcur];
+            if (r->cur_i < t->n) {
+                *text = t->text.v ? t->text.v + t->off[r->cur_i] : "";
+                *len = t->off[r->cur_i + 1] - t->off[r->cur_i];
+                r->cur_i++;
+                return 1;
+            }
+            r->gcur++, r->cur_i = 0;
+            continue;
+        }
+        if (r->next_group >= r->pq->n_groups) return 0;
+        int n = r->pq->n_groups - r->next_group < r->threads ? r->pq->n_groups - r->next_group : r->threads;
+        int failed = -1;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(n) if (n > 1)
+        for (int i = 0; i < n; i++)
+            if (parquet_read_group(&r->groups[i], r->pq, r->next_group + i) < 0) {
+#pragma omp critical
+                if (failed < 0 || i < failed) failed = i;
+            }
+        if (failed >= 0) return parquet_read_group(&r->groups[failed], r->pq, r->next_group + failed);
+        for (int i = 0; i < n; i++) r->nulls += r->groups[i].nulls;
+        const ParquetChunk *last = &r->pq->chunks[r->next_group + n - 1];
+        r->pq_bytes = last->offset + last->size;
+        r->next_group += n;
+        r->n_dec = n, r->gcur = 0, r->cur_i = 0;
+    }
+}
+
+void docs_set_threads(DocReader *r, int n) {
+    if (!r->pq || n < 1 || n == r->threads || r->next_group > 0) return; // before the first docs_next only
+    for (int i = 0; i < r->threads; i++) parquet_text_free(&r->groups[i]);
+    free(r->groups);
+    r->groups = xcalloc((size_t)n, sizeof *r->groups);
+    r->threads = n;
+    r->n_dec = r->gcur = 0;
+}
+
+uint64_t docs_nulls(const DocReader *r) { return r->nulls; }
+
 int docs_next(DocReader *r, const char **text, size_t *len) {
+    if (r->pq) return parquet_next(r, text, len);
     for (;;) {
         if (!r->in_member) {
             int rc = member_next(r);
@@ -274,6 +362,9 @@ int docs_next(DocReader *r, const char **text, size_t *len) {
             if (r->mformat == DOC_AUTO) { // sniff the first non-blank byte
                 while (!r->eof && r->len < 4096) TRY(fill(r));
                 size_t i = 0;
+                if (r->len >= 4 && memcmp(r->buf, "PAR1", 4) == 0)
+                    return ERR("%s: Parquet data: give the .parquet file's path (its footer is at the end; it is "
+                               "not read from stdin or under another name)", r->name);
                 while (i < r->len && (r->buf[i] == ' ' || r->buf[i] == '\n' || r->buf[i] == '\r' || r->buf[i] == '\t')) i++;
                 r->mformat = (i < r->len && r->buf[i] == '{') ? DOC_JSONL : DOC_TEXT;
             }
@@ -309,6 +400,7 @@ int docs_next(DocReader *r, const char **text, size_t *len) {
 uint64_t docs_line(const DocReader *r) { return r->line; }
 
 uint64_t docs_bytes_read(const DocReader *r) {
+    if (r->pq) return r->next_group >= r->pq->n_groups ? r->pq->size : r->pq_bytes;
     la_int64_t n = archive_filter_bytes(r->outer, -1);
     return n > 0 ? (uint64_t)n : 0;
 }
@@ -317,6 +409,12 @@ void docs_close(DocReader *r) {
     if (!r) return;
     if (r->inner) archive_read_free(r->inner);
     if (r->outer) archive_read_free(r->outer);
+    if (r->pq) {
+        for (int i = 0; i < r->threads; i++) parquet_text_free(&r->groups[i]);
+        parquet_close(r->pq);
+    }
+    free(r->pq);
+    free(r->groups);
     free(r->buf);
     bytevec_free(&r->doc);
     free(r->path);

@@ -7,6 +7,10 @@
 //   .jsonl .json .ndjson   one JSON object per line; the document is its string
 //                          field (default "text"); blank lines are skipped
 //   .txt .text .md         the whole file is one document
+//   .parquet               one document per row of a string column (the field, default
+//                          "text"; io/parquet.h); read from its path (the footer is at
+//                          the end: not from stdin, nor inside an archive); null rows
+//                          are skipped and counted (docs_nulls)
 //   anything else, stdin   sniffed: first non-blank byte '{' means JSON lines
 // A name must keep its promise: a compression suffix the data does not match, a
 // .tar that is not an archive, and a tar inside a tar are errors (never read as text).
@@ -35,6 +39,11 @@ int docs_open_file(DocReader **r, const char *name, FILE *f, const char *field, 
 int docs_next(DocReader *r, const char **text, size_t *len);
 // The line of the last document (JSON lines), for messages.
 uint64_t docs_line(const DocReader *r);
+// Parquet: decode up to n row groups at once, each on its own thread (memory: n row
+// groups' text); the documents come in file order whatever n is. Default 1.
+void docs_set_threads(DocReader *r, int n);
+// Parquet: null rows skipped so far (0 for the other formats).
+uint64_t docs_nulls(const DocReader *r);
 // Bytes consumed from the input file so far (compressed), for progress.
 uint64_t docs_bytes_read(const DocReader *r);
 void docs_close(DocReader *r);

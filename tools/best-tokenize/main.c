@@ -62,6 +62,7 @@ static void run_encode(const Opts *o, const Tokenizer *tok, char **inputs, int n
     for (int f = 0; f < ninputs; f++) {
         DocReader *dr;
         TRY_OR_DIE(docs_open(&dr, inputs[f], o->field, fmt));
+        docs_set_threads(dr, o->threads); // Parquet: row groups decoded in parallel
         for (int more = 1; more;) {
             const char *text;
             size_t len;
@@ -90,6 +91,9 @@ static void run_encode(const Opts *o, const Tokenizer *tok, char **inputs, int n
             progress_update(&pr, bytes_before + docs_bytes_read(dr));
         }
         bytes_before += docs_bytes_read(dr);
+        if (docs_nulls(dr) && !o->quiet)
+            fprintf(stderr, "best-tokenize: %s: %llu null rows of column %s skipped\n", inputs[f],
+                    (unsigned long long)docs_nulls(dr), o->field);
         docs_close(dr);
     }
     progress_finish(&pr);
