@@ -6,8 +6,9 @@ The file: the C4 sample of ../shared, its documents made distinct (a copy number
 and repeated to about 100 MB of text, written by pyarrow with Snappy, its default dictionary
 attempt (which falls back to PLAIN for such text, as on the Hub's corpora) and row groups of
 4096 rows. Timed, best of REPEAT runs:
-  - ours: tests/parquet_dump (io/docs.h over io/parquet.h: map, decompress, decode, check
-    UTF-8, write every string to /dev/null) with 1 and all threads;
+  - ours: tests/parquet_dump ... count (io/docs.h over io/parquet.h: map, decompress,
+    decode, check UTF-8, hand every string out, as best-tokenize gets them) with 1 and all
+    threads, the process included;
   - pyarrow: read_table(columns=["text"]) single- and multi-threaded (Arrow arrays, no Python
     objects), and the same followed by .to_pylist() (Python strings, what a Python
     tokenizing loop gets).
@@ -59,7 +60,7 @@ def best(f):
 
 def ours(threads):
     with open(os.devnull, "wb") as null:
-        subprocess.run([os.path.join(TBIN, "parquet_dump"), path, "text", str(threads)], stdout=null,
+        subprocess.run([os.path.join(TBIN, "parquet_dump"), path, "text", str(threads), "count"], stdout=null,
                        stderr=subprocess.DEVNULL, check=True)
 
 

@@ -202,6 +202,7 @@ static void colmeta_field(Thrift *t, int id, int type, void *ctx) {
     if (id == 1) f->meta_type = t_number(t, type);
     else if (id == 4) c->codec = (int)t_number(t, type);
     else if (id == 5) c->n_values = (uint64_t)t_number(t, type);
+    else if (id == 6) c->usize = (uint64_t)t_number(t, type);
     else if (id == 7) c->size = (uint64_t)t_number(t, type);
     else if (id == 9) f->data_off = t_number(t, type);
     else if (id == 11) f->dict_off = t_number(t, type), f->has_dict = 1;
@@ -462,9 +463,7 @@ typedef struct {
     const Parquet *p;
     int g;
     const ParquetChunk *c;
-    ParquetText *out;
-    uint8_t *page;               // the current page, decompressed
-    size_t page_cap;
+    ParquetText *out;            // its page and page_cap: the current page, decompressed
     uint8_t *dict;               // the dictionary page, decompressed; its entries:
     uint32_t *dict_off, *dict_len; // (n_dict)
     uint64_t n_dict;
@@ -678,19 +677,20 @@ static int read_data(Chunk *k, const PageHeader *h, const uint8_t *src) {
             return chunk_err(k, "definition levels longer than their page");
         levels = (size_t)h->def_len; // stored uncompressed, before the values
     }
-    if (us + 8 > k->page_cap) {
-        k->page_cap = us + 8;
-        free(k->page);
-        k->page = xmalloc(k->page_cap);
+    ParquetText *o = k->out;
+    if (us + 8 > o->page_cap) { // kept across pages and row groups: no fresh pages to fault in
+        o->page_cap = us + 8 > 2 * o->page_cap ? us + 8 : 2 * o->page_cap;
+        free(o->page);
+        o->page = xmalloc(o->page_cap);
     }
-    memcpy(k->page, src, levels);
+    memcpy(o->page, src, levels);
     if (v2 && !h->compressed) {
         if (cs != us) return chunk_err(k, "an uncompressed page whose two sizes differ");
-        memcpy(k->page + levels, src + levels, us - levels);
+        memcpy(o->page + levels, src + levels, us - levels);
     } else if (us - levels > 0 || cs - levels > 0) {
-        TRY(decompress(k, k->page + levels, us - levels, src + levels, cs - levels));
+        TRY(decompress(k, o->page + levels, us - levels, src + levels, cs - levels));
     }
-    const uint8_t *p = k->page, *end = k->page + us;
+    const uint8_t *p = o->page, *end = o->page + us;
     Hybrid defs = {0};
     if (k->p->optional) {
         if (v2) {
@@ -721,7 +721,10 @@ int parquet_read_group(ParquetText *t, const Parquet *p, int g) {
     }
     t->off[0] = 0;
     const ParquetChunk *c = &p->chunks[g];
-    Chunk k = {p, g, c, t, NULL, 0, NULL, NULL, NULL, 0, 0};
+    // the strings take about the chunk's decompressed size: one allocation, not a doubling
+    // series of copies (the hint is bounded: a footer may lie)
+    bytevec_reserve(&t->text, c->usize < c->size * 64 && c->usize < PARQUET_MAX_GROUP_TEXT ? c->usize : 0);
+    Chunk k = {p, g, c, t, NULL, NULL, NULL, 0, 0};
     const uint8_t *at = p->data + c->offset, *end = at + c->size;
     int rc = 0;
     while (rc == 0 && k.row < c->n_values) {
@@ -745,7 +748,6 @@ int parquet_read_group(ParquetText *t, const Parquet *p, int g) {
         else if (h.type == PAGE_DATA_V2 && h.has_v2) rc = read_data(&k, &h, src);
         else if (h.type != PAGE_INDEX) rc = chunk_err(&k, "a page of unknown type, or without its header");
     }
-    free(k.page);
     free(k.dict);
     free(k.dict_off);
     free(k.dict_len);
@@ -755,5 +757,6 @@ int parquet_read_group(ParquetText *t, const Parquet *p, int g) {
 void parquet_text_free(ParquetText *t) {
     bytevec_free(&t->text);
     free(t->off);
+    free(t->page);
     memset(t, 0, sizeof *t);
 }

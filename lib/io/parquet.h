@@ -44,6 +44,7 @@
 
 typedef struct {
     uint64_t offset, size;   // the column chunk: its first page and its bytes
+    uint64_t usize;          // its bytes decompressed (the footer's word: a hint for buffers)
     uint64_t n_values;       // values (= rows: the column is flat)
     uint64_t row0;           // the row group's first row in the file
     int codec;               // CompressionCodec
@@ -67,6 +68,8 @@ typedef struct {
     size_t *off;             // (n + 1)
     size_t n, cap;
     uint64_t nulls;          // null rows skipped
+    uint8_t *page;           // (page_cap) scratch: a page decompressed, kept for the next group
+    size_t page_cap;
 } ParquetText;
 
 // Maps path and reads its footer; column names a top-level string column.
