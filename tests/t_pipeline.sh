@@ -251,7 +251,7 @@ check "the refused run created nothing" test ! -e "$TMP/e2"
 
 # BEST at ELSA's budget, from a BEST recipe.
 out=$($MK pipelines/best-elsa.mk -n RECIPE=qwen3-8b-99 OUT="$TMP/dry" BIN=bin PACK=0 2>&1); rc=$?
-if [ $rc = 0 ] && have "best-tokenize --tokenizer models/Qwen3-8B-Base --threads 0 --out $TMP/dry/data/train.bin data/c4/c4-train.00000-of-01024.json.gz" \
+if [ $rc = 0 ] && have "best-tokenize --tokenizer models/Qwen3-8B-Base --threads 0 --field text --out $TMP/dry/data/train.bin data/c4/c4-train.00000-of-01024.json.gz" \
     && have "best-train --model models/Qwen3-8B-Base --sparsity 0.99" && have "--steps 4096 --batch 8" && have "--seq 2048 --lr 1e-3"; then
     ok "make -n best-elsa.mk RECIPE=qwen3-8b-99: C4, 4096 steps x 8 x 2048, the recipe's model, sparsity and lr"
 else
