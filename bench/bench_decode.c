@@ -167,9 +167,9 @@ static void copy_bw(int mb) {
         if (t1 - t0 < best_copy) best_copy = t1 - t0;
         if (t2 - t1 < best_read) best_read = t2 - t1;
     }
-    printf("{\"copy_mb\": %d, \"threads\": %d, \"copy_gbs\": %.3f, \"copy_traffic_gbs\": %.3f, "
+    printf("{\"copy_mb\": %d, \"isa\": \"%s\", \"threads\": %d, \"copy_gbs\": %.3f, \"copy_traffic_gbs\": %.3f, "
            "\"read_gbs\": %.3f, \"sink\": %llu}\n",
-           mb, nt, (double)n / best_copy / 1e9, 2.0 * (double)n / best_copy / 1e9,
+           mb, spmv_isa_name(spmv_isa()), nt, (double)n / best_copy / 1e9, 2.0 * (double)n / best_copy / 1e9,
            (double)n / best_read / 1e9, (unsigned long long)(sink & 1));
     free(a);
     free(b);

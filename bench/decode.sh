@@ -25,7 +25,8 @@
 #
 # usage: sh bench/decode.sh   (after `make`; env: OUT=out/bench-decode,
 #        SPARSITIES="0.7 0.9 0.95 0.99", THREADS="1 2", TOKENS=32, REPS=3, COPY_MB=1024,
-#        RESULTS=$OUT/results.jsonl). OpenMP settings come from the environment: on a
+#        RESULTS=$OUT/results.jsonl, BEST_ISA=avx512|avx2|portable: that kernel set for
+#        every run, the packs planned for it, results-ISA.jsonl). OpenMP settings come from the environment: on a
 #        machine whose cores are partly taken by other jobs, OMP_WAIT_POLICY=passive
 #        keeps 2 threads from spinning against each other (docs/benchmarks.md).
 # The models are kept in $OUT and reused by the next run (delete it to rebuild).
@@ -44,6 +45,10 @@ for f in "$BD" "$BIN/best-mask" "$BIN/best-pack"; do
     [ -x "$f" ] || { echo "decode.sh: $f is missing (run make)" >&2; exit 1; }
 done
 mkdir -p "$OUT"
+# BEST_ISA=avx2 (or avx512, portable): every run uses that kernel set, and the packs are
+# planned for it (best-pack --isa); results go to results-avx2.jsonl
+SFX="${BEST_ISA:+-$BEST_ISA}"
+ISA_ARG="${BEST_ISA:+--isa $BEST_ISA}"
 
 if [ ! -f "$OUT/dense/model.safetensors" ]; then
     "$BD" --init "$CONFIG" --out "$OUT/dense"
@@ -53,8 +58,9 @@ for s in $SPARSITIES; do
         "$BIN/best-mask" --model "$OUT/dense" --sparsity "$s" --saliency magnitude --apply \
             --out-model "$OUT/s$s" --quiet
     fi
-    if [ ! -f "$OUT/s$s.pack" ]; then
-        "$BIN/best-pack" --model "$OUT/s$s" --out "$OUT/s$s.pack" --quiet
+    # --index speed planned for the kernel set that will run (BEST_ISA's, else this CPU's best)
+    if [ ! -f "$OUT/s$s$SFX.pack" ]; then
+        "$BIN/best-pack" --model "$OUT/s$s" $ISA_ARG --out "$OUT/s$s$SFX.pack" --quiet
     fi
     # the fair dense baseline: the same bf16 weights, zeros stored, through our dense kernels
     if [ ! -f "$OUT/s$s-dense.pack" ]; then
@@ -62,7 +68,7 @@ for s in $SPARSITIES; do
     fi
 done
 
-R=${RESULTS:-$OUT/results.jsonl}
+R=${RESULTS:-$OUT/results$SFX.jsonl}
 : >"$R"
 for t in $THREADS; do
     "$BD" --copy-bw "$COPY_MB" --threads "$t" | sed "s/^{/{\"kind\": \"copy\", /" >>"$R"
@@ -73,25 +79,25 @@ for t in $THREADS; do
                 sed "s/^{/{\"kind\": \"dense\", \"sparsity\": $s, /" >>"$R"
             "$BD" --model "$OUT/s$s-dense.pack" --tokens "$TOKENS" --threads "$t" |
                 sed "s/^{/{\"kind\": \"dense-bf16\", \"sparsity\": $s, /" >>"$R"
-            "$BD" --model "$OUT/s$s.pack" --tokens "$TOKENS" --threads "$t" |
+            "$BD" --model "$OUT/s$s$SFX.pack" --tokens "$TOKENS" --threads "$t" |
                 sed "s/^{/{\"kind\": \"packed\", \"sparsity\": $s, /" >>"$R"
-            BEST_ISA=portable "$BD" --model "$OUT/s$s.pack" --tokens "$TOKENS" --threads "$t" |
+            BEST_ISA=portable "$BD" --model "$OUT/s$s$SFX.pack" --tokens "$TOKENS" --threads "$t" |
                 sed "s/^{/{\"kind\": \"portable\", \"sparsity\": $s, /" >>"$R"
             rep=$((rep + 1))
         done
     done
 done
 
-python3 - "$R" "$OUT" <<'PY'
+python3 - "$R" "$OUT" "$SFX" <<'PY'
 import json, os, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-out = sys.argv[2]
+out, sfx = sys.argv[2], sys.argv[3]
 copy = {r["threads"]: r for r in rows if r["kind"] == "copy"}
 def best(kind, s, t):
     rs = [r for r in rows if r["kind"] == kind and r["sparsity"] == s and r["threads"] == t]
     return max(rs, key=lambda r: r["tok_s"]) if rs else None
 print(f"model: {rows[1]['params'] / 1e6:.1f}M parameters; per sparsity, the file sizes: " +
-      ", ".join(f"{s:g}: {os.path.getsize(f'{out}/s{s:g}.pack') / 2**20:.0f} MiB"
+      ", ".join(f"{s:g}: {os.path.getsize(f'{out}/s{s:g}{sfx}.pack') / 2**20:.0f} MiB"
                 for s in sorted({r['sparsity'] for r in rows if 'sparsity' in r})))
 isa = sorted({r["isa"] for r in rows if r["kind"] == "packed"})
 print(f"kernels (isa): {', '.join(isa)}; dense fp32 = OpenBLAS sgemv on the fp32 block; dense bf16 = the same "

@@ -147,19 +147,22 @@ static void dims_of(size_t *rows, size_t *cols, const ParamInfo *pi) {
     *cols = pi->ndim == 2 ? (size_t)pi->shape[1] : (size_t)pi->shape[0];
 }
 
-// The decoding work of each sparse encoding, as the bytes memory delivers in the same
-// time (~9 GB/s): a bitmap step (32 columns of a row), a delta element and a delta
-// row, a tiles slot; dense rows read at memory speed. One set per kernel set (spmv.h),
-// each fitted to one-thread decode times of bench/decode.sh's 220M model with every
-// prunable tensor forced to one encoding (bench/decode_encodings.sh; docs/benchmarks.md
-// has the tables). AVX-512 (the Ice Lake of docs/benchmarks.md, BF16 kernels): ms per
-// token at 70 / 90 / 99% sparsity, bitmap 28.9 / 28.8 / 28.1, delta - / 21.7 / 12.8,
-// tiles 25.3 / 14.9 / 8.5 (~7.5 of them the dense lm_head, attention and norms).
-typedef struct { double bitmap_step, delta_elem, delta_row, tiles_slot; } Costs;
+// The decoding work of each encoding beyond its bytes, in bytes memory delivers in the same
+// time: a bitmap step (32 columns of a row), a delta element and a delta row, a tiles
+// slot, a dense element (0 where dense rows read at memory speed). One set per kernel set
+// (spmv.h), fitted to one-thread decode times of bench/decode.sh's 220M model with every
+// prunable tensor forced to one encoding (bench/decode_encodings.sh, 2026-11-26, Xeon
+// Emerald Rapids; docs/benchmarks.md has the table), so that the encoding picked is the
+// fastest of that set at 70, 90, 95 and 99% sparsity: AVX-512 tiles throughout (the
+// constants of its first fit, on an Ice Lake, still rank them so); AVX2 bitmap at 70%
+// and delta from 90% (its tiles need 4 lanes-permutes and 3 blends per 8 rows where
+// AVX-512 has one vpermt2ps per 16: 118 against 32 a slot); portable delta throughout
+// (its dense and bitmap loops are bound by instructions).
+typedef struct { double bitmap_step, delta_elem, delta_row, tiles_slot, dense_elem; } Costs;
 static const Costs COSTS[3] = {
-    [SPMV_AVX512] = {39, 6, 300, 32},
-    [SPMV_AVX2] = {39, 6, 300, 32},
-    [SPMV_PORTABLE] = {39, 6, 300, 32},
+    [SPMV_AVX512] = {39, 6, 300, 32, 0},
+    [SPMV_AVX2] = {32, 4.4, 90, 118, 0},
+    [SPMV_PORTABLE] = {150, 6, 300, 150, 2},
 };
 static int plan_isa = -1; // -1: spmv_isa() at the first plan
 
@@ -209,7 +212,7 @@ static int plan_tensor(Plan *pl, const ParamInfo *pi, const float *w, PackVal dv
     };
     if (plan_isa < 0) plan_isa = spmv_isa();
     const Costs *k = &COSTS[plan_isa];
-    double work[4] = {0, k->bitmap_step * (double)rows * (double)((cols + TILE - 1) / TILE),
+    double work[4] = {k->dense_elem * (double)n, k->bitmap_step * (double)rows * (double)((cols + TILE - 1) / TILE),
                       k->delta_elem * (double)nnz + k->delta_row * (double)rows, k->tiles_slot * (double)count.slots};
     int best = 0;
     if (index == INDEX_DENSE) best = PACK_DENSE;

@@ -36,6 +36,15 @@
 //                first version also kept its scalar state in a vector register between
 //                steps, which halved the speed at 99% sparsity, where rows hold only
 //                10-30 elements: such rows want plain scalar code.
+// The AVX2 kernels (CPUs without AVX-512: AMD Zen 2-4, most Intel clients) have no
+// compress or expand: tables of lane permutations stand in (below). Forced on the
+// Emerald Rapids Xeon of docs/benchmarks.md (BEST_ISA=avx2, one thread), per token of the
+// 220M model: dense BF16 (the pair trick, 4 rows with prefetch) 28.4 ms against 58.5 for
+// the portable loop; bitmap BF16 25.1 ms at 70% against 72.6, by pshufb expanding two
+// bytes' values into 16 columns; tiles 15.0 ms at 95% against 24.6, but the portable
+// delta loop took 11.9 there: 8 lanes and a 4-register lookup of x cost ~20 instructions
+// per 8 rows of a slot, where AVX-512 needs ~5 per 16. So best-pack plans packs for
+// AVX2 with bitmap at 70% and delta above (pack_write.c's per-set costs).
 // bench/decode.sh measures every set (BEST_ISA=avx512|avx2|portable picks one, spmv.h).
 #include "pack/spmv.h"
 
