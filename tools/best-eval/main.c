@@ -42,14 +42,15 @@ static void load_tokenizer_files(Tokenizer *tok, const Opts *o, const Model *m);
 // came from.
 static void load_tokenizer(Tokenizer *tok, const Opts *o, const Model *m) {
     load_tokenizer_files(tok, o, m);
-    const char *from = o->tokenizer ? o->tokenizer : m->ext ? o->model : m->src_dir;
+    const char *from = o->tokenizer ? o->tokenizer : m->src_dir ? m->src_dir : o->model;
     if (tok->vocab_size > (int32_t)m->V)
         DIE("%s: tokenizer vocab %d is larger than the model's %zu (another model's tokenizer?)", from,
             tok->vocab_size, m->V);
 }
 
 static void load_tokenizer_files(Tokenizer *tok, const Opts *o, const Model *m) {
-    if (o->tokenizer || !m->ext) { // the folder's: m->src_dir (a best-train OUT gives OUT/model)
+    if (o->tokenizer || m->src_dir) { // the folder's: m->src_dir (a best-train OUT gives OUT/model;
+                                      // a folder's dense store keeps it); a pack has none
         TRY_OR_DIE(tokenizer_load(tok, o->tokenizer ? o->tokenizer : m->src_dir));
         return;
     }
