@@ -32,7 +32,7 @@
 #include "nn/layers.h"       // defines: layers_blas_info
 #include "nn/model.h"        // defines: Model, KVCache, model_forward_token
 #include "pack/pack_model.h" // defines: model_open
-#include "pack/spmv.h"       // defines: spmv_simd
+#include "pack/spmv.h"       // defines: spmv_isa, spmv_isa_name
 #include "run/train.h"       // defines: train_init_random
 
 static uint64_t splitmix64(uint64_t *s) {
@@ -112,12 +112,12 @@ static void decode(const char *path, int n_prompt, int n_tokens, uint64_t seed, 
     double mean_pos = n_prompt + (n_tokens - 1) / 2.0 + 1;
     double kv = mean_pos * (double)(m.L * m.KVD * 2 * sizeof(float));
     size_t wbytes = model_token_bytes(&m);
-    printf("{\"model\": \"%s\", \"packed\": %s, \"kernels\": \"%s\", \"threads\": %d, "
+    printf("{\"model\": \"%s\", \"packed\": %s, \"kernels\": \"%s\", \"isa\": \"%s\", \"threads\": %d, "
            "\"params\": %zu, \"prompt\": %d, \"tokens\": %d, \"load_s\": %.3f, "
            "\"sec_median\": %.6g, \"sec_best\": %.6g, \"tok_s\": %.3f, \"tok_s_total\": %.3f, "
            "\"weight_bytes\": %zu, \"kv_bytes\": %.0f, \"rss_peak_mb\": %.1f, \"rss_mb\": %.1f, "
            "\"ids\": [",
-           path, m.ext ? "true" : "false", m.ext ? kern : "openblas",
+           path, m.ext ? "true" : "false", m.ext ? kern : "openblas", kern,
            omp_get_max_threads(), model_numel(&m), n_prompt, n_tokens, load_s, med, sec[0],
            1.0 / med, n_tokens / total, wbytes, kv, rss_peak_mb(), rss_now_mb());
     for (int k = 0; k < n_tokens && k < 16; k++) printf(k ? ", %d" : "%d", ids[k]);
@@ -167,9 +167,9 @@ static void copy_bw(int mb) {
         if (t1 - t0 < best_copy) best_copy = t1 - t0;
         if (t2 - t1 < best_read) best_read = t2 - t1;
     }
-    printf("{\"copy_mb\": %d, \"threads\": %d, \"copy_gbs\": %.3f, \"copy_traffic_gbs\": %.3f, "
+    printf("{\"copy_mb\": %d, \"isa\": \"%s\", \"threads\": %d, \"copy_gbs\": %.3f, \"copy_traffic_gbs\": %.3f, "
            "\"read_gbs\": %.3f, \"sink\": %llu}\n",
-           mb, nt, (double)n / best_copy / 1e9, 2.0 * (double)n / best_copy / 1e9,
+           mb, spmv_isa_name(spmv_isa()), nt, (double)n / best_copy / 1e9, 2.0 * (double)n / best_copy / 1e9,
            (double)n / best_read / 1e9, (unsigned long long)(sink & 1));
     free(a);
     free(b);
@@ -178,7 +178,7 @@ static void copy_bw(int mb) {
 int main(int argc, char **argv) {
     blas_init(argv);
     const char *config = NULL, *out = NULL, *model = NULL;
-    int prompt = 8, tokens = 32, threads = 0, seed = 1234, copy = 0, portable = 0;
+    int prompt = 8, tokens = 32, threads = 0, seed = 1234, copy = 0;
     double init_std = 0.02;
     Option opts[] = {
         {"init", OPT_STRING, &config, "CONFIG", "write a random-weight model shaped by CONFIG to --out"},
@@ -187,7 +187,6 @@ int main(int argc, char **argv) {
         {"model", OPT_STRING, &model, "DIR|PACK", "decode with this model and print the timing"},
         {"prompt", OPT_INT, &prompt, "N", "prompt tokens (BOS + random ids), not timed"},
         {"tokens", OPT_INT, &tokens, "N", "greedy tokens decoded, each timed"},
-        {"portable", OPT_FLAG, &portable, NULL, "packed: the portable kernels, not AVX-512"},
         {"copy-bw", OPT_INT, &copy, "MB", "measure memcpy bandwidth on MB MiB instead"},
         {"threads", OPT_INT, &threads, "N", "OpenMP threads; 0 = all cores"},
         {"seed", OPT_INT, &seed, "S", "seed of the weights and of the prompt"},
@@ -205,7 +204,7 @@ int main(int argc, char **argv) {
     if (prompt < 1 || tokens < 1 || threads < 0 || copy < 0)
         args_usage_error(&spec, "--prompt and --tokens >= 1, --threads and --copy-bw >= 0");
     if (threads > 0) omp_set_num_threads(threads);
-    const char *kern = spmv_simd(!portable) ? "avx512" : "portable";
+    const char *kern = spmv_isa_name(spmv_isa()); // the best set the CPU has, or BEST_ISA's
     layers_init();
     if (config) init_model(config, out, (uint64_t)seed, (float)init_std);
     else if (model) decode(model, prompt, tokens, (uint64_t)seed, kern);

@@ -8,8 +8,11 @@
 # pruned to 50%: the same perplexity, and greedy generation from the pack (which
 # decodes with lib/pack/spmv.c, another summation order than BLAS) gives the folder's
 # tokens one for one, with the tokenizer read from inside the pack; and the unpruned
-# model packed with int8 and int4, their perplexity change printed. Logits of the two
-# decoding paths are compared within a tolerance in tests/test_spmv.c.
+# model packed with int8 and int4, their perplexity change printed. The same greedy tokens
+# with every kernel set the CPU has (BEST_ISA), and a bad BEST_ISA is one error line. The
+# 50% model in bf16 generates from its bf16 weights (the dense store: one stderr line) the
+# tokens of its dense bf16 pack. Logits of the decoding paths are compared within a
+# tolerance in tests/test_spmv.c.
 . tests/lib.sh
 E="$BIN/best-eval"
 if [ ! -x "$BIN/best-pack" ]; then
@@ -95,6 +98,49 @@ assert a['ids'] == b['ids'] and a['text'] == b['text'] and len(a['ids']) > 10, (
         "$TMP/gd.json" "$TMP/gp.json"
     check "--generate --json reports decoding speed (tokens_per_s)" python3 -c "
 import json,sys; j=json.load(open(sys.argv[1])); assert j['tokens_per_s'] > 0 and j['prompt_seconds'] >= 0" "$TMP/gp.json"
+    # every kernel set this CPU has (BEST_ISA forces one): the folder's greedy tokens
+    for isa in avx512 avx2 portable; do
+        if BEST_ISA=$isa "$E" --model "$P" --generate "Once upon a time" --max-new-tokens 100 --json --quiet \
+            >"$TMP/g-$isa.json" 2>"$TMP/g-$isa.err"; then
+            check "stories260K 50%, BEST_ISA=$isa: greedy generation from the pack = the folder's" python3 -c "
+import json,sys; a,b=(json.load(open(f)) for f in sys.argv[1:]); assert a['ids'] == b['ids'], (a['ids'], b['ids'])" \
+                "$TMP/gd.json" "$TMP/g-$isa.json"
+        elif grep -q "kernels need a CPU with" "$TMP/g-$isa.err"; then
+            skip "BEST_ISA=$isa: this CPU lacks that kernel set ($(head -c 200 "$TMP/g-$isa.err"))"
+        else
+            fail "BEST_ISA=$isa generation: $(head -c 300 "$TMP/g-$isa.err")"
+        fi
+    done
+    expect_error "BEST_ISA=avx3: one error line naming the sets" 1 "BEST_ISA=avx3: want avx512, avx2 or portable" \
+        env BEST_ISA=avx3 "$E" --model "$P" --generate "Once" --max-new-tokens 4
+    # stories260K in bf16 generates from its bf16 weights (the dense kernels), as its dense pack does
+    python3 - "$S" "$TMP/s.bf16" <<'PY'
+import json, os, shutil, struct, sys
+import numpy as np
+src, dst = sys.argv[1], sys.argv[2]
+os.makedirs(dst, exist_ok=True)
+for f in os.listdir(src):
+    if f != "model.safetensors": shutil.copy(os.path.join(src, f), dst)
+raw = open(os.path.join(src, "model.safetensors"), "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+head = json.loads(raw[8:8 + n]); body = raw[8 + n:]
+out, meta, at = [], {}, 0
+for name, t in head.items():
+    if name == "__metadata__": meta[name] = t; continue
+    u = np.frombuffer(body[t["data_offsets"][0]:t["data_offsets"][1]], np.uint32)
+    b = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16).tobytes()  # round to nearest even
+    meta[name] = {"dtype": "BF16", "shape": t["shape"], "data_offsets": [at, at + len(b)]}
+    out.append(b); at += len(b)
+h = json.dumps(meta).encode(); h += b" " * (-len(h) % 8)
+open(os.path.join(dst, "model.safetensors"), "wb").write(struct.pack("<Q", len(h)) + h + b"".join(out))
+PY
+    "$BIN/best-pack" --model "$TMP/s.bf16" --index dense --out "$TMP/s.bf16.pack" --quiet
+    "$E" --model "$TMP/s.bf16" --generate "Once upon a time" --max-new-tokens 100 --json >"$TMP/gb.json" 2>"$TMP/gb.err"
+    "$E" --model "$TMP/s.bf16.pack" --generate "Once upon a time" --max-new-tokens 100 --json --quiet >"$TMP/gbp.json"
+    check "a bf16 folder generates from its bf16 weights (one stderr line says so)" grep -q "generating from the BF16 weights as they are" "$TMP/gb.err"
+    check "... the tokens of its dense bf16 pack (the same kernels), 100 tokens" python3 -c "
+import json,sys; a,b=(json.load(open(f)) for f in sys.argv[1:]); assert a['ids'] == b['ids'] and len(a['ids']) > 10" \
+        "$TMP/gb.json" "$TMP/gbp.json"
 else
     skip "stories260K packed perplexity and generation: $SHARED not found"
 fi

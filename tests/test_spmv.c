@@ -6,9 +6,10 @@
 // 256, 510 and more (delta escapes), and random rows of 0-100% density; cols that are
 // not multiples of 8, 16 or 64. The reference is y = W x summed in double over the
 // dequantized matrix, and the kernels must agree to 2e-6 of sum |w x| per row (fp32
-// sums of up to ~1000 terms in another order). Each product runs with the AVX-512
-// kernels and the portable ones, with 1 and 3 threads (same bits required), with and
-// without bias and accumulation. spmv_embed must give the reference rows exactly.
+// sums of up to ~1000 terms in another order). Each product runs with every kernel set
+// the CPU has (AVX-512, AVX2, portable; a set it lacks is named as skipped), with 1 and
+// 3 threads (same bits required), with and without bias and accumulation. spmv_embed
+// must give the reference rows exactly.
 //
 // Then in a model (pack_write from lib/pack/pack.c, model_load of the pack): each fixture
 // (GQA LLaMA, Qwen3, tied LLaMA with biases) with 90% of its prunable weights zeroed,
@@ -283,8 +284,9 @@ static void check_matrix(float *w, size_t rows, size_t cols) {
             Packed p;
             encode(&p, w, rows, cols, (PackEnc)e, (PackVal)v);
             reference(yr, mag, p.ref, x, rows, cols);
-            for (int simd = 1; simd >= 0; simd--) {
-                int on = spmv_simd(simd);
+            for (int isa = SPMV_AVX512; isa >= SPMV_PORTABLE; isa--) {
+                if (spmv_set_isa((SpmvIsa)isa) < 0) continue; // a set this CPU lacks (said once, in main)
+                const char *on = spmv_isa_name((SpmvIsa)isa);
                 omp_set_num_threads(1);
                 spmv_forward(y1, x, &p.t, NULL, 0);
                 omp_set_num_threads(3);
@@ -298,14 +300,13 @@ static void check_matrix(float *w, size_t rows, size_t cols) {
                      cols, spmv_kernel_name(&p.t), worst);
                 T_OK(memcmp(y1, y3, rows * sizeof *y1) == 0,
                      "%zux%zu %s/%s %s: 1 and 3 threads give the same bits", rows, cols, ENC[e],
-                     VAL[v], on ? "avx512" : "portable");
+                     VAL[v], on);
                 // y += W x + b, from y = 1
                 for (size_t r = 0; r < rows; r++) ya[r] = 1.0f;
                 spmv_forward(ya, x, &p.t, b, 1);
                 int same = 1;
                 for (size_t r = 0; r < rows; r++) same &= ya[r] == (1.0f + y1[r]) + b[r];
-                T_OK(same, "%zux%zu %s/%s %s: accumulate and bias", rows, cols, ENC[e], VAL[v],
-                     on ? "avx512" : "portable");
+                T_OK(same, "%zux%zu %s/%s %s: accumulate and bias", rows, cols, ENC[e], VAL[v], on);
             }
             // embedding rows: exactly the reference's
             int32_t ids[3] = {0, (int32_t)(rows / 2), (int32_t)(rows - 1)};
@@ -356,6 +357,57 @@ static void check_bytes(void) {
     packed_free(&p);
 }
 
+// p against d, its folder (the same weights): model_eval bitwise, one-token decoding within
+// 1e-5 with the same greedy tokens for 24 steps. what names p in the messages.
+static void compare_models(const char *fixture, const char *what, Model *d, Model *p) {
+    int rc = 0;
+    // evaluation: bitwise the folder's
+    int B = 2, T = 16;
+    size_t N = (size_t)B * T, V = d->V;
+    int32_t *tok = xmalloc(N * sizeof *tok);
+    for (size_t i = 0; i < N; i++) tok[i] = (int32_t)(next_u64() % V);
+    float *ld = xmalloc(N * V * sizeof *ld), *lp = xmalloc(N * V * sizeof *lp);
+    ModelActs ad, ap;
+    rc = model_acts_init(&ad, d, B, T, 0);
+    if (rc == 0) rc = model_acts_init(&ap, p, B, T, 0);
+    if (rc == 0) rc = model_eval(ld, NULL, d, &ad, tok, NULL);
+    if (rc == 0) rc = model_eval(lp, NULL, p, &ap, tok, NULL);
+    T_OK(rc == 0 && memcmp(ld, lp, N * V * sizeof *ld) == 0,
+         "%s: model_eval logits of %s = the folder's, bit for bit", fixture, what);
+    model_acts_free(&ad);
+    model_acts_free(&ap);
+
+    // decoding: spmv against BLAS, greedy from the folder's choices
+    int steps = 24;
+    KVCache cd, cp;
+    rc = kvcache_init(&cd, d, steps);
+    if (rc == 0) rc = kvcache_init(&cp, p, steps);
+    double worst = 0;
+    int same = 0;
+    int32_t t = 1;
+    for (int i = 0; rc == 0 && i < steps; i++) {
+        const float *zd = model_forward_token(d, &cd, t, i), *zp = model_forward_token(p, &cp, t, i);
+        if (!zd || !zp) { rc = -1; break; }
+        double e = rel_err(zp, zd, V);
+        if (e > worst) worst = e;
+        int32_t bd = 0, bp = 0;
+        for (size_t v = 1; v < V; v++) {
+            if (zd[v] > zd[bd]) bd = (int32_t)v;
+            if (zp[v] > zp[bp]) bp = (int32_t)v;
+        }
+        same += bd == bp;
+        t = bd;
+    }
+    T_OK(rc == 0 && worst <= 1e-5, "%s: decoding from %s: logits within %.1e of the folder's (want 1e-5)",
+         fixture, what, worst);
+    T_OK(same == steps, "%s: decoding from %s: %d of %d greedy tokens the folder's", fixture, what, same, steps);
+    kvcache_free(&cd);
+    kvcache_free(&cp);
+    free(tok);
+    free(ld);
+    free(lp);
+}
+
 static void check_model(const char *fixture) {
     char src[256], dir[256], pack[300];
     snprintf(src, sizeof src, "tests/fixtures/model/%s", fixture);
@@ -379,48 +431,27 @@ static void check_model(const char *fixture) {
          "%s: the pack's 2-D weights stay in the map (%zu floats in the block, %zu parameters)",
          fixture, p.n_params, model_numel(&p));
 
-    // evaluation: bitwise the folder's
-    int B = 2, T = 16;
-    size_t N = (size_t)B * T, V = d.V;
-    int32_t *tok = xmalloc(N * sizeof *tok);
-    for (size_t i = 0; i < N; i++) tok[i] = (int32_t)(next_u64() % V);
-    float *ld = xmalloc(N * V * sizeof *ld), *lp = xmalloc(N * V * sizeof *lp);
-    ModelActs ad, ap;
-    rc = model_acts_init(&ad, &d, B, T, 0);
-    if (rc == 0) rc = model_acts_init(&ap, &p, B, T, 0);
-    if (rc == 0) rc = model_eval(ld, NULL, &d, &ad, tok, NULL);
-    if (rc == 0) rc = model_eval(lp, NULL, &p, &ap, tok, NULL);
-    T_OK(rc == 0 && memcmp(ld, lp, N * V * sizeof *ld) == 0,
-         "%s: model_eval logits of the pack = the folder's, bit for bit", fixture);
-    model_acts_free(&ad);
-    model_acts_free(&ap);
+    compare_models(fixture, "the pack", &d, &p);
+    int32_t tok[4] = {1, 2, 3, 4};
 
-    // decoding: spmv against BLAS, greedy from the folder's choices
-    int steps = 24;
-    KVCache cd, cp;
-    rc = kvcache_init(&cd, &d, steps);
-    if (rc == 0) rc = kvcache_init(&cp, &p, steps);
-    double worst = 0;
-    int same = 0;
-    int32_t t = 1;
-    for (int i = 0; rc == 0 && i < steps; i++) {
-        const float *zd = model_forward_token(&d, &cd, t, i), *zp = model_forward_token(&p, &cp, t, i);
-        if (!zd || !zp) { rc = -1; break; }
-        double e = rel_err(zp, zd, V);
-        if (e > worst) worst = e;
-        int32_t bd = 0, bp = 0;
-        for (size_t v = 1; v < V; v++) {
-            if (zd[v] > zd[bd]) bd = (int32_t)v;
-            if (zp[v] > zp[bp]) bp = (int32_t)v;
-        }
-        same += bd == bp;
-        t = bd;
+    // the folder saved in bf16, and the same with its 2-D weights as a dense bf16 store
+    char dir16[300];
+    snprintf(dir16, sizeof dir16, "%s.bf16", dir);
+    Model f, g;
+    rc = model_save(&d, dir16, ST_BF16);
+    if (rc == 0) rc = model_load(&f, dir16);
+    if (rc == 0 && (rc = model_load(&g, dir16)) < 0) model_free(&f);
+    if (T_OK(rc == 0, "%s: save and load in bf16 %s", fixture, rc ? err_msg() : "")) {
+        size_t block = g.n_params;
+        model_dense_store(&g);
+        T_OK(g.ext && g.n_params < block && g.dtype == ST_BF16 && model_numel(&g) == model_numel(&f),
+             "%s: model_dense_store keeps the 2-D weights in bf16 (%zu floats left in the block)", fixture, g.n_params);
+        compare_models(fixture, "the dense bf16 store", &f, &g);
+        model_free(&f);
+        model_free(&g);
     }
-    T_OK(rc == 0 && worst <= 1e-5, "%s: decoding from the pack: logits within %.1e of the folder's (want 1e-5)",
-         fixture, worst);
-    T_OK(same == steps, "%s: decoding from the pack: %d of %d greedy tokens the folder's", fixture, same, steps);
-    kvcache_free(&cd);
-    kvcache_free(&cp);
+    model_unlink_saved(dir16);
+    rmdir(dir16);
 
     ModelActs at;
     rc = model_acts_init(&at, &p, 1, 4, 1);
@@ -429,9 +460,6 @@ static void check_model(const char *fixture) {
     if (rc == 0) model_acts_free(&at);
     T_OK(model_save(&p, dir, -1) < 0, "%s: model_save of a packed model is an error (%s)", fixture,
          err_msg());
-    free(tok);
-    free(ld);
-    free(lp);
     model_free(&d);
     model_free(&p);
     const char *files[] = {"model.safetensors", "config.json"};
@@ -445,15 +473,23 @@ static void check_model(const char *fixture) {
 }
 
 int main(void) {
+    for (int isa = SPMV_AVX512; isa > SPMV_PORTABLE; isa--)
+        if (!spmv_isa_supported((SpmvIsa)isa))
+            printf("skip - the %s kernels: this CPU lacks them (the other sets are checked)\n", spmv_isa_name((SpmvIsa)isa));
     check_shape(37, 13);     // tiny: cols not a multiple of 8, 16
     check_shape(45, 1100);   // long rows: every delta escape case, 64-column words + tail
     check_shape(300, 701);   // enough work to split over threads, tail of 61 columns
     check_shape(64, 2048);   // multiples of 64
-    check_far();             // tiles: a step of 262 blocks
     check_bytes();
-    omp_set_num_threads(2);
-    check_model("llama");
-    check_model("qwen3");
-    check_model("llama_tied");
+    for (int isa = SPMV_AVX512; isa >= SPMV_PORTABLE; isa--) { // every set the CPU has
+        if (spmv_set_isa((SpmvIsa)isa) < 0) continue;
+        printf("# kernels: %s\n", spmv_isa_name((SpmvIsa)isa));
+        omp_set_num_threads(1);
+        check_far();             // tiles: a step of 262 blocks
+        omp_set_num_threads(2);
+        check_model("llama");
+        check_model("qwen3");
+        check_model("llama_tied");
+    }
     T_DONE();
 }

@@ -49,7 +49,7 @@ extern "C" { // C headers without their own guards, before spmv.cu includes them
 #endif
 #include "base/error.h" // defines: err_msg
 #include "nn/kernel_math.h" // defines: km_bf16_from_float
-#include "pack/spmv.h" // defines: spmv_forward, spmv_simd, DevPackTensor
+#include "pack/spmv.h" // defines: spmv_forward, spmv_set_isa, DevPackTensor
 #include "test.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
@@ -233,7 +233,7 @@ int main() {
     }
     T_OK(diff == 0, "spmv_f16_to_f32 = st_f16_to_f32 on all 65536 halves (%zu differ)", diff);
 #endif
-    spmv_simd(0); // the CPU's portable kernels: the order of sums the GPU kernels follow
+    spmv_set_isa(SPMV_PORTABLE); // the CPU's portable kernels: the order of sums the GPU kernels follow
     const double llama[] = {0.0, 0.9}, qwen3[] = {0.999}; // (the emulator's time)
     check_fixture("llama", llama, 2);
     check_fixture("qwen3", qwen3, 1);

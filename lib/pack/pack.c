@@ -32,7 +32,7 @@ const char *const PACK_SUFFIX[S_N] = {"", ".nnz", ".index", ".ixptr", ".slots", 
 
 static const char *const QUANT_NAMES[] = {"none", "bf16", "int8", "int4"};
 static const char *const ENC_NAMES[] = {"dense", "bitmap", "delta", "tiles"};
-static const char *const INDEX_NAMES[] = {"speed", "size", "bitmap", "delta", "tiles"};
+static const char *const INDEX_NAMES[] = {"speed", "size", "bitmap", "delta", "tiles", "dense"};
 static const char *const VAL_NAMES[] = {"F32", "BF16", "F16", "I8", "I4"};
 
 static int name_index(const char *const *names, int n, const char *s) {
@@ -49,7 +49,7 @@ int pack_quant_parse(PackQuant *out, const char *name) {
 }
 
 int pack_index_parse(PackIndex *out, const char *name) {
-    int i = name_index(INDEX_NAMES, 5, name);
+    int i = name_index(INDEX_NAMES, 6, name);
     if (i < 0) return -1;
     *out = (PackIndex)i;
     return 0;

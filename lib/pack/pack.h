@@ -59,7 +59,7 @@
 // How the writer picks a prunable tensor's encoding: SPEED, the least estimated
 // decoding time (pack.c: pack_cost); SIZE, the fewest bytes; or always the one named
 // (dense when the tensor has no stored element to spare).
-typedef enum { INDEX_SPEED, INDEX_SIZE, INDEX_BITMAP, INDEX_DELTA, INDEX_TILES } PackIndex;
+typedef enum { INDEX_SPEED, INDEX_SIZE, INDEX_BITMAP, INDEX_DELTA, INDEX_TILES, INDEX_DENSE } PackIndex;
 
 int pack_quant_parse(PackQuant *out, const char *name); // none|bf16|int8|int4; -1 (no ERR)
 int pack_index_parse(PackIndex *out, const char *name); // speed|size|bitmap|delta|tiles; -1

@@ -11,6 +11,7 @@
 #include "base/fileio.h" // defines: path_is_dir, path_join
 #include "pack/pack.h"   // defines: Pack, PackTensor, pack_open, pack_decode_rows
 #include "pack/spmv.h"   // defines: spmv_forward, spmv_embed, spmv_bytes, the devpack_weight_ ops
+#include "io/safetensors.h" // defines: st_f32_to_bf16, st_f32_to_f16
 
 // The store: the open pack and, per table entry, its tensor (NULL for 1-D ones).
 typedef struct {
@@ -157,8 +158,72 @@ int model_open(Model *m, const char *path) {
     return ERR("%s: not a model folder (nor a packed checkpoint)", path);
 }
 
+// --- a folder's bf16/f16 weights as a dense store --------------------------------------------
+
+typedef struct {
+    WeightStore base; // first: a WeightStore * is a DenseStore *
+    PackTensor *t;    // (n_info) dense tensors, rows and cols as in a pack; 1-D unused
+    uint16_t *values; // every 2-D weight, back to back
+} DenseStore;
+
+static void dense_store_close(WeightStore *s) {
+    DenseStore *d = (DenseStore *)s;
+    free(d->t);
+    free(d->values);
+    free((void *)s->t);
+    free(d);
+}
+
+void model_dense_store(Model *m) {
+    if (m->ext || (m->dtype != ST_BF16 && m->dtype != ST_F16)) return;
+    Model d; // the same table with the 2-D weights stored: a block of the 1-D ones only
+    CHECK(model_plan(&d, m->config_json, m->config_len, "config.json", 1) == 0, "model_dense_store: %s", err_msg());
+    model_alloc(&d);
+    DenseStore *ds = xcalloc(1, sizeof *ds);
+    size_t total = 0;
+    for (int i = 0; i < m->n_info; i++)
+        if (m->info[i].ndim == 2) total += m->info[i].numel;
+    ds->values = xmalloc((total ? total : 1) * sizeof *ds->values);
+    ds->t = xcalloc((size_t)m->n_info, sizeof *ds->t);
+    WeightStore *s = &ds->base;
+    s->ops = &PACK_OPS;
+    s->t = xcalloc((size_t)m->n_info, sizeof *s->t);
+    s->path = m->src_dir ? m->src_dir : "the model folder";
+    s->what = "a model folder's bf16/f16 weights";
+    s->hint = "load it without the dense store";
+    s->close = dense_store_close;
+    int bf16 = m->dtype == ST_BF16;
+    size_t at = 0;
+    for (int i = 0; i < m->n_info; i++) {
+        const ParamInfo *p = &m->info[i];
+        const float *w = m->params + p->offset;
+        if (p->ndim == 1) {
+            memcpy(d.params + d.info[i].offset, w, p->numel * sizeof *w);
+            continue;
+        }
+        PackTensor *t = &ds->t[i];
+        snprintf(t->name, sizeof t->name, "%s", p->name);
+        t->ndim = 2, t->shape[0] = p->shape[0], t->shape[1] = p->shape[1];
+        t->rows = (size_t)p->shape[0], t->cols = (size_t)p->shape[1];
+        t->dtype = m->dtype, t->enc = PACK_DENSE, t->val = bf16 ? PACK_BF16 : PACK_F16;
+        t->nnz = p->numel, t->prunable = p->prunable;
+        uint16_t *v = ds->values + at;
+        // exact: the block's values were read from this dtype
+        for (size_t j = 0; j < p->numel; j++) v[j] = bf16 ? st_f32_to_bf16(w[j]) : st_f32_to_f16(w[j]);
+        t->values = v, t->values_bytes = p->numel * sizeof *v;
+        s->t[i] = t;
+        if (p->numel > s->max_numel) s->max_numel = p->numel;
+        at += p->numel;
+    }
+    d.dtype = m->dtype;
+    d.src_dir = m->src_dir, m->src_dir = NULL;
+    d.ext = s;
+    model_free(m);
+    *m = d;
+}
+
 int pack_model_file(const uint8_t **data, size_t *len, const Model *m, const char *name) {
-    if (!m->ext || m->ext->ops != &PACK_OPS) return -1;
+    if (!m->ext || m->ext->close != store_close) return -1; // not a pack (a dense store has PACK_OPS too)
     const Pack *p = &((const PackStore *)m->ext)->p;
     const PackMember *pm = pack_member(p, name);
     if (!pm) return -1;

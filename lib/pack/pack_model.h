@@ -26,6 +26,13 @@ int model_open(Model *m, const char *path);
 // parameter table it implies, with their shapes, in the table's order (best-pack
 // --verify and --unpack run it).
 int pack_check_model(const Pack *p);
+// Makes the 2-D weights of a folder's model (m from model_open, no store yet) whose
+// dtype is BF16 or F16 a store of dense tensors in that dtype, multiplied by spmv.h's
+// dense kernels: one-token decoding then reads the 2 bytes a weight the model was saved
+// in, not the 4 of the fp32 block (the fair dense baseline of sparse decoding, and what
+// best-eval --generate does with such a folder). The values are the folder's: evaluation
+// decodes them to the very fp32 the block held. A no-op for F32 models and packs.
+void model_dense_store(Model *m);
 // A file of the packed checkpoint m came from (config.json, tokenizer.json, ...): its
 // bytes, inside the map, valid until model_free. -1 (no ERR) when m is not backed by a
 // pack or the pack has no such member.

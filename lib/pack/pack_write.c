@@ -147,17 +147,26 @@ static void dims_of(size_t *rows, size_t *cols, const ParamInfo *pi) {
     *cols = pi->ndim == 2 ? (size_t)pi->shape[1] : (size_t)pi->shape[0];
 }
 
-// The decoding work of each sparse encoding, as the bytes memory delivers in the same
-// time (~9 GB/s): a bitmap step (32 columns of a row), a delta element and a delta
-// row, a tiles slot; dense rows read at memory speed. Fitted to one-thread decode
-// times of bench/decode.sh's 220M model with every prunable tensor forced to one
-// encoding (AVX-512 BF16 kernels, the Ice Lake of docs/benchmarks.md): ms per token
-// at 70 / 90 / 99% sparsity, bitmap 28.9 / 28.8 / 28.1, delta - / 21.7 / 12.8,
-// tiles 25.3 / 14.9 / 8.5 (~7.5 of them the dense lm_head, attention and norms).
-#define COST_BITMAP_STEP 39
-#define COST_DELTA_ELEM 6
-#define COST_DELTA_ROW 300
-#define COST_TILES_SLOT 32
+// The decoding work of each encoding beyond its bytes, in bytes memory delivers in the same
+// time: a bitmap step (32 columns of a row), a delta element and a delta row, a tiles
+// slot, a dense element (0 where dense rows read at memory speed). One set per kernel set
+// (spmv.h), fitted to one-thread decode times of bench/decode.sh's 220M model with every
+// prunable tensor forced to one encoding (bench/decode_encodings.sh, 2026-11-26, Xeon
+// Emerald Rapids; docs/benchmarks.md has the table), so that the encoding picked is the
+// fastest of that set at 70, 90, 95 and 99% sparsity: AVX-512 tiles throughout (the
+// constants of its first fit, on an Ice Lake, still rank them so); AVX2 bitmap at 70%
+// and delta from 90% (its tiles need 4 lanes-permutes and 3 blends per 8 rows where
+// AVX-512 has one vpermt2ps per 16: 118 against 32 a slot); portable delta throughout
+// (its dense and bitmap loops are bound by instructions).
+typedef struct { double bitmap_step, delta_elem, delta_row, tiles_slot, dense_elem; } Costs;
+static const Costs COSTS[3] = {
+    [SPMV_AVX512] = {39, 6, 300, 32, 0},
+    [SPMV_AVX2] = {32, 4.4, 90, 118, 0},
+    [SPMV_PORTABLE] = {150, 6, 300, 150, 2},
+};
+static int plan_isa = -1; // -1: spmv_isa() at the first plan
+
+void pack_plan_isa(SpmvIsa isa) { plan_isa = isa; }
 
 // Chooses the encoding by pl's index rule (pack.h, PackIndex; ties: dense, bitmap,
 // delta, tiles). Sparse encodings need nnz to fit the u32 prefix counts, delta its
@@ -201,11 +210,13 @@ static int plan_tensor(Plan *pl, const ParamInfo *pi, const float *w, PackVal dv
         (double)(8 * (rows + 1) + db + vals),
         (double)(8 * (panels + 1) + 5 * count.slots + nnz + vals),
     };
-    double work[4] = {0, (double)COST_BITMAP_STEP * (double)rows * (double)((cols + TILE - 1) / TILE),
-                      (double)COST_DELTA_ELEM * (double)nnz + (double)COST_DELTA_ROW * (double)rows,
-                      (double)COST_TILES_SLOT * (double)count.slots};
+    if (plan_isa < 0) plan_isa = spmv_isa();
+    const Costs *k = &COSTS[plan_isa];
+    double work[4] = {k->dense_elem * (double)n, k->bitmap_step * (double)rows * (double)((cols + TILE - 1) / TILE),
+                      k->delta_elem * (double)nnz + k->delta_row * (double)rows, k->tiles_slot * (double)count.slots};
     int best = 0;
-    if (index == INDEX_BITMAP) best = PACK_BITMAP;
+    if (index == INDEX_DENSE) best = PACK_DENSE;
+    else if (index == INDEX_BITMAP) best = PACK_BITMAP;
     else if (index == INDEX_DELTA && ok[PACK_DELTA]) best = PACK_DELTA;
     else if (index == INDEX_TILES && ok[PACK_TILES]) best = PACK_TILES;
     else
@@ -472,7 +483,7 @@ int pack_write(const char *path, const Model *m, PackQuant quant, PackIndex inde
     if (pack_val_of_dtype(&dval, m->dtype) < 0)
         return ERR("%s: cannot pack weights of dtype %s (F32, BF16 or F16)", path, st_dtype_name(m->dtype));
     if ((unsigned)quant > QUANT_INT4) return ERR("%s: unknown quantization %d", path, (int)quant);
-    if ((unsigned)index > INDEX_TILES) return ERR("%s: unknown index rule %d", path, (int)index);
+    if ((unsigned)index > INDEX_DENSE) return ERR("%s: unknown index rule %d", path, (int)index);
     for (int i = 0; i < m->n_info; i++)
         if (!pack_name_ok(m->info[i].name, TENSOR_NAME_MAX))
             return ERR("%s: tensor name %s is not a plain name of at most %d characters", path,

@@ -6,6 +6,7 @@
 
 #include "nn/model.h"  // defines: Model
 #include "pack/pack.h" // defines: Pack, PackQuant, PackIndex
+#include "pack/spmv.h" // defines: SpmvIsa
 
 // Writes m (its weights as loaded, dtype m->dtype) to path (temp + rename; "-" is
 // stdout). quant NONE keeps the model's dtype, BF16 turns the prunable tensors'
@@ -13,6 +14,12 @@
 // tensors per row (round to nearest, scale = max|w| / 127 or / 7). config.json is
 // m->config_json; the tokenizer files come from m->src_dir (when set).
 int pack_write(const char *path, const Model *m, PackQuant quant, PackIndex index);
+// The kernel set (spmv.h) that index SPEED plans for: its encodings' decoding costs were
+// measured apart (bench/decode_encodings.sh), as the fastest encoding differs (tiles with
+// AVX-512, delta with AVX2 at high sparsity). Default: the set this machine decodes with
+// (spmv_isa(): the best it has, or BEST_ISA's). A pack decodes on every CPU; it is fastest
+// on the set it was planned for.
+void pack_plan_isa(SpmvIsa isa);
 // A Hugging Face folder with the tensors of the pack (dtype restored; with quant NONE
 // bit-identical to the packed model), config.json and the tokenizer files. Only plain
 // file names from the allow-list (config.json, generation_config.json, tokenizer.model,

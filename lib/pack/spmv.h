@@ -10,8 +10,10 @@
 // the dense and bitmap kernels of F32, BF16 and I8 take 16 or 32 columns a step (a
 // bitmap by expanding the values to their columns, BF16 with VBMI2, or by compressing
 // x to the stored ones), and the tiles kernels 32 rows a slot (x of the slot's block
-// in two registers, each lane's column picked by vpermt2ps); delta streams, F16 and
-// I4 use portable C (lib/pack/spmv.c says what was measured).
+// in two registers, each lane's column picked by vpermt2ps); F16 and I4 use portable
+// C. On CPUs with AVX2 (no AVX-512) every value type has 8-lane dense, bitmap and tiles
+// kernels (tables of lane permutations stand in for compress and expand). Delta
+// streams use portable C on every CPU (lib/pack/spmv.c says what was measured).
 //
 // Threads: OpenMP over chunks of rows (tiles: of 32-row panels) cut by nonzero count (handed out dynamically,
 // so that a thread on a busy core does not hold the others), every row summed by one
@@ -44,9 +46,17 @@ void spmv_embed(float *x, const int32_t *tokens, const PackTensor *t, size_t N);
 
 // Bytes spmv_forward reads from t: index stream, values, row pointers, scales.
 size_t spmv_bytes(const PackTensor *t);
-// Turns the AVX-512 kernels off (0) or back on (1) for the whole process (tests and
-// benchmarks compare both); returns 1 when they are in use after the call.
-int spmv_simd(int enable);
+// The kernel sets, by instruction set: portable C (the reference, every CPU), AVX2 (+ FMA,
+// F16C, POPCNT, BMI2: x86-64 since Haswell and Zen) and AVX-512 (F, BW, VL, DQ; VBMI2 when
+// present). The best the CPU has is chosen at the first product, unless the variable
+// BEST_ISA=avx512|avx2|portable names one (a name the CPU lacks ends the program with one
+// error line), so that every set can be tested and measured on one machine.
+typedef enum { SPMV_PORTABLE, SPMV_AVX2, SPMV_AVX512 } SpmvIsa;
+SpmvIsa spmv_isa(void);                    // the set in use (decides it on the first call)
+int spmv_set_isa(SpmvIsa isa);             // 0, or -1 after ERR when the CPU lacks it
+int spmv_isa_supported(SpmvIsa isa);
+const char *spmv_isa_name(SpmvIsa isa);    // "avx2"
+int spmv_isa_parse(SpmvIsa *out, const char *name); // -1 (no ERR) for an unknown name
 // "delta/BF16 avx512": the kernel spmv_forward picks for t, for logs.
 const char *spmv_kernel_name(const PackTensor *t);
 

@@ -17,7 +17,8 @@
 #include "nn/cuda.h"         // defines: cuda_device_count, cuda_info
 #include "base/error.h"      // defines: TRY_OR_DIE, DIE
 #include "run/eval.h"        // defines: eval_perplexity, eval_generate
-#include "pack/pack_model.h" // defines: model_open, pack_model_file
+#include "pack/pack_model.h" // defines: model_open, pack_model_file, model_dense_store
+#include "pack/spmv.h"       // defines: spmv_isa, spmv_isa_name
 #include "base/fileio.h"     // defines: path_is_dir, path_join
 #include "base/progress.h"   // defines: Progress, now_seconds
 #include "io/shard.h"        // defines: Shard, shard_sniff
@@ -41,14 +42,15 @@ static void load_tokenizer_files(Tokenizer *tok, const Opts *o, const Model *m);
 // came from.
 static void load_tokenizer(Tokenizer *tok, const Opts *o, const Model *m) {
     load_tokenizer_files(tok, o, m);
-    const char *from = o->tokenizer ? o->tokenizer : m->ext ? o->model : m->src_dir;
+    const char *from = o->tokenizer ? o->tokenizer : m->src_dir ? m->src_dir : o->model;
     if (tok->vocab_size > (int32_t)m->V)
         DIE("%s: tokenizer vocab %d is larger than the model's %zu (another model's tokenizer?)", from,
             tok->vocab_size, m->V);
 }
 
 static void load_tokenizer_files(Tokenizer *tok, const Opts *o, const Model *m) {
-    if (o->tokenizer || !m->ext) { // the folder's: m->src_dir (a best-train OUT gives OUT/model)
+    if (o->tokenizer || m->src_dir) { // the folder's: m->src_dir (a best-train OUT gives OUT/model;
+                                      // a folder's dense store keeps it); a pack has none
         TRY_OR_DIE(tokenizer_load(tok, o->tokenizer ? o->tokenizer : m->src_dir));
         return;
     }
@@ -448,6 +450,13 @@ int main(int argc, char **argv) {
     if (!o.quiet) {
         if (on_cuda) fprintf(stderr, "best-eval: device cuda: %s; bf16 matrix products\n", cuda_info());
         else fprintf(stderr, "best-eval: device cpu: %d threads\n", omp_get_max_threads());
+    }
+    if (o.generate && !on_cuda && !m.ext && (m.dtype == ST_BF16 || m.dtype == ST_F16)) {
+        // decode the weights in the dtype they were saved in: half the bytes of fp32
+        model_dense_store(&m);
+        if (!o.quiet)
+            fprintf(stderr, "best-eval: generating from the %s weights as they are (dense kernels, %s)\n",
+                    st_dtype_name(m.dtype), spmv_isa_name(spmv_isa()));
     }
     int finite = 1;
     if (o.data) finite = run_ppl(&o, &m, on_cuda);

@@ -21,7 +21,7 @@
 #include "base/progress.h"   // defines: now_seconds
 
 typedef struct {
-    const char *model, *out, *unpack, *info, *verify, *quant, *index;
+    const char *model, *out, *unpack, *info, *verify, *quant, *index, *isa;
     int json, quiet;
 } Opts;
 
@@ -131,7 +131,10 @@ int main(int argc, char **argv) {
         {"model", OPT_STRING, &o.model, "DIR", "Hugging Face model folder to pack (with --out)"},
         {"out", OPT_STRING, &o.out, "PATH", "the pack to write, or the folder --unpack writes"},
         {"quant", OPT_STRING, &o.quant, "NAME", "values of prunable tensors: none (the model's dtype), bf16, int8, int4"},
-        {"index", OPT_STRING, &o.index, "RULE", "encoding of prunable tensors: speed (default), size, or always bitmap, delta, tiles"},
+        {"isa", OPT_STRING, &o.isa, "SET", "--index speed plans for the kernels of this set: avx512, avx2 or "
+                                           "portable (default: this machine's)"},
+        {"index", OPT_STRING, &o.index, "RULE", "encoding of prunable tensors: speed (default), size, or always bitmap, delta, tiles, dense "
+                                                "(zeros stored: a dense model for the same kernels)"},
         {"unpack", OPT_STRING, &o.unpack, "PACK", "restore a Hugging Face folder (--out DIR) from a pack"},
         {"info", OPT_STRING, &o.info, "PACK", "per-tensor sparsity, encoding, bytes and bits per nonzero"},
         {"verify", OPT_STRING, &o.verify, "PACK", "check every member's xxh64 against the manifest"},
@@ -141,7 +144,7 @@ int main(int argc, char **argv) {
     };
     const ArgSpec spec = {
         "best-pack",
-        "--model DIR --out PACK [--quant none|bf16|int8|int4] [--index speed|size|bitmap|delta|tiles]\n"
+        "--model DIR --out PACK [--quant none|bf16|int8|int4] [--index speed|size|bitmap|delta|tiles|dense]\n"
         "       | --unpack PACK --out DIR | --info PACK [--json] | --verify PACK",
         "Packs a sparse model into one uncompressed tar: per tensor its nonzeros (a bitmap,\n"
         "delta or tiles index, the one that decodes fastest, or with --index size the\n"
@@ -164,8 +167,14 @@ int main(int argc, char **argv) {
     if (quant != QUANT_NONE && !o.model) args_usage_error(&spec, "--quant goes with --model");
     PackIndex index;
     if (pack_index_parse(&index, o.index) < 0)
-        args_usage_error(&spec, "unknown --index %s (speed, size, bitmap, delta, tiles)", o.index);
+        args_usage_error(&spec, "unknown --index %s (speed, size, bitmap, delta, tiles, dense)", o.index);
     if (index != INDEX_SPEED && !o.model) args_usage_error(&spec, "--index goes with --model");
+    if (o.isa) {
+        SpmvIsa isa;
+        if (spmv_isa_parse(&isa, o.isa) < 0) args_usage_error(&spec, "unknown --isa %s (avx512, avx2, portable)", o.isa);
+        if (index != INDEX_SPEED || !o.model) args_usage_error(&spec, "--isa goes with --model and --index speed");
+        pack_plan_isa(isa);
+    }
     if (o.json && !o.info) args_usage_error(&spec, "--json goes with --info");
 
     // the output can be written, before the work
