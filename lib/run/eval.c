@@ -39,7 +39,7 @@ static void ppl_finish(PplResult *r, double total, size_t nwin, int seq) {
 int eval_perplexity(PplResult *r, const Model *m, const int32_t *tokens, size_t n, int seq,
                     int batch, Progress *pr) {
     memset(r, 0, sizeof *r);
-    size_t nwin;
+    size_t nwin = 0; // (set by ppl_windows; gcc -O2 without CUDA cannot tell)
     TRY(ppl_windows(&nwin, &seq, &batch, n));
     ModelActs a;
     TRY(model_acts_init(&a, m, batch, seq, 0));
@@ -76,7 +76,7 @@ int eval_perplexity_cuda(PplResult *r, const Model *m, const int32_t *tokens, si
     (void)m, (void)tokens, (void)n, (void)seq, (void)batch, (void)pr;
     return ERR("--device cuda: this build has no CUDA (%s); use --device cpu", cuda_info());
 #else
-    size_t nwin;
+    size_t nwin = 0; // (set by ppl_windows; gcc -O2 without CUDA cannot tell)
     TRY(ppl_windows(&nwin, &seq, &batch, n));
     CudaCtx *c;
     TRY(cuda_ctx_create(&c, 0, (size_t)32 << 20));
