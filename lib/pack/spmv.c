@@ -53,6 +53,7 @@
 #include <stdlib.h>
 #include <string.h>
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
 #include <immintrin.h>
 #define SPMV_X86 1
 #endif
@@ -682,7 +683,10 @@ static const RowFn AVX2_ROWS[3][5] = {
 
 static int avx2_have(void) {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") &&
+    // F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports does not know "f16c"
+    unsigned a, b, c, d;
+    int f16c = __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1);
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c &&
            __builtin_cpu_supports("popcnt") && __builtin_cpu_supports("bmi2");
 }
 
