@@ -2,7 +2,9 @@
 # t_eval.sh: best-eval end to end. Perplexity equals the PyTorch reference of
 # tests/eval_ref.py (fixtures/eval/expected.json) within 1e-4 relative, on the tiny
 # Qwen3 fixture (always) and on stories260K's validation stories (with ../shared);
-# greedy generation reproduces llama2.c's expected output; bad input fails cleanly.
+# greedy generation reproduces llama2.c's expected output; bad input fails cleanly; a shard
+# of another tokenizer than the model's is refused (--any-tokenizer evaluates it), and the
+# output names the protocol that produced the number.
 . tests/lib.sh
 E="$BIN/best-eval"
 EXP=tests/fixtures/eval/expected.json
@@ -43,6 +45,38 @@ import json,sys; j=json.load(open(sys.argv[1])); assert j['text'] and len(j['ids
 else
     skip "stories260K perplexity and generation: $SHARED not found"
 fi
+
+# A shard of another tokenizer than the model's: refused, naming both (its ids would mean
+# other tokens); --any-tokenizer evaluates it anyway; the model's own shard is evaluated and
+# the output names the protocol. A tiny model from random init with tokenizer A in its
+# folder; shards by A and by B (two byte-level BPEs learned from different texts).
+python3 -c "
+import json, random
+random.seed(3)
+w = ['alpha', 'beta', 'gamma', 'delta', 'omega', 'kappa', 'sigma', 'theta', 'zeta', 'lambda']
+for name, k in (('$TMP/da.jsonl', 0), ('$TMP/db.jsonl', 5)):
+    with open(name, 'w') as f:
+        for i in range(40): f.write(json.dumps({'text': ' '.join(random.choice(w[k:] + w[:k]) + str(i % (3 + k)) for _ in range(30))}) + '\n')
+cfg = json.load(open('pipelines/demo-config.json')); cfg.update(vocab_size=320, num_hidden_layers=1, bos_token_id=0, eos_token_id=0)
+json.dump(cfg, open('$TMP/tiny.json', 'w'))"
+python3 pipelines/make_tokenizer.py "$TMP/ta" "$TMP/da.jsonl" 40 >/dev/null 2>&1
+python3 pipelines/make_tokenizer.py "$TMP/tb" "$TMP/db.jsonl" 30 >/dev/null 2>&1
+"$BIN/best-tokenize" --tokenizer "$TMP/ta" --quiet --out "$TMP/sa.bin" "$TMP/da.jsonl"
+"$BIN/best-tokenize" --tokenizer "$TMP/tb" --quiet --out "$TMP/sb.bin" "$TMP/db.jsonl"
+"$BIN/best-train" --init random --config "$TMP/tiny.json" --data "$TMP/sa.bin" --out "$TMP/tiny" --steps 1 --batch 1 \
+    --seq 16 --quiet
+cp "$TMP/ta/tokenizer.json" "$TMP/tiny/model/"
+expect_error "a shard of another tokenizer: refused, both tokenizers named" 1 \
+    "sb.bin: made by tokenizer [0-9a-f]*, but the model's tokenizer (.*tiny/model) is [0-9a-f]*: its ids would mean other tokens" \
+    "$E" --model "$TMP/tiny/model" --data "$TMP/sb.bin" --seq 16
+check "... evaluated anyway with --any-tokenizer" "$E" --model "$TMP/tiny/model" --data "$TMP/sb.bin" --seq 16 --any-tokenizer --quiet
+out=$("$E" --model "$TMP/tiny/model" --data "$TMP/sa.bin" --seq 16 --quiet)
+check "the model's own shard: the output names the protocol (40 documents, EOS after each, no BOS)" sh -c \
+    "printf '%s' \"$out\" | grep -q '^protocol: a token shard of 40 documents, no BOS, EOS after each (tokenizer '"
+check "--json: the protocol of a text input (documents, join, BOS, tokenizer)" sh -c "'$E' --model '$TMP/tiny/model' \
+    --data '$TMP/da.jsonl' --seq 16 --json --quiet | python3 -c \"
+import json, sys; p = json.load(sys.stdin)['protocol']
+assert p['input'] == 'text' and p['documents'] == 40 and p['join'] == ' ' and p['bos'] == 'none' and len(p['tokenizer']) == 16, p\""
 
 # Usage errors (2) and bad input (1, one line naming the file).
 expect_error "no --model" 2 "usage error" "$E" --data x.bin

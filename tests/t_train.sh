@@ -171,6 +171,21 @@ check "resume: state (weights, moments, mask, cursor) bitwise equal" \
     cmp "$TMP/straight/state/state.safetensors" "$TMP/halves/state/state.safetensors"
 check "resume: the log has steps 1..12 once" python3 -c "
 import json; s = [json.loads(l)['step'] for l in open('$TMP/halves/log.jsonl')]; assert s == list(range(1, 13)), s"
+# a finished run: --resume does nothing and says so; --steps cannot extend it; hyperparameters
+# given with --resume are named in a warning, never ignored silently
+touch "$TMP/before-fin"
+sleep 1
+"$TR" --resume "$TMP/halves" --threads 2 2>"$TMP/fin.err"; rc=$?
+check "--resume of a finished run: exit 0, 'nothing to do' (rc $rc)" sh -c "[ $rc = 0 ] && grep -q 'the run is at step 12 of 12, finished: nothing to do' '$TMP/fin.err'"
+check "... and the model and state are not written again" sh -c "[ -z \"\$(find '$TMP/halves/model' '$TMP/halves/state' -newer '$TMP/before-fin')\" ]"
+expect_error "--resume --steps 24 of a 12-step run: refused, the schedules are laid out over 12" 1 \
+    "halves: --steps 24: the run was laid out over 12 steps" "$TR" --resume "$TMP/halves" --steps 24
+$RUN $ARGS --out "$TMP/warned" --stop-at 3
+"$TR" --resume "$TMP/warned" --lr 0.5 --batch 2 --seq 8 --stop-at 4 --threads 2 2>"$TMP/warned.err"
+check "--resume --lr 0.5 --seq 8: one warning names both (with the run's values), --batch 2 (the same) not" sh -c \
+    "grep -q 'warning: --resume continues the run with its own hyperparameters; ignored: --seq 8 (the run.s 16), --lr 0.5 (the run.s 0.001)' '$TMP/warned.err' && ! grep -q -- '--batch' '$TMP/warned.err'"
+check "... and the run went on with its own (step 4 logged at the run's lr)" python3 -c "
+import json; r = [json.loads(l) for l in open('$TMP/warned/log.jsonl')]; assert r[-1]['step'] == 4 and r[-1]['lr'] < 0.01, r[-1]"
 
 if ! nvidia-smi -L >/dev/null 2>&1; then # without a GPU the default device is the CPU
     $RUN $ARGS --out "$TMP/oncpu" --device cpu 2>"$TMP/oncpu.err"

@@ -731,6 +731,12 @@ static int open_read(Trainer *tr, const TrainConfig *cfg, int *sharded) {
         TRY(state_find(&st, &mf, sharded, c->resume));
         have_st = 1;
         if (state_meta_read(tr, &st) < 0) goto fail;
+        if (cfg->steps_given && cfg->steps != c->steps) {
+            ERR("%s: --steps %d: the run was laid out over %d steps (its LR warmup and decay, its sparsity "
+                "schedule); a resumed run keeps them. To train further, start a new run from %s/model",
+                c->resume, cfg->steps, c->steps, c->resume);
+            goto fail;
+        }
         char *md = path_join(c->resume, "model");
         rc = model_load(&tr->m, md);
         free(md);

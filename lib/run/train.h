@@ -90,6 +90,8 @@ typedef struct {
     int recompute;             // --device cuda: activation recomputation (model.h)
     int quiet;
     int stop_at;               // stop (and save) after this step; 0 = run to the end
+    int steps_given;           // --steps was on the command line: on resume it must be the
+                               // run's (its LR and sparsity schedules are laid out over them)
 } TrainConfig;
 
 // The run options of TrainConfig, as bits of its `given` and of Trainer's `restored`.

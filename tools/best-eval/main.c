@@ -29,9 +29,20 @@
 
 typedef struct {
     const char *model, *data, *tokenizer, *generate, *tasks, *task_dir, *join, *device, *log_samples;
-    int seq, max_tokens, batch, json, quiet, threads, max_new_tokens, seed, limit;
+    int seq, max_tokens, batch, json, quiet, threads, max_new_tokens, seed, limit, any_tokenizer;
     double temperature, top_p;
 } Opts;
+
+// How the evaluated tokens were made (printed with the perplexity: the same documents give
+// other numbers under another protocol).
+typedef struct {
+    int shard;               // a token shard as it is (else text tokenized here)
+    uint64_t docs;           // documents (of the shard's header, or read from the text)
+    int bos_each, eos_each;  // shard: BOS before / EOS after every document (its flags)
+    int bos_once;            // text: one BOS at the start (LLaMA's tokenizer adds it)
+    const char *join;        // text: the string between documents
+    uint64_t tokenizer_hash; // of the shard's header, or of the tokenizer used
+} Protocol;
 
 // The tokenizer: --tokenizer, else the model folder's, else the one inside a packed
 // checkpoint (its files are copied to a temporary folder for tokenizer_load, which
@@ -86,10 +97,52 @@ static void load_tokenizer_files(Tokenizer *tok, const Opts *o, const Model *m) 
     TRY_OR_DIE(rc);
 }
 
+// Whether a tokenizer is at hand for m: --tokenizer, tokenizer files in the folder, or
+// in the pack.
+static int have_tokenizer(const Opts *o, const Model *m) {
+    if (o->tokenizer) return 1;
+    static const char *files[] = {"tokenizer.json", "tokenizer.model"};
+    for (int i = 0; i < 2; i++) {
+        if (m->src_dir) {
+            char *p = path_join(m->src_dir, files[i]);
+            int ok = access(p, F_OK) == 0;
+            free(p);
+            if (ok) return 1;
+        } else {
+            const uint8_t *d;
+            size_t n;
+            if (pack_model_file(&d, &n, m, files[i]) == 0) return 1;
+        }
+    }
+    return 0;
+}
+
+// A shard made by another tokenizer than the model's has ids that mean other tokens: its
+// perplexity is a number about nothing. Refused (exit 1) unless --any-tokenizer.
+static void check_shard_tokenizer(const Opts *o, const Model *m, uint64_t shard_hash) {
+    if (o->any_tokenizer || shard_hash == 0) return; // 0: a shard of an older build
+    if (!have_tokenizer(o, m)) {
+        if (!o->quiet)
+            fprintf(stderr, "best-eval: note: %s has no tokenizer files: the shard's tokenizer (%016llx) is not "
+                    "checked against the model's\n", o->model, (unsigned long long)shard_hash);
+        return;
+    }
+    Tokenizer tok;
+    load_tokenizer(&tok, o, m);
+    uint64_t h = tok.hash;
+    tokenizer_free(&tok);
+    if (h != shard_hash)
+        DIE("%s: made by tokenizer %016llx, but the model's tokenizer (%s) is %016llx: its ids would mean other "
+            "tokens (re-tokenize the text with best-tokenize --tokenizer %s, or pass --any-tokenizer)", o->data,
+            (unsigned long long)shard_hash, o->tokenizer ? o->tokenizer : o->model, (unsigned long long)h,
+            o->tokenizer ? o->tokenizer : o->model);
+}
+
 // The evaluation tokens: a shard as it is, or text tokenized once. Documents of a
 // text input are joined with o->join (" ", as SparseGPT/Wanda join C4 documents)
 // and get one BOS at the start for LLaMA, none for Qwen.
-static void load_tokens(IdVec *ids, const Opts *o, const Model *m) {
+static void load_tokens(IdVec *ids, Protocol *pr, const Opts *o, const Model *m) {
+    memset(pr, 0, sizeof *pr);
     FILE *in; // read once: a pipe or a FIFO cannot be opened again after the sniff
     int is_shard = shard_sniff(o->data, &in);
     TRY_OR_DIE(is_shard);
@@ -99,6 +152,9 @@ static void load_tokens(IdVec *ids, const Opts *o, const Model *m) {
         if (s.h.vocab_size > m->V)
             DIE("%s: shard vocab %u is larger than the model's %zu (another tokenizer?)", o->data,
                 s.h.vocab_size, m->V);
+        check_shard_tokenizer(o, m, s.h.tokenizer_hash);
+        *pr = (Protocol){1, s.h.ndocs, !!(s.h.flags & SHARD_FLAG_BOS), !!(s.h.flags & SHARD_FLAG_EOS), 0, NULL,
+                         s.h.tokenizer_hash};
         size_t n = s.h.ntokens;
         if (o->max_tokens > 0 && (size_t)o->max_tokens < n) n = (size_t)o->max_tokens;
         idvec_reserve(ids, n);
@@ -127,6 +183,7 @@ static void load_tokens(IdVec *ids, const Opts *o, const Model *m) {
     docs_close(dr);
     if (in != stdin) fclose(in);
     if (tok.add_bos) idvec_push(ids, tok.bos_id);
+    *pr = (Protocol){0, (uint64_t)ndocs, 0, 0, tok.add_bos, o->join, tok.hash};
     TokEncoder enc;
     tok_encoder_init(&enc, &tok);
     TRY_OR_DIE(tok_encode(&enc, ids, text.v ? text.v : "", text.n));
@@ -136,6 +193,35 @@ static void load_tokens(IdVec *ids, const Opts *o, const Model *m) {
     tokenizer_free(&tok);
 }
 
+// The protocol as words: "a token shard of 3 documents, BOS before each" or "text of 3
+// documents joined with \"\\n\\n\", one BOS at the start".
+static void protocol_text(char *out, size_t cap, const Protocol *p) {
+    if (p->shard)
+        snprintf(out, cap, "a token shard of %llu documents, %s, %s (tokenizer %016llx)", (unsigned long long)p->docs,
+                 p->bos_each ? "BOS before each" : "no BOS", p->eos_each ? "EOS after each" : "no EOS",
+                 (unsigned long long)p->tokenizer_hash);
+    else {
+        json_t *js = json_string(p->join ? p->join : "");
+        char *q = js ? json_dumps(js, JSON_ENCODE_ANY) : NULL;
+        snprintf(out, cap, "text of %llu documents joined with %s, %s (tokenizer %016llx)", (unsigned long long)p->docs,
+                 q ? q : "?", p->bos_once ? "one BOS at the start" : "no BOS", (unsigned long long)p->tokenizer_hash);
+        free(q);
+        json_decref(js);
+    }
+}
+
+static json_t *protocol_json(const Protocol *p) {
+    char hash[17];
+    snprintf(hash, sizeof hash, "%016llx", (unsigned long long)p->tokenizer_hash);
+    json_t *j = json_pack("{s:s, s:I, s:s, s:s, s:s}", "input", p->shard ? "shard" : "text", "documents",
+                          (json_int_t)p->docs, "bos",
+                          p->shard ? (p->bos_each ? "before each document" : "none")
+                                   : (p->bos_once ? "once at the start" : "none"),
+                          "eos", p->shard && p->eos_each ? "after each document" : "none", "tokenizer", hash);
+    if (j && !p->shard) json_object_set_new(j, "join", json_string(p->join ? p->join : ""));
+    return j;
+}
+
 // A JSON number, or null for NaN and inf (which JSON has no spelling for).
 static json_t *json_number(double x) { return isfinite(x) ? json_real(x) : json_null(); }
 
@@ -143,7 +229,8 @@ static json_t *json_number(double x) { return isfinite(x) ? json_real(x) : json_
 static int run_ppl(const Opts *o, const Model *m, int on_cuda) {
     double t0 = now_seconds();
     IdVec ids = {0};
-    load_tokens(&ids, o, m);
+    Protocol pc;
+    load_tokens(&ids, &pc, o, m);
     if (ids.n < 2) // not --seq's fault: the data has no token to predict
         DIE("%s: %zu token%s, too few to measure perplexity (at least 2)", o->data, ids.n, ids.n == 1 ? "" : "s");
     int seq = o->seq;
@@ -162,6 +249,7 @@ static int run_ppl(const Opts *o, const Model *m, int on_cuda) {
                               r.seq, "model", o->model, "data", o->data, "seconds", secs, "device",
                               on_cuda ? "cuda" : "cpu");
         if (j && on_cuda) json_object_set_new(j, "device_bytes", json_integer((json_int_t)r.device_bytes));
+        if (j) json_object_set_new(j, "protocol", protocol_json(&pc));
         char *s = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
         if (!s) DIE("--json: cannot encode the result (a file name that is not UTF-8?)");
         printf("%s\n", s);
@@ -170,6 +258,9 @@ static int run_ppl(const Opts *o, const Model *m, int on_cuda) {
     } else {
         printf("perplexity %.4f  (nll %.6f per token, %llu tokens in %d windows of %d, %.1fs)\n", r.ppl,
                r.nll / (double)r.tokens, (unsigned long long)r.tokens, r.windows, r.seq, secs);
+        char how[256];
+        protocol_text(how, sizeof how, &pc);
+        printf("protocol: %s\n", how);
         if (on_cuda && !o->quiet)
             fprintf(stderr, "best-eval: GPU memory %.2f GiB (the model and the activations)\n",
                     (double)r.device_bytes / (1 << 30));
@@ -379,6 +470,8 @@ int main(int argc, char **argv) {
         {"model", OPT_STRING, &o.model, "DIR|PACK", "Hugging Face model folder or packed checkpoint (required)"},
         {"data", OPT_STRING, &o.data, "FILE", "perplexity on a token shard, or on text (.txt, .jsonl, .gz, .zst; - for stdin)"},
         {"tokenizer", OPT_STRING, &o.tokenizer, "PATH", "tokenizer for text input and generation (default: the model's)"},
+        {"any-tokenizer", OPT_FLAG, &o.any_tokenizer, NULL, "evaluate a shard made by another tokenizer than the "
+                                                             "model's (refused by default: its ids mean other tokens)"},
         {"seq", OPT_INT, &o.seq, "N", "window length in tokens (capped by the model's context)"},
         {"max-tokens", OPT_INT, &o.max_tokens, "N", "use only the first N tokens (C4 protocol: 256 x seq); 0 = all"},
         {"batch", OPT_INT, &o.batch, "N", "windows per forward pass"},

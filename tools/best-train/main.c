@@ -15,6 +15,41 @@
 #include "dist/dist.h"  // defines: dist_init, dist_rank, dist_size, dist_finalize
 #include "run/train.h"  // defines: Trainer, TrainConfig, train_open, train_run
 
+// --resume keeps the run's hyperparameters (train.h): each one given on the command line
+// with another value is named in one warning, never ignored silently (--steps is an error
+// in train_open instead: the schedules are laid out over the run's steps).
+static void warn_ignored(const ArgSpec *spec, const TrainConfig *cli, const TrainConfig *run, const char *schedule,
+                         const char *saliency, const char *group) {
+    char buf[1024] = "";
+    size_t n = 0;
+#define IGN(NAME, FMT, A, B)                                                                             \
+    if (args_given(spec, NAME) && (A) != (B) && n < sizeof buf)                                          \
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%s--%s " FMT " (the run's " FMT ")", n ? ", " : "", NAME, A, B);
+    IGN("batch", "%d", cli->batch, run->batch)
+    IGN("micro-batch", "%d", cli->micro_batch, run->micro_batch)
+    IGN("seq", "%d", cli->seq, run->seq)
+    IGN("lr", "%g", cli->lr, run->lr)
+    IGN("warmup", "%g", cli->warmup, run->warmup)
+    IGN("weight-decay", "%g", cli->weight_decay, run->weight_decay)
+    IGN("clip", "%g", cli->clip, run->clip)
+    IGN("seed", "%llu", (unsigned long long)cli->seed, (unsigned long long)run->seed)
+    IGN("sparsity", "%g", cli->sparsity, run->sparsity)
+    IGN("prune-start", "%g", cli->prune_start, run->prune_start)
+    IGN("prune-end", "%g", cli->prune_end, run->prune_end)
+    IGN("prune-updates", "%d", cli->prune_updates, run->prune_updates)
+#undef IGN
+    const struct { const char *opt, *cli, *run; } names[] = {
+        {"schedule", schedule, schedule_name(run->schedule)},
+        {"saliency", saliency, saliency_name(run->saliency)},
+        {"group", group, mask_group_name(run->group)},
+    };
+    for (int i = 0; i < 3; i++)
+        if (args_given(spec, names[i].opt) && strcmp(names[i].cli, names[i].run) != 0 && n < sizeof buf)
+            n += (size_t)snprintf(buf + n, sizeof buf - n, "%s--%s %s (the run's %s)", n ? ", " : "", names[i].opt,
+                                  names[i].cli, names[i].run);
+    if (n) fprintf(stderr, "best-train: warning: --resume continues the run with its own hyperparameters; ignored: %s\n", buf);
+}
+
 int main(int argc, char **argv) {
     blas_init(argv);
     err_set_prog("best-train");
@@ -129,7 +164,22 @@ int main(int argc, char **argv) {
 
     if (dist_rank() > 0) c.quiet = 1; // rank 0 speaks for the run
     Trainer tr;
+    c.steps_given = args_given(&spec, "steps");
     TRY_OR_DIE(train_open(&tr, &c));
+    if (c.resume && dist_rank() == 0 && !c.quiet) warn_ignored(&spec, &c, &tr.cfg, schedule, saliency, group);
+    int last = c.stop_at > 0 && c.stop_at < tr.cfg.steps ? c.stop_at : tr.cfg.steps;
+    if (c.resume && tr.step >= last) { // nothing to train: say so, and write nothing
+        if (dist_rank() == 0 && !c.quiet)
+            fprintf(stderr, "best-train: %s: the run is at step %d of %d%s: nothing to do (to train further, start a "
+                    "new run from %s/model)\n", c.resume, tr.step, tr.cfg.steps,
+                    last < tr.cfg.steps ? " (past --stop-at)" : ", finished", c.resume);
+        train_close(&tr);
+        free(shards);
+        free(pos);
+        free(data.v);
+        dist_finalize();
+        return 0;
+    }
     if (!c.quiet) train_print_config(stderr, &tr);
     TRY_OR_DIE(train_run(&tr));
     if (!c.quiet) fprintf(stderr, "best-train: step %d, saved %s/model and %s/state\n", tr.step, c.out, c.out);
