@@ -301,4 +301,9 @@ else
 fi
 
 check "no temp files left in $TMP" sh -c "! find '$TMP' -name '.*.tmp.*' | grep -q ."
+# Error lines are for users: the source location only with BEST_DEBUG=1.
+"$BIN/best-eval" --model "$TMP/no-such-model" --data x.bin 2>"$TMP/loc.err"
+BEST_DEBUG=1 "$BIN/best-eval" --model "$TMP/no-such-model" --data x.bin 2>"$TMP/loc-dbg.err"
+check "an error line names no source location; with BEST_DEBUG=1 it does" sh -c \
+    "grep -q 'error: .*no-such-model: not a model folder' '$TMP/loc.err' && ! grep -q '\\[[a-z/_]*\\.c:[0-9]*\\]' '$TMP/loc.err' && grep -q '\\[lib/pack/pack_model.c:[0-9]*\\]\$' '$TMP/loc-dbg.err'"
 finish

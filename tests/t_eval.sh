@@ -73,6 +73,8 @@ check "... evaluated anyway with --any-tokenizer" "$E" --model "$TMP/tiny/model"
 out=$("$E" --model "$TMP/tiny/model" --data "$TMP/sa.bin" --seq 16 --quiet)
 check "the model's own shard: the output names the protocol (40 documents, EOS after each, no BOS)" sh -c \
     "printf '%s' \"$out\" | grep -q '^protocol: a token shard of 40 documents, no BOS, EOS after each (tokenizer '"
+"$E" --model "$TMP/tiny/model" --data "$TMP/sa.bin" --seq 300 2>"$TMP/cap.err" >/dev/null
+check "--seq beyond the model's positions: capped, and a note says so" grep -q "note: --seq 300 is longer than the model's 256 positions: windows of 256" "$TMP/cap.err"
 check "--json: the protocol of a text input (documents, join, BOS, tokenizer)" sh -c "'$E' --model '$TMP/tiny/model' \
     --data '$TMP/da.jsonl' --seq 16 --json --quiet | python3 -c \"
 import json, sys; p = json.load(sys.stdin)['protocol']

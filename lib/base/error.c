@@ -65,7 +65,9 @@ static void print_line(const char *msg, const char *where) {
         clean[i] = (msg[i] == '\n' || msg[i] == '\r') ? ' ' : msg[i];
     clean[i] = 0;
     if (!stdout_closed) fflush(stdout);
-    fprintf(stderr, "%s: error: %s [%s]\n", err_prog, clean, where);
+    const char *dbg = getenv("BEST_DEBUG");
+    if (dbg && *dbg && strcmp(dbg, "0") != 0) fprintf(stderr, "%s: error: %s [%s]\n", err_prog, clean, where);
+    else fprintf(stderr, "%s: error: %s\n", err_prog, clean);
 }
 
 void die_(const char *file, int line, const char *fmt, ...) {

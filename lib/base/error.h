@@ -3,7 +3,8 @@
 // Library functions never exit: they return -1 after ERR(...) has recorded one
 // human line ("file: what is wrong") in a thread-local buffer, so that parsers
 // can be fuzzed and tools decide what to do. Tools turn a failure into exit 1
-// with TRY_OR_DIE / DIE, which print "prog: error: message [lib/x.c:42]".
+// with TRY_OR_DIE / DIE, which print "prog: error: message"; with BEST_DEBUG=1 in the
+// environment the source location follows ("... [lib/x.c:42]"), for us, not for users.
 // CHECK is for internal invariants and allocation, where a failure is a bug or
 // an out-of-memory, not bad input.
 #ifndef BEST_ERROR_H
