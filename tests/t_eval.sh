@@ -75,6 +75,17 @@ check "the model's own shard: the output names the protocol (40 documents, EOS a
     "printf '%s' \"$out\" | grep -q '^protocol: a token shard of 40 documents, no BOS, EOS after each (tokenizer '"
 "$E" --model "$TMP/tiny/model" --data "$TMP/sa.bin" --seq 300 2>"$TMP/cap.err" >/dev/null
 check "--seq beyond the model's positions: capped, and a note says so" grep -q "note: --seq 300 is longer than the model's 256 positions: windows of 256" "$TMP/cap.err"
+# generation stops at EOS and does not print it: the tiny model's first greedy token made its EOS
+"$E" --model "$TMP/tiny/model" --generate "alpha beta" --max-new-tokens 5 --json --quiet >"$TMP/g0.json"
+first=$(python3 -c "import json; print(json.load(open('$TMP/g0.json'))['ids'][0])")
+python3 -c "
+import json; c = json.load(open('$TMP/tiny/model/config.json')); c['eos_token_id'] = $first
+json.dump(c, open('$TMP/tiny/model/config.json', 'w'))"
+"$E" --model "$TMP/tiny/model" --generate "alpha beta" --max-new-tokens 5 --json --quiet >"$TMP/g1.json"
+"$E" --model "$TMP/tiny/model" --generate "alpha beta" --max-new-tokens 5 --quiet >"$TMP/g1.txt"
+check "generation stops at EOS (token $first) and prints nothing of it (JSON text empty, stdout the prompt)" sh -c \
+    "python3 -c \"import json; j = json.load(open('$TMP/g1.json')); assert j['ids'] == [$first] and j['text'] == '', j\" &&
+     [ \"\$(cat '$TMP/g1.txt')\" = 'alpha beta' ]"
 check "--json: the protocol of a text input (documents, join, BOS, tokenizer)" sh -c "'$E' --model '$TMP/tiny/model' \
     --data '$TMP/da.jsonl' --seq 16 --json --quiet | python3 -c \"
 import json, sys; p = json.load(sys.stdin)['protocol']

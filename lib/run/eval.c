@@ -180,13 +180,13 @@ static int generate_loop(IdVec *out, GenStats *st, size_t V, StepFn step, void *
         if (k == 0) t1 = now_seconds();
         int32_t next = sample_token(logits, (int)V, o->temperature, o->top_p, &rng, scratch);
         idvec_push(out, next);
-        if (on_token) { // streaming is not decoding: its time is left out
-            double t2 = now_seconds();
+        int stop = 0;
+        for (int s = 0; s < o->n_stop; s++) stop |= next == o->stop[s];
+        if (on_token && !stop) { // streaming is not decoding: its time is left out; the stop
+            double t2 = now_seconds(); // token (EOS) ends the text, it is not part of it
             on_token(out, ctx);
             t1 += now_seconds() - t2;
         }
-        int stop = 0;
-        for (int s = 0; s < o->n_stop; s++) stop |= next == o->stop[s];
         if (stop || k + 1 == o->max_new_tokens) break;
         if (!(logits = step(step_ctx, next, (int)(n_prompt + (size_t)k)))) rc = -1;
         st->decode_tokens++;

@@ -56,7 +56,8 @@ typedef struct {
 } GenStats;
 
 // Appends to out the tokens generated after prompt (n_prompt >= 1), with a KV cache.
-// on_token (may be NULL) is called after each new token, for streaming output. st may
+// on_token (may be NULL) is called after each new token but a stop token (which ends the
+// text and is not part of it; out still ends with it), for streaming output. st may
 // be NULL.
 int eval_generate(IdVec *out, GenStats *st, const Model *m, const int32_t *prompt,
                   size_t n_prompt, const GenOptions *o,
