@@ -233,6 +233,14 @@ for D in $models; do
         check "$n.$V: the mask file is not packed" test ! -e "$M.un/mask"
     done
     "$P" --info "$TMP/$n.p90bf.pack" >"$TMP/$n.info"
+    "$P" --model "$TMP/$n.p90" --out "$TMP/$n.msg.pack" 2>"$TMP/$n.msg"
+    check "$n: the size line compares with the folder first, then dense bf16, in bits per nonzero" python3 -c "
+import os, re, sys
+line = [l for l in open('$TMP/$n.msg') if l.startswith('best-pack: wrote')][0]
+m = re.search(r': ([0-9.]+) (B|KB|MB), ([0-9.]+) of the folder.s weights \(([0-9.]+) (B|KB|MB)\); prunable weights .* of dense bf16, [0-9.]+ bits per nonzero', line)
+u = {'B': 1, 'KB': 1e3, 'MB': 1e6}
+pack, folder = os.path.getsize('$TMP/$n.msg.pack'), os.path.getsize('$TMP/$n.p90/model.safetensors')
+assert m and abs(float(m[3]) - pack / folder) < 2e-3 and abs(float(m[1]) * u[m[2]] - pack) <= 0.051 * u[m[2]], line"
     check "$n: --info prints a line per tensor and the totals" sh -c \
         "grep -q 'q_proj.weight .* BF16 ' '$TMP/$n.info' && grep -q '^prunable: .*bits per nonzero' '$TMP/$n.info'"
     for b in 8 4; do

@@ -5,7 +5,9 @@
 // lib/model (loading) and lib/pack (writing, reading, verifying, unpacking). The pack
 // is written through temp + rename; an unpacked folder file by file the same way.
 // Usage: docs/best-pack.md; the format: docs/formats.md, "Packed checkpoints".
+#include <dirent.h>
 #include <jansson.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +51,31 @@ static size_t nonzeros(const PackTensor *t, float *row) {
 }
 
 static double bits_per_nz(size_t bytes, size_t nz) { return nz ? 8.0 * (double)bytes / (double)nz : 0; }
+
+// Bytes of the weights files (*.safetensors) of a model folder: what the pack replaces.
+static size_t folder_weight_bytes(const char *dir) {
+    size_t total = 0;
+    DIR *d = dir ? opendir(dir) : NULL;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        size_t n = strlen(e->d_name);
+        if (n < 12 || strcmp(e->d_name + n - 12, ".safetensors") != 0) continue;
+        char *p = path_join(dir, e->d_name);
+        struct stat st;
+        if (stat(p, &st) == 0) total += (size_t)st.st_size;
+        free(p);
+    }
+    if (d) closedir(d);
+    return total;
+}
+
+// "390.0 KB": bytes for people (decimal units, as file managers print them).
+static const char *human_bytes(char *buf, size_t cap, double b) {
+    const char *u[] = {"B", "KB", "MB", "GB", "TB"};
+    int i = 0;
+    for (; b >= 1000 && i < 4; i++) b /= 1000;
+    snprintf(buf, cap, i ? "%.1f %s" : "%.0f %s", b, u[i]);
+    return buf;
+}
 
 static const char *quant_name(PackQuant q) { return (const char *[]){"none", "bf16", "int8", "int4"}[q]; }
 
@@ -190,6 +217,7 @@ int main(int argc, char **argv) {
             fprintf(stderr, "best-pack: %s (%s, %.2fM prunable of %.2fM parameters) -> %s, quant %s\n", o.model,
                     st_dtype_name(m.dtype), (double)m.n_prunable / 1e6, (double)m.n_params / 1e6, o.out, o.quant);
         TRY_OR_DIE(pack_write(o.out, &m, quant, index));
+        size_t in_bytes = folder_weight_bytes(m.src_dir);
         model_free(&m);
         if (!o.quiet && strcmp(o.out, "-") != 0) {
             Pack p;
@@ -197,11 +225,15 @@ int main(int argc, char **argv) {
             Totals pr = {0};
             for (int i = 0; i < p.n; i++)
                 if (p.t[i].prunable) totals_add(&pr, &p.t[i]);
-            fprintf(stderr,
-                    "best-pack: %zu bytes; prunable weights %zu bytes, %.4f of dense bf16, "
-                    "%.2f bits per stored weight; %.2fs\n",
-                    p.map.size, pr.bytes, pr.numel ? (double)pr.bytes / (2.0 * (double)pr.numel) : 0,
-                    bits_per_nz(pr.bytes, pr.nnz), now_seconds() - t0);
+            char a[32], b[32], c[32];
+            // against the input folder first (what the user holds), then the prunable weights
+            // against dense bf16, and their bits per nonzero (index and counts included)
+            fprintf(stderr, "best-pack: wrote %s: %s, %.3f of the folder's weights (%s); prunable weights %s, %.4f of "
+                    "dense bf16, %.2f bits per nonzero; %.2fs\n", o.out, human_bytes(a, sizeof a, (double)p.map.size),
+                    in_bytes ? (double)p.map.size / (double)in_bytes : 0, human_bytes(b, sizeof b, (double)in_bytes),
+                    human_bytes(c, sizeof c, (double)pr.bytes),
+                    pr.numel ? (double)pr.bytes / (2.0 * (double)pr.numel) : 0, bits_per_nz(pr.bytes, pr.nnz),
+                    now_seconds() - t0);
             pack_close(&p);
         }
         TRY_OR_DIE(stdout_close()); // a lost result (a full disk) is an error
