@@ -23,27 +23,63 @@ void progress_init(Progress *p, const char *label, uint64_t total, const char *u
     p->interval = p->tty ? 0.1 : 10.0;
 }
 
-// "12.3M" style, for byte and token counts.
-static void human(char *buf, size_t n, double x) {
+// x with its unit for people: "12.3 MB" (bytes: the prefix joins the unit), "1.2 K steps",
+// "40 steps".
+static void human(char *buf, size_t n, double x, const char *unit) {
     const char *suf = " KMGTP";
     int k = 0;
     while (x >= 1000.0 && k < 5) { x /= 1000.0; k++; }
-    if (k == 0) snprintf(buf, n, "%.0f", x);
-    else snprintf(buf, n, "%.1f%c", x, suf[k]);
+    int bytes = strcmp(unit, "B") == 0;
+    if (k == 0) snprintf(buf, n, "%.0f %s", x, unit);
+    else snprintf(buf, n, bytes ? "%.1f %c%s" : "%.1f %c %s", x, suf[k], unit);
+}
+
+// "1h02m03s", "2m05s", "45s".
+static void hms(char *buf, size_t n, double s) {
+    long t = (long)(s + 0.5);
+    if (t >= 3600) snprintf(buf, n, "%ldh%02ldm%02lds", t / 3600, t / 60 % 60, t % 60);
+    else if (t >= 60) snprintf(buf, n, "%ldm%02lds", t / 60, t % 60);
+    else snprintf(buf, n, "%lds", t);
+}
+
+// "12.3 M steps/s", or "4.2 s/step" when one takes more than a second.
+static void rate_text(char *buf, size_t n, double rate, const char *unit) {
+    if (rate > 0 && rate < 1) {
+        size_t u = strlen(unit);
+        int plural = u > 1 && unit[u - 1] == 's';
+        snprintf(buf, n, "%.1f s/%.*s", 1.0 / rate, (int)(plural ? u - 1 : u), unit);
+    } else {
+        char r[40];
+        human(r, sizeof r, rate, unit);
+        snprintf(buf, n, "%s/s", r);
+    }
 }
 
 static void draw(Progress *p, int final) {
     double el = now_seconds() - p->t0;
     double rate = el > 0 ? (double)p->done / el : 0;
-    char done[16], total[16], r[16], eta[32] = "";
-    human(done, sizeof done, (double)p->done);
-    human(total, sizeof total, (double)p->total);
-    human(r, sizeof r, rate);
+    const char *unit = p->unit[0] == ' ' ? p->unit + 1 : p->unit; // callers once wrote " windows"
+    char done[40], total[40], r[48], eta[40] = "", t[24];
+    int bytes = strcmp(unit, "B") == 0;
+    human(done, sizeof done, (double)p->done, bytes ? "B" : ""); // "161.0 KB", "40 "
+    human(total, sizeof total, (double)p->total, unit);            // "161.0 KB", "40 steps"
+    size_t dl = strlen(done);
+    if (dl && done[dl - 1] == ' ') done[dl - 1] = 0;                // "40", "1.2 K"
+    rate_text(r, sizeof r, rate, unit);
     if (p->total && !final && rate > 0 && p->done < p->total) {
-        double left = (double)(p->total - p->done) / rate;
-        snprintf(eta, sizeof eta, " ETA %dm%02ds", (int)(left / 60), (int)left % 60);
+        hms(t, sizeof t, (double)(p->total - p->done) / rate);
+        snprintf(eta, sizeof eta, ", ETA %s", t);
     }
-    if (final) snprintf(eta, sizeof eta, " in %.1fs", el);
+    if (final && el < 60) snprintf(eta, sizeof eta, " in %.1fs", el);
+    if (final && el >= 60) {
+        hms(t, sizeof t, el);
+        snprintf(eta, sizeof eta, " in %s", t);
+    }
+    // counts and units: "40/40 steps", "810.9 K/810.9 KB" (the prefix belongs to the unit)
+    char count[96];
+    if (p->total) snprintf(count, sizeof count, "%s/%s", done, total);
+    else if (bytes) snprintf(count, sizeof count, "%s", done);
+    else snprintf(count, sizeof count, "%s %s", done, unit);
     const char *ex = p->extra[0] ? ", " : "";
     if (p->tty) {
         char bar[31] = "";
@@ -52,21 +88,17 @@ static void draw(Progress *p, int final) {
             if (fill > 30) fill = 30;
             for (int i = 0; i < 30; i++) bar[i] = i < fill ? '#' : '.';
             bar[30] = 0;
-            fprintf(stderr, "\r%s [%s] %3.0f%% %s/%s%s %s%s/s%s%s%s\033[K%s", p->label, bar,
-                    100.0 * (double)p->done / (double)p->total, done, total, p->unit, r, p->unit,
-                    ex, p->extra, eta, final ? "\n" : "");
+            fprintf(stderr, "\r%s [%s] %3.0f%% %s, %s%s%s%s\033[K%s", p->label, bar,
+                    100.0 * (double)p->done / (double)p->total, count, r, ex, p->extra, eta, final ? "\n" : "");
         } else {
-            fprintf(stderr, "\r%s %s%s %s%s/s%s%s%s\033[K%s", p->label, done, p->unit, r, p->unit,
-                    ex, p->extra, eta, final ? "\n" : "");
+            fprintf(stderr, "\r%s %s, %s%s%s%s\033[K%s", p->label, count, r, ex, p->extra, eta, final ? "\n" : "");
         }
     } else {
         if (p->total)
-            fprintf(stderr, "%s: %.0f%% %s/%s%s, %s%s/s%s%s%s\n", p->label,
-                    100.0 * (double)p->done / (double)p->total, done, total, p->unit, r, p->unit,
-                    ex, p->extra, eta);
+            fprintf(stderr, "%s: %.0f%% %s, %s%s%s%s\n", p->label, 100.0 * (double)p->done / (double)p->total, count,
+                    r, ex, p->extra, eta);
         else
-            fprintf(stderr, "%s: %s%s, %s%s/s%s%s%s\n", p->label, done, p->unit, r, p->unit, ex,
-                    p->extra, eta);
+            fprintf(stderr, "%s: %s, %s%s%s%s\n", p->label, count, r, ex, p->extra, eta);
     }
     fflush(stderr);
 }

@@ -1061,7 +1061,8 @@ int train_run(Trainer *tr) {
         StepStats s;
         TRY(train_step(tr, &s));
         if (tr->log) log_stats(tr->log, &s); // rank 0's
-        snprintf(tr->prog.extra, sizeof tr->prog.extra, "loss %.4f, sparsity %.3f", s.loss, s.sparsity);
+        snprintf(tr->prog.extra, sizeof tr->prog.extra, "loss %.4f, lr %.2e, %.0f tokens/s, sparsity %.3f", s.loss,
+                 s.lr, s.tokens_per_s, s.sparsity);
         progress_update(&tr->prog, (uint64_t)tr->step);
         if (c->moments_every > 0 && (tr->step % c->moments_every == 0 || tr->step == last))
             TRY(train_save_moments(tr));
