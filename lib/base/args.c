@@ -36,14 +36,24 @@ static void print_help(const ArgSpec *spec) {
         char left[64];
         snprintf(left, sizeof left, "--%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
         printf("  %-24s %s", left, o->help);
-        switch (o->type) {
+        // a help text that says its default itself gets no second one
+        switch (strstr(o->help, "default") ? -1 : (int)o->type) {
         case OPT_INT: printf(" (default %d)", *(int *)o->dest); break;
         case OPT_DOUBLE: // NaN marks "no default" (a required value)
             if (*(double *)o->dest == *(double *)o->dest) printf(" (default %g)", *(double *)o->dest);
             break;
-        case OPT_STRING:
-            if (*(const char **)o->dest) printf(" (default %s)", *(const char **)o->dest);
+        case OPT_STRING: {
+            const char *s = *(const char **)o->dest;
+            if (!s) break;
+            if (*s && !strpbrk(s, " \t\n\r")) { // a word as it is, else quoted with escapes
+                printf(" (default %s)", s);
+                break;
+            }
+            printf(" (default \"");
+            for (; *s; s++) printf(*s == '\n' ? "\\n" : *s == '\t' ? "\\t" : *s == '\r' ? "\\r" : "%c", *s);
+            printf("\")");
             break;
+        }
         default: break;
         }
         printf("\n");
