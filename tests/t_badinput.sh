@@ -306,4 +306,12 @@ check "no temp files left in $TMP" sh -c "! find '$TMP' -name '.*.tmp.*' | grep 
 BEST_DEBUG=1 "$BIN/best-eval" --model "$TMP/no-such-model" --data x.bin 2>"$TMP/loc-dbg.err"
 check "an error line names no source location; with BEST_DEBUG=1 it does" sh -c \
     "grep -q 'error: .*no-such-model: not a model folder' '$TMP/loc.err' && ! grep -q '\\[[a-z/_]*\\.c:[0-9]*\\]' '$TMP/loc.err' && grep -q '\\[lib/pack/pack_model.c:[0-9]*\\]\$' '$TMP/loc-dbg.err'"
+# --help: no option with two defaults; a string default that is a space is shown quoted
+bad=""
+for t in best-tokenize best-train best-mask best-eval best-pack; do
+    "$BIN/$t" --help >"$TMP/help.$t" 2>&1
+    grep -q 'default.*(default' "$TMP/help.$t" && bad="$bad $t"
+done
+check "--help: no option names two defaults (${bad:-none})" test -z "$bad"
+check "--help: best-eval's --join default shown quoted" grep -q -- '--join STR .*(default " ")' "$TMP/help.best-eval"
 finish
