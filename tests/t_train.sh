@@ -464,4 +464,14 @@ z = sum(int((v == 0).sum()) for v in p) / sum(v.size for v in p); assert abs(z -
 else
     skip "stories260K short run: $SHARED not found (or sanitizer pass)"
 fi
+# Before a run that cannot finish: the memory estimate refuses LLaMA-2-7B's paper settings on
+# this machine's RAM (before reading anything big), the banner shows the estimate, and after
+# three steps one line projects the rest.
+expect_error "a run larger than this machine's RAM: refused before it starts (--ignore-memory to force)" 1 \
+    "this run needs about [0-9.]* GB of memory (6.74B parameters: .*) and this machine has [0-9.]* GB of RAM" \
+    "$TR" --init random --config bench/configs/llama2-7b.json --data "$TMP/rand.bin" --seq 2048 --batch 64 --out "$TMP/huge"
+check "... and nothing written" test ! -e "$TMP/huge"
+"$TR" --model "$D" --data "$TMP/rand.bin" --seq 16 --batch 2 --steps 8 --threads 2 --out "$TMP/proj" 2>"$TMP/proj.err"
+check "the banner estimates the run's memory against the RAM" grep -q "^best-train: host memory: about [0-9.]* GB estimated for this run, of [0-9.]* GB RAM" "$TMP/proj.err"
+check "after 3 steps, one line projects the rest" grep -q "^best-train: projected: 5 more steps at .* s a step: [0-9]*s" "$TMP/proj.err"
 finish

@@ -716,6 +716,63 @@ static int device_open(Trainer *tr) {
 #endif
 }
 
+// The host memory a run takes, in bytes, from its config alone (nothing allocated yet, so
+// that a 7B model on a small machine is refused before its 28 GB of weights are read):
+// fp32 weights (4 a parameter), Adam's m and v and the mask of this rank's slice (9 / ranks),
+// and on the CPU the gradients (4) and the activations of one micro-batch, estimated per
+// token as 14 C + 4 I floats a layer plus 3 V (what model_acts_init takes, within ~20% on
+// the fixtures). Times the ranks on this machine (Open MPI says how many).
+static double memory_estimate(const Model *plan, const TrainConfig *c, int on_cuda) {
+    double P = (double)plan->n_params, ranks = dist_size();
+    double need = 4 * P + 9 * P / ranks;
+    if (!on_cuda) {
+        double tokens = (double)(c->micro_batch ? c->micro_batch : c->batch) * c->seq;
+        need += 4 * P + 4 * tokens * ((double)plan->L * (14.0 * (double)plan->C + 4.0 * (double)plan->I) + 3.0 * (double)plan->V);
+    }
+    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    return need * (local && atoi(local) > 0 ? atoi(local) : 1);
+}
+
+// The config.json of what the run will load: the resumed run's model, --config, or the
+// --model folder's (a best-train OUT means OUT/model); NULL for a pack (refused later).
+static char *config_path_of(const TrainConfig *c) {
+    if (c->resume) return path_fmt("%s/model/config.json", c->resume);
+    if (c->init_config) return xstrdup(c->init_config);
+    if (!c->model_dir || !path_is_dir(c->model_dir)) return NULL;
+    char *p = path_join(c->model_dir, "config.json");
+    if (access(p, F_OK) != 0) {
+        free(p);
+        p = path_fmt("%s/model/config.json", c->model_dir);
+    }
+    return p;
+}
+
+// Refuses a run whose estimate exceeds this machine's RAM (unless --ignore-memory): it
+// would swap for days or be killed hours in. Fills tr->mem_need and tr->mem_ram.
+static int memory_check(Trainer *tr, int on_cuda) {
+    const TrainConfig *c = &tr->cfg;
+    char *path = config_path_of(c);
+    char *text = NULL;
+    size_t len;
+    Model plan;
+    int rc = path && file_read_all(&text, &len, path) == 0 && model_plan(&plan, text, len, path, 0) == 0;
+    free(text);
+    if (!rc) { // no config to plan from: model_open gives the real error
+        free(path);
+        return 0;
+    }
+    tr->mem_need = memory_estimate(&plan, c, on_cuda);
+    tr->mem_ram = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    size_t P = plan.n_params;
+    model_free(&plan);
+    free(path);
+    if (tr->mem_need <= tr->mem_ram || c->ignore_memory) return 0;
+    return ERR("this run needs about %.1f GB of memory (%.2fB parameters: fp32 weights, Adam's moments%s) and this "
+               "machine has %.1f GB of RAM; train on a GPU (--device cuda), over more machines (mpirun), or pass "
+               "--ignore-memory to start anyway", tr->mem_need / 1e9, (double)P / 1e9,
+               on_cuda ? "" : ", gradients and activations", tr->mem_ram / 1e9);
+}
+
 // train_open's reading and checking, by every rank on its own (no collective, nothing
 // written): the model or state, the shards, the mask. *sharded: this rank's slice of
 // the weights came from a sharded state, and the ranks must share them.
@@ -727,6 +784,7 @@ static int open_read(Trainer *tr, const TrainConfig *cfg, int *sharded) {
     *sharded = 0;
     // OUT in use: refused before anything is read (or written); rank 0 holds the lock
     if (dist_rank() == 0 && c->out && path_is_dir(c->out) && out_lock(tr, c->out, 0) < 0) return -1;
+    int want_cuda = c->device == TRAIN_DEVICE_CUDA || (c->device == TRAIN_DEVICE_DEFAULT && cuda_device_count() > 0);
     if (c->resume) {
         TRY(state_find(&st, &mf, sharded, c->resume));
         have_st = 1;
@@ -737,14 +795,17 @@ static int open_read(Trainer *tr, const TrainConfig *cfg, int *sharded) {
                 c->resume, cfg->steps, c->steps, c->resume);
             goto fail;
         }
+        if (memory_check(tr, want_cuda) < 0) goto fail;
         char *md = path_join(c->resume, "model");
         rc = model_load(&tr->m, md);
         free(md);
         if (rc < 0) goto fail;
     } else if (c->init_config) {
+        if (memory_check(tr, want_cuda) < 0) goto fail;
         if (model_create(&tr->m, c->init_config) < 0) goto fail;
         train_init_random(&tr->m, c->seed, 0.02);
     } else {
+        if (memory_check(tr, want_cuda) < 0) goto fail;
         if (model_open(&tr->m, c->model_dir) < 0) goto fail;
     }
     if (model_need_folder(&tr->m, "best-train") < 0) goto fail;
@@ -1057,10 +1118,23 @@ int train_run(Trainer *tr) {
     int last = c->stop_at > 0 && c->stop_at < c->steps ? c->stop_at : c->steps;
     progress_init(&tr->prog, "train", (uint64_t)c->steps, "steps", c->quiet || dist_rank() > 0);
     tr->prog.done = (uint64_t)tr->step;
+    int first = tr->step;
+    double t_first = now_seconds();
     while (tr->step < last) {
         StepStats s;
         TRY(train_step(tr, &s));
         if (tr->log) log_stats(tr->log, &s); // rank 0's
+        if (tr->step == first + 3 && last - tr->step > 3 && !c->quiet && dist_rank() == 0) {
+            // once, after a few steps: what the whole run will take at this pace
+            double per = (now_seconds() - t_first) / 3;
+            long t = (long)(per * (last - tr->step) + 0.5);
+            char left[32];
+            if (t >= 3600) snprintf(left, sizeof left, "%ldh%02ldm%02lds", t / 3600, t / 60 % 60, t % 60);
+            else if (t >= 60) snprintf(left, sizeof left, "%ldm%02lds", t / 60, t % 60);
+            else snprintf(left, sizeof left, "%lds", t);
+            fprintf(stderr, "%sbest-train: projected: %d more steps at %.3g s a step: %s\n", tr->prog.tty ? "\n" : "",
+                    last - tr->step, per, left);
+        }
         snprintf(tr->prog.extra, sizeof tr->prog.extra, "loss %.4f, lr %.2e, %.0f tokens/s, sparsity %.3f", s.loss,
                  s.lr, s.tokens_per_s, s.sparsity);
         progress_update(&tr->prog, (uint64_t)tr->step);
@@ -1107,6 +1181,9 @@ void train_print_config(FILE *f, const Trainer *tr) {
                 c->recompute ? "; activations recomputed" : "");
     else
         fprintf(f, "best-train: device cpu: %s\n", layers_blas_info());
+    if (tr->mem_ram > 0)
+        fprintf(f, "best-train: host memory: about %.2f GB estimated for this run, of %.1f GB RAM%s\n",
+                tr->mem_need / 1e9, tr->mem_ram / 1e9, tr->mem_need > tr->mem_ram ? " (--ignore-memory)" : "");
     if (dist_size() > 1)
         fprintf(f, "best-train: %s: data parallel, %d sequences per rank per step, ZeRO-1 (Adam moments, mask "
                 "and update of ~%zu parameters per rank)\n", dist_info(), c->batch / dist_size(),

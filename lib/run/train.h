@@ -90,6 +90,7 @@ typedef struct {
     int recompute;             // --device cuda: activation recomputation (model.h)
     int quiet;
     int stop_at;               // stop (and save) after this step; 0 = run to the end
+    int ignore_memory;         // start even when the memory estimate exceeds this machine's RAM
     int steps_given;           // --steps was on the command line: on resume it must be the
                                // run's (its LR and sparsity schedules are laid out over them)
 } TrainConfig;
@@ -138,6 +139,8 @@ typedef struct {
     const char **data_list;  // the shard list in use (cfg.data points here)
     unsigned restored;       // TRAIN_OPT_* bits: run options taken from the resumed state
     int lock_fd;             // OUT/.lock, held (flock) until train_close or exit; -1: none
+    double mem_need, mem_ram; // host memory: the estimate for this run (bytes, all ranks of this
+                              // machine) and the machine's RAM (train_print_config shows both)
     // --device cuda: the step runs on the device (model.h's DevModel, with its own
     // weights, gradients, moments and mask); the host's m.params, opt and mask are
     // brought up to date before a mask update and a save. NULL on the CPU.

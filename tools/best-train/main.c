@@ -104,6 +104,8 @@ int main(int argc, char **argv) {
                                                   "visible, else cpu; not taken from a resumed state)"},
         {"recompute", OPT_FLAG, &c.recompute, NULL, "--device cuda: keep only each layer's input and run its forward "
                                                     "again in the backward (less memory, the same numbers)"},
+        {"ignore-memory", OPT_FLAG, &c.ignore_memory, NULL, "start even when the run's memory estimate exceeds "
+                                                             "this machine's RAM"},
         {"quiet", OPT_FLAG, &c.quiet, NULL, "nothing on stderr but errors"},
         {0},
     };
