@@ -320,7 +320,7 @@ static void run_generate(const Opts *o, const Model *m, int on_cuda) {
         char *text = utf8_repair(s.text.v ? (const char *)s.text.v : "", s.text.n, &tn);
         json_t *j = json_pack("{s:s, s:s%, s:o, s:i, s:f, s:f, s:f, s:f, s:f}", "prompt", o->generate, "text",
                               text, tn, "ids", ids, "new_tokens", (int)out.n,
-                              "seconds", secs, "tokens_per_second", out.n / (secs > 0 ? secs : 1e-9),
+                              "seconds", secs, "overall_tokens_per_s", out.n / (secs > 0 ? secs : 1e-9),
                               "prompt_seconds", gs.prompt_seconds, "tokens_per_s", tps,
                               "temperature", o->temperature);
         if (j) json_object_set_new(j, "device", json_string(on_cuda ? "cuda" : "cpu"));
