@@ -180,6 +180,16 @@ $(BUILD)/%.o: %.c $(CUDA_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
+# The build's version (base/version.h), for version.c alone: a stamp that changes when
+# `git describe` does, so a new commit recompiles that one file.
+BEST_VERSION := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+VERSION_STAMP := $(BUILD)/version.stamp
+$(VERSION_STAMP): FORCE
+	@mkdir -p $(dir $@) && echo '$(BEST_VERSION)' | cmp -s - $@ || echo '$(BEST_VERSION)' >$@
+$(BUILD)/lib/base/version.o: CFLAGS += -DBEST_VERSION='"$(BEST_VERSION)"'
+$(BUILD)/lib/base/version.o: $(VERSION_STAMP)
+build-fuzz/lib/base/version.o: FUZZ_CFLAGS += -DBEST_VERSION='"$(BEST_VERSION)"'
+
 $(BUILD)/%.cu.o: %.cu $(CUDA_STAMP)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@

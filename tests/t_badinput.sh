@@ -314,4 +314,10 @@ for t in best-tokenize best-train best-mask best-eval best-pack; do
 done
 check "--help: no option names two defaults (${bad:-none})" test -z "$bad"
 check "--help: best-eval's --join default shown quoted" grep -q -- '--join STR .*(default " ")' "$TMP/help.best-eval"
+bad=""
+for t in best-tokenize best-train best-mask best-eval best-pack; do
+    v=$("$BIN/$t" --version) || bad="$bad $t"
+    printf '%s' "$v" | grep -q "^$t [0-9a-z.-]*\$" || bad="$bad $t($v)"
+done
+check "--version on every tool: NAME and the build's git describe (${bad:-all five})" test -z "$bad"
 finish

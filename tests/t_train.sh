@@ -474,4 +474,7 @@ check "... and nothing written" test ! -e "$TMP/huge"
 "$TR" --model "$D" --data "$TMP/rand.bin" --seq 16 --batch 2 --steps 8 --threads 2 --out "$TMP/proj" 2>"$TMP/proj.err"
 check "the banner estimates the run's memory against the RAM" grep -q "^best-train: host memory: about [0-9.]* GB estimated for this run, of [0-9.]* GB RAM" "$TMP/proj.err"
 check "after 3 steps, one line projects the rest" grep -q "^best-train: projected: 5 more steps at .* s a step: [0-9]*s" "$TMP/proj.err"
+check "the model's config.json records what made it (a best block: BEST, sparsity 0.8 counted, step 12 of 12, version)" python3 -c "
+import json; b = json.load(open('$TMP/straight/model/config.json'))['best']
+assert b['method'] == 'BEST' and abs(b['sparsity'] - 0.8) < 1e-3 and b['step'] == 12 == b['steps'] and b['saliency'] == 'second' and b['version'], b"
 finish

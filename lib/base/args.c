@@ -10,7 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/error.h" // defines: xmalloc, err_set_prog, stdout_close, die_err
+#include "base/error.h"   // defines: xmalloc, err_set_prog, stdout_close, die_err
+#include "base/version.h" // defines: best_version
 
 // The positional array being built, freed by the exits of --help and usage errors.
 static char **args_positional;
@@ -59,6 +60,7 @@ static void print_help(const ArgSpec *spec) {
         printf("\n");
     }
     printf("  %-24s %s\n", "--help", "print this help and exit");
+    printf("  %-24s %s\n", "--version", "print the build's version (git describe) and exit");
     printf("\nexit status: 0 success, 1 runtime error (bad input file, I/O), 2 usage error\n");
 }
 
@@ -110,6 +112,12 @@ int args_parse(char ***pos, const ArgSpec *spec, int argc, char **argv) {
             continue;
         }
         if (a[2] == 0) { options_done = 1; continue; }
+        if (strcmp(a, "--version") == 0) {
+            printf("%s %s\n", spec->prog, best_version());
+            free(out);
+            if (stdout_close() < 0) die_err();
+            exit(0);
+        }
         if (strcmp(a, "--help") == 0) {
             print_help(spec);
             free(out);

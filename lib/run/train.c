@@ -28,6 +28,7 @@
 #include "run/shards.h"      // defines: ShardManifest, shards_read, shard_add
 #include "nn/cuda.h"         // defines: cuda_device_count, cuda_info, cuda_ctx_create
 #include "nn/layers.h"       // defines: layers_blas_info
+#include "base/version.h"    // defines: best_version
 
 #define STATE_FORMAT "best-train-state"
 #define STATE_VERSION "1"
@@ -477,12 +478,42 @@ static int save_shards(Trainer *tr, const char *sdir) {
     return dist_agree(rc);
 }
 
+// The model's config.json with a "best" block saying what made the weights (transformers
+// keeps unknown keys as attributes and ignores them): method, sparsity (counted and
+// scheduled), schedule, saliency, group, step of steps, and the build's version. Falls
+// back to the config as it is when it does not parse.
+static json_t *best_block(const Trainer *tr) {
+    const TrainConfig *c = &tr->cfg;
+    const char *method = c->mask_file ? "fixed mask" : c->sparsity > 0 ? "BEST" : "dense training";
+    json_t *b = json_pack("{s:s, s:f, s:s, s:s, s:s, s:i, s:i, s:s}", "method", method, "sparsity",
+                          count_sparsity(&tr->m), "schedule", schedule_name(c->schedule), "saliency",
+                          saliency_name(c->saliency), "group", mask_group_name(c->group), "step", tr->step, "steps",
+                          c->steps, "version", best_version());
+    if (b && c->sparsity > 0 && !c->mask_file)
+        json_object_set_new(b, "sparsity_target", json_real(schedule_mask_target(&tr->sched, tr->step)));
+    return b;
+}
+
 int train_save(Trainer *tr) {
     host_sync(tr);
     char *mdir = path_join(tr->cfg.out, "model"), *sdir = path_join(tr->cfg.out, "state");
     // OUT/model first: a state on disk always has its model beside it (the ranks hold the
     // same weights; rank 0 writes them)
-    int rc = dist_rank() == 0 ? model_save(&tr->m, mdir, -1) : 0;
+    int rc = 0;
+    if (dist_rank() == 0) {
+        Model view = tr->m; // the same model, its config.json with the "best" block
+        json_error_t je;
+        json_t *cfg = json_loadb(tr->m.config_json, tr->m.config_len, 0, &je);
+        char *text = NULL;
+        if (json_is_object(cfg)) {
+            json_object_set_new(cfg, "best", best_block(tr));
+            text = json_dumps(cfg, JSON_INDENT(2));
+        }
+        if (text) view.config_json = text, view.config_len = strlen(text);
+        rc = model_save(&view, mdir, -1);
+        free(text);
+        json_decref(cfg);
+    }
     if (dist_agree(rc) == 0) rc = dist_size() == 1 ? save_single(tr, sdir) : save_shards(tr, sdir);
     else rc = -1;
     free(mdir);
