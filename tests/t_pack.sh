@@ -270,6 +270,10 @@ $REF tiles "$TMP/p99t.pack" "$TMP/p99"
 $REF tiles "$TMP/p90t.pack" "$TMP/llama.p90bf"
 check "packing is deterministic" sh -c "'$P' --model '$TMP/llama.p90bf' --out '$TMP/again.pack' --quiet && cmp '$X' '$TMP/again.pack'"
 
+# A pack is read from its file, not stdin: exit 1, one line.
+expect_error "--info - (stdin): one line saying a pack is read from its file" 1 "a pack is read from its file" \
+    sh -c "'$P' --info - <'$X'"
+
 # Usage errors: exit 2.
 expect_error "no mode" 2 "exactly one of" "$P"
 expect_error "two modes" 2 "exactly one of" "$P" --info "$X" --verify "$X"

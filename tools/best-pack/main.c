@@ -241,6 +241,9 @@ int main(int argc, char **argv) {
     }
     Pack p;
     const char *path = o.unpack ? o.unpack : o.info ? o.info : o.verify;
+    if (strcmp(path, "-") == 0) // (--model --out - writes a pack to stdout; reading one needs its map)
+        DIE("-: a pack is read from its file (it is memory-mapped, its manifest at the start points into it): "
+            "give the path, not stdin");
     TRY_OR_DIE(pack_open(&p, path));
     if (o.verify) {
         TRY_OR_DIE(pack_check_model(&p)); // all that model_open checks, then the hashes
