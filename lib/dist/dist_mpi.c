@@ -149,6 +149,9 @@ uint64_t dist_exscan_u64(uint64_t x) {
     return g_rank == 0 ? 0 : before; // MPI leaves rank 0's undefined
 }
 
+// Of a slice of len elements, how many lie in the round [off, off + B).
+static size_t in_round(size_t len, size_t off, size_t B) { return len > off ? (len - off < B ? len - off : B) : 0; }
+
 // Elements per peer in one round of a collective over elements of elem bytes.
 static size_t round_elems(size_t elem) {
     size_t b = g_round / elem / (size_t)g_size;
@@ -164,11 +167,11 @@ void dist_reduce_scatter_f32(float *x, size_t n) {
     size_t most = n / (size_t)g_size + 1; // the longest slice
     for (size_t off = 0; off < most; off += B) {
         // to each rank r the part [off, off + B) of its slice; from each rank that part of mine
-        size_t mine = hi - lo > off ? (hi - lo - off < B ? hi - lo - off : B) : 0;
+        size_t mine = in_round(hi - lo, off, B);
         for (int r = 0; r < g_size; r++) {
             size_t rlo, rhi;
             dist_slice(&rlo, &rhi, n, r, g_size);
-            size_t c = rhi - rlo > off ? (rhi - rlo - off < B ? rhi - rlo - off : B) : 0;
+            size_t c = in_round(rhi - rlo, off, B);
             memcpy(send + (size_t)r * B, x + rlo + off, c * sizeof *send);
             sc[r] = (int)c, sd[r] = (int)((size_t)r * B);
             rc[r] = (int)mine, rd[r] = (int)((size_t)r * B);
@@ -199,11 +202,11 @@ void dist_gather(void *full, const void *mine, size_t n, size_t elem, int all) {
     int *cnt = xmalloc(2 * (size_t)g_size * sizeof *cnt), *dsp = cnt + g_size;
     size_t most = n / (size_t)g_size + 1;
     for (size_t off = 0; off < most; off += B) {
-        size_t c_me = hi - lo > off ? (hi - lo - off < B ? hi - lo - off : B) : 0;
+        size_t c_me = in_round(hi - lo, off, B);
         for (int r = 0; r < g_size; r++) {
             size_t rlo, rhi;
             dist_slice(&rlo, &rhi, n, r, g_size);
-            size_t c = rhi - rlo > off ? (rhi - rlo - off < B ? rhi - rlo - off : B) : 0;
+            size_t c = in_round(rhi - rlo, off, B);
             cnt[r] = (int)(c * elem), dsp[r] = (int)((size_t)r * B * elem);
         }
         if (all)
