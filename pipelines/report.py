@@ -73,6 +73,22 @@ def fmt(v):
     return f"{v:g}" if a >= 1 else f"{v:.4g}"
 
 
+def marker(i, x, y, c, label):
+    """Point of series i: a filled circle, then a hollow square, a hollow diamond, a cross,
+    so that two series through the same point (BEST and BEST packed) both show."""
+    k = i % 4
+    a = f'class="marker" data-label="{escape(label)}" data-shape="{["circle", "square", "diamond", "cross"][k]}"'
+    if k == 0:
+        return f'<circle {a} cx="{x:.2f}" cy="{y:.2f}" r="3" fill="{c}"/>'
+    if k == 1:
+        return f'<rect {a} x="{x - 5:.2f}" y="{y - 5:.2f}" width="10" height="10" fill="none" stroke="{c}" stroke-width="1.5"/>'
+    if k == 2:
+        return (f'<polygon {a} points="{x:.2f},{y - 7:.2f} {x + 7:.2f},{y:.2f} {x:.2f},{y + 7:.2f} {x - 7:.2f},{y:.2f}" '
+                f'fill="none" stroke="{c}" stroke-width="1.5"/>')
+    return (f'<path {a} d="M{x - 6:.2f},{y - 6:.2f} L{x + 6:.2f},{y + 6:.2f} M{x - 6:.2f},{y + 6:.2f} '
+            f'L{x + 6:.2f},{y - 6:.2f}" stroke="{c}" stroke-width="1.5"/>')
+
+
 def line_plot(path, title, xlabel, ylabel, series, ylog=False, refs=(), xrange=None):
     """series: [(label, xs, ys, dashed)]; refs: [(label, y)] horizontal dashed lines;
     xrange: (x0, x1) to show at least. Points whose y is None or not finite (or <= 0 on a
@@ -126,26 +142,31 @@ def line_plot(path, title, xlabel, ylabel, series, ylog=False, refs=(), xrange=N
     o.append(f'<text class="ylabel" x="16" y="{MT + ph / 2:.1f}" text-anchor="middle" '
              f'transform="rotate(-90 16 {MT + ph / 2:.1f})">{escape(ylabel)}{" (log scale)" if ylog else ""}</text>')
     legend = []
+    # reference lines (the dense model on each data set): each its own grey and dash, and
+    # its label at the line's right end, so that two of them never look alike
+    REF_STYLES = [("#555", "2 3"), ("#999", "9 4"), ("#333", "1 5"), ("#777", "6 2 1 2")]
     for i, (label, y) in enumerate(refs):
         if ok(y):
-            c = "#555"
+            c, dash = REF_STYLES[i % len(REF_STYLES)]
             o.append(f'<line class="ref" data-label="{escape(label)}" x1="{ML}" y1="{py(y):.1f}" x2="{ML + pw}" '
-                     f'y2="{py(y):.1f}" stroke="{c}" stroke-dasharray="2 3"/>')
-            legend.append((label, c, True))
+                     f'y2="{py(y):.1f}" stroke="{c}" stroke-dasharray="{dash}"/>')
+            o.append(f'<text class="reflabel" x="{ML + pw - 4}" y="{py(y) - 4:.1f}" text-anchor="end" '
+                     f'fill="{c}">{escape(label)}</text>')
+            legend.append((label, c, dash))
     for i, (label, xs, ys, dashed) in enumerate(series):
         c = COLORS[i % len(COLORS)]
         p = " ".join(f"{px(x):.2f},{py(y):.2f}" for x, y in zip(xs, ys) if ok(y))
         dash = ' stroke-dasharray="6 4"' if dashed else ""
         o.append(f'<polyline class="series" data-label="{escape(label)}" fill="none" stroke="{c}" '
                  f'stroke-width="1.5"{dash} points="{p}"/>')
-        if sum(1 for y in ys if ok(y)) <= 12:  # few points: mark them
+        if sum(1 for y in ys if ok(y)) <= 12:  # few points: mark them, each series its own shape
             for x, y in zip(xs, ys):
                 if ok(y):
-                    o.append(f'<circle cx="{px(x):.2f}" cy="{py(y):.2f}" r="3" fill="{c}"/>')
-        legend.append((label, c, dashed))
-    for i, (label, c, dashed) in enumerate(legend):
+                    o.append(marker(i, px(x), py(y), c, label))
+        legend.append((label, c, "6 4" if dashed else None))
+    for i, (label, c, dash) in enumerate(legend):
         y = MT + 10 + 18 * i
-        dash = ' stroke-dasharray="6 4"' if dashed else ""
+        dash = f' stroke-dasharray="{dash}"' if dash else ""
         o.append(f'<line x1="{W - MR + 10}" y1="{y}" x2="{W - MR + 30}" y2="{y}" stroke="{c}" stroke-width="2"{dash}/>')
         o.append(f'<text class="legend" x="{W - MR + 35}" y="{y + 4}">{escape(label)}</text>')
     o.append("</svg>")

@@ -77,6 +77,14 @@ def ppl(path, *labels):
            "ppl.svg: axis labels sparsity, perplexity")
     ok = all(all(a[0] <= b[0] for a, b in zip(p, p[1:])) for _, p in polylines(root))
     report(ok, "ppl.svg: points in sparsity order")
+    refs = [(r.get("stroke"), r.get("stroke-dasharray")) for r in root.iter(NS + "line") if r.get("class") == "ref"]
+    report(len(set(refs)) == len(refs), f"ppl.svg: each reference line drawn its own way {refs}")
+    shapes = {}
+    for e in root.iter():
+        if e.get("class") == "marker":
+            shapes.setdefault(e.get("data-label"), set()).add(e.get("data-shape"))
+    report(all(len(s) == 1 for s in shapes.values()) and len({min(s) for s in shapes.values()}) == len(shapes),
+           f"ppl.svg: each series marks its points with its own shape {shapes}")
 
 
 def heatmap(path, layers, want):
