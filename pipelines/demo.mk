@@ -160,7 +160,7 @@ $(D)/sample.json: $(D)/best/DONE
 $(D)/report/summary.md: $(D)/eval/dense.json $(D)/eval/best.json $(D)/eval/magnitude.json \
         $(D)/best/mask-report.json $(D)/speed/dense.jsonl $(D)/speed/best.jsonl $(D)/sample.json $(PACK_PRODUCTS) $(PIPELINES)report.py
 	python3 $(PIPELINES)report.py --out $(@D) --title 'demo: a tiny LLaMA pruned to $(PCT)%' \
-	    --log 'pretraining=$(D)/dense/log.jsonl' --log 'BEST $(PCT)%=$(D)/best/log.jsonl' \
+	    --log 'pretraining=$(D)/dense/log.jsonl' --log 'BEST $(PCT)%=$(D)/best/log.jsonl' --after 'BEST $(PCT)%=pretraining' \
 	    --heatmap 'BEST $(PCT)%=$(D)/best/heatmap.svg' --heatmap 'magnitude $(PCT)%=$(D)/magnitude/heatmap.svg' \
 	    --ppl 'dense:0:valid=$(D)/eval/dense.json' --ppl 'BEST:$(SPARSITY):valid=$(D)/eval/best.json' \
 	    --ppl 'magnitude:$(SPARSITY):valid=$(D)/eval/magnitude.json' \

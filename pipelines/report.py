@@ -3,6 +3,7 @@
 
     report.py --out DIR [--title TEXT]
               [--log LABEL=LOG.jsonl]...          best-train's metrics (docs/best-train.md)
+              [--after LABEL=OTHER]...            LABEL's run continues OTHER's: drawn after its last step
               [--heatmap LABEL=FILE.svg]...       best-mask --plot pictures, copied
               [--ppl METHOD:SPARSITY:DATA=EVAL.json]...   best-eval --json perplexities
               [--results FILE.jsonl]...           perplexity rows of other runs, to compare
@@ -223,6 +224,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--title", default="pruning run")
     ap.add_argument("--log", action="append", default=[])
+    ap.add_argument("--after", action="append", default=[])  # LABEL=OTHER: LABEL's steps follow OTHER's last
     ap.add_argument("--heatmap", action="append", default=[])
     ap.add_argument("--ppl", action="append", default=[])
     ap.add_argument("--results", action="append", default=[])
@@ -237,20 +239,28 @@ def main():
 
     # Training curves: one point per logged step, in step order.
     logs = [(k, read_log(v)) for k, v in map(lambda s: split_kv(s, "--log"), a.log)]
+    # a run that continues another (BEST after pretraining) is drawn after its last step, not
+    # over it: its steps shifted by that many (the table keeps its own step counts)
+    shift = {}
+    for k, other in map(lambda s: split_kv(s, "--after"), a.after):
+        prev = dict(logs).get(other)
+        if k not in dict(logs) or not prev:
+            sys.exit(f"report.py: --after {k}={other}: no --log of that name")
+        shift[k] = prev[-1]["step"] + shift.get(other, 0)
     if logs:
-        def col(rows, key):
-            return [r.get(key) for r in rows]
+        def col(rows, key, k=None):
+            return [r.get(key) + shift.get(k, 0) if key == "step" else r.get(key) for r in rows]
         line_plot(os.path.join(a.out, "loss.svg"), "training loss", "step", "loss",
-                  [(k, col(r, "step"), col(r, "loss"), False) for k, r in logs])
+                  [(k, col(r, "step", k), col(r, "loss"), False) for k, r in logs])
         line_plot(os.path.join(a.out, "lr.svg"), "learning rate", "step", "learning rate",
-                  [(k, col(r, "step"), col(r, "lr"), False) for k, r in logs])
+                  [(k, col(r, "step", k), col(r, "lr"), False) for k, r in logs])
         sp = []
         for k, r in logs:
             if not any(x.get("sparsity") for x in r) and len(logs) > 1:
                 continue  # a dense run among sparse ones: nothing to show
             if any(x is not None for x in col(r, "sparsity_target")):
-                sp.append((f"{k} target", col(r, "step"), col(r, "sparsity_target"), True))
-            sp.append((f"{k} actual", col(r, "step"), col(r, "sparsity"), False))
+                sp.append((f"{k} target", col(r, "step", k), col(r, "sparsity_target"), True))
+            sp.append((f"{k} actual", col(r, "step", k), col(r, "sparsity"), False))
         line_plot(os.path.join(a.out, "sparsity.svg"), "sparsity of the prunable weights", "step", "sparsity", sp)
         md += ["## Training", "", "| run | steps | first loss | last loss | final sparsity | tokens/s |",
                "|---|---:|---:|---:|---:|---:|"]

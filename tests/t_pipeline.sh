@@ -118,6 +118,15 @@ if python3 pipelines/report.py --out "$TMP/rep" --title "unit" --log "run=$TMP/l
     $SVG curve "$TMP/rep/lr.svg" lr "$TMP/log.jsonl" 1
     $SVG curve "$TMP/rep/sparsity.svg" sparsity "$TMP/log.jsonl" 2
     $SVG ppl "$TMP/rep/ppl.svg" BEST dense
+    # a run that continues another is drawn after it: --after
+    python3 pipelines/report.py --out "$TMP/rep2" --title "two" --log "pre=$TMP/log.jsonl" --log "run=$TMP/log.jsonl" \
+        --after "run=pre" >/dev/null 2>&1
+    check "report.py --after: the continuing run's loss starts after the first run's last step (37)" python3 -c "
+import xml.etree.ElementTree as ET
+NS = '{http://www.w3.org/2000/svg}'
+l = {p.get('data-label'): [float(v.split(',')[0]) for v in p.get('points').split()]
+     for p in ET.parse('$TMP/rep2/loss.svg').getroot().iter(NS + 'polyline') if p.get('class') == 'series'}
+assert min(l['run']) > max(l['pre']), (min(l['run']), max(l['pre']))"
     check "report.py: results.jsonl holds the four perplexities" python3 -c "
 import json; r = [json.loads(l) for l in open('$TMP/rep/results.jsonl')]
 assert [(x['method'], x['sparsity'], x['ppl']) for x in r] == [('BEST', 0.5, 12.5), ('BEST', 0.9, 30.0), ('BEST', 0.99, 200.0), ('dense', 0.0, 10.0)], r"
