@@ -365,8 +365,10 @@ def main():
             g = json.load(f)
         text = (g["prompt"] + g["text"]).replace("<|endoftext|>", "").strip()
         extra += [f"Sample ({k}, greedy): \"{text}\"", ""]
-    if extra:
-        md += ["## Packing, decoding, a sample", ""] + extra
+    if extra:  # the heading names what is under it
+        parts = [n for n, given in (("packing", a.pack), ("decoding", a.speed), ("a sample", a.sample)) if given]
+        head = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+        md += ["## " + head[0].upper() + head[1:], ""] + extra
     atomic_write(os.path.join(a.out, "summary.md"), "\n".join(md).rstrip() + "\n")
     atomic_write(os.path.join(a.out, "table.md"), "\n".join(table + extra).rstrip() + "\n")
     if a.print:

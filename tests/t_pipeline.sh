@@ -118,6 +118,11 @@ if python3 pipelines/report.py --out "$TMP/rep" --title "unit" --log "run=$TMP/l
     $SVG curve "$TMP/rep/lr.svg" lr "$TMP/log.jsonl" 1
     $SVG curve "$TMP/rep/sparsity.svg" sparsity "$TMP/log.jsonl" 2
     $SVG ppl "$TMP/rep/ppl.svg" BEST dense
+    # the last section's heading names what is under it (here a sample only)
+    printf '{"prompt": "Once", "text": " upon a time<|endoftext|>", "ids": [1]}' >"$TMP/sample.json"
+    python3 pipelines/report.py --out "$TMP/rep3" --title "s" --sample "run=$TMP/sample.json" >/dev/null 2>&1
+    check "report.py: a summary with only a sample heads it '## A sample' (not 'Packing, decoding, a sample')" sh -c \
+        "grep -qx '## A sample' '$TMP/rep3/summary.md' && ! grep -q 'Packing' '$TMP/rep3/summary.md'"
     # a run that continues another is drawn after it: --after
     python3 pipelines/report.py --out "$TMP/rep2" --title "two" --log "pre=$TMP/log.jsonl" --log "run=$TMP/log.jsonl" \
         --after "run=pre" >/dev/null 2>&1
