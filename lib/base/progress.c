@@ -25,7 +25,7 @@ void progress_init(Progress *p, const char *label, uint64_t total, const char *u
 
 // x with its unit for people: "12.3 MB" (bytes: the prefix joins the unit), "1.2 K steps",
 // "40 steps".
-static void human(char *buf, size_t n, double x, const char *unit) {
+void human_units(char *buf, size_t n, double x, const char *unit) {
     const char *suf = " KMGTP";
     int k = 0;
     while (x >= 1000.0 && k < 5) { x /= 1000.0; k++; }
@@ -35,7 +35,7 @@ static void human(char *buf, size_t n, double x, const char *unit) {
 }
 
 // "1h02m03s", "2m05s", "45s".
-static void hms(char *buf, size_t n, double s) {
+void human_hms(char *buf, size_t n, double s) {
     long t = (long)(s + 0.5);
     if (t >= 3600) snprintf(buf, n, "%ldh%02ldm%02lds", t / 3600, t / 60 % 60, t % 60);
     else if (t >= 60) snprintf(buf, n, "%ldm%02lds", t / 60, t % 60);
@@ -50,7 +50,7 @@ static void rate_text(char *buf, size_t n, double rate, const char *unit) {
         snprintf(buf, n, "%.1f s/%.*s", 1.0 / rate, (int)(plural ? u - 1 : u), unit);
     } else {
         char r[40];
-        human(r, sizeof r, rate, unit);
+        human_units(r, sizeof r, rate, unit);
         snprintf(buf, n, "%s/s", r);
     }
 }
@@ -61,18 +61,18 @@ static void draw(Progress *p, int final) {
     const char *unit = p->unit[0] == ' ' ? p->unit + 1 : p->unit; // callers once wrote " windows"
     char done[40], total[40], r[48], eta[40] = "", t[24];
     int bytes = strcmp(unit, "B") == 0;
-    human(done, sizeof done, (double)p->done, bytes ? "B" : ""); // "161.0 KB", "40 "
-    human(total, sizeof total, (double)p->total, unit);            // "161.0 KB", "40 steps"
+    human_units(done, sizeof done, (double)p->done, bytes ? "B" : ""); // "161.0 KB", "40 "
+    human_units(total, sizeof total, (double)p->total, unit);            // "161.0 KB", "40 steps"
     size_t dl = strlen(done);
     if (dl && done[dl - 1] == ' ') done[dl - 1] = 0;                // "40", "1.2 K"
     rate_text(r, sizeof r, rate, unit);
     if (p->total && !final && rate > 0 && p->done < p->total) {
-        hms(t, sizeof t, (double)(p->total - p->done) / rate);
+        human_hms(t, sizeof t, (double)(p->total - p->done) / rate);
         snprintf(eta, sizeof eta, ", ETA %s", t);
     }
     if (final && el < 60) snprintf(eta, sizeof eta, " in %.1fs", el);
     if (final && el >= 60) {
-        hms(t, sizeof t, el);
+        human_hms(t, sizeof t, el);
         snprintf(eta, sizeof eta, " in %s", t);
     }
     // counts and units: "40/40 steps", "810.9 K/810.9 KB" (the prefix belongs to the unit)

@@ -7,6 +7,7 @@
 #ifndef BEST_PROGRESS_H
 #define BEST_PROGRESS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct {
@@ -23,5 +24,9 @@ void progress_init(Progress *p, const char *label, uint64_t total, const char *u
 void progress_update(Progress *p, uint64_t done);  // cheap when nothing is drawn
 void progress_finish(Progress *p);                 // final line with the total time
 double now_seconds(void);                          // monotonic clock
+// x with its unit for people: "12.3 MB" (bytes: the prefix joins the unit), "1.2 K steps".
+void human_units(char *buf, size_t n, double x, const char *unit);
+// seconds as "1h02m03s", "2m05s", "45s".
+void human_hms(char *buf, size_t n, double s);
 
 #endif

@@ -15,11 +15,16 @@
 #include "base/fileio.h" // defines: AFile, path_join
 #include "dist/dist.h"   // defines: dist_slice
 
+// "step-S/rank-R-of-N.safetensors": a shard's name inside the state folder, as the
+// manifest lists it.
+static void shard_name(char name[96], int step, int rank, int ranks) {
+    snprintf(name, 96, "step-%d/rank-%d-of-%d.safetensors", step, rank, ranks);
+}
+
 char *shard_path(const char *state_dir, int step, int rank, int ranks) {
-    int n = snprintf(NULL, 0, "%s/step-%d/rank-%d-of-%d.safetensors", state_dir, step, rank, ranks);
-    char *p = xmalloc((size_t)n + 1);
-    snprintf(p, (size_t)n + 1, "%s/step-%d/rank-%d-of-%d.safetensors", state_dir, step, rank, ranks);
-    return p;
+    char name[96];
+    shard_name(name, step, rank, ranks);
+    return path_join(state_dir, name);
 }
 
 static int meta_zu(StWriter *w, const char *key, size_t x) {
@@ -51,7 +56,7 @@ int shards_manifest_write(const char *state_dir, int step, int ranks, size_t n_p
     json_object_set_new(o, "n_params", json_integer((json_int_t)n_params));
     for (int r = 0; r < ranks; r++) {
         char name[96];
-        snprintf(name, sizeof name, "step-%d/rank-%d-of-%d.safetensors", step, r, ranks);
+        shard_name(name, step, r, ranks);
         json_array_append_new(a, json_string(name));
     }
     json_object_set_new(o, "shards", a);
@@ -110,7 +115,7 @@ int shards_manifest_read(ShardManifest *mf, const char *state_dir) {
         mf->files = xcalloc((size_t)ranks, sizeof *mf->files);
         for (int r = 0; r < mf->ranks && rc == 0; r++) {
             char want[96];
-            snprintf(want, sizeof want, "step-%d/rank-%d-of-%d.safetensors", mf->step, r, mf->ranks);
+            shard_name(want, mf->step, r, mf->ranks);
             const char *s = json_string_value(json_array_get(a, (size_t)r));
             if (!s || strcmp(s, want) != 0) rc = ERR("%s: shard %d is not named \"%s\"", path, r, want);
             else mf->files[r] = shard_path(state_dir, mf->step, r, mf->ranks);

@@ -815,7 +815,7 @@ static int open_read(Trainer *tr, const TrainConfig *cfg, int *sharded) {
     *sharded = 0;
     // OUT in use: refused before anything is read (or written); rank 0 holds the lock
     if (dist_rank() == 0 && c->out && path_is_dir(c->out) && out_lock(tr, c->out, 0) < 0) return -1;
-    int want_cuda = c->device == TRAIN_DEVICE_CUDA || (c->device == TRAIN_DEVICE_DEFAULT && cuda_device_count() > 0);
+    int on_cuda = c->device == TRAIN_DEVICE_CUDA || (c->device == TRAIN_DEVICE_DEFAULT && cuda_device_count() > 0);
     if (c->resume) {
         TRY(state_find(&st, &mf, sharded, c->resume));
         have_st = 1;
@@ -826,17 +826,17 @@ static int open_read(Trainer *tr, const TrainConfig *cfg, int *sharded) {
                 c->resume, cfg->steps, c->steps, c->resume);
             goto fail;
         }
-        if (memory_check(tr, want_cuda) < 0) goto fail;
+        if (memory_check(tr, on_cuda) < 0) goto fail;
         char *md = path_join(c->resume, "model");
         rc = model_load(&tr->m, md);
         free(md);
         if (rc < 0) goto fail;
     } else if (c->init_config) {
-        if (memory_check(tr, want_cuda) < 0) goto fail;
+        if (memory_check(tr, on_cuda) < 0) goto fail;
         if (model_create(&tr->m, c->init_config) < 0) goto fail;
         train_init_random(&tr->m, c->seed, 0.02);
     } else {
-        if (memory_check(tr, want_cuda) < 0) goto fail;
+        if (memory_check(tr, on_cuda) < 0) goto fail;
         if (model_open(&tr->m, c->model_dir) < 0) goto fail;
     }
     if (model_need_folder(&tr->m, "best-train") < 0) goto fail;
@@ -861,7 +861,6 @@ static int open_read(Trainer *tr, const TrainConfig *cfg, int *sharded) {
         }
     }
     Model *m = &tr->m;
-    int on_cuda = c->device == TRAIN_DEVICE_CUDA || (c->device == TRAIN_DEVICE_DEFAULT && cuda_device_count() > 0);
     c->device = on_cuda ? TRAIN_DEVICE_CUDA : TRAIN_DEVICE_CPU;
     if (on_cuda && ranks > 1) {
         ERR("--device cuda with %d ranks: multi-rank training runs on CPU ranks only so far (the NCCL path is not "
@@ -1158,11 +1157,8 @@ int train_run(Trainer *tr) {
         if (tr->step == first + 3 && last - tr->step > 3 && !c->quiet && dist_rank() == 0) {
             // once, after a few steps: what the whole run will take at this pace
             double per = (now_seconds() - t_first) / 3;
-            long t = (long)(per * (last - tr->step) + 0.5);
             char left[32];
-            if (t >= 3600) snprintf(left, sizeof left, "%ldh%02ldm%02lds", t / 3600, t / 60 % 60, t % 60);
-            else if (t >= 60) snprintf(left, sizeof left, "%ldm%02lds", t / 60, t % 60);
-            else snprintf(left, sizeof left, "%lds", t);
+            human_hms(left, sizeof left, per * (last - tr->step));
             fprintf(stderr, "%sbest-train: projected: %d more steps at %.3g s a step: %s\n", tr->prog.tty ? "\n" : "",
                     last - tr->step, per, left);
         }

@@ -20,7 +20,7 @@
 #include "pack/pack.h"       // defines: Pack, pack_open, pack_verify
 #include "pack/pack_model.h" // defines: model_open, pack_check_model
 #include "pack/pack_write.h" // defines: pack_write, pack_unpack
-#include "base/progress.h"   // defines: now_seconds
+#include "base/progress.h"   // defines: now_seconds, human_units
 
 typedef struct {
     const char *model, *out, *unpack, *info, *verify, *quant, *index, *isa;
@@ -66,15 +66,6 @@ static size_t folder_weight_bytes(const char *dir) {
     }
     if (d) closedir(d);
     return total;
-}
-
-// "390.0 KB": bytes for people (decimal units, as file managers print them).
-static const char *human_bytes(char *buf, size_t cap, double b) {
-    const char *u[] = {"B", "KB", "MB", "GB", "TB"};
-    int i = 0;
-    for (; b >= 1000 && i < 4; i++) b /= 1000;
-    snprintf(buf, cap, i ? "%.1f %s" : "%.0f %s", b, u[i]);
-    return buf;
 }
 
 static const char *quant_name(PackQuant q) { return (const char *[]){"none", "bf16", "int8", "int4"}[q]; }
@@ -225,13 +216,15 @@ int main(int argc, char **argv) {
             Totals pr = {0};
             for (int i = 0; i < p.n; i++)
                 if (p.t[i].prunable) totals_add(&pr, &p.t[i]);
-            char a[32], b[32], c[32];
+            char packed[32], folder[32], prunable[32];
+            human_units(packed, sizeof packed, (double)p.map.size, "B");
+            human_units(folder, sizeof folder, (double)in_bytes, "B");
+            human_units(prunable, sizeof prunable, (double)pr.bytes, "B");
             // against the input folder first (what the user holds), then the prunable weights
             // against dense bf16, and their bits per nonzero (index and counts included)
             fprintf(stderr, "best-pack: wrote %s: %s, %.3f of the folder's weights (%s); prunable weights %s, %.4f of "
-                    "dense bf16, %.2f bits per nonzero; %.2fs\n", o.out, human_bytes(a, sizeof a, (double)p.map.size),
-                    in_bytes ? (double)p.map.size / (double)in_bytes : 0, human_bytes(b, sizeof b, (double)in_bytes),
-                    human_bytes(c, sizeof c, (double)pr.bytes),
+                    "dense bf16, %.2f bits per nonzero; %.2fs\n", o.out, packed,
+                    in_bytes ? (double)p.map.size / (double)in_bytes : 0, folder, prunable,
                     pr.numel ? (double)pr.bytes / (2.0 * (double)pr.numel) : 0, bits_per_nz(pr.bytes, pr.nnz),
                     now_seconds() - t0);
             pack_close(&p);

@@ -175,16 +175,11 @@ int main(int argc, char **argv) {
             fprintf(stderr, "best-train: %s: the run is at step %d of %d%s: nothing to do (to train further, start a "
                     "new run from %s/model)\n", c.resume, tr.step, tr.cfg.steps,
                     last < tr.cfg.steps ? " (past --stop-at)" : ", finished", c.resume);
-        train_close(&tr);
-        free(shards);
-        free(pos);
-        free(data.v);
-        dist_finalize();
-        return 0;
+    } else {
+        if (!c.quiet) train_print_config(stderr, &tr);
+        TRY_OR_DIE(train_run(&tr));
+        if (!c.quiet) fprintf(stderr, "best-train: step %d, saved %s/model and %s/state\n", tr.step, c.out, c.out);
     }
-    if (!c.quiet) train_print_config(stderr, &tr);
-    TRY_OR_DIE(train_run(&tr));
-    if (!c.quiet) fprintf(stderr, "best-train: step %d, saved %s/model and %s/state\n", tr.step, c.out, c.out);
     train_close(&tr);
     free(shards);
     free(pos);
