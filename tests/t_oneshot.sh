@@ -66,8 +66,11 @@ expect_error "--method with --group global" 2 "each tensor on its own" "$M" --mo
     --calib "$QS" --group global --out "$TMP/x"
 expect_error "--calib that is not a shard" 1 "$Q/config.json" "$M" --model "$Q" --sparsity 0.5 --method sparsegpt \
     --calib "$Q/config.json" --seq 16 --out "$TMP/x"
-expect_error "--seq longer than the model's context" 1 "longer than the model's context (64)" "$M" --model "$Q" \
-    --sparsity 0.5 --method wanda --calib "$QS" --seq 65 --out "$TMP/x"
+"$M" --model "$Q" --sparsity 0.5 --method wanda --calib "$QS" --seq 65 --out "$TMP/cap65" 2>"$TMP/cap65.err" >/dev/null
+check "--seq longer than the model's context: capped, with a note" \
+    grep -q "note: --seq 65 is longer than the model's 64 positions: windows of 64" "$TMP/cap65.err"
+"$M" --model "$Q" --sparsity 0.5 --method wanda --calib "$QS" --seq 64 --out "$TMP/cap64" --quiet
+check "--seq longer than the model's context: the mask is --seq 64's" cmp "$TMP/cap65" "$TMP/cap64"
 check "a failed one-shot run writes no mask" test ! -e "$TMP/x"
 
 if have_shared && [ -f "$SHARED/data/stories260K/train.jsonl.zst" ]; then

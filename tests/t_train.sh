@@ -274,7 +274,13 @@ expect_error "--sparsity 1.0" 2 "outside \[0, 1)" $RUN --data "$TMP/rand.bin" --
 expect_error "--sparsity -0.5" 2 "outside \[0, 1)" $RUN --data "$TMP/rand.bin" --out "$O" --sparsity -0.5
 expect_error "missing shard" 1 "nowhere.bin" $RUN --data "$TMP/nowhere.bin" --out "$O"
 expect_error "--batch not a multiple of --micro-batch" 2 "multiple" $RUN --data "$TMP/rand.bin" --out "$O" --batch 3 --micro-batch 2
-expect_error "--seq beyond max_position_embeddings" 1 "max_position_embeddings" $RUN --data "$TMP/rand.bin" --out "$O" --seq 65
+# --seq past the model's 64 positions: capped with a note (as best-eval and best-mask do);
+# the run is the one asked with --seq 64, bit for bit
+"$TR" --model $D --data "$TMP/rand.bin" --out "$TMP/cap65" --seq 65 --batch 2 --steps 2 --threads 2 >/dev/null 2>"$TMP/cap65.err"
+check "--seq beyond max_position_embeddings: a note names both" \
+    grep -q "note: --seq 65 is longer than the model's 64 positions: sequences of 64" "$TMP/cap65.err"
+"$TR" --model $D --data "$TMP/rand.bin" --out "$TMP/cap64" --seq 64 --batch 2 --steps 2 --threads 2 --quiet
+check "--seq beyond max_position_embeddings: the run is --seq 64's" cmp "$TMP/cap65/model/model.safetensors" "$TMP/cap64/model/model.safetensors"
 expect_error "an existing state without --resume" 1 "--resume" $RUN --data "$TMP/rand.bin" --out "$TMP/sp"
 expect_error "--resume of a folder without a state" 1 "state.safetensors" "$TR" --resume "$TMP/nowhere"
 expect_error "--device bogus" 2 "unknown --device bogus (cuda, cpu)" $RUN --data "$TMP/rand.bin" --out "$O" --device bogus

@@ -654,7 +654,7 @@ static int out_lock(Trainer *tr, const char *out, int create) {
     return rc;
 }
 
-static int config_check(const TrainConfig *c, const Model *m) {
+static int config_check(const TrainConfig *c) {
     if (c->steps < 1) return ERR("--steps %d must be >= 1", c->steps);
     int ranks = dist_size();
     if (c->micro_batch < 1 || c->batch < c->micro_batch || c->batch % c->micro_batch)
@@ -663,9 +663,6 @@ static int config_check(const TrainConfig *c, const Model *m) {
         return ERR("--batch %d does not split over %d ranks in micro-batches of %d: each rank takes batch / ranks "
                    "sequences, a multiple of --micro-batch", c->batch, ranks, c->micro_batch);
     if (c->seq < 1) return ERR("--seq %d must be >= 1", c->seq);
-    if (m->cfg.max_position_embeddings > 0 && c->seq > m->cfg.max_position_embeddings)
-        return ERR("--seq %d is longer than the model's max_position_embeddings %d", c->seq,
-                   m->cfg.max_position_embeddings);
     if (!(c->sparsity >= 0 && c->sparsity < 1)) return ERR("--sparsity %g is outside [0, 1)", c->sparsity);
     if (!(c->prune_start >= 0 && c->prune_start <= c->prune_end && c->prune_end <= 1))
         return ERR("--prune-start %g and --prune-end %g must satisfy 0 <= start <= end <= 1", c->prune_start,
@@ -757,7 +754,8 @@ static double memory_estimate(const Model *plan, const TrainConfig *c, int on_cu
     double P = (double)plan->n_params, ranks = dist_size();
     double need = 4 * P + 9 * P / ranks;
     if (!on_cuda) {
-        double tokens = (double)(c->micro_batch ? c->micro_batch : c->batch) * c->seq;
+        int ctx = plan->cfg.max_position_embeddings, seq = ctx > 0 && c->seq > ctx ? ctx : c->seq;
+        double tokens = (double)(c->micro_batch ? c->micro_batch : c->batch) * seq;
         need += 4 * P + 4 * tokens * ((double)plan->L * (14.0 * (double)plan->C + 4.0 * (double)plan->I) + 3.0 * (double)plan->V);
     }
     const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
@@ -842,7 +840,14 @@ static int open_read(Trainer *tr, const TrainConfig *cfg, int *sharded) {
     if (model_need_folder(&tr->m, "best-train") < 0) goto fail;
     if (c->model_dir && weights_check(&tr->m, c->model_dir) < 0) goto fail;
     if (c->micro_batch == 0) c->micro_batch = c->batch / ranks > 0 ? c->batch / ranks : 1;
-    if (config_check(c, &tr->m) < 0) {
+    int ctx = tr->m.cfg.max_position_embeddings;
+    if (ctx > 0 && c->seq > ctx) { // capped and said, as best-eval and best-mask do
+        if (!c->quiet && dist_rank() == 0)
+            fprintf(stderr, "best-train: note: --seq %d is longer than the model's %d positions: sequences of %d\n",
+                    c->seq, ctx, ctx);
+        c->seq = ctx;
+    }
+    if (config_check(c) < 0) {
         if (c->resume) err_prefix("%s", st.path);
         goto fail;
     }

@@ -84,7 +84,7 @@ int main(int argc, char **argv) {
                                                    "need --calib)"},
         {"calib", OPT_STRING, &o.calib, "SHARD", "calibration tokens (a token shard) of wanda and sparsegpt"},
         {"nsamples", OPT_INT, &o.nsamples, "N", "calibration windows"},
-        {"seq", OPT_INT, &o.seq, "N", "calibration window length in tokens"},
+        {"seq", OPT_INT, &o.seq, "N", "calibration window length in tokens (capped by the model's context)"},
         {"seed", OPT_INT, &o.seed, "S", "seed of the calibration windows' draw"},
         {"percdamp", OPT_DOUBLE, &o.percdamp, "X", "sparsegpt's dampening: X times the mean of diag(H)"},
         {"from-mask", OPT_STRING, &o.from_mask, "FILE", "an earlier mask: the new one only shrinks it"},
@@ -205,8 +205,12 @@ int main(int argc, char **argv) {
                     saliency_name(ms.saliency), mask_group_name(ms.group), o.from_mask ? ", shrinking " : "",
                     o.from_mask ? o.from_mask : "", omp_get_max_threads());
         if (calibrated) {
-            if ((size_t)o.seq > (size_t)m.cfg.max_position_embeddings)
-                DIE("--seq %d is longer than the model's context (%d)", o.seq, m.cfg.max_position_embeddings);
+            if (o.seq > m.cfg.max_position_embeddings) { // capped and said, as best-train and best-eval do
+                if (!o.quiet)
+                    fprintf(stderr, "best-mask: note: --seq %d is longer than the model's %d positions: windows of %d\n",
+                            o.seq, m.cfg.max_position_embeddings, m.cfg.max_position_embeddings);
+                o.seq = m.cfg.max_position_embeddings;
+            }
             int32_t *win = xmalloc((size_t)o.nsamples * (size_t)o.seq * sizeof *win);
             TRY_OR_DIE(calib_windows(win, o.calib, o.nsamples, o.seq, (uint64_t)o.seed));
             if (!o.quiet)

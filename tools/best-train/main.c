@@ -79,7 +79,7 @@ int main(int argc, char **argv) {
         {"batch", OPT_INT, &c.batch, "N", "sequences per step"},
         {"micro-batch", OPT_INT, &c.micro_batch, "N", "sequences per forward (divides --batch / ranks; 0 = "
                                                          "--batch / ranks)"},
-        {"seq", OPT_INT, &c.seq, "N", "tokens per sequence"},
+        {"seq", OPT_INT, &c.seq, "N", "tokens per sequence (capped by the model's context)"},
         {"lr", OPT_DOUBLE, &c.lr, "X", "peak learning rate"},
         {"warmup", OPT_DOUBLE, &c.warmup, "F", "linear warmup over this fraction of the steps, then linear decay to 0"},
         {"weight-decay", OPT_DOUBLE, &c.weight_decay, "X", "AdamW's decoupled weight decay"},
