@@ -12,6 +12,8 @@
 #   make demo       installs missing packages, builds the tools, runs the whole pipeline on
 #                   a synthetic corpus on the CPU (pipelines/demo.mk)
 #   make report     the demo's report (RUNS="OUT...": compare pipeline runs)
+#   make install    PREFIX=/usr/local (DESTDIR=STAGE): the tools, their man pages, this
+#                   manual and the recipes (tests/t_install.sh)
 #   make cuda-flags the CUDA settings found, as shell assignments (tests/gpu/run.sh)
 #
 # EXTRA_CFLAGS, EXTRA_CXXFLAGS, EXTRA_NVCCFLAGS and EXTRA_LDFLAGS (from the environment or
@@ -163,7 +165,7 @@ TEST_BINS += $(if $(filter 1,$(MPI)),$(BUILD)/tests/dist_check)
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BINS := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all tools test deps fuzz fuzz-build bench demo report clean cuda-flags FORCE
+.PHONY: all tools test deps fuzz fuzz-build bench demo report install clean cuda-flags FORCE
 # keep objects made through pattern chains (tests, fuzz targets): no "rm *.o" after a build
 .SECONDARY:
 all: $(LIBA) $(BINS) $(TEST_BINS) $(BENCH_BINS)
@@ -254,7 +256,7 @@ test: deps
 # Debian packages the build and the tests need; nothing happens when all are present.
 APT_PKGS := build-essential pkg-config clang libarchive-dev libxxhash-dev libzstd-dev \
             libjansson-dev libutf8proc-dev libpcre2-dev libopenblas-dev zlib1g-dev zstd python3 python3-pip python3-venv \
-            openmpi-bin libopenmpi-dev libsnappy-dev
+            openmpi-bin libopenmpi-dev libsnappy-dev librsvg2-bin groff-base
 deps:
 	@sh tests/deps.sh $(APT_PKGS)
 
@@ -301,6 +303,27 @@ else
 	python3 pipelines/report.py --out out/report --title 'perplexity against sparsity' --print \
 	    $(foreach r,$(RUNS),--results $(r)/report/results.jsonl)
 endif
+
+# make install: the tools in PREFIX/bin; a man page each in PREFIX/share/man/man1, made
+# from its --help by docs/man.sh; this manual (docs/*.md) in PREFIX/share/doc/best; the
+# recipes and report.py in PREFIX/share/best/pipelines, whose BIN defaults to PREFIX/bin
+# (make -f PREFIX/share/best/pipelines/llama2-7b-90.mk runs the installed tools).
+# DESTDIR stages the whole tree under another root (packaging); nothing else is written.
+PREFIX ?= /usr/local
+I_BIN := $(DESTDIR)$(PREFIX)/bin
+I_MAN := $(DESTDIR)$(PREFIX)/share/man/man1
+I_DOC := $(DESTDIR)$(PREFIX)/share/doc/best
+I_PIPE := $(DESTDIR)$(PREFIX)/share/best/pipelines
+install: tools
+	install -d $(I_BIN) $(I_MAN) $(I_DOC) $(I_PIPE)
+	install -m 755 $(BINS) $(I_BIN)
+	for t in $(TOOLS); do sh docs/man.sh $(BINDIR)/$$t $(PREFIX)/share/doc/best > $(I_MAN)/$$t.1.tmp && \
+	    mv $(I_MAN)/$$t.1.tmp $(I_MAN)/$$t.1 || exit 1; done
+	install -m 644 docs/*.md $(I_DOC)
+	install -m 644 pipelines/*.mk pipelines/*.json $(I_PIPE)
+	install -m 755 pipelines/*.py $(I_PIPE)
+	sed -i 's|^BIN \( *\)?= bin$$|BIN \1?= $(PREFIX)/bin|' $(I_PIPE)/best.mk $(I_PIPE)/demo.mk
+	@echo "installed: $(TOOLS) in $(I_BIN), man pages in $(I_MAN), docs in $(I_DOC), recipes in $(I_PIPE)"
 
 # The compiler settings as shell assignments, for tests/gpu/run.sh's fallback build on a
 # machine without the packages (so this target skips the package check).

@@ -11,7 +11,7 @@
 # one line naming the missing packages; `make demo` then works the first time (deps
 # installs, the tools are built and linked, the pipeline runs) and builds only the tools;
 # the printed table (BEST at 90% close to the dense model, one-shot magnitude at 90% far
-# worse, the pack lossless), a sample, the report's SVGs (parsed), that the corpus and
+# worse, the pack lossless), a sample, the report's SVGs (parsed and rendered), that the corpus and
 # tokenizer are reproducible, that the BEST heatmap is drawn from the run's own mask and
 # says so in its title, that the README's output block is this run's (tests/readme_demo.py),
 # and that a finished demo is up to date for make. The copy builds without CUDA, as a
@@ -135,6 +135,10 @@ ns = '{http://www.w3.org/2000/svg}'
 r = ET.parse('$D/report/ppl.svg').getroot()
 got = {e.get('data-label') for e in r.iter() if e.get('class') in ('series', 'ref')}
 assert {'BEST', 'magnitude', 'dense'} <= got, got"
+# Every picture of the report, rendered by rsvg-convert (tests/svgcheck.py): on its canvas,
+# every line, marker and reference line visible (BEST's dot not hidden under BEST packed's)
+for f in "$D"/report/*.svg; do python3 tests/svgcheck.py render "$f"; done
+
 # The README shows what `make demo` printed on one machine: its figures must be this run's
 # (tests/readme_demo.py: perplexities within 0.2%, the pack within 1%, as they differ
 # between CPUs; timings, token counts and the sample text are not compared).

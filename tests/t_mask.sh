@@ -178,6 +178,8 @@ for D in $models; do
     $REF apply "$D" "$TMP/$n.a.mask" "$TMP/$n.pruned"
     $REF report "$TMP/$n.a.mask" "$TMP/$n.json" "$D"
     $REF svg "$TMP/$n.svg" "$D"
+    L=$(python3 -c "import json; print(json.load(open('$D/config.json'))['num_hidden_layers'])")
+    python3 tests/svgcheck.py heatmap "$TMP/$n.svg" "$L" 0.5 | sed "s/^\(\(not \)*ok - \)/\1$n: /"
     check "$n: per-layer table on stderr" grep -q "prunable weights kept" "$TMP/$n.err"
     $REF moments "$D" "$TMP/$n.moments"
     for sal in second first; do
@@ -212,6 +214,8 @@ save_file(load_file('$TMP/llama.bits.mask'), '$TMP/best.mask', metadata=m)
 m['sparsity'] = 'half'
 save_file(load_file('$TMP/llama.bits.mask'), '$TMP/badmeta.mask', metadata=m)"
 "$M" --model $D --mask "$TMP/best.mask" --plot "$TMP/best.svg" --report "$TMP/best.json" --quiet
+# (the long title fits: the picture widens for it)
+python3 tests/svgcheck.py heatmap "$TMP/best.svg" 2 0.5 | sed "s/^\(\(not \)*ok - \)/\1--mask: /"
 check "--mask: the heatmap's title and the report say what made the mask (method, schedule, saliency, step)" python3 -c "
 import json, xml.etree.ElementTree as ET
 t = [e.text for e in ET.parse('$TMP/best.svg').getroot().iter('{http://www.w3.org/2000/svg}text')]

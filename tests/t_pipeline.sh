@@ -20,85 +20,8 @@ MK="make --no-print-directory -f"
 # OpenMP threads that sleep rather than spin: this suite shares 2 cores with other jobs
 export OMP_WAIT_POLICY=PASSIVE
 
-# --- the report's pictures, checked by parsing them ------------------------------------------
-cat >"$TMP/svgcheck.py" <<'PY'
-# svgcheck.py FILE.svg KIND [ARGS]: parses an SVG written by pipelines/report.py (or best-mask)
-# and checks it; prints ok/not ok lines.
-import json, math, sys
-import xml.etree.ElementTree as ET
-
-NS = "{http://www.w3.org/2000/svg}"
-
-
-def report(ok, what):
-    print(("ok - " if ok else "not ok - ") + what)
-
-
-def polylines(root):
-    out = []
-    for p in root.iter(NS + "polyline"):
-        if p.get("class") != "series":
-            continue
-        pts = [tuple(map(float, xy.split(","))) for xy in p.get("points").split()]
-        out.append((p.get("data-label"), pts))
-    return out
-
-
-def texts(root, cls):
-    return [t.text for t in root.iter(NS + "text") if t.get("class") == cls]
-
-
-def curve(path, key, log, nlines):
-    """The plot of KEY from LOG: NLINES polylines, the first with one point per logged step,
-    x strictly increasing, and y in the reverse order of the values (SVG y grows down)."""
-    root = ET.parse(path).getroot()
-    rows = [json.loads(l) for l in open(log) if l.strip()]
-    lines = polylines(root)
-    name = path.rsplit("/", 1)[-1]
-    report(len(lines) == int(nlines), f"{name}: {len(lines)} polylines (want {nlines})")
-    if not lines:
-        return
-    label, pts = lines[-1] if key == "sparsity" else lines[0]
-    xs = [x for x, _ in pts]
-    report(len(pts) == len(rows), f"{name}: {len(pts)} points = {len(rows)} logged steps ({label})")
-    report(all(a < b for a, b in zip(xs, xs[1:])), f"{name}: x strictly increasing")
-    vals = [r[key] for r in rows]
-    ok = all((va < vb) == (pa[1] > pb[1]) for va, pa in zip(vals, pts) for vb, pb in zip(vals, pts) if va != vb)
-    report(ok and len(pts) == len(rows), f"{name}: y follows the logged {key} (higher value, higher on the page)")
-    report(texts(root, "xlabel") == ["step"] and texts(root, "ylabel") and texts(root, "title"),
-           f"{name}: title and axis labels ({texts(root, 'xlabel')}, {texts(root, 'ylabel')})")
-
-
-def ppl(path, *labels):
-    root = ET.parse(path).getroot()
-    got = {l for l, _ in polylines(root)} | {r.get("data-label") for r in root.iter(NS + "line") if r.get("class") == "ref"}
-    report(set(labels) <= got, f"ppl.svg: series and reference lines {sorted(got)} (want {sorted(labels)})")
-    report(texts(root, "xlabel") == ["sparsity"] and texts(root, "ylabel")[0].startswith("perplexity"),
-           "ppl.svg: axis labels sparsity, perplexity")
-    ok = all(all(a[0] <= b[0] for a, b in zip(p, p[1:])) for _, p in polylines(root))
-    report(ok, "ppl.svg: points in sparsity order")
-    refs = [(r.get("stroke"), r.get("stroke-dasharray")) for r in root.iter(NS + "line") if r.get("class") == "ref"]
-    report(len(set(refs)) == len(refs), f"ppl.svg: each reference line drawn its own way {refs}")
-    shapes = {}
-    for e in root.iter():
-        if e.get("class") == "marker":
-            shapes.setdefault(e.get("data-label"), set()).add(e.get("data-shape"))
-    report(all(len(s) == 1 for s in shapes.values()) and len({min(s) for s in shapes.values()}) == len(shapes),
-           f"ppl.svg: each series marks its points with its own shape {shapes}")
-
-
-def heatmap(path, layers, want):
-    root = ET.parse(path).getroot()
-    cells = [c for c in root.iter(NS + "rect") if c.get("class") == "cell"]
-    sp = [float(c.get("data-sparsity")) for c in cells]
-    report(len(cells) == 7 * int(layers) and all(0 <= s <= 1 for s in sp),
-           f"heatmap: {len(cells)} cells = {layers} layers x 7 modules, sparsities in [0, 1]")
-    report(abs(sum(sp) / max(len(sp), 1) - float(want)) < 0.1, f"heatmap: mean cell sparsity near {want}")
-
-
-{"curve": curve, "ppl": ppl, "heatmap": heatmap}[sys.argv[1]](*sys.argv[2:])
-PY
-SVG="python3 $TMP/svgcheck.py"
+# --- the report's pictures, parsed and rendered (tests/svgcheck.py) ---------------------
+SVG="python3 tests/svgcheck.py"
 
 python3 -c "
 import json, math

@@ -588,14 +588,19 @@ int mask_plot_svg(const char *path, const uint8_t *mask, const ParamInfo *info, 
     Grid g;
     grid_init(&g, mask, info, n_info);
     const int cw = 44, ch = g.L > 40 ? 10 : 18, left = 70, top = 50, legw = 16;
-    int W = left + 7 * cw + 90, H = top + g.L * ch + 50;
+    const char *t = title ? title : "sparsity per layer and module";
+    // wide enough for the title: 13 px sans-serif is at most about 7 px a character
+    // the legend's bar is at least 100 px tall, also beside a model of few layers
+    int lh = g.L * ch > 100 ? g.L * ch : 100;
+    int W = left + 7 * cw + 90, H = top + lh + 50, tw = left + 7 * (int)strlen(t) + 10;
+    if (W < tw) W = tw;
     ByteVec b = {0};
     appendf(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
                 "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
                 "font-family=\"sans-serif\" font-size=\"11\">\n",
             W, H, W, H);
     appendf(&b, "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n<text x=\"%d\" y=\"18\" font-size=\"13\">", W, H, left);
-    xml_escape(&b, title ? title : "sparsity per layer and module");
+    xml_escape(&b, t);
     appendf(&b, "</text>\n");
     for (int j = 0; j < 7; j++)
         appendf(&b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", left + j * cw + cw / 2, top - 6,
@@ -614,7 +619,7 @@ int mask_plot_svg(const char *path, const uint8_t *mask, const ParamInfo *info, 
         }
     }
     // legend: a vertical bar from 0 (bottom) to 1 (top) in 20 steps
-    int lx = left + 7 * cw + 20, lh = g.L * ch > 100 ? g.L * ch : 100;
+    int lx = left + 7 * cw + 20;
     for (int i = 0; i < 20; i++) {
         char col[8];
         colour_of(col, 1.0 - (i + 0.5) / 20);
