@@ -3,7 +3,7 @@
 # mode in $MODES ("plain": bin/ and build/tests; "san": the ASan+UBSan build in
 # build-san/), counts their "ok"/"not ok"/"skip" lines, and ends with
 # "N passed, N failed, N skipped". A test that exits non-zero without reporting a
-# failure counts as one failure. Shell tests see $SAN=1 in the sanitizer pass.
+# failure counts as one failure, and so does one that reports nothing at all. Shell tests see $SAN=1 in the sanitizer pass.
 : "${MODES:=plain}"
 export SHARED="${SHARED:-$(pwd)/../shared}"
 [ -d "$SHARED" ] || echo "note: $SHARED not found; tests that need real models and data will skip"
@@ -30,6 +30,8 @@ for mode in $MODES; do
         rc=$?
         p=$(grep -c '^ok - ' "$log"); f=$(grep -c '^not ok - ' "$log"); s=$(grep -c '^skip - ' "$log")
         if [ "$rc" != 0 ] && [ "$f" = 0 ]; then f=1; echo "not ok - $name exited $rc" >>"$log"; fi
+        # a test that reports nothing, not even why it skips, checked nothing: a failure
+        if [ "$p" = 0 ] && [ "$f" = 0 ] && [ "$s" = 0 ]; then f=1; echo "not ok - $name reported no check and no skip" >>"$log"; fi
         pass=$((pass + p)); fail=$((fail + f)); skipped=$((skipped + s))
         echo "== $name: $p passed, $f failed, $s skipped ($(( $(date +%s) - start ))s)"
         grep -E '^(not ok|skip) - ' "$log" | sed 's/^/   /'
