@@ -9,7 +9,7 @@
 . tests/lib.sh
 . tests/hf_env.sh
 : "${TBIN:=$(pwd)/build/tests}"
-if [ "$SAN" = 1 ]; then finish; fi # the CPU gradients under ASan: test_model
+if [ "$SAN" = 1 ]; then skip "PyTorch gradients: in the plain pass (the CPU gradients run under ASan in test_model)"; finish; fi
 if [ ! -f "$HF_VENV/.complete" ] || ! "$HF_PY" -c 'import torch, transformers' 2>/dev/null; then
     if [ -f "$HF_LOG" ]; then why="make deps could not install it: $(tail -n 1 "$HF_LOG") (log: $HF_LOG)"
     else why="run make deps to install it"; fi

@@ -13,7 +13,7 @@
 . tests/lib.sh
 . tests/hf_env.sh
 : "${TBIN:=$(pwd)/build/tests}"
-if [ "$SAN" = 1 ]; then finish; fi # the same comparisons: the tools under ASan are tested elsewhere
+if [ "$SAN" = 1 ]; then skip "transformers comparisons: in the plain pass (the tools run under ASan in the other tests)"; finish; fi
 if [ ! -f "$HF_VENV/.complete" ] || ! "$HF_PY" -c 'import torch, transformers' 2>/dev/null; then
     if [ -f "$HF_LOG" ]; then why="make deps could not install it: $(tail -n 1 "$HF_LOG") (log: $HF_LOG)"
     else why="run make deps to install it"; fi
