@@ -19,8 +19,9 @@ cat >"$TMP/pack_ref.py" <<'PY'
 #   pack_ref.py bf16q ORIG UNPACKED       prunable rounded to bf16, the rest identical
 #   pack_ref.py tar PACK                  512 alignment, members == manifest, 1024 zeros at the end
 #   pack_ref.py info JSON S               --info --json agrees with the sparsity S
-#   pack_ref.py edit PACK OUT WHAT        a hostile copy: version3 | rename:OLD:NEW | pastend |
-#                                         tilespast
+#   pack_ref.py edit PACK OUT WHAT        a hostile copy: version9 | rename:OLD:NEW | pastend |
+#                                         tilespast | sellv2 | sellpad | sellcol
+#   pack_ref.py sell PACK FOLDER          the same for every sell tensor (and its padding)
 #   pack_ref.py tiles PACK FOLDER         every tiles tensor, decoded as docs/formats.md says,
 #                                         has the folder's bytes (BF16/F16/F32 values)
 # Prints one "ok - ..." or "not ok - ..." line per check.
@@ -117,7 +118,9 @@ def tar(path):
            "manifest.json comes first and lists every other member with its size, in order")
     end = ms[-1].offset_data + (ms[-1].size + 511) // 512 * 512
     report(len(b) == end + 1024 and b[end:] == bytes(1024), "the file ends with exactly two zero blocks")
-    report(man["format"] == "best-pack" and man["version"] == 2, "format best-pack, version 2")
+    sell = any(t["encoding"] == "sell" for t in man["tensors"])
+    report(man["format"] == "best-pack" and man["version"] == (3 if sell else 2),
+           f"format best-pack, version {man['version']} (3 with sell, else 2: the lowest that holds it)")
 
 
 def info(path, S):
@@ -152,8 +155,25 @@ def write_tar(out, ms):
 
 def edit(path, out, what):
     ms = members(path)
-    if what == "version3":
-        ms[0] = (ms[0][0], ms[0][1].replace(b'"version":2,', b'"version":3,'))
+    if what == "version9":
+        ms[0] = (ms[0][0], ms[0][1].replace(b'"version":2,', b'"version":9,'))
+    elif what == "sellv2":  # a sell pack that says version 2 (no sell then)
+        ms[0] = (ms[0][0], ms[0][1].replace(b'"version":3,', b'"version":2,'))
+    elif what in ("sellpad", "sellcol"):  # padding with a column; a column past the tensor's end
+        man = json.loads(ms[0][1])
+        t = next(t for t in man["tensors"] if t["encoding"] == "sell" and t["nnz"] > 0)
+        nnz = np.frombuffer(dict(ms)[t["name"] + ".nnz"], "<u4")
+        counts = np.diff(nnz)
+        if what == "sellpad":  # the first slice with a row shorter than the fullest: its padding
+            s = next(s for s in range(len(counts) // 8) if counts[8 * s:8 * s + 8].min() < counts[8 * s:8 * s + 8].max())
+            ixptr = np.frombuffer(dict(ms)[t["name"] + ".ixptr"], "<u4")
+            i = int(np.argmin(counts[8 * s:8 * s + 8]))
+            e = 8 * (int(ixptr[s]) + int(counts[8 * s + i])) + i
+            col = 1
+        else:
+            e, col = 0, t["shape"][1]
+        ms = [(n, d[:2 * e] + np.array([col], "<u2").tobytes() + d[2 * e + 2:] if n == t["name"] + ".index" else d)
+              for n, d in ms]
     elif what.startswith("rename:"):
         _, old, new = what.split(":")
         ms = [(new if n == old else n, d) for n, d in ms]
@@ -205,9 +225,49 @@ def tiles(path, folder):
     report(n > 0, f"tiles: {n} tensors decoded from the documented layout, each the folder's bytes")
 
 
+def sell(path, folder):
+    """Every sell tensor decoded as docs/formats.md says: slice s of rows 8s..8s+7 has
+    ixptr[s+1] - ixptr[s] slots of 8 (u16 column, value); lane i of slot j is row 8s+i's
+    j-th element while the row has one (nnz), padding (column 0, value 0) after."""
+    t = tarfile.open(path)
+    man = json.loads(t.extractfile("manifest.json").read())
+    rd = lambda n: t.extractfile(n).read()
+    want = raw(f"{folder}/model.safetensors")
+    n = 0
+    for ten in man["tensors"]:
+        if ten["encoding"] != "sell":
+            continue
+        rows, cols = ten["shape"]
+        size = {"F32": 4, "BF16": 2, "F16": 2}[ten["values"]]
+        nnz = np.frombuffer(rd(ten["name"] + ".nnz"), "<u4")
+        ixptr = np.frombuffer(rd(ten["name"] + ".ixptr"), "<u4")
+        index = np.frombuffer(rd(ten["name"] + ".index"), "<u2")
+        vals = rd(ten["name"] + ".values")
+        ok = len(index) == 8 * int(ixptr[-1]) and len(vals) == size * len(index) and int(nnz[-1]) == ten["nnz"]
+        dense = bytearray(rows * cols * size)
+        for s in range((rows + 7) // 8):
+            width = int(ixptr[s + 1] - ixptr[s])
+            cnt = [int(nnz[r + 1] - nnz[r]) if r < rows else 0 for r in range(8 * s, 8 * s + 8)]
+            ok = ok and width == max(cnt)
+            for j in range(width):
+                for i in range(8):
+                    e = 8 * (int(ixptr[s]) + j) + i
+                    v = vals[e * size:(e + 1) * size]
+                    if j < cnt[i]:
+                        r, c = 8 * s + i, int(index[e])
+                        dense[(r * cols + c) * size:(r * cols + c + 1) * size] = v
+                    else:
+                        ok = ok and index[e] == 0 and v == bytes(size)
+        n += 1
+        if not ok or bytes(dense) != want[ten["name"]][2]:
+            report(False, f"sell: {ten['name']} decodes to the folder's bytes, padding column 0 and value 0")
+            return
+    report(n > 0, f"sell: {n} tensors decoded from the documented layout, each the folder's bytes, padding zeros")
+
+
 cmd, args = sys.argv[1], sys.argv[2:]
 {"bf16": bf16, "same": same, "quant": quant, "bf16q": bf16q, "tar": tar, "info": info, "edit": edit,
- "tiles": tiles}[cmd](*args)
+ "tiles": tiles, "sell": sell}[cmd](*args)
 PY
 REF="python3 $TMP/pack_ref.py"
 
@@ -268,6 +328,16 @@ $REF same "$TMP/p99" "$TMP/p99t"
 $REF tiles "$TMP/p99t.pack" "$TMP/p99"
 "$P" --model "$TMP/llama.p90bf" --out "$TMP/p90t.pack" --index tiles --quiet
 $REF tiles "$TMP/p90t.pack" "$TMP/llama.p90bf"
+# sell (format version 3): the documented layout, a lossless round trip, version 3 in the manifest
+for src in p99 llama.p90bf llama.p90; do
+    "$P" --model "$TMP/$src" --out "$TMP/$src.sell.pack" --index sell --quiet
+    $REF sell "$TMP/$src.sell.pack" "$TMP/$src"
+    $REF tar "$TMP/$src.sell.pack"
+    "$P" --unpack "$TMP/$src.sell.pack" --out "$TMP/$src.sell" --quiet
+    $REF same "$TMP/$src" "$TMP/$src.sell"
+done
+check "--index sell with --quant int8: the prunable tensors are not sell (it holds F32/BF16/F16 only)" sh -c \
+    "'$P' --model '$TMP/p99' --out '$TMP/p99q.pack' --index sell --quant int8 --quiet && ! '$P' --info '$TMP/p99q.pack' | grep -q ' sell '"
 check "packing is deterministic" sh -c "'$P' --model '$TMP/llama.p90bf' --out '$TMP/again.pack' --quiet && cmp '$X' '$TMP/again.pack'"
 
 # A pack is read from its file, not stdin: exit 1, one line.
@@ -303,8 +373,14 @@ check "a flipped byte in tensor data still opens (--info)" "$P" --info "$TMP/fli
 expect_error "--verify catches a flipped byte" 1 "checksum mismatch" "$P" --verify "$TMP/flip.pack"
 expect_error "--unpack refuses a flipped byte" 1 "checksum mismatch" "$P" --unpack "$TMP/flip.pack" --out "$TMP/flip.un"
 check "nothing unpacked from the corrupted pack" test ! -e "$TMP/flip.un"
-$REF edit "$X" "$TMP/v3.pack" version3
-expect_error "unknown format version" 1 "unknown format version 3" "$P" --info "$TMP/v3.pack"
+$REF edit "$X" "$TMP/v9.pack" version9
+expect_error "unknown format version" 1 "unknown format version 9" "$P" --info "$TMP/v9.pack"
+$REF edit "$TMP/p99.sell.pack" "$TMP/sv2.pack" sellv2
+expect_error "sell in a pack of version 2" 1 "unknown encoding sell (format version 2)" "$P" --info "$TMP/sv2.pack"
+$REF edit "$TMP/llama.p90.sell.pack" "$TMP/spad.pack" sellpad
+expect_error "sell padding with a column" 1 "padding that is not column 0 and value 0" "$P" --info "$TMP/spad.pack"
+$REF edit "$TMP/llama.p90.sell.pack" "$TMP/scol.pack" sellcol
+expect_error "sell column past the tensor's end" 1 "column out of order or range" "$P" --info "$TMP/scol.pack"
 $REF edit "$TMP/p99.pack" "$TMP/past.pack" pastend
 expect_error "an index stream that runs past its end" 1 "runs past its end" "$P" --info "$TMP/past.pack"
 $REF edit "$TMP/p99t.pack" "$TMP/tpast.pack" tilespast

@@ -575,8 +575,8 @@ static void test_bad(void) {
     size_t saved_n = mf->size;
     memcpy(saved, mf->data, saved_n);
 #define RESTORE() do { free(mf->data); mf->data = xmalloc(saved_n); memcpy(mf->data, saved, saved_n); mf->size = saved_n; } while (0)
-    edit(mf, "\"version\":2,", "\"version\":3,");
-    expect_bad(e, ne, "version 3", "an unknown format version");
+    edit(mf, "\"version\":2,", "\"version\":4,");
+    expect_bad(e, ne, "version 4", "an unknown format version");
     RESTORE();
     edit(mf, "\"version\":2,", "\"version\":1,");
     size_t n1;
@@ -710,6 +710,11 @@ static void test_bad_tiles(void) {
     test_flips(good, n, "bitmap");
     free(good);
     free(path);
+    path = tmp_path("tiny_BF16_sell.pack"); // (written by test_forced)
+    good = read_file(&n, path);
+    test_flips(good, n, "sell");
+    free(good);
+    free(path);
 }
 
 int main(void) {
@@ -726,6 +731,7 @@ int main(void) {
         test_forced(dts[d], INDEX_BITMAP, PACK_BITMAP);
         test_forced(dts[d], INDEX_DELTA, PACK_DELTA);
         test_forced(dts[d], INDEX_TILES, PACK_TILES);
+        test_forced(dts[d], INDEX_SELL, PACK_SELL);
     }
     test_tiles();
     test_sizes(INDEX_SIZE);

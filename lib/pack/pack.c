@@ -31,8 +31,8 @@ const char *const PACK_FILES[PACK_N_FILES] = {
 const char *const PACK_SUFFIX[S_N] = {"", ".nnz", ".index", ".ixptr", ".slots", ".values", ".scales"};
 
 static const char *const QUANT_NAMES[] = {"none", "bf16", "int8", "int4"};
-static const char *const ENC_NAMES[] = {"dense", "bitmap", "delta", "tiles"};
-static const char *const INDEX_NAMES[] = {"speed", "size", "bitmap", "delta", "tiles", "dense"};
+static const char *const ENC_NAMES[PACK_N_ENC] = {"dense", "bitmap", "delta", "tiles", "sell"};
+static const char *const INDEX_NAMES[] = {"speed", "size", "bitmap", "delta", "tiles", "dense", "sell"};
 static const char *const VAL_NAMES[] = {"F32", "BF16", "F16", "I8", "I4"};
 
 static int name_index(const char *const *names, int n, const char *s) {
@@ -49,20 +49,26 @@ int pack_quant_parse(PackQuant *out, const char *name) {
 }
 
 int pack_index_parse(PackIndex *out, const char *name) {
-    int i = name_index(INDEX_NAMES, 6, name);
+    int i = name_index(INDEX_NAMES, 7, name);
     if (i < 0) return -1;
     *out = (PackIndex)i;
     return 0;
 }
 
 const char *pack_quant_name(PackQuant q) { return (unsigned)q < 4 ? QUANT_NAMES[q] : "?"; }
-const char *pack_enc_name(PackEnc e) { return (unsigned)e < 4 ? ENC_NAMES[e] : "?"; }
+const char *pack_enc_name(PackEnc e) { return (unsigned)e < PACK_N_ENC ? ENC_NAMES[e] : "?"; }
 const char *pack_val_name(PackVal v) { return (unsigned)v < 5 ? VAL_NAMES[v] : "?"; }
 
 size_t pack_tensor_bytes(const PackTensor *t) {
-    size_t ptrs = (t->nnz_ptr ? 1 : 0) + (t->ix_ptr ? 1 : 0);
-    size_t units = t->enc == PACK_TILES ? (t->rows + TILE - 1) / TILE : t->rows;
-    return ptrs * 4 * (units + 1) + 5 * t->slots + t->index_bytes + t->values_bytes + (t->scales ? 4 * t->rows : 0);
+    size_t b = t->index_bytes + t->values_bytes + (t->scales ? 4 * t->rows : 0), panels = (t->rows + TILE - 1) / TILE;
+    switch (t->enc) {
+    case PACK_DENSE: return b;
+    case PACK_BITMAP: return b + 4 * (t->rows + 1);
+    case PACK_DELTA: return b + 8 * (t->rows + 1);
+    case PACK_TILES: return b + 8 * (panels + 1) + 5 * t->slots;
+    case PACK_SELL: return b + 4 * (t->rows + 1) + 4 * ((t->rows + SELL - 1) / SELL + 1);
+    }
+    return b;
 }
 
 // --- reading: the tar -------------------------------------------------------------------
@@ -334,6 +340,59 @@ static int tiles_members(PackTensor *t, const Pack *p, size_t *rank) {
     return check_tiles(t, path);
 }
 
+// Sell: each slice's slots as many as its fullest row's elements; lane i of slot j is
+// row 8s+i's j-th element (columns increasing, inside the tensor, a value not all zero
+// bits) while the row has one, else padding (column 0, value all zero bits).
+static int check_sell(const PackTensor *t, const char *path) {
+    size_t slices = (t->rows + SELL - 1) / SELL, vb = pack_val_bytes(t->val, 1);
+    const uint16_t *cols = (const uint16_t *)t->index;
+    const uint8_t *vals = t->values;
+    static const uint8_t zero[4];
+    for (size_t s = 0; s < slices; s++) {
+        size_t width = 0, n[SELL] = {0};
+        for (size_t i = 0; i < SELL && s * SELL + i < t->rows; i++) {
+            n[i] = t->nnz_ptr[s * SELL + i + 1] - t->nnz_ptr[s * SELL + i];
+            if (n[i] > width) width = n[i];
+        }
+        if (t->ix_ptr[s + 1] - t->ix_ptr[s] != width)
+            return ERR("%s: tensor %s: sell slice %zu has %u slots, its fullest row %zu elements", path, t->name, s,
+                       t->ix_ptr[s + 1] - t->ix_ptr[s], width);
+        for (size_t i = 0; i < SELL; i++) {
+            size_t next = 0;
+            for (size_t j = 0; j < width; j++) {
+                size_t e = SELL * ((size_t)t->ix_ptr[s] + j) + i, c = cols[e];
+                int pad = memcmp(vals + e * vb, zero, vb) == 0;
+                if (j < n[i] ? pad || c < next || c >= t->cols : !pad || c != 0)
+                    return ERR("%s: tensor %s: sell slice %zu row %zu slot %zu: %s", path, t->name, s, s * SELL + i, j,
+                               j >= n[i] ? "padding that is not column 0 and value 0"
+                               : pad ? "a stored element whose value is 0" : "column out of order or range");
+                next = c + 1;
+            }
+        }
+    }
+    return 0;
+}
+
+// The members of a sell tensor and their checks.
+static int sell_members(PackTensor *t, const Pack *p, size_t *rank) {
+    size_t slices = (t->rows + SELL - 1) / SELL, size;
+    const char *path = p->path;
+    if (t->cols > SELL_COLS_MAX || pack_val_is_quant(t->val))
+        return ERR("%s: tensor %s: sell holds at most %d columns of F32, BF16 or F16 values (%zu of %s)", path,
+                   t->name, SELL_COLS_MAX, t->cols, VAL_NAMES[t->val]);
+    if (!(t->nnz_ptr = (const uint32_t *)tensor_member(p, rank, t, S_NNZ, 4 * (t->rows + 1), NULL))) return -1;
+    TRY(check_prefix(t->nnz_ptr, t->rows, t->cols, t->nnz, path, t->name, "nnz"));
+    if (!(t->index = tensor_member(p, rank, t, S_INDEX, SIZE_MAX, &size))) return -1;
+    if (size % (2 * SELL)) return ERR("%s: member %s.index has %zu bytes, not a multiple of 16", path, t->name, size);
+    t->slots = size / (2 * SELL);
+    t->index_bytes = size;
+    if (!(t->ix_ptr = (const uint32_t *)tensor_member(p, rank, t, S_IXPTR, 4 * (slices + 1), NULL))) return -1;
+    TRY(check_prefix(t->ix_ptr, slices, SIZE_MAX, t->slots, path, t->name, "ixptr"));
+    if (!(t->values = tensor_member(p, rank, t, S_VALUES, pack_val_bytes(t->val, SELL * t->slots), &t->values_bytes)))
+        return -1;
+    return check_sell(t, path);
+}
+
 // One manifest tensor entry: its fields, its members, its streams.
 static int manifest_tensor(PackTensor *t, const Pack *p, size_t *rank, const json_t *o, StDtype dt) {
     static const char *const keys[] = {"name", "shape", "dtype", "prunable", "encoding", "values", "nnz"};
@@ -365,7 +424,7 @@ static int manifest_tensor(PackTensor *t, const Pack *p, size_t *rank, const jso
     if (!json_is_boolean(pr)) return ERR("%s: tensor %s: prunable is not true or false", path, name);
     t->prunable = json_is_true(pr);
     s = json_string_value(json_object_get(o, "encoding"));
-    int e = s ? name_index(ENC_NAMES, p->version < 2 ? 3 : 4, s) : -1;
+    int e = s ? name_index(ENC_NAMES, p->version + 2, s) : -1; // version 1: three, 2: tiles, 3: sell
     if (e < 0) return ERR("%s: tensor %s: unknown encoding %s (format version %d)", path, name, s ? s : "?", p->version);
     t->enc = (PackEnc)e;
     s = json_string_value(json_object_get(o, "values"));
@@ -388,6 +447,8 @@ static int manifest_tensor(PackTensor *t, const Pack *p, size_t *rank, const jso
         if (!(t->values = tensor_member(p, rank, t, S_DENSE, pack_val_bytes(t->val, numel), &t->values_bytes))) return -1;
     } else if (t->enc == PACK_TILES) {
         TRY(tiles_members(t, p, rank));
+    } else if (t->enc == PACK_SELL) {
+        TRY(sell_members(t, p, rank));
     } else {
         if (!(t->nnz_ptr = (const uint32_t *)tensor_member(p, rank, t, S_NNZ, 4 * (t->rows + 1), NULL))) return -1;
         TRY(check_prefix(t->nnz_ptr, t->rows, t->cols, t->nnz, path, name, "nnz"));
@@ -568,6 +629,15 @@ void pack_decode_rows(float *out, const PackTensor *t, size_t r0, size_t r1) {
     size_t cols = t->cols;
     if (t->enc == PACK_TILES) {
         tiles_decode_rows(out, t, r0, r1);
+        return;
+    }
+    if (t->enc == PACK_SELL) { // row r: lane r%8 of its slice's first nnz slots
+        const uint16_t *ix = (const uint16_t *)t->index;
+        for (size_t r = r0; r < r1; r++, out += cols) {
+            memset(out, 0, cols * sizeof *out);
+            size_t e = SELL * (size_t)t->ix_ptr[r / SELL] + r % SELL;
+            for (size_t j = 0; j < t->nnz_ptr[r + 1] - t->nnz_ptr[r]; j++, e += SELL) out[ix[e]] = val_get(t, e, r);
+        }
         return;
     }
     for (size_t r = r0; r < r1; r++, out += cols) {

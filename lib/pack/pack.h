@@ -18,16 +18,23 @@
 //                        row's start) as g/255 escape bytes 255 then one byte g%255
 //                        tiles: per stored element its column within its block of 32
 //                        columns (0..31), in slot order (below)
-//   NAME.ixptr           delta: (rows+1) u32, prefix byte count of the index;
-//                        tiles: (panels+1) u32, prefix count of slots
+//                        sell (version 3): per slot (below) 8 u16 columns
 //   NAME.slots           tiles only: S u32 masks, then S u8 block steps. The rows are
 //                        cut in panels of 32 and the columns in blocks of 32; a panel
 //                        is a list of slots, each a block (the previous slot's block,
 //                        or 0 at the panel's start, plus its step) and a mask (bit i:
 //                        row 32p+i has one element in this slot, the next in the
 //                        index and values). A row's elements come in column order.
+//   NAME.ixptr           delta: (rows+1) u32, prefix byte count of the index;
+//                        tiles: (panels+1) u32, prefix count of slots; sell:
+//                        (slices+1) u32, prefix count of slots. Sell (sliced
+//                        ELLPACK) cuts the rows in slices of 8; slice s has as many
+//                        slots as its fullest row has elements, and slot j holds
+//                        the j-th element of each of its 8 rows (lane i: row 8s+i),
+//                        or padding (column 0, value 0) for a row with fewer.
 //   NAME.values          stored elements in row-major order (tiles: slot order,
-//                        within a slot by row): F32/BF16/F16 as in the
+//                        within a slot by row; sell: 8 a slot, padding included):
+//                        F32/BF16/F16 as in the
 //                        model; I8 one signed byte each; I4 two per byte, element i in
 //                        the low nibble of byte i/2 when i is even, signed [-7, 7]
 //   NAME.scales          I8/I4 only: (rows) f32; weight = q * scale[row]
@@ -35,7 +42,8 @@
 // stored when its bit pattern is not all zero (so -0.0 survives a round trip). The
 // encoding is chosen per tensor (PackIndex): by default the one a decoder reads
 // fastest, else the one with the fewest bytes; non-prunable tensors are always dense
-// in the model's dtype. All integers are little-endian. Version 1 packs (no tiles)
+// in the model's dtype. Sell holds F32, BF16 or F16 values only, and at most 65536
+// columns. All integers are little-endian. Version 1 packs (no tiles) and 2 (no sell)
 // are read as well.
 //
 // Reading maps the file, parses the tar headers (ours: ustar, strict), the manifest,
@@ -59,12 +67,12 @@
 // How the writer picks a prunable tensor's encoding: SPEED, the least estimated
 // decoding time (pack.c: pack_cost); SIZE, the fewest bytes; or always the one named
 // (dense when the tensor has no stored element to spare).
-typedef enum { INDEX_SPEED, INDEX_SIZE, INDEX_BITMAP, INDEX_DELTA, INDEX_TILES, INDEX_DENSE } PackIndex;
+typedef enum { INDEX_SPEED, INDEX_SIZE, INDEX_BITMAP, INDEX_DELTA, INDEX_TILES, INDEX_DENSE, INDEX_SELL } PackIndex;
 
 int pack_quant_parse(PackQuant *out, const char *name); // none|bf16|int8|int4; -1 (no ERR)
-int pack_index_parse(PackIndex *out, const char *name); // speed|size|bitmap|delta|tiles; -1
+int pack_index_parse(PackIndex *out, const char *name); // speed|size|bitmap|delta|tiles|dense|sell; -1
 const char *pack_quant_name(PackQuant q);               // "none", "bf16", "int8", "int4"
-const char *pack_enc_name(PackEnc e);                   // "dense", "bitmap", "delta", "tiles"
+const char *pack_enc_name(PackEnc e);                   // "dense", "bitmap", "delta", "tiles", "sell"
 const char *pack_val_name(PackVal v);                   // "F32", "BF16", "F16", "I8", "I4"
 
 // One tensor as it lies in the mapped file (pointers into the map, aligned).
@@ -78,13 +86,13 @@ typedef struct {
     PackVal val;
     size_t nnz;                // stored elements (rows*cols when dense)
     const uint32_t *nnz_ptr;   // (rows+1) sparse only, else NULL; tiles: (panels+1)
-    const uint32_t *ix_ptr;    // (rows+1) delta only, else NULL; tiles: (panels+1) slots
-    const uint8_t *index;      // bitmap, delta or tiles stream, NULL when dense
+    const uint32_t *ix_ptr;    // (rows+1) delta, else NULL; tiles: (panels+1), sell: (slices+1) slots
+    const uint8_t *index;      // bitmap, delta, tiles or sell (u16 columns) stream, NULL when dense
     const uint32_t *masks;     // (slots) tiles only, else NULL
     const uint8_t *steps;      // (slots) tiles only
-    size_t slots;
+    size_t slots;              // tiles; sell: 8 columns and values each
     size_t index_bytes;
-    const void *values;        // (nnz) in val (I4: (nnz+1)/2 bytes)
+    const void *values;        // (nnz) in val (I4: (nnz+1)/2 bytes); sell: (8 slots)
     size_t values_bytes;
     const float *scales;       // (rows) I8/I4 only, else NULL
     int prunable;              // one of the seven Linear weights of a block (manifest)

@@ -1,7 +1,7 @@
 // pack_format.h: the vocabulary of the packed checkpoint format (pack.h has its
 // summary, docs/formats.md every byte), shared by the reader (pack.c), the writer
 // (pack_write.c) and the kernels (spmv.c): the version, the encodings, value types and
-// quantizations, the tile size, name limits, the member suffixes of a tensor, the
+// quantizations, the tile and slice sizes, name limits, the member suffixes of a tensor, the
 // allow-list of plain files, and the value types' sizes.
 #ifndef BEST_PACK_FORMAT_H
 #define BEST_PACK_FORMAT_H
@@ -15,12 +15,17 @@
 #error "packs are little-endian streams read and written in place"
 #endif
 
-#define PACK_VERSION 2
+// Version 3 added sell; a pack is written in the lowest version that holds its encodings
+// (2 without sell), so that readers of version 2 read every pack they can.
+#define PACK_VERSION 3
 
-typedef enum { PACK_DENSE, PACK_BITMAP, PACK_DELTA, PACK_TILES } PackEnc;
+typedef enum { PACK_DENSE, PACK_BITMAP, PACK_DELTA, PACK_TILES, PACK_SELL } PackEnc;
+#define PACK_N_ENC 5
 typedef enum { PACK_F32, PACK_BF16, PACK_F16, PACK_I8, PACK_I4 } PackVal;
 typedef enum { QUANT_NONE, QUANT_BF16, QUANT_INT8, QUANT_INT4 } PackQuant;
 #define TILE 32 // tiles: rows per panel and columns per block
+#define SELL 8  // sell: rows per slice (the lanes of one AVX2 register)
+#define SELL_COLS_MAX 65536 // sell: columns are u16
 
 #define MEMBER_NAME_MAX 99        // ustar name field without a prefix, NUL included
 #define TENSOR_NAME_MAX 92        // + ".values" still fits MEMBER_NAME_MAX

@@ -131,6 +131,54 @@ static void tiles_walk(TileOut *o, const float *w, size_t rows, size_t cols) {
     }
 }
 
+// --- writing: sell ------------------------------------------------------------------------
+
+// w (rows, cols) as sell (pack.h): per slice of 8 rows, as many slots as its fullest row
+// has elements, slot j holding each row's j-th element or padding. Fills ixptr
+// (slices+1), nnz (rows+1), cols and the values when o is set; returns the slots.
+typedef struct {
+    uint32_t *ixptr, *nnz;
+    uint16_t *cols;
+    ValWriter *vw;
+} SellOut;
+
+static size_t sell_slots(SellOut *o, const float *w, size_t rows, size_t cols) {
+    size_t slots = 0, stored = 0;
+    for (size_t r0 = 0; r0 < rows; r0 += SELL) {
+        size_t width = 0, pos[SELL] = {0};
+        for (size_t i = 0; i < SELL && r0 + i < rows; i++) {
+            size_t n = 0;
+            for (size_t c = 0; c < cols; c++) n += (size_t)is_stored(w[(r0 + i) * cols + c]);
+            if (n > width) width = n;
+        }
+        if (o) {
+            o->ixptr[r0 / SELL] = (uint32_t)slots;
+            for (size_t i = 0; i < SELL && r0 + i < rows; i++) pos[i] = next_stored(w + (r0 + i) * cols, cols, 0);
+            for (size_t j = 0; j < width; j++)
+                for (size_t i = 0; i < SELL; i++) {
+                    size_t e = SELL * (slots + j) + i;
+                    if (r0 + i < rows && pos[i] < cols) { // a stored element; else padding (zeros)
+                        const float *row = w + (r0 + i) * cols;
+                        o->cols[e] = (uint16_t)pos[i];
+                        o->vw->k = e;
+                        val_put(o->vw, row[pos[i]], 0);
+                        pos[i] = next_stored(row, cols, pos[i] + 1);
+                    }
+                }
+            for (size_t i = 0; i < SELL && r0 + i < rows; i++) {
+                o->nnz[r0 + i] = (uint32_t)stored;
+                for (size_t c = 0; c < cols; c++) stored += (size_t)is_stored(w[(r0 + i) * cols + c]);
+            }
+        }
+        slots += width;
+    }
+    if (o) {
+        o->ixptr[(rows + SELL - 1) / SELL] = (uint32_t)slots;
+        o->nnz[rows] = (uint32_t)stored;
+    }
+    return slots;
+}
+
 // --- writing: the plan of one tensor ---------------------------------------------------
 
 typedef struct {
@@ -139,7 +187,8 @@ typedef struct {
     size_t rows, cols;
     size_t nnz;          // stored elements (rows*cols when dense)
     size_t delta_bytes;  // of the delta stream, whichever encoding is chosen
-    size_t slots;        // of the tiles, whichever encoding is chosen
+    size_t slots;        // of the tiles (sell: of the sell), whichever encoding is chosen
+    size_t sell_slots;   // of the sell, whichever encoding is chosen
 } Plan;
 
 static void dims_of(size_t *rows, size_t *cols, const ParamInfo *pi) {
@@ -158,11 +207,11 @@ static void dims_of(size_t *rows, size_t *cols, const ParamInfo *pi) {
 // and delta from 90% (its tiles need 4 lanes-permutes and 3 blends per 8 rows where
 // AVX-512 has one vpermt2ps per 16: 118 against 32 a slot); portable delta throughout
 // (its dense and bitmap loops are bound by instructions).
-typedef struct { double bitmap_step, delta_elem, delta_row, tiles_slot, dense_elem; } Costs;
+typedef struct { double bitmap_step, delta_elem, delta_row, tiles_slot, dense_elem, sell_slot; } Costs;
 static const Costs COSTS[3] = {
-    [SPMV_AVX512] = {39, 6, 300, 32, 0},
-    [SPMV_AVX2] = {32, 4.4, 90, 118, 0},
-    [SPMV_PORTABLE] = {150, 6, 300, 150, 2},
+    [SPMV_AVX512] = {39, 6, 300, 32, 0, 1e9},
+    [SPMV_AVX2] = {32, 4.4, 90, 118, 0, 1e9},
+    [SPMV_PORTABLE] = {150, 6, 300, 150, 2, 1e9},
 };
 static int plan_isa = -1; // -1: spmv_isa() at the first plan
 
@@ -200,27 +249,34 @@ static int plan_tensor(Plan *pl, const ParamInfo *pi, const float *w, PackVal dv
     tiles_walk(&count, w, rows, cols);
     pl->delta_bytes = db;
     pl->slots = count.slots;
+    pl->sell_slots = sell_slots(NULL, w, rows, cols);
     size_t scales = pack_val_is_quant(pl->val) ? 4 * rows : 0;
     size_t vals = pack_val_bytes(pl->val, nnz) + scales, panels = (rows + TILE - 1) / TILE;
+    size_t slices = (rows + SELL - 1) / SELL, ss = pl->sell_slots;
     // Per encoding: usable, bytes, and bytes plus decoding work.
-    int ok[4] = {1, 1, db <= UINT32_MAX, count.slots <= UINT32_MAX};
-    double bytes[4] = {
+    int ok[PACK_N_ENC] = {1, 1, db <= UINT32_MAX, count.slots <= UINT32_MAX,
+                          ss <= UINT32_MAX && cols <= SELL_COLS_MAX && !pack_val_is_quant(pl->val)};
+    double bytes[PACK_N_ENC] = {
         (double)(pack_val_bytes(pl->val, n) + scales),
         (double)(4 * (rows + 1) + rows * ((cols + 7) / 8) + vals),
         (double)(8 * (rows + 1) + db + vals),
         (double)(8 * (panels + 1) + 5 * count.slots + nnz + vals),
+        (double)(4 * (rows + 1) + 4 * (slices + 1) + SELL * ss * 2 + pack_val_bytes(pl->val, SELL * ss)),
     };
     if (plan_isa < 0) plan_isa = spmv_isa();
     const Costs *k = &COSTS[plan_isa];
-    double work[4] = {k->dense_elem * (double)n, k->bitmap_step * (double)rows * (double)((cols + TILE - 1) / TILE),
-                      k->delta_elem * (double)nnz + k->delta_row * (double)rows, k->tiles_slot * (double)count.slots};
+    double work[PACK_N_ENC] = {k->dense_elem * (double)n,
+                               k->bitmap_step * (double)rows * (double)((cols + TILE - 1) / TILE),
+                               k->delta_elem * (double)nnz + k->delta_row * (double)rows,
+                               k->tiles_slot * (double)count.slots, k->sell_slot * (double)ss};
     int best = 0;
     if (index == INDEX_DENSE) best = PACK_DENSE;
     else if (index == INDEX_BITMAP) best = PACK_BITMAP;
     else if (index == INDEX_DELTA && ok[PACK_DELTA]) best = PACK_DELTA;
     else if (index == INDEX_TILES && ok[PACK_TILES]) best = PACK_TILES;
+    else if (index == INDEX_SELL && ok[PACK_SELL]) best = PACK_SELL;
     else
-        for (int e = 1; e < 4; e++) {
+        for (int e = 1; e < PACK_N_ENC; e++) {
             double ce = bytes[e] + (index == INDEX_SPEED ? work[e] : 0);
             double cb = bytes[best] + (index == INDEX_SPEED ? work[best] : 0);
             if (ok[e] && ce < cb) best = e;
@@ -286,6 +342,16 @@ static void encode_tensor(Blob *b, int *nb, const Plan *pl, const ParamInfo *pi,
             for (size_t r = 0; r < rows; r++)
                 for (size_t c = 0; c < cols; c++) val_put(&vw, w[r * cols + c], scales ? scales[r] : 0);
         }
+    } else if (pl->enc == PACK_SELL) { // members in suffix order: nnz, index, ixptr, values
+        size_t entries = SELL * pl->sell_slots;
+        SellOut o = {0};
+        o.nnz = (uint32_t *)blob_new(b, nb, pi->name, S_NNZ, 4 * (rows + 1))->owned;
+        o.cols = (uint16_t *)blob_new(b, nb, pi->name, S_INDEX, 2 * entries)->owned;
+        o.ixptr = (uint32_t *)blob_new(b, nb, pi->name, S_IXPTR, 4 * ((rows + SELL - 1) / SELL + 1))->owned;
+        ValWriter vw = {blob_new(b, nb, pi->name, S_VALUES, pack_val_bytes(pl->val, entries))->owned, pl->val, 0};
+        o.vw = &vw;
+        size_t slots = sell_slots(&o, w, rows, cols);
+        CHECK(slots == pl->sell_slots && o.nnz[rows] == pl->nnz, "pack: %s: plan and sell disagree", pi->name);
     } else if (pl->enc == PACK_TILES) {
         size_t panels = (rows + TILE - 1) / TILE;
         TileOut o = {0};
@@ -400,7 +466,10 @@ static char *manifest_build(const Model *m, PackQuant quant, StDtype dt, const P
                             const FileBlob *files, int nfiles, const Blob *members, int nm) {
     json_t *root = json_object();
     json_object_set_new(root, "format", json_string("best-pack"));
-    json_object_set_new(root, "version", json_integer(PACK_VERSION));
+    int version = 2; // the lowest that holds the encodings (pack_format.h)
+    for (int i = 0; i < m->n_info; i++)
+        if (plans[i].enc == PACK_SELL) version = 3;
+    json_object_set_new(root, "version", json_integer(version));
     json_object_set_new(root, "quant", json_string(pack_quant_name(quant)));
     json_object_set_new(root, "dtype", json_string(st_dtype_name(dt)));
     json_t *mem = json_array();
@@ -483,7 +552,7 @@ int pack_write(const char *path, const Model *m, PackQuant quant, PackIndex inde
     if (pack_val_of_dtype(&dval, m->dtype) < 0)
         return ERR("%s: cannot pack weights of dtype %s (F32, BF16 or F16)", path, st_dtype_name(m->dtype));
     if ((unsigned)quant > QUANT_INT4) return ERR("%s: unknown quantization %d", path, (int)quant);
-    if ((unsigned)index > INDEX_DENSE) return ERR("%s: unknown index rule %d", path, (int)index);
+    if ((unsigned)index > INDEX_SELL) return ERR("%s: unknown index rule %d", path, (int)index);
     for (int i = 0; i < m->n_info; i++)
         if (!pack_name_ok(m->info[i].name, TENSOR_NAME_MAX))
             return ERR("%s: tensor name %s is not a plain name of at most %d characters", path,

@@ -167,6 +167,24 @@ static inline float i4_f(const uint8_t *v, size_t i) {
         }                                                                                  \
     }
 
+// Sell: d (8) = the rows of slice s; each row walks its own elements (lane i of each
+// of the slice's first n slots), so padding is never read.
+#define DEF_SELL(NAME, VAL)                                                                \
+    static void NAME(float *d, const PackTensor *t, size_t s, const float *x) {            \
+        const uint16_t *ix = (const uint16_t *)t->index;                                   \
+        const void *v = t->values;                                                         \
+        size_t e0 = SELL * (size_t)t->ix_ptr[s];                                           \
+        for (size_t i = 0; i < SELL; i++) {                                                \
+            size_t r = s * SELL + i, n = r < t->rows ? t->nnz_ptr[r + 1] - t->nnz_ptr[r] : 0; \
+            float a = 0;                                                                   \
+            for (size_t j = 0, e = e0 + i; j < n; j++, e += SELL) a += VAL(v, e) * x[ix[e]];  \
+            d[i] = a;                                                                      \
+        }                                                                                  \
+    }
+DEF_SELL(sell_f32, VAL_F32)
+DEF_SELL(sell_bf16, VAL_BF16)
+DEF_SELL(sell_f16, VAL_F16)
+
 #define DEF_ALL(SUFFIX, VAL)              \
     DEF_DENSE(dense_##SUFFIX, VAL)        \
     DEF_BITMAP(bitmap_##SUFFIX, VAL)      \
@@ -180,6 +198,7 @@ DEF_ALL(i4, VAL_I4)
 
 typedef void (*PanelFn)(float *d, const PackTensor *t, size_t p, const float *x);
 static const PanelFn GENERIC_TILES[5] = {tiles_f32, tiles_bf16, tiles_f16, tiles_i8, tiles_i4};
+static const PanelFn GENERIC_SELL[5] = {sell_f32, sell_bf16, sell_f16, NULL, NULL}; // (no I8/I4 sell)
 
 // (encoding, value type) -> portable kernel.
 static const RowFn GENERIC[3][5] = {
@@ -673,6 +692,53 @@ AVX2 static float bitmap2p_bf16(const PackTensor *t, size_t r, const float *xp) 
     return s;
 }
 
+// Sell with AVX2: one slot a step, its 8 lanes the slice's 8 rows: 8 columns widened
+// from u16, x gathered there (vgatherdps), 8 values, one FMA; two sums for the latency.
+// The gather's mask leaves out padding (value bits 0), so x there is never read: a row's
+// sum has exactly its own elements, as the portable loop's (in another order).
+#define SELL2_STEP(LOADW, e, acc)                                                          \
+    do {                                                                                   \
+        __m256i c_ = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(ix + (e)))); \
+        __m256 w_, m_;                                                                     \
+        LOADW(w_, m_, e);                                                                  \
+        acc = _mm256_fmadd_ps(w_, _mm256_mask_i32gather_ps(_mm256_setzero_ps(), x, c_, m_, 4), acc); \
+    } while (0)
+// w (8 fp32) and m (lanes whose value bits are not 0) of slot entries e .. e+8
+#define SELL2_W16(w, m, e, TO_F32)                                                         \
+    do {                                                                                   \
+        __m128i h_ = _mm_loadu_si128((const __m128i *)((const uint16_t *)v + (e)));        \
+        m = _mm256_castsi256_ps(_mm256_cvtepi16_epi32(_mm_xor_si128(_mm_cmpeq_epi16(h_, _mm_setzero_si128()), \
+                                                                    _mm_set1_epi32(-1)))); \
+        w = TO_F32(h_);                                                                    \
+    } while (0)
+#define BF16_TO_F32(h) _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))
+#define SELL2_WBF16(w, m, e) SELL2_W16(w, m, e, BF16_TO_F32)
+#define SELL2_WF16(w, m, e) SELL2_W16(w, m, e, _mm256_cvtph_ps)
+#define SELL2_WF32(w, m, e)                                                                \
+    do {                                                                                   \
+        w = _mm256_loadu_ps((const float *)v + (e));                                       \
+        m = _mm256_castsi256_ps(_mm256_xor_si256(                                          \
+            _mm256_cmpeq_epi32(_mm256_castps_si256(w), _mm256_setzero_si256()), _mm256_set1_epi32(-1))); \
+    } while (0)
+#define DEF_SELL2(NAME, LOADW)                                                             \
+    AVX2 static void NAME(float *d, const PackTensor *t, size_t s, const float *x) {       \
+        const uint16_t *ix = (const uint16_t *)t->index;                                   \
+        const void *v = t->values;                                                         \
+        size_t e = SELL * (size_t)t->ix_ptr[s], e1 = SELL * (size_t)t->ix_ptr[s + 1];      \
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();                         \
+        for (; e + 2 * SELL <= e1; e += 2 * SELL) {                                        \
+            SELL2_STEP(LOADW, e, a0);                                                      \
+            SELL2_STEP(LOADW, e + SELL, a1);                                               \
+        }                                                                                  \
+        if (e < e1) SELL2_STEP(LOADW, e, a0);                                              \
+        _mm256_storeu_ps(d, _mm256_add_ps(a0, a1));                                        \
+    }
+DEF_SELL2(sell2_f32, SELL2_WF32)
+DEF_SELL2(sell2_bf16, SELL2_WBF16)
+DEF_SELL2(sell2_f16, SELL2_WF16)
+// AVX-512 CPUs run the AVX2 sell kernels (best-pack plans tiles for them, which are faster there)
+static const PanelFn AVX2_SELL[5] = {sell2_f32, sell2_bf16, sell2_f16, NULL, NULL};
+
 static const PanelFn AVX2_TILES[5] = {tiles2_f32, tiles2_bf16, tiles2_f16, tiles2_i8, tiles2_i4};
 
 static const RowFn AVX2_ROWS[3][5] = {
@@ -708,7 +774,7 @@ static int simd_have(void) {
 }
 #else
 static const RowFn SIMD[3][5], AVX2_ROWS[3][5];
-static const PanelFn SIMD_TILES[5], AVX2_TILES[5];
+static const PanelFn SIMD_TILES[5], AVX2_TILES[5], AVX2_SELL[5];
 static int have_vbmi2;
 static int simd_have(void) { return 0; }
 static int avx2_have(void) { return 0; }
@@ -805,9 +871,15 @@ static RowFn kernel(const PackTensor *t, int *is_simd) {
     return f ? f : GENERIC[t->enc][t->val];
 }
 
-// The tiles kernel for t and whether it is a SIMD one (it then reads x padded).
+// The tiles or sell kernel for t and whether it is a SIMD one (a tiles one then reads x
+// padded).
 static PanelFn panel_kernel(const PackTensor *t, int *is_simd) {
     SpmvIsa i = spmv_isa();
+    if (t->enc == PACK_SELL) {
+        PanelFn f = i >= SPMV_AVX2 ? AVX2_SELL[t->val] : NULL;
+        *is_simd = f != NULL;
+        return f ? f : GENERIC_SELL[t->val];
+    }
     PanelFn f = i == SPMV_AVX512 ? SIMD_TILES[t->val] : i == SPMV_AVX2 ? AVX2_TILES[t->val] : NULL;
 #ifdef SPMV_X86
     if (f == tiles512_bf16 && have_vbmi2) f = tiles512p_bf16;
@@ -818,25 +890,29 @@ static PanelFn panel_kernel(const PackTensor *t, int *is_simd) {
 
 const char *spmv_kernel_name(const PackTensor *t) {
     // (pack.h's pack_enc_name would do, but then every user of spmv.o links pack.o.)
-    static const char *enc[] = {"dense", "bitmap", "delta", "tiles"}, *val[] = {"F32", "BF16", "F16", "I8", "I4"};
+    static const char *enc[] = {"dense", "bitmap", "delta", "tiles", "sell"}, *val[] = {"F32", "BF16", "F16", "I8", "I4"};
     static __thread char buf[48];
     int s;
-    if (t->enc == PACK_TILES) panel_kernel(t, &s);
+    if (t->enc == PACK_TILES || t->enc == PACK_SELL) panel_kernel(t, &s);
     else kernel(t, &s);
-    snprintf(buf, sizeof buf, "%s/%s %s", enc[t->enc], val[t->val], s ? spmv_isa_name(spmv_isa()) : "portable");
+    // (sell's SIMD kernels are AVX2's on both sets)
+    snprintf(buf, sizeof buf, "%s/%s %s", enc[t->enc], val[t->val],
+             !s ? "portable" : t->enc == PACK_SELL ? "avx2" : spmv_isa_name(spmv_isa()));
     return buf;
 }
 
 // --- the product ------------------------------------------------------------------------
 
-// The units a product is cut into: rows, or panels of TILE rows for tiles.
-static size_t units(const PackTensor *t) {
-    return t->enc == PACK_TILES ? (t->rows + TILE - 1) / TILE : t->rows;
-}
+// The rows of one unit a product is cut into: a row, a panel of TILE rows (tiles) or a
+// slice of SELL rows (sell).
+static size_t unit_rows(const PackTensor *t) { return t->enc == PACK_TILES ? TILE : t->enc == PACK_SELL ? SELL : 1; }
+static size_t units(const PackTensor *t) { return (t->rows + unit_rows(t) - 1) / unit_rows(t); }
 
-// Work before unit u: its stored elements plus one per unit (a row's or panel's fixed
-// cost), so that chunks of equal work have about equal time. Strictly increasing.
+// Work before unit u: its stored elements (sell: its slots' entries) plus one per unit (a
+// row's or panel's fixed cost), so that chunks of equal work have about equal time.
+// Strictly increasing.
 static size_t work_before(const PackTensor *t, size_t u) {
+    if (t->enc == PACK_SELL) return SELL * (size_t)t->ix_ptr[u] + u;
     return (t->nnz_ptr ? t->nnz_ptr[u] : u * t->cols) + u;
 }
 
@@ -884,9 +960,9 @@ void spmv_forward(float *y, const float *x, const PackTensor *t, const float *b,
     int simd;
     RowFn f = NULL;
     PanelFn pf = NULL;
-    if (t->enc == PACK_TILES) {
+    if (t->enc == PACK_TILES || t->enc == PACK_SELL) {
         pf = panel_kernel(t, &simd);
-        if (simd) x = x_for(x, t->cols, 0);
+        if (simd && t->enc == PACK_TILES) x = x_for(x, t->cols, 0);
     } else {
         f = kernel(t, &simd);
         if (takes_pairs(f)) x = x_for(x, t->cols, 1);
@@ -904,9 +980,10 @@ void spmv_forward(float *y, const float *x, const PackTensor *t, const float *b,
                                       : unit_at(t, total / nchunks * (ch + 1) + total % nchunks * (ch + 1) / nchunks);
         if (pf) {
             float d[TILE];
+            size_t ur = unit_rows(t);
             for (size_t p = u0; p < u1; p++) {
                 pf(d, t, p, x);
-                for (size_t r = p * TILE; r < (p + 1) * TILE && r < t->rows; r++) y_put(y, r, d[r - p * TILE], scales, b, acc);
+                for (size_t r = p * ur; r < (p + 1) * ur && r < t->rows; r++) y_put(y, r, d[r - p * ur], scales, b, acc);
             }
             continue;
         }
@@ -947,7 +1024,11 @@ static void row_decode(float *out, const PackTensor *t, size_t r) {
     }
     memset(out, 0, cols * sizeof *out);
     size_t k = t->nnz_ptr[t->enc == PACK_TILES ? r / TILE : r];
-    if (t->enc == PACK_TILES) {
+    if (t->enc == PACK_SELL) { // lane r%8 of the slice's first n slots
+        const uint16_t *ix = (const uint16_t *)t->index;
+        size_t e = SELL * (size_t)t->ix_ptr[r / SELL] + r % SELL;
+        for (; k < t->nnz_ptr[r + 1]; k++, e += SELL) out[ix[e]] = value_at(t, e);
+    } else if (t->enc == PACK_TILES) {
         size_t p = r / TILE, blk = 0;
         for (size_t s = t->ix_ptr[p]; s < t->ix_ptr[p + 1]; s++) {
             blk += t->steps[s];
@@ -979,6 +1060,7 @@ void spmv_embed(float *x, const int32_t *tokens, const PackTensor *t, size_t N) 
 }
 
 size_t spmv_bytes(const PackTensor *t) {
+    if (t->enc == PACK_SELL) return t->index_bytes + t->values_bytes + 4 * (t->rows + 1) + 4 * (units(t) + 1);
     size_t ptr = (units(t) + 1) * sizeof(uint32_t);
     return t->index_bytes + t->values_bytes + 5 * t->slots + (t->nnz_ptr ? ptr : 0) + (t->ix_ptr ? ptr : 0) +
            (t->scales ? t->rows * sizeof(float) : 0);

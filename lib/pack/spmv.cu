@@ -237,6 +237,20 @@ static __global__ void spmv_delta_kernel(float *y, const float *x, DevPackTensor
     }
 }
 
+// Sell: a thread per row, walking lane r%8 of its slice's first n slots (so padding is
+// never read); the threads of a slice read neighbouring entries.
+template <int VAL>
+static __global__ void spmv_sell_kernel(float *y, const float *x, DevPackTensor t, const float *b, int acc) {
+    const uint16_t *ix = (const uint16_t *)t.index;
+    for (size_t r = km_thread_index(blockIdx.x, blockDim.x, threadIdx.x); r < t.rows;
+         r += (size_t)gridDim.x * blockDim.x) {
+        size_t e = 8 * (size_t)t.ix_ptr[r / 8] + r % 8;
+        float s = 0;
+        for (size_t k = t.nnz_ptr[r]; k < t.nnz_ptr[r + 1]; k++, e += 8) s += value_at<VAL>(t.values, e) * x[ix[e]];
+        y_put(y, r, s, t.scales, b, acc);
+    }
+}
+
 // The kernel of encoding ENC for value type VAL, launched.
 template <int VAL>
 static void launch_val(float *y, const float *x, const DevPackTensor *t, const float *b, int acc, cudaStream_t st) {
@@ -257,6 +271,10 @@ static void launch_val(float *y, const float *x, const DevPackTensor *t, const f
         break;
     case PACK_DELTA:
         LAUNCH(spmv_delta_kernel<VAL>, km_blocks(t->rows, SPMV_THREADS, KM_GRID_CAP), SPMV_THREADS, st, y, x, *t, b,
+               acc);
+        break;
+    case PACK_SELL:
+        LAUNCH(spmv_sell_kernel<VAL>, km_blocks(t->rows, SPMV_THREADS, KM_GRID_CAP), SPMV_THREADS, st, y, x, *t, b,
                acc);
         break;
     }
@@ -288,7 +306,8 @@ template <int BF> static __device__ void out_put(void *out, size_t i, float v) {
 // row at a time: dense and bitmap rows are split over the lanes (a bitmap 32 bytes at a
 // time, each lane's first element found by a prefix count over the lanes); a tiles row
 // walks its panel's slots 32 at a time the same way (the lane of a slot whose mask has
-// the row's bit writes that element); a delta row is one stream, read by lane 0.
+// the row's bit writes that element); a sell row's elements are split over the lanes;
+// a delta row is one stream, read by lane 0.
 template <int VAL, int BF>
 static __global__ void spmv_decode_kernel(void *out, const int32_t *ids, size_t n, DevPackTensor t) {
     unsigned lane = threadIdx.x;
@@ -327,6 +346,10 @@ static __global__ void spmv_decode_kernel(void *out, const int32_t *ids, size_t 
                 k += __shfl_sync(0xffffffffu, incl, 31);
                 blk += __shfl_sync(0xffffffffu, bincl, 31);
             }
+        } else if (t.enc == PACK_SELL) { // the row's j-th element: lane r%8 of its slice's slot j
+            size_t e0 = 8 * (size_t)t.ix_ptr[r / 8] + r % 8, n = t.nnz_ptr[r + 1] - t.nnz_ptr[r];
+            for (size_t j = lane; j < n; j += 32)
+                out_put<BF>(out, base + ((const uint16_t *)t.index)[e0 + 8 * j], value_at<VAL>(t.values, e0 + 8 * j) * sc);
         } else if (lane == 0) { // delta
             const uint8_t *q = t.index + t.ix_ptr[r];
             size_t next = 0;
@@ -377,8 +400,9 @@ static void *put(char *block, size_t *used, const void *src, size_t n) {
 
 BEST_KAPI int devpack_upload(DevPackTensor *d, const PackTensor *t) {
     memset(d, 0, sizeof *d);
-    size_t units = t->enc == PACK_TILES ? (t->rows + 31) / 32 : t->rows;
-    size_t nnz_n = t->nnz_ptr ? (units + 1) * 4 : 0, ix_n = t->ix_ptr ? (units + 1) * 4 : 0;
+    size_t units = t->enc == PACK_TILES ? (t->rows + 31) / 32 : t->enc == PACK_SELL ? (t->rows + 7) / 8 : t->rows;
+    size_t nnz_n = t->nnz_ptr ? ((t->enc == PACK_SELL ? t->rows : units) + 1) * 4 : 0;
+    size_t ix_n = t->ix_ptr ? (units + 1) * 4 : 0;
     size_t scales_n = t->scales ? t->rows * 4 : 0;
     char *block = NULL;
     for (int pass = 0; pass < 2; pass++) { // measure, then copy

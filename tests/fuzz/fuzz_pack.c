@@ -7,7 +7,8 @@
 // byte is odd the target first repairs the checksum of every header it can walk to:
 // the fuzzer then reaches the manifest and the index streams behind them.
 // Seeds (tests/fuzz/corpus/pack): one byte (1 = repair) + a small pack: bf16 with
-// bitmap and delta tensors (format version 1), int8, int4, and tiles (version 2).
+// bitmap and delta tensors (format version 1), int8, int4, tiles (version 2) and sell
+// (version 3, BF16).
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

@@ -151,8 +151,8 @@ int main(int argc, char **argv) {
         {"quant", OPT_STRING, &o.quant, "NAME", "values of prunable tensors: none (the model's dtype), bf16, int8, int4"},
         {"isa", OPT_STRING, &o.isa, "SET", "--index speed plans for the kernels of this set: avx512, avx2 or "
                                            "portable (default: this machine's)"},
-        {"index", OPT_STRING, &o.index, "RULE", "encoding of prunable tensors: speed (default), size, or always bitmap, delta, tiles, dense "
-                                                "(zeros stored: a dense model for the same kernels)"},
+        {"index", OPT_STRING, &o.index, "RULE", "encoding of prunable tensors: speed (default), size, or always bitmap, delta, tiles, sell "
+                                                "(not for int8/int4), dense (zeros stored: a dense model for the same kernels)"},
         {"unpack", OPT_STRING, &o.unpack, "PACK", "restore a Hugging Face folder (--out DIR) from a pack"},
         {"info", OPT_STRING, &o.info, "PACK", "per-tensor sparsity, encoding, bytes and bits per nonzero"},
         {"verify", OPT_STRING, &o.verify, "PACK", "check every member's xxh64 against the manifest"},
@@ -162,10 +162,10 @@ int main(int argc, char **argv) {
     };
     const ArgSpec spec = {
         "best-pack",
-        "--model DIR --out PACK [--quant none|bf16|int8|int4] [--index speed|size|bitmap|delta|tiles|dense]\n"
+        "--model DIR --out PACK [--quant none|bf16|int8|int4] [--index speed|size|bitmap|delta|tiles|sell|dense]\n"
         "       | --unpack PACK --out DIR | --info PACK [--json] | --verify PACK",
         "Packs a sparse model into one uncompressed tar: per tensor its nonzeros (a bitmap,\n"
-        "delta or tiles index, the one that decodes fastest, or with --index size the\n"
+        "delta, tiles or sell index, the one that decodes fastest, or with --index size the\n"
         "smallest) and their values in the model's dtype, or bf16, or int8/int4 with one\n"
         "scale per row. Unpacking gives back the Hugging Face folder (bit-identical without\n"
         "quantization).",
@@ -185,7 +185,7 @@ int main(int argc, char **argv) {
     if (quant != QUANT_NONE && !o.model) args_usage_error(&spec, "--quant goes with --model");
     PackIndex index;
     if (pack_index_parse(&index, o.index) < 0)
-        args_usage_error(&spec, "unknown --index %s (speed, size, bitmap, delta, tiles, dense)", o.index);
+        args_usage_error(&spec, "unknown --index %s (speed, size, bitmap, delta, tiles, sell, dense)", o.index);
     if (index != INDEX_SPEED && !o.model) args_usage_error(&spec, "--index goes with --model");
     if (o.isa) {
         SpmvIsa isa;
