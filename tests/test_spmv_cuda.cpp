@@ -4,7 +4,8 @@
 // the tiny LLaMA fixture with 0% and 90% of its prunable weights zeroed and the Qwen3
 // fixture with 99.9% (rows 24, 48, 64 and cols 32, 48, 64: panels of 32 cut short,
 // empty rows), written by pack_write with every encoding the writer has (dense at 0%
-// with --index size; bitmap, delta, tiles forced) and every value type (F32, F16 from an
+// with --index size; bitmap, delta, tiles, sell forced; sell falls back for I8/I4) and
+// every value type (F32, F16 from an
 // F16 folder, BF16, I8, I4). Every tensor of each pack (the dense embedding, head and
 // 1-D norms included) is uploaded (devpack_upload) and multiplied by a random x, once
 // plain and once with a bias and accumulation into a random y; results must agree with
@@ -173,7 +174,8 @@ static double check_pack(const char *path, int *bad) {
 // The packs of fixture at each fraction of zeros in sparsity (n).
 static void check_fixture(const char *fixture, const double *sparsity, int n) {
     static const struct { PackIndex index; const char *name; } indexes[] = {
-        {INDEX_SIZE, "size"}, {INDEX_BITMAP, "bitmap"}, {INDEX_DELTA, "delta"}, {INDEX_TILES, "tiles"}};
+        {INDEX_SIZE, "size"}, {INDEX_BITMAP, "bitmap"}, {INDEX_DELTA, "delta"}, {INDEX_TILES, "tiles"},
+        {INDEX_SELL, "sell"}};
     static const struct { PackQuant q; int dtype; const char *name; } vals[] = {
         {QUANT_NONE, ST_F32, "F32"}, {QUANT_NONE, ST_F16, "F16"}, {QUANT_BF16, ST_F32, "BF16"},
         {QUANT_INT8, ST_F32, "I8"}, {QUANT_INT4, ST_F32, "I4"}};

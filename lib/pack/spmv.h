@@ -1,6 +1,7 @@
 // spmv.h: products with one packed tensor read straight from its encoding (pack.h),
 // for batch-1 decoding on the CPU: y = W x (+ b) for every encoding (dense, bitmap,
-// delta, tiles) and every value type (F32, BF16, F16, I8, I4), and embedding rows.
+// delta, tiles, sell) and every value type (F32, BF16, F16, I8, I4; sell: the first
+// three), and embedding rows.
 //
 // Nothing is converted ahead of time: a packed model's weights are read once per
 // token, in place in the map, so decoding moves as few bytes as the format allows.
@@ -12,10 +13,11 @@
 // x to the stored ones), and the tiles kernels 32 rows a slot (x of the slot's block
 // in two registers, each lane's column picked by vpermt2ps); F16 and I4 use portable
 // C. On CPUs with AVX2 (no AVX-512) every value type has 8-lane dense, bitmap and tiles
-// kernels (tables of lane permutations stand in for compress and expand). Delta
-// streams use portable C on every CPU (lib/pack/spmv.c says what was measured).
+// kernels (tables of lane permutations stand in for compress and expand), and sell
+// (8-row slices) an 8-lane kernel that gathers x (vgatherdps), which AVX-512 CPUs run
+// too. Delta streams use portable C on every CPU (lib/pack/spmv.c says what was measured).
 //
-// Threads: OpenMP over chunks of rows (tiles: of 32-row panels) cut by nonzero count (handed out dynamically,
+// Threads: OpenMP over chunks of rows (tiles: of 32-row panels; sell: of 8-row slices) cut by nonzero count (handed out dynamically,
 // so that a thread on a busy core does not hold the others), every row summed by one
 // thread in a fixed order: y is the same bits for any thread count, on one machine
 // and kernel set. It is not the same bits as matmul_forward (BLAS sums in another
