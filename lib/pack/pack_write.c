@@ -198,28 +198,30 @@ static void dims_of(size_t *rows, size_t *cols, const ParamInfo *pi) {
 
 // The decoding work of each encoding beyond its bytes, in bytes memory delivers in the same
 // time: a bitmap step (32 columns of a row), a delta element and a delta row, a tiles
-// slot, a dense element (0 where dense rows read at memory speed). One set per kernel set
-// (spmv.h), fitted to one-thread decode times of bench/decode.sh's 220M model with every
-// prunable tensor forced to one encoding (bench/decode_encodings.sh, 2026-11-26, Xeon
-// Emerald Rapids; docs/benchmarks.md has the table), so that the encoding picked is the
-// fastest of that set at 70, 90, 95 and 99% sparsity: AVX-512 tiles throughout (the
-// constants of its first fit, on an Ice Lake, still rank them so); AVX2 bitmap at 70%
-// and delta from 90% (its tiles need 4 lanes-permutes and 3 blends per 8 rows where
-// AVX-512 has one vpermt2ps per 16: 118 against 32 a slot); portable delta throughout
-// (its dense and bitmap loops are bound by instructions).
+// slot, a dense element (0 where dense rows read at memory speed), a sell slot (8 rows'
+// elements). One set per kernel set (spmv.h), fitted to one-thread decode times of
+// bench/decode.sh's 220M model with every prunable tensor forced to one encoding
+// (bench/decode_encodings.sh, 2026-11-26, Xeon Emerald Rapids; docs/benchmarks.md has
+// the table), so that the encoding picked is within 5% of the fastest of that set at
+// 70, 90, 95 and 99% sparsity: AVX-512 tiles to 95% and sell at 99%; AVX2 bitmap at 70%
+// and sell from 90% (its tiles need 4 lane permutes and 3 blends per 8 rows where AVX-512
+// has one vpermt2ps per 16: 118 against 32 a slot); portable delta, sell at 99%. Any
+// sell cost from 12 to 20 (AVX-512), 0 to 26 (AVX2) and 52 to 140 (portable) ranks them so.
 typedef struct { double bitmap_step, delta_elem, delta_row, tiles_slot, dense_elem, sell_slot; } Costs;
 static const Costs COSTS[3] = {
-    [SPMV_AVX512] = {39, 6, 300, 32, 0, 1e9},
-    [SPMV_AVX2] = {32, 4.4, 90, 118, 0, 1e9},
-    [SPMV_PORTABLE] = {150, 6, 300, 150, 2, 1e9},
+    [SPMV_AVX512] = {39, 6, 300, 32, 0, 16},
+    [SPMV_AVX2] = {32, 4.4, 90, 118, 0, 16},
+    [SPMV_PORTABLE] = {150, 6, 300, 150, 2, 96},
 };
 static int plan_isa = -1; // -1: spmv_isa() at the first plan
 
 void pack_plan_isa(SpmvIsa isa) { plan_isa = isa; }
 
 // Chooses the encoding by pl's index rule (pack.h, PackIndex; ties: dense, bitmap,
-// delta, tiles). Sparse encodings need nnz to fit the u32 prefix counts, delta its
-// stream to fit ixptr, tiles their slots to fit theirs.
+// delta, tiles, sell). Sparse encodings need nnz to fit the u32 prefix counts, delta its
+// stream to fit ixptr, tiles and sell their slots to fit theirs; sell F32/BF16/F16
+// values and at most 65536 columns (a forced encoding that cannot hold the tensor
+// falls back to the fewest bytes).
 static int plan_tensor(Plan *pl, const ParamInfo *pi, const float *w, PackVal dval, PackQuant q,
                        PackIndex index, const char *path) {
     memset(pl, 0, sizeof *pl);

@@ -726,12 +726,15 @@ AVX2 static float bitmap2p_bf16(const PackTensor *t, size_t r, const float *xp) 
         const void *v = t->values;                                                         \
         size_t e = SELL * (size_t)t->ix_ptr[s], e1 = SELL * (size_t)t->ix_ptr[s + 1];      \
         __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();                         \
-        for (; e + 2 * SELL <= e1; e += 2 * SELL) {                                        \
+        __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();                         \
+        for (; e + 4 * SELL <= e1; e += 4 * SELL) {                                        \
             SELL2_STEP(LOADW, e, a0);                                                      \
             SELL2_STEP(LOADW, e + SELL, a1);                                               \
+            SELL2_STEP(LOADW, e + 2 * SELL, a2);                                           \
+            SELL2_STEP(LOADW, e + 3 * SELL, a3);                                           \
         }                                                                                  \
-        if (e < e1) SELL2_STEP(LOADW, e, a0);                                              \
-        _mm256_storeu_ps(d, _mm256_add_ps(a0, a1));                                        \
+        for (; e < e1; e += SELL) SELL2_STEP(LOADW, e, a0);                                \
+        _mm256_storeu_ps(d, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3))); \
     }
 DEF_SELL2(sell2_f32, SELL2_WF32)
 DEF_SELL2(sell2_bf16, SELL2_WBF16)
