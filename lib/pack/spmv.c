@@ -43,8 +43,15 @@
 // the portable loop; bitmap BF16 25.1 ms at 70% against 72.6, by pshufb expanding two
 // bytes' values into 16 columns; tiles 15.0 ms at 95% against 24.6, but the portable
 // delta loop took 11.9 there: 8 lanes and a 4-register lookup of x cost ~20 instructions
-// per 8 rows of a slot, where AVX-512 needs ~5 per 16. So best-pack plans packs for
-// AVX2 with bitmap at 70% and delta above (pack_write.c's per-set costs).
+// per 8 rows of a slot, where AVX-512 needs ~5 per 16. Hence sell (pack format 3):
+// 8 rows a slot, their 8 columns as u16 and x gathered there by one vgatherdps, so a
+// slot costs two 16-byte loads, three widenings, a gather and an FMA, with no lane
+// permutes: 9.0 ms a token at 95% against 12.0 for delta (one thread, the same
+// machine; bench/decode_encodings.sh). The gather is the bound (~9 cycles a slot here:
+// in cache the kernel reads at ~10 GB/s where a plain read of the same bytes makes 25),
+// not memory; software prefetch and pairs of slots in one 32-byte load (to spare the
+// widenings) measured no better. So best-pack plans packs for AVX2 with bitmap at 70%
+// and sell above, and for AVX-512 tiles, sell at 99% (pack_write.c's per-set costs).
 // bench/decode.sh measures every set (BEST_ISA=avx512|avx2|portable picks one, spmv.h).
 #include "pack/spmv.h"
 
