@@ -5,7 +5,7 @@
 // floor: the format's bytes (spmv_bytes) over the bandwidth of a device-to-device copy
 // measured here.
 //
-//   bench_spmv_gpu [--json FILE] [--index tiles|bitmap|delta] [--iters N]
+//   bench_spmv_gpu [--json FILE] [--index tiles|bitmap|delta|sell] [--iters N]
 //
 // The matrices: one LLaMA-2-7B decoder layer (q_proj 4096 x 4096, gate_proj 11008 x 4096,
 // down_proj 4096 x 11008), random weights with a random fraction S of each zeroed, for S
@@ -161,11 +161,13 @@ int main(int argc, char **argv) {
         else if (i + 1 < argc && !strcmp(argv[i], "--index")) index = argv[++i];
         else if (i + 1 < argc && !strcmp(argv[i], "--iters")) iters = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: bench_spmv_gpu [--json FILE] [--index tiles|bitmap|delta] [--iters N]\n");
+            fprintf(stderr, "usage: bench_spmv_gpu [--json FILE] [--index tiles|bitmap|delta|sell] [--iters N]\n");
             return 2;
         }
     }
-    PackIndex pi = !strcmp(index, "bitmap") ? INDEX_BITMAP : !strcmp(index, "delta") ? INDEX_DELTA : INDEX_TILES;
+    PackIndex pi = !strcmp(index, "bitmap") ? INDEX_BITMAP : !strcmp(index, "delta") ? INDEX_DELTA
+                 : !strcmp(index, "sell")   ? INDEX_SELL
+                                            : INDEX_TILES;
     if (iters < 1 || (pi == INDEX_TILES && strcmp(index, "tiles"))) DIE("--index %s / --iters %d", index, iters);
     CudaCtx *ctx;
     TRY_OR_DIE(cuda_ctx_create(&ctx, 0, (size_t)32 << 20));

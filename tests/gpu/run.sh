@@ -213,6 +213,12 @@ if [ "$MODE" != tests ] && [ -n "$gpu" ] && want spmv && [ -x build/bench/bench_
     else
         notok "bench_spmv_gpu: $(tail -n 1 "$OUT/bench-spmv.log")"
     fi
+    # the same shapes packed as sell (the AVX2 encoding; its device kernel: a thread per row)
+    if build/bench/bench_spmv_gpu --index sell --json "$OUT/bench-spmv-sell.json" >"$OUT/bench-spmv-sell.log" 2>&1; then
+        ok "bench_spmv_gpu --index sell: $(grep -m 1 '^4096x11008 *95%' "$OUT/bench-spmv-sell.log")"
+    else
+        notok "bench_spmv_gpu --index sell: $(tail -n 1 "$OUT/bench-spmv-sell.log")"
+    fi
 fi
 if [ "$MODE" != tests ] && [ -n "$gpu" ] && want block && [ -x bin/best-train ]; then
     start=$(date +%s)
