@@ -344,10 +344,8 @@ static int tiles_members(PackTensor *t, const Pack *p, size_t *rank) {
 // row 8s+i's j-th element (columns increasing, inside the tensor, a value not all zero
 // bits) while the row has one, else padding (column 0, value all zero bits).
 static int check_sell(const PackTensor *t, const char *path) {
-    size_t slices = (t->rows + SELL - 1) / SELL, vb = pack_val_bytes(t->val, 1);
+    size_t slices = (t->rows + SELL - 1) / SELL, wide = t->val == PACK_F32;
     const uint16_t *cols = (const uint16_t *)t->index;
-    const uint8_t *vals = t->values;
-    static const uint8_t zero[4];
     for (size_t s = 0; s < slices; s++) {
         size_t width = 0, n[SELL] = {0};
         for (size_t i = 0; i < SELL && s * SELL + i < t->rows; i++) {
@@ -361,7 +359,7 @@ static int check_sell(const PackTensor *t, const char *path) {
             size_t next = 0;
             for (size_t j = 0; j < width; j++) {
                 size_t e = SELL * ((size_t)t->ix_ptr[s] + j) + i, c = cols[e];
-                int pad = memcmp(vals + e * vb, zero, vb) == 0;
+                int pad = wide ? ((const uint32_t *)t->values)[e] == 0 : ((const uint16_t *)t->values)[e] == 0;
                 if (j < n[i] ? pad || c < next || c >= t->cols : !pad || c != 0)
                     return ERR("%s: tensor %s: sell slice %zu row %zu slot %zu: %s", path, t->name, s, s * SELL + i, j,
                                j >= n[i] ? "padding that is not column 0 and value 0"
