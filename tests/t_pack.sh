@@ -190,84 +190,80 @@ def edit(path, out, what):
     write_tar(out, ms)
 
 
-def tiles(path, folder):
+def decoded(path, folder, enc, decode):
+    """Every tensor of encoding enc in the pack, decoded by decode(rd, ten, rows, cols, size)
+    (its dense bytes, and whether its streams held what the layout demands), has the
+    folder's bytes."""
     t = tarfile.open(path)
     man = json.loads(t.extractfile("manifest.json").read())
-    rd = lambda n: t.extractfile(n).read()
+    rd = lambda n: t.extractfile(ten["name"] + n).read()
     want = raw(f"{folder}/model.safetensors")
     n = 0
     for ten in man["tensors"]:
-        if ten["encoding"] != "tiles":
+        if ten["encoding"] != enc:
             continue
         rows, cols = ten["shape"]
-        size = {"F32": 4, "BF16": 2, "F16": 2}[ten["values"]]
-        nnz = np.frombuffer(rd(ten["name"] + ".nnz"), "<u4")
-        ixptr = np.frombuffer(rd(ten["name"] + ".ixptr"), "<u4")
-        sl = rd(ten["name"] + ".slots")
-        S = len(sl) // 5
-        masks, steps = np.frombuffer(sl[:4 * S], "<u4"), sl[4 * S:]
-        index, vals = rd(ten["name"] + ".index"), rd(ten["name"] + ".values")
-        dense = bytearray(rows * cols * size)
-        for p in range((rows + 31) // 32):
-            k, blk = int(nnz[p]), 0
-            for s in range(int(ixptr[p]), int(ixptr[p + 1])):
-                blk += steps[s]
-                for i in range(32):
-                    if int(masks[s]) >> i & 1:
-                        r, c = 32 * p + i, 32 * blk + index[k]
-                        dense[(r * cols + c) * size:(r * cols + c + 1) * size] = vals[k * size:(k + 1) * size]
-                        k += 1
-            assert k == nnz[p + 1]
+        dense, ok = decode(rd, ten, rows, cols, {"F32": 4, "BF16": 2, "F16": 2}[ten["values"]])
         n += 1
-        if bytes(dense) != want[ten["name"]][2]:
-            report(False, f"tiles: {ten['name']} decodes to the folder's bytes")
+        if not ok or dense != want[ten["name"]][2]:
+            report(False, f"{enc}: {ten['name']} decodes to the folder's bytes")
             return
-    report(n > 0, f"tiles: {n} tensors decoded from the documented layout, each the folder's bytes")
+    report(n > 0, f"{enc}: {n} tensors decoded from the documented layout, each the folder's bytes")
 
 
-def sell(path, folder):
-    """Every sell tensor decoded as docs/formats.md says: slice s of rows 8s..8s+7 has
-    ixptr[s+1] - ixptr[s] slots of 8 (u16 column, value); lane i of slot j is row 8s+i's
-    j-th element while the row has one (nnz), padding (column 0, value 0) after."""
-    t = tarfile.open(path)
-    man = json.loads(t.extractfile("manifest.json").read())
-    rd = lambda n: t.extractfile(n).read()
-    want = raw(f"{folder}/model.safetensors")
-    n = 0
-    for ten in man["tensors"]:
-        if ten["encoding"] != "sell":
-            continue
-        rows, cols = ten["shape"]
-        size = {"F32": 4, "BF16": 2, "F16": 2}[ten["values"]]
-        nnz = np.frombuffer(rd(ten["name"] + ".nnz"), "<u4")
-        ixptr = np.frombuffer(rd(ten["name"] + ".ixptr"), "<u4")
-        index = np.frombuffer(rd(ten["name"] + ".index"), "<u2")
-        vals = rd(ten["name"] + ".values")
-        ok = len(index) == 8 * int(ixptr[-1]) and len(vals) == size * len(index) and int(nnz[-1]) == ten["nnz"]
-        dense = bytearray(rows * cols * size)
-        for s in range((rows + 7) // 8):
-            width = int(ixptr[s + 1] - ixptr[s])
-            cnt = [int(nnz[r + 1] - nnz[r]) if r < rows else 0 for r in range(8 * s, 8 * s + 8)]
-            ok = ok and width == max(cnt)
-            for j in range(width):
-                for i in range(8):
-                    e = 8 * (int(ixptr[s]) + j) + i
-                    v = vals[e * size:(e + 1) * size]
-                    if j < cnt[i]:
-                        r, c = 8 * s + i, int(index[e])
-                        dense[(r * cols + c) * size:(r * cols + c + 1) * size] = v
-                    else:
-                        ok = ok and index[e] == 0 and v == bytes(size)
-        n += 1
-        if not ok or bytes(dense) != want[ten["name"]][2]:
-            report(False, f"sell: {ten['name']} decodes to the folder's bytes, padding column 0 and value 0")
-            return
-    report(n > 0, f"sell: {n} tensors decoded from the documented layout, each the folder's bytes, padding zeros")
+def tiles_decode(rd, ten, rows, cols, size):
+    """docs/formats.md's tiles: per panel of 32 rows, slots of a block step and a row mask."""
+    nnz = np.frombuffer(rd(".nnz"), "<u4")
+    ixptr = np.frombuffer(rd(".ixptr"), "<u4")
+    sl = rd(".slots")
+    S = len(sl) // 5
+    masks, steps = np.frombuffer(sl[:4 * S], "<u4"), sl[4 * S:]
+    index, vals = rd(".index"), rd(".values")
+    dense, ok = bytearray(rows * cols * size), True
+    for p in range((rows + 31) // 32):
+        k, blk = int(nnz[p]), 0
+        for s in range(int(ixptr[p]), int(ixptr[p + 1])):
+            blk += steps[s]
+            for i in range(32):
+                if int(masks[s]) >> i & 1:
+                    r, c = 32 * p + i, 32 * blk + index[k]
+                    dense[(r * cols + c) * size:(r * cols + c + 1) * size] = vals[k * size:(k + 1) * size]
+                    k += 1
+        ok = ok and k == nnz[p + 1]
+    return bytes(dense), ok
+
+
+def sell_decode(rd, ten, rows, cols, size):
+    """docs/formats.md's sell: slice s of rows 8s..8s+7 has ixptr[s+1] - ixptr[s] slots of 8
+    (u16 column, value); lane i of slot j is row 8s+i's j-th element while the row has one
+    (nnz), padding (column 0, value 0) after."""
+    nnz = np.frombuffer(rd(".nnz"), "<u4")
+    ixptr = np.frombuffer(rd(".ixptr"), "<u4")
+    index = np.frombuffer(rd(".index"), "<u2")
+    vals = rd(".values")
+    ok = len(index) == 8 * int(ixptr[-1]) and len(vals) == size * len(index) and int(nnz[-1]) == ten["nnz"]
+    dense = bytearray(rows * cols * size)
+    for s in range((rows + 7) // 8):
+        width = int(ixptr[s + 1] - ixptr[s])
+        cnt = [int(nnz[r + 1] - nnz[r]) if r < rows else 0 for r in range(8 * s, 8 * s + 8)]
+        ok = ok and width == max(cnt)
+        for j in range(width):
+            for i in range(8):
+                e = 8 * (int(ixptr[s]) + j) + i
+                v = vals[e * size:(e + 1) * size]
+                if j < cnt[i]:
+                    r, c = 8 * s + i, int(index[e])
+                    dense[(r * cols + c) * size:(r * cols + c + 1) * size] = v
+                else:
+                    ok = ok and index[e] == 0 and v == bytes(size)
+    return bytes(dense), ok
 
 
 cmd, args = sys.argv[1], sys.argv[2:]
-{"bf16": bf16, "same": same, "quant": quant, "bf16q": bf16q, "tar": tar, "info": info, "edit": edit,
- "tiles": tiles, "sell": sell}[cmd](*args)
+if cmd in ("tiles", "sell"):
+    decoded(*args, cmd, tiles_decode if cmd == "tiles" else sell_decode)
+else:
+    {"bf16": bf16, "same": same, "quant": quant, "bf16q": bf16q, "tar": tar, "info": info, "edit": edit}[cmd](*args)
 PY
 REF="python3 $TMP/pack_ref.py"
 
