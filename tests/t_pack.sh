@@ -370,18 +370,14 @@ check "a flipped byte in tensor data still opens (--info)" "$P" --info "$TMP/fli
 expect_error "--verify catches a flipped byte" 1 "checksum mismatch" "$P" --verify "$TMP/flip.pack"
 expect_error "--unpack refuses a flipped byte" 1 "checksum mismatch" "$P" --unpack "$TMP/flip.pack" --out "$TMP/flip.un"
 check "nothing unpacked from the corrupted pack" test ! -e "$TMP/flip.un"
-$REF edit "$X" "$TMP/v9.pack" version9
-expect_error "unknown format version" 1 "unknown format version 9" "$P" --info "$TMP/v9.pack"
-$REF edit "$TMP/p99.sell.pack" "$TMP/sv2.pack" sellv2
-expect_error "sell in a pack of version 2" 1 "unknown encoding sell (format version 2)" "$P" --info "$TMP/sv2.pack"
-$REF edit "$TMP/llama.p90.sell.pack" "$TMP/spad.pack" sellpad
-expect_error "sell padding with a column" 1 "padding that is not column 0 and value 0" "$P" --info "$TMP/spad.pack"
-$REF edit "$TMP/llama.p90.sell.pack" "$TMP/scol.pack" sellcol
-expect_error "sell column past the tensor's end" 1 "column out of order or range" "$P" --info "$TMP/scol.pack"
-$REF edit "$TMP/p99.pack" "$TMP/past.pack" pastend
-expect_error "an index stream that runs past its end" 1 "runs past its end" "$P" --info "$TMP/past.pack"
-$REF edit "$TMP/p99t.pack" "$TMP/tpast.pack" tilespast
-expect_error "tiles that step past the last block" 1 "runs past its last block" "$P" --info "$TMP/tpast.pack"
+# hostile PACK WHAT NAME PATTERN: pack_ref.py's edit WHAT of PACK is refused at open
+hostile() { $REF edit "$1" "$TMP/hostile.pack" "$2"; expect_error "$3" 1 "$4" "$P" --info "$TMP/hostile.pack"; }
+hostile "$X" version9 "unknown format version" "unknown format version 9"
+hostile "$TMP/p99.sell.pack" sellv2 "sell in a pack of version 2" "unknown encoding sell (format version 2)"
+hostile "$TMP/llama.p90.sell.pack" sellpad "sell padding with a column" "padding that is not column 0 and value 0"
+hostile "$TMP/llama.p90.sell.pack" sellcol "sell column past the tensor's end" "column out of order or range"
+hostile "$TMP/p99.pack" pastend "an index stream that runs past its end" "runs past its end"
+hostile "$TMP/p99t.pack" tilespast "tiles that step past the last block" "runs past its last block"
 mkdir -p "$TMP/jail/out"
 for bad in ../x ../../escape a/b /tmp/abs; do
     $REF edit "$X" "$TMP/evil.pack" "rename:config.json:$bad"
