@@ -287,3 +287,12 @@ int config_load(ModelConfig *c, const char *path) {
     free(file);
     return rc;
 }
+
+int config_cap_seq(const ModelConfig *c, int seq, const char *tool, const char *unit, int quiet) {
+    int ctx = c->max_position_embeddings;
+    if (ctx <= 0 || seq <= ctx) return seq;
+    if (!quiet)
+        fprintf(stderr, "%s: note: --seq %d is longer than the model's %d positions: %s of %d\n", tool, seq, ctx, unit,
+                ctx);
+    return ctx;
+}

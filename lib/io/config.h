@@ -60,4 +60,9 @@ int config_parse(ModelConfig *c, const char *json, size_t n, const char *name);
 
 const char *config_arch_name(ModelArch a); // "LlamaForCausalLM", "Qwen3ForCausalLM"
 
+// seq, capped by the model's positions (max_position_embeddings, when > 0); a cap is said
+// on stderr (unless quiet): "TOOL: note: --seq 600 is longer than the model's 512
+// positions: UNIT of 512". The one behaviour of best-train, best-eval and best-mask.
+int config_cap_seq(const ModelConfig *c, int seq, const char *tool, const char *unit, int quiet);
+
 #endif

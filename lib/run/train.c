@@ -754,7 +754,7 @@ static double memory_estimate(const Model *plan, const TrainConfig *c, int on_cu
     double P = (double)plan->n_params, ranks = dist_size();
     double need = 4 * P + 9 * P / ranks;
     if (!on_cuda) {
-        int ctx = plan->cfg.max_position_embeddings, seq = ctx > 0 && c->seq > ctx ? ctx : c->seq;
+        int seq = config_cap_seq(&plan->cfg, c->seq, "best-train", "sequences", 1); // (said later, once)
         double tokens = (double)(c->micro_batch ? c->micro_batch : c->batch) * seq;
         need += 4 * P + 4 * tokens * ((double)plan->L * (14.0 * (double)plan->C + 4.0 * (double)plan->I) + 3.0 * (double)plan->V);
     }
@@ -840,13 +840,7 @@ static int open_read(Trainer *tr, const TrainConfig *cfg, int *sharded) {
     if (model_need_folder(&tr->m, "best-train") < 0) goto fail;
     if (c->model_dir && weights_check(&tr->m, c->model_dir) < 0) goto fail;
     if (c->micro_batch == 0) c->micro_batch = c->batch / ranks > 0 ? c->batch / ranks : 1;
-    int ctx = tr->m.cfg.max_position_embeddings;
-    if (ctx > 0 && c->seq > ctx) { // capped and said, as best-eval and best-mask do
-        if (!c->quiet && dist_rank() == 0)
-            fprintf(stderr, "best-train: note: --seq %d is longer than the model's %d positions: sequences of %d\n",
-                    c->seq, ctx, ctx);
-        c->seq = ctx;
-    }
+    c->seq = config_cap_seq(&tr->m.cfg, c->seq, "best-train", "sequences", c->quiet || dist_rank() > 0);
     if (config_check(c) < 0) {
         if (c->resume) err_prefix("%s", st.path);
         goto fail;

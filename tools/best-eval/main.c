@@ -233,13 +233,7 @@ static int run_ppl(const Opts *o, const Model *m, int on_cuda) {
     load_tokens(&ids, &pc, o, m);
     if (ids.n < 2) // not --seq's fault: the data has no token to predict
         DIE("%s: %zu token%s, too few to measure perplexity (at least 2)", o->data, ids.n, ids.n == 1 ? "" : "s");
-    int seq = o->seq;
-    if (seq > m->cfg.max_position_embeddings) { // a measurement setting: capped, and said
-        if (!o->quiet)
-            fprintf(stderr, "best-eval: note: --seq %d is longer than the model's %d positions: windows of %d\n", seq,
-                    m->cfg.max_position_embeddings, m->cfg.max_position_embeddings);
-        seq = m->cfg.max_position_embeddings;
-    }
+    int seq = config_cap_seq(&m->cfg, o->seq, "best-eval", "windows", o->quiet);
     if ((size_t)seq > ids.n) seq = (int)ids.n;
     Progress pr;
     progress_init(&pr, "eval", seq > 0 ? ids.n / (size_t)seq : 0, " windows", o->quiet);

@@ -205,12 +205,7 @@ int main(int argc, char **argv) {
                     saliency_name(ms.saliency), mask_group_name(ms.group), o.from_mask ? ", shrinking " : "",
                     o.from_mask ? o.from_mask : "", omp_get_max_threads());
         if (calibrated) {
-            if (o.seq > m.cfg.max_position_embeddings) { // capped and said, as best-train and best-eval do
-                if (!o.quiet)
-                    fprintf(stderr, "best-mask: note: --seq %d is longer than the model's %d positions: windows of %d\n",
-                            o.seq, m.cfg.max_position_embeddings, m.cfg.max_position_embeddings);
-                o.seq = m.cfg.max_position_embeddings;
-            }
+            o.seq = config_cap_seq(&m.cfg, o.seq, "best-mask", "windows", o.quiet);
             int32_t *win = xmalloc((size_t)o.nsamples * (size_t)o.seq * sizeof *win);
             TRY_OR_DIE(calib_windows(win, o.calib, o.nsamples, o.seq, (uint64_t)o.seed));
             if (!o.quiet)
