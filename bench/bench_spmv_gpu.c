@@ -2,7 +2,7 @@
 // lib/pack/spmv.cu) at LLaMA-2-7B's shapes, against two peers in the same program on the
 // same matrices: the dense bf16 product through cuBLASLt (matmul_forward_cuda, one row
 // of x) and cuSPARSE's CSR SpMV (cusparseSpMV, fp32 values, int32 indices). Also the
-// floor: the format's bytes (spmv_bytes) over the bandwidth of a device-to-device copy
+// floor: the format's bytes (pack_tensor_bytes) over the bandwidth of a device-to-device copy
 // measured here.
 //
 //   bench_spmv_gpu [--json FILE] [--index tiles|bitmap|delta|sell] [--iters N]
@@ -27,7 +27,7 @@
 #include "nn/model.h"        // defines: Model, model_plan, model_alloc
 #include "pack/pack.h"       // defines: Pack, pack_open
 #include "pack/pack_write.h" // defines: pack_write
-#include "pack/spmv.h"       // defines: DevPackTensor, spmv_forward_cuda, spmv_bytes
+#include "pack/spmv.h"       // defines: DevPackTensor, spmv_forward_cuda
 
 #ifdef BEST_CUDA
 #include <cuda_runtime.h>
@@ -278,16 +278,16 @@ int main(int argc, char **argv) {
                 if (b.csr.ok) cmax = fmax(cmax, fabs((double)y1[r] - y3[r]));
                 ymax = fmax(ymax, fabs((double)y2[r]));
             }
-            double floor_s = (double)spmv_bytes(pt) / (bw / 2); // reads only: half the copy's traffic
+            double floor_s = (double)pack_tensor_bytes(pt) / (bw / 2); // reads only: half the copy's traffic
             char shape[32];
             snprintf(shape, sizeof shape, "%zux%zu", R, Cn);
             printf("%-10s %5.0f%% %6.1f %10.1f %10.1f %10.1f %8.2fx %8.2fx %10.1f %8.2fx  (|ours - dense| %.1e, "
                    "|ours - cusparse| %.1e of max |y|)\n",
-                   shape, 100 * S[k], (double)spmv_bytes(pt) / 1e6, ts * 1e6, td * 1e6, tc * 1e6, td / ts, tc / ts,
+                   shape, 100 * S[k], (double)pack_tensor_bytes(pt) / 1e6, ts * 1e6, td * 1e6, tc * 1e6, td / ts, tc / ts,
                    floor_s * 1e6, ts / floor_s, dmax / ymax, cmax / ymax);
             if (jf)
                 fprintf(jf, "%s{\"shape\":\"%s\",\"sparsity\":%.2f,\"bytes\":%zu,\"spmv_s\":%.9f,\"dense_s\":%.9f,"
-                            "\"cusparse_s\":%.9f,\"floor_s\":%.9f}", first ? "" : ",", shape, S[k], spmv_bytes(pt), ts,
+                            "\"cusparse_s\":%.9f,\"floor_s\":%.9f}", first ? "" : ",", shape, S[k], pack_tensor_bytes(pt), ts,
                         td, tc, floor_s);
             first = 0;
             csr_free(&b.csr);

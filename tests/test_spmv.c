@@ -413,7 +413,7 @@ static void check_sell_padding(void) {
     free(x);
 }
 
-// spmv_bytes counts what the kernels read.
+// pack_tensor_bytes counts what the kernels read.
 static void check_bytes(void) {
     float w[4 * 10] = {0};
     w[3] = 1;
@@ -421,8 +421,8 @@ static void check_bytes(void) {
     Packed p;
     encode(&p, w, 4, 10, PACK_DELTA, PACK_I8);
     // index: 2 gap bytes; values 2; nnz_ptr and ix_ptr 5 u32 each; scales 4 f32
-    T_OK(spmv_bytes(&p.t) == 2 + 2 + 20 + 20 + 16, "spmv_bytes of a delta/I8 tensor (%zu)",
-         spmv_bytes(&p.t));
+    T_OK(pack_tensor_bytes(&p.t) == 2 + 2 + 20 + 20 + 16, "pack_tensor_bytes of a delta/I8 tensor (%zu)",
+         pack_tensor_bytes(&p.t));
     packed_free(&p);
 }
 

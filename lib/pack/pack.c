@@ -59,18 +59,6 @@ const char *pack_quant_name(PackQuant q) { return (unsigned)q < 4 ? QUANT_NAMES[
 const char *pack_enc_name(PackEnc e) { return (unsigned)e < PACK_N_ENC ? ENC_NAMES[e] : "?"; }
 const char *pack_val_name(PackVal v) { return (unsigned)v < 5 ? VAL_NAMES[v] : "?"; }
 
-size_t pack_tensor_bytes(const PackTensor *t) {
-    size_t b = t->index_bytes + t->values_bytes + (t->scales ? 4 * t->rows : 0), panels = (t->rows + TILE - 1) / TILE;
-    switch (t->enc) {
-    case PACK_DENSE: return b;
-    case PACK_BITMAP: return b + 4 * (t->rows + 1);
-    case PACK_DELTA: return b + 8 * (t->rows + 1);
-    case PACK_TILES: return b + 8 * (panels + 1) + 5 * t->slots;
-    case PACK_SELL: return b + 4 * (t->rows + 1) + 4 * ((t->rows + SELL - 1) / SELL + 1);
-    }
-    return b;
-}
-
 // --- reading: the tar -------------------------------------------------------------------
 
 // An octal field: digits, then NUL or space to the end (at least one).

@@ -126,8 +126,19 @@ void pack_close(Pack *p);
 int pack_verify(const Pack *p);
 const PackTensor *pack_find(const Pack *p, const char *name);
 const PackMember *pack_member(const Pack *p, const char *name);
-// Bytes t takes in the pack: all its members' data, without tar headers and padding.
-size_t pack_tensor_bytes(const PackTensor *t);
+// Bytes t takes in the pack: all its members' data, without tar headers and padding;
+// also what spmv_forward reads of it (spmv.h). Inline, so that the kernels need no pack.o.
+static inline size_t pack_tensor_bytes(const PackTensor *t) {
+    size_t b = t->index_bytes + t->values_bytes + (t->scales ? 4 * t->rows : 0);
+    switch (t->enc) {
+    case PACK_DENSE: return b;
+    case PACK_BITMAP: return b + 4 * (t->rows + 1);                            // nnz
+    case PACK_DELTA: return b + 8 * (t->rows + 1);                             // nnz, ixptr
+    case PACK_TILES: return b + 8 * ((t->rows + TILE - 1) / TILE + 1) + 5 * t->slots; // + slots
+    case PACK_SELL: return b + 4 * (t->rows + 1) + 4 * ((t->rows + SELL - 1) / SELL + 1);
+    }
+    return b;
+}
 // Rows [r0, r1) of t as dense fp32 (r1-r0, cols), dequantized, zeros where not stored.
 void pack_decode_rows(float *out, const PackTensor *t, size_t r0, size_t r1);
 #endif

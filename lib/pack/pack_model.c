@@ -10,7 +10,7 @@
 #include "base/error.h"  // defines: ERR, TRY, xcalloc
 #include "base/fileio.h" // defines: path_is_dir, path_join
 #include "pack/pack.h"   // defines: Pack, PackTensor, pack_open, pack_decode_rows
-#include "pack/spmv.h"   // defines: spmv_forward, spmv_embed, spmv_bytes, the devpack_weight_ ops
+#include "pack/spmv.h"   // defines: spmv_forward, spmv_embed, the devpack_weight_ ops
 #include "io/safetensors.h" // defines: st_f32_to_bf16, st_f32_to_f16
 
 // The store: the open pack and, per table entry, its tensor (NULL for 1-D ones).
@@ -35,7 +35,7 @@ static void matvec(float *y, const float *x, const void *t, const float *b, int 
 
 static void embed(float *x, const int32_t *tokens, const void *t, size_t N) { spmv_embed(x, tokens, t, N); }
 
-static size_t bytes(const void *t) { return spmv_bytes(t); }
+static size_t bytes(const void *t) { return pack_tensor_bytes(t); }
 
 static size_t row_bytes(const void *tv) {
     const PackTensor *t = tv;

@@ -1068,10 +1068,3 @@ void spmv_embed(float *x, const int32_t *tokens, const PackTensor *t, size_t N) 
 #pragma omp parallel for schedule(static) if (N * t->cols > PAR_MIN_WORK)
     for (size_t n = 0; n < N; n++) row_decode(x + n * t->cols, t, (size_t)tokens[n]);
 }
-
-size_t spmv_bytes(const PackTensor *t) {
-    if (t->enc == PACK_SELL) return t->index_bytes + t->values_bytes + 4 * (t->rows + 1) + 4 * (units(t) + 1);
-    size_t ptr = (units(t) + 1) * sizeof(uint32_t);
-    return t->index_bytes + t->values_bytes + 5 * t->slots + (t->nnz_ptr ? ptr : 0) + (t->ix_ptr ? ptr : 0) +
-           (t->scales ? t->rows * sizeof(float) : 0);
-}

@@ -46,8 +46,7 @@ void spmv_forward(float *y, const float *x, const PackTensor *t, const float *b,
 // convert exactly, so a dense embedding gives the bits the fp32 model holds.
 void spmv_embed(float *x, const int32_t *tokens, const PackTensor *t, size_t N);
 
-// Bytes spmv_forward reads from t: index stream, values, row pointers, scales.
-size_t spmv_bytes(const PackTensor *t);
+// (The bytes spmv_forward reads from t: pack.h's pack_tensor_bytes.)
 // The kernel sets, by instruction set: portable C (the reference, every CPU), AVX2 (+ FMA,
 // F16C, POPCNT, BMI2: x86-64 since Haswell and Zen) and AVX-512 (F, BW, VL, DQ; VBMI2 when
 // present). The best the CPU has is chosen at the first product, unless the variable
