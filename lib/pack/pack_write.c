@@ -145,15 +145,18 @@ typedef struct {
 static size_t sell_slots(SellOut *o, const float *w, size_t rows, size_t cols) {
     size_t slots = 0, stored = 0;
     for (size_t r0 = 0; r0 < rows; r0 += SELL) {
-        size_t width = 0, pos[SELL] = {0};
+        size_t width = 0, n[SELL] = {0}, pos[SELL] = {0};
         for (size_t i = 0; i < SELL && r0 + i < rows; i++) {
-            size_t n = 0;
-            for (size_t c = 0; c < cols; c++) n += (size_t)is_stored(w[(r0 + i) * cols + c]);
-            if (n > width) width = n;
+            for (size_t c = 0; c < cols; c++) n[i] += (size_t)is_stored(w[(r0 + i) * cols + c]);
+            if (n[i] > width) width = n[i];
         }
         if (o) {
             o->ixptr[r0 / SELL] = (uint32_t)slots;
-            for (size_t i = 0; i < SELL && r0 + i < rows; i++) pos[i] = next_stored(w + (r0 + i) * cols, cols, 0);
+            for (size_t i = 0; i < SELL && r0 + i < rows; i++) {
+                o->nnz[r0 + i] = (uint32_t)stored;
+                stored += n[i];
+                pos[i] = next_stored(w + (r0 + i) * cols, cols, 0);
+            }
             for (size_t j = 0; j < width; j++)
                 for (size_t i = 0; i < SELL; i++) {
                     size_t e = SELL * (slots + j) + i;
@@ -165,10 +168,6 @@ static size_t sell_slots(SellOut *o, const float *w, size_t rows, size_t cols) {
                         pos[i] = next_stored(row, cols, pos[i] + 1);
                     }
                 }
-            for (size_t i = 0; i < SELL && r0 + i < rows; i++) {
-                o->nnz[r0 + i] = (uint32_t)stored;
-                for (size_t c = 0; c < cols; c++) stored += (size_t)is_stored(w[(r0 + i) * cols + c]);
-            }
         }
         slots += width;
     }
@@ -187,7 +186,7 @@ typedef struct {
     size_t rows, cols;
     size_t nnz;          // stored elements (rows*cols when dense)
     size_t delta_bytes;  // of the delta stream, whichever encoding is chosen
-    size_t slots;        // of the tiles (sell: of the sell), whichever encoding is chosen
+    size_t slots;        // of the tiles, whichever encoding is chosen
     size_t sell_slots;   // of the sell, whichever encoding is chosen
 } Plan;
 
