@@ -824,17 +824,18 @@ static int open_read(Trainer *tr, const TrainConfig *cfg, int *sharded) {
                 c->resume, cfg->steps, c->steps, c->resume);
             goto fail;
         }
-        if (memory_check(tr, on_cuda) < 0) goto fail;
+    }
+    // before the weights are read (the resumed run's settings are in c by now)
+    if (memory_check(tr, on_cuda) < 0) goto fail;
+    if (c->resume) {
         char *md = path_join(c->resume, "model");
         rc = model_load(&tr->m, md);
         free(md);
         if (rc < 0) goto fail;
     } else if (c->init_config) {
-        if (memory_check(tr, on_cuda) < 0) goto fail;
         if (model_create(&tr->m, c->init_config) < 0) goto fail;
         train_init_random(&tr->m, c->seed, 0.02);
     } else {
-        if (memory_check(tr, on_cuda) < 0) goto fail;
         if (model_open(&tr->m, c->model_dir) < 0) goto fail;
     }
     if (model_need_folder(&tr->m, "best-train") < 0) goto fail;
