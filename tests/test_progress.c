@@ -49,7 +49,7 @@ int main(void) {
     p.tty = 0;
     l = draw_at(&p, 161000, 50.0, 1);
     T_OK(strstr(l, "tokenize: 100% 161.0 KB/161.0 KB, 3.2 KB/s in 50.0s") != NULL, "bytes: the prefix joins the unit (%s)", l);
-    progress_init(&p, "eval", 40, " windows", 0);
+    progress_init(&p, "eval", 40, "windows", 0);
     p.tty = 0;
     l = draw_at(&p, 40, 2.0, 1);
     T_OK(strstr(l, "eval: 100% 40/40 windows, 20 windows/s in 2.0s") != NULL, "counts: a space before the unit (%s)", l);

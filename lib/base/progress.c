@@ -58,7 +58,7 @@ static void rate_text(char *buf, size_t n, double rate, const char *unit) {
 static void draw(Progress *p, int final) {
     double el = now_seconds() - p->t0;
     double rate = el > 0 ? (double)p->done / el : 0;
-    const char *unit = p->unit[0] == ' ' ? p->unit + 1 : p->unit; // callers once wrote " windows"
+    const char *unit = p->unit;
     char done[40], total[40], r[48], eta[40] = "", t[24];
     int bytes = strcmp(unit, "B") == 0;
     human_units(done, sizeof done, (double)p->done, bytes ? "B" : ""); // "161.0 KB", "40 "

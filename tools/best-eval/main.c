@@ -236,7 +236,7 @@ static int run_ppl(const Opts *o, const Model *m, int on_cuda) {
     int seq = config_cap_seq(&m->cfg, o->seq, "best-eval", "windows", o->quiet);
     if ((size_t)seq > ids.n) seq = (int)ids.n;
     Progress pr;
-    progress_init(&pr, "eval", seq > 0 ? ids.n / (size_t)seq : 0, " windows", o->quiet);
+    progress_init(&pr, "eval", seq > 0 ? ids.n / (size_t)seq : 0, "windows", o->quiet);
     PplResult r;
     if (on_cuda) TRY_OR_DIE(eval_perplexity_cuda(&r, m, ids.v, ids.n, seq, o->batch, &pr));
     else TRY_OR_DIE(eval_perplexity(&r, m, ids.v, ids.n, seq, o->batch, &pr));
@@ -394,7 +394,7 @@ static int run_tasks(const Opts *o, const Model *m, int on_cuda) {
             nreq += (size_t)t.docs[d].n;
         }
         Progress pr;
-        progress_init(&pr, t.name, nreq, " requests", o->quiet);
+        progress_init(&pr, t.name, nreq, "requests", o->quiet);
         if (on_cuda) TRY_OR_DIE(zeroshot_score_cuda(lls, m, &tok, &t, 0, &pr));
         else TRY_OR_DIE(zeroshot_score(lls, m, &tok, &t, 0, &pr));
         progress_finish(&pr);
