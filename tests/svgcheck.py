@@ -73,16 +73,14 @@ def rsvg(svg_text):
 
 
 def colour(c):
-    """(r, g, b) of "#rrggbb" or "#rgb"; None for anything else."""
-    m = re.fullmatch(r"#([0-9a-fA-F]{3}|[0-9a-fA-F]{6})", c or "")
-    if not m:
-        return None
-    h = m.group(1) if len(m.group(1)) == 6 else "".join(ch * 2 for ch in m.group(1))
-    return tuple(int(h[i:i + 2], 16) for i in (0, 2, 4))
+    """(r, g, b) of "#rrggbb" (a heatmap cell's fill); None for anything else."""
+    m = re.fullmatch(r"#([0-9a-fA-F]{6})", c or "")
+    return tuple(int(m.group(1)[i:i + 2], 16) for i in (0, 2, 4)) if m else None
 
 
 class Picture:
-    """The SVG at path, rendered; near(x, y, rgb) asks whether that colour is drawn there."""
+    """The SVG at path, rendered (its checks reported); shows() asks whether elements are
+    visible where drawn, pixel() what was drawn at a point."""
 
     def __init__(self, path):
         self.name = os.path.basename(path)

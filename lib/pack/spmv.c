@@ -700,7 +700,7 @@ AVX2 static float bitmap2p_bf16(const PackTensor *t, size_t r, const float *xp) 
 }
 
 // Sell with AVX2: one slot a step, its 8 lanes the slice's 8 rows: 8 columns widened
-// from u16, x gathered there (vgatherdps), 8 values, one FMA; two sums for the latency.
+// from u16, x gathered there (vgatherdps), 8 values, one FMA; four sums for the latency.
 // The gather's mask leaves out padding (value bits 0), so x there is never read: a row's
 // sum has exactly its own elements, as the portable loop's (in another order).
 #define SELL2_STEP(LOADW, e, acc)                                                          \
