@@ -3,7 +3,7 @@
 # docs/best-tokenize.md, best-train.md, best-mask.md, best-pack.md and best-eval.md (in
 # that order: a page uses what the one before made) is cut into commands (a command is a
 # line and its backslash continuations; comments and blank lines separate them), and each
-# runs with `sh -c` in one scratch folder, with the tools first on PATH; it must exit 0.
+# runs with `sh` in one scratch folder, with the tools first on PATH; it must exit 0.
 # The ```python blocks run with python3 the same way. So an example that names a file no
 # tool writes (run/moments.safetensors, when best-train writes run/moments/step-N...), an
 # option that does not exist, or a default that changed, fails here.
@@ -65,7 +65,8 @@ PATH="$BIN:$PATH" best-mask --model models/stories260K --sparsity 0.95 --salienc
     --out-model out/llama2-95 --quiet || fail "examples: the stand-in out/llama2-95 (best-mask --apply)"
 
 # --- the examples -------------------------------------------------------------------------
-# commands.awk PAGE: "LINE<TAB>LANG<TAB>COMMAND" records (\036 between them, newlines kept)
+# commands.awk (-v dir=D): each command of a page into its own file D/NNNN.sh or .py, and
+# one line "FILE LINE" per command on stdout (LINE: where it starts in the page)
 cat >"$TMP/commands.awk" <<'AWK'
 /^```/ {
     if (lang == "") { lang = substr($0, 4); if (lang != "sh" && lang != "python") lang = "-"; next }
@@ -75,25 +76,26 @@ lang == "" || lang == "-" { next }
 lang == "python" { if (cmd == "") start = NR; cmd = cmd $0 "\n"; next }
 /^[ \t]*(#|$)/ { flush(); next }
 { if (cmd == "") start = NR; cmd = cmd $0 "\n"; if ($0 !~ /\\$/) flush() }
-function flush() { if (cmd != "") printf "%d\t%s\t%s\036", start, lang, cmd; cmd = "" }
+function flush(  f) {
+    if (cmd == "") return
+    f = sprintf("%s/%04d.%s", dir, ++k, lang == "python" ? "py" : "sh")
+    printf "%s", cmd >f
+    close(f)
+    print f, start
+    cmd = ""
+}
 AWK
 n=0
 for page in best-tokenize best-train best-mask best-pack best-eval; do
-    doc=$REPO/docs/$page.md
-    awk -f "$TMP/commands.awk" "$doc" >"$TMP/cmds"
-    # one record at a time: split on \036 with the shell's read (records hold newlines)
-    k=0
-    while :; do
-        k=$((k + 1))
-        rec=$(awk -v k=$k 'BEGIN { RS = "\036" } NR == k { printf "%s", $0; found = 1 } END { exit !found }' "$TMP/cmds") || break
-        line=${rec%%"	"*}; rest=${rec#*"	"}; lang=${rest%%"	"*}; cmd=${rest#*"	"}
-        first=$(printf '%s\n' "$cmd" | head -n 1 | cut -c 1-90)
-        if [ "$lang" = python ]; then printf '%s' "$cmd" >"$TMP/ex.py"; set -- python3 "$TMP/ex.py"
-        else set -- sh -c "$cmd"; fi
-        if PATH="$BIN:$PATH" "$@" >"$TMP/ex.out" 2>&1; then ok "docs/$page.md:$line: $first"
+    rm -rf "$TMP/cmds" && mkdir "$TMP/cmds"
+    awk -v dir="$TMP/cmds" -f "$TMP/commands.awk" "$REPO/docs/$page.md" >"$TMP/cmds.list"
+    while read -r f line; do
+        first=$(head -n 1 "$f" | cut -c 1-90)
+        case "$f" in *.py) set -- python3 "$f" ;; *) set -- sh "$f" ;; esac
+        if PATH="$BIN:$PATH" "$@" >"$TMP/ex.out" 2>&1 </dev/null; then ok "docs/$page.md:$line: $first"
         else fail "docs/$page.md:$line: $first (exit $?: $(tail -n 3 "$TMP/ex.out" | tr '\n' ' ' | cut -c 1-300))"; fi
         n=$((n + 1))
-    done
+    done <"$TMP/cmds.list"
 done
 [ "$n" -gt 30 ] && ok "$n examples found and run" || fail "only $n examples found in docs/: the extraction broke"
 finish
