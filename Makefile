@@ -104,6 +104,19 @@ NVCCFLAGS := -O3 -std=c++17 $(CUDA_ARCH) -lineinfo -Werror all-warnings \
 CFLAGS_CUDA := -DBEST_CUDA=1 -isystem $(CUDA_INC)
 CUDA_LDLIBS := -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcudart -lcublasLt -lstdc++
 CUDA_LINE := cuda: nvcc $(NVCC_VERSION) ($(NVCC_PATH)), include $(CUDA_INC), lib $(CUDA_LIBDIR), cuBLASLt yes: lib/*/*.cu for sm_80 sm_90a + compute_90a PTX
+# NCCL, for GPU ranks (lib/dist/dist_nccl.cu): nccl.h and libnccl beside the toolkit, or
+# under NCCL_HOME (DIR/include, DIR/lib64 or DIR/lib; pip's nvidia-nccl has libnccl.so.2
+# alone). Without it dist_nccl.cu refuses GPU ranks in one line, and the programs do not
+# link NCCL.
+NCCL_HOME ?= $(CUDA_HOME)
+NCCL_LIB := $(firstword $(foreach d,lib64 lib,$(foreach f,libnccl.so libnccl.so.2,$(wildcard $(NCCL_HOME)/$(d)/$(f)))))
+ifneq ($(and $(wildcard $(NCCL_HOME)/include/nccl.h),$(NCCL_LIB)),)
+NVCCFLAGS += -DBEST_NCCL=1 -isystem $(NCCL_HOME)/include
+CUDA_LDLIBS += -L$(dir $(NCCL_LIB)) -Wl,-rpath,$(dir $(NCCL_LIB)) -l:$(notdir $(NCCL_LIB))
+CUDA_LINE += ; nccl: $(NCCL_LIB): GPU ranks under mpirun
+else
+CUDA_LINE += ; nccl: off, no nccl.h and libnccl under $(NCCL_HOME) (NCCL_HOME=DIR): one GPU rank
+endif
 else
 CUDA_LINE := cuda: off, $(CUDA_WHY): CPU build only
 endif
@@ -160,8 +173,9 @@ TEST_CXX_BINS := $(patsubst tests/%.cpp,$(BUILD)/tests/%,$(wildcard tests/test_*
 # kernels on a real GPU (they print "skip - no CUDA device" where there is none)
 TEST_GPU_BINS := $(if $(LIB_CU),$(patsubst tests/%.cpp,$(BUILD)/tests/%_gpu,$(wildcard tests/test_kernels.cpp tests/test_step.cpp tests/test_spmv_cuda.cpp)))
 TEST_BINS += $(TEST_CXX_BINS) $(TEST_GPU_BINS)
-# tests/dist_check: the collectives under mpirun (tests/t_mpi.sh), with MPI only
-TEST_BINS += $(if $(filter 1,$(MPI)),$(BUILD)/tests/dist_check)
+# tests/dist_check: the collectives under mpirun (tests/t_mpi.sh), with MPI only; and
+# step_ranks: test_step.cpp's GPU ranks in the emulator (TEST_RANKS), under mpirun too
+TEST_BINS += $(if $(filter 1,$(MPI)),$(BUILD)/tests/dist_check $(BUILD)/tests/step_ranks)
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BINS := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
@@ -228,6 +242,11 @@ $(BINDIR)/best-train: $(BUILD)/lib/dist/dist_mpi.o
 $(BINDIR)/best-train: LINK_LIBS += $(MPI_LIBS)
 $(BUILD)/tests/dist_check: $(BUILD)/tests/dist_check.o $(BUILD)/lib/dist/dist_mpi.o $(LIBA)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIBA) $(LINK_LIBS) $(MPI_LIBS)
+$(BUILD)/tests/step_ranks.o: tests/test_step.cpp $(CUDA_STAMP)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) -DTEST_RANKS -c $< -o $@
+$(BUILD)/tests/step_ranks: $(BUILD)/tests/step_ranks.o $(BUILD)/lib/dist/dist_mpi.o $(LIBA)
+	$(CXX) $(LDFLAGS) -pthread -o $@ $(filter %.o,$^) $(LIBA) $(LINK_LIBS) $(MPI_LIBS)
 endif
 
 $(TEST_CXX_BINS) $(TEST_GPU_BINS): $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBA)

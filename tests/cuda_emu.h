@@ -189,6 +189,23 @@ static inline cudaError_t cudaDeviceSynchronize(void) {
     emu_no_capture("cudaDeviceSynchronize during a stream capture");
     return cudaSuccess;
 }
+// Streams and events order nothing here (every operation has finished when its call
+// returns): a stream or an event is a distinct pointer, and waiting on one is a no-op.
+struct CUevent_st;
+typedef CUevent_st *cudaEvent_t;
+enum { cudaStreamNonBlocking = 1, cudaEventDisableTiming = 2 };
+static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) {
+    *s = (cudaStream_t)malloc(1);
+    return cudaSuccess;
+}
+static inline cudaError_t cudaStreamDestroy(cudaStream_t s) { free(s); return cudaSuccess; }
+static inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned) {
+    *e = (cudaEvent_t)malloc(1);
+    return cudaSuccess;
+}
+static inline cudaError_t cudaEventDestroy(cudaEvent_t e) { free(e); return cudaSuccess; }
+static inline cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t = 0) { return cudaSuccess; }
+static inline cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned = 0) { return cudaSuccess; }
 
 #define CUDA_CHECK(call)                                                                 \
     do {                                                                                 \

@@ -84,6 +84,13 @@ static void check_collectives(void) {
     bad = 0;
     for (size_t i = 0; full && i < n; i++) bad += full[i] != (uint8_t)(i * 31 % 251);
     EXPECT(bad == 0, "gather to rank 0: %zu bytes wrong", bad);
+    // broadcast from the last rank: its bytes everywhere
+    char id[130];
+    for (size_t i = 0; i < sizeof id; i++) id[i] = (char)(R == N - 1 ? i * 7 + 1 : 0);
+    dist_bcast(id, sizeof id, N - 1);
+    bad = 0;
+    for (size_t i = 0; i < sizeof id; i++) bad += id[i] != (char)(i * 7 + 1);
+    EXPECT(bad == 0, "broadcast from rank %d: %zu bytes wrong", N - 1, bad);
     // agreement: one failing rank fails all; none failing, none
     EXPECT(dist_agree(0) == 0, "agree(0 everywhere)");
     EXPECT(dist_agree(R == N - 1 ? -1 : 0) == -1, "agree(the last rank failed)");

@@ -54,6 +54,7 @@
 #include "nn/layers.h"   // defines: layers_init
 #include "nn/model.h"    // defines: DevModel and its devmodel_ functions (BEST_CUDA)
 #include "sparse/mask.h" // defines: mask_update_cuda (BEST_CUDA)
+#include "dist/dist_nccl.h" // defines: devcomm_init (BEST_CUDA)
 #define MODE "on the GPU (libbest's kernels, cuBLASLt)"
 #else
 #define MODE "in the CPU emulator (matrix products: CPU shims on bf16 operands)"
@@ -117,6 +118,8 @@ static void matmul_backward_cuda(CudaCtx *, float *dx, float *dw, const uint16_t
 #pragma GCC diagnostic ignored "-Wunused-function"
 #include "nn/layers.cu"
 #include "nn/adamw.cu"
+#include "nccl_emu.h"
+#include "dist/dist_nccl.cu"
 #include "nn/model.cu"
 #include "sparse/saliency.cu"
 #include "sparse/select.cu"
@@ -126,6 +129,7 @@ static void matmul_backward_cuda(CudaCtx *, float *dx, float *dw, const uint16_t
 #endif
 
 #include "base/error.h"      // defines: err_msg, xmalloc
+#include "dist/dist.h"       // defines: dist_init, dist_rank, dist_size, dist_slice, dist_sum_f64
 #include "nn/kernel_math.h"  // defines: km_bf16_from_float
 #include "nn/model.h"        // defines: Model, ModelActs, DevModel
 extern "C" {
@@ -747,7 +751,210 @@ static void check_resume(const char *name) {
     model_free(&m);
 }
 
-int main() {
+// --- GPU ranks (dist/dist_nccl.h) ---------------------------------------------------------
+
+// A run of 8 steps of masked AdamW with clipping and a cubic schedule to 80% in 4 updates
+// on the device (group global; group layer on qwen3, where a tensor spans two ranks'
+// slices), with a global batch of R micro-batches: by one DevModel of no ranks (comm
+// NULL: the micro-batches one after another), or by this rank's DevModel of comm's ranks
+// (its own micro-batch; train.c's order: the ranks add their loss and sum of squares).
+// What the two must agree on.
+struct RanksLog {
+    std::vector<double> loss, sumsq; // at each step, the ranks' sums
+    std::vector<uint8_t> masks;      // after each update, the slice [lo, hi) of the block
+    std::vector<float> w, m, v;      // at the end: all the weights, the slice's moments
+};
+
+static int run_ranks(RanksLog *log, const char *name, MaskGroup group, int R, DevComm *comm) {
+    Model mo;
+    if (!load_fixture(&mo, name)) return -1;
+    DevModel d;
+    devmodel_init_ranks(&d, ctx_get(), &mo, B, T, CE_ROWS, 0, comm);
+    int me = comm ? devcomm_rank(comm) : -1, masked = 0, rc = 0;
+    size_t n = mo.n_params, own = d.own_hi - d.own_lo;
+    enum { STEPS_R = 8 };
+    PruneSchedule sched = {SCHED_CUBIC, 0.8, STEPS_R, 0.0, 0.75, 4};
+    size_t N = (size_t)B * T;
+    std::vector<int32_t> tok(N), tgt(N);
+    std::vector<uint8_t> mask(own ? own : 1);
+    for (int t = 1; t <= STEPS_R && rc == 0; t++) {
+        devmodel_zero_grad(&d);
+        double loss = 0;
+        for (int r = 0; r < R; r++) {
+            if (comm && r != me) continue;
+            batch_make(tok.data(), tgt.data(), N, mo.V, 1000 * t + r);
+            devmodel_forward(&d, tok.data(), tgt.data());
+            loss += d.loss / R;
+            if (comm) devmodel_backward_sum(&d, 1.0f / R);
+            else devmodel_backward(&d, 1.0f / R);
+        }
+        double part[2] = {loss, devmodel_grad_sumsq(&d, masked)};
+        if (comm) dist_sum_f64(part, 2);
+        log->loss.push_back(part[0]);
+        log->sumsq.push_back(part[1]);
+        float coef = grad_clip_coef(sqrt(part[1]), 0.5);
+        if (coef < 1.0f) devmodel_grad_scale(&d, coef);
+        AdamWHyper h = {lr_at(3e-3, 0.1, STEPS_R, t), 0.9, 0.999, 1e-8, 0.01};
+        devmodel_adamw(&d, &h, t, masked);
+        if (!schedule_update_at(&sched, t)) continue;
+        MaskSpec spec = {SAL_SECOND, group, schedule_sparsity(&sched, t), NULL, 0};
+        masked = 1;
+        rc = mask_update_cuda(&d, &spec);
+        T_OK(rc == 0, "%s: mask update at step %d%s", name, t, comm ? " on the ranks" : "");
+        devmodel_download_mask(&d, mask.data());
+        log->masks.insert(log->masks.end(), mask.begin(), mask.begin() + own);
+    }
+    AdamW o;
+    adamw_init(&o, own ? own : 1);
+    log->w.resize(n);
+    devmodel_download(&d, log->w.data(), &o);
+    log->m.assign(o.m, o.m + own);
+    log->v.assign(o.v, o.v + own);
+    adamw_free(&o);
+    devmodel_free(&d);
+    model_free(&mo);
+    return rc;
+}
+
+// Normwise relative difference of x from ref.
+static double rel_diff(const float *x, const float *ref, size_t n) {
+    double e = 0, r = 0;
+    for (size_t i = 0; i < n; i++) {
+        e += ((double)x[i] - ref[i]) * ((double)x[i] - ref[i]);
+        r += (double)ref[i] * ref[i];
+    }
+    return r > 0 ? sqrt(e / r) : sqrt(e);
+}
+
+// This rank's run (got) against the one-model run (ref, the whole block) on R ranks:
+// bitwise on one rank (the collectives sum nothing); on several, loss and gradient norm
+// within 1e-6 relative at every step, the same masks at every update, weights and
+// moments within 1e-6 (the sums' order); the pruned weights exactly 0 in every rank's
+// copy (the owners' zeros were shared).
+static void ranks_compare(const RanksLog &got, const RanksLog &ref, const char *name, const char *g, int me, int R) {
+    size_t n = ref.w.size(), lo, hi;
+    dist_slice(&lo, &hi, n, me, R);
+    size_t own = hi - lo, updates = ref.masks.size() / (n ? n : 1);
+    if (!T_OK(got.loss.size() == ref.loss.size() && got.masks.size() == updates * own && got.w.size() == n &&
+              got.m.size() == own && ref.m.size() == n,
+              "%s: rank %d of %d: the runs' logs have the same shapes", name, me, R))
+        return;
+    double wl = 0, wn = 0;
+    int bitwise = 1;
+    for (size_t t = 0; t < ref.loss.size(); t++) {
+        bitwise &= got.loss[t] == ref.loss[t] && got.sumsq[t] == ref.sumsq[t];
+        wl = fmax(wl, fabs(got.loss[t] - ref.loss[t]) / fabs(ref.loss[t]));
+        wn = fmax(wn, fabs(sqrt(got.sumsq[t]) - sqrt(ref.sumsq[t])) / sqrt(ref.sumsq[t]));
+    }
+    size_t mdiff = 0, alive = 0;
+    for (size_t u = 0; u < updates; u++)
+        for (size_t i = 0; i < own; i++) mdiff += got.masks[u * own + i] != ref.masks[u * n + lo + i];
+    const uint8_t *last = updates ? &ref.masks[(updates - 1) * n] : NULL;
+    for (size_t i = 0; last && i < n; i++) alive += !last[i] && got.w[i] != 0.0f;
+    double rw = rel_diff(got.w.data(), ref.w.data(), n);
+    double rm = fmax(rel_diff(got.m.data(), ref.m.data() + lo, own), rel_diff(got.v.data(), ref.v.data() + lo, own));
+    bitwise &= mdiff == 0 && rw == 0 && memcmp(got.w.data(), ref.w.data(), n * sizeof(float)) == 0 &&
+               memcmp(got.m.data(), ref.m.data() + lo, own * sizeof(float)) == 0 &&
+               memcmp(got.v.data(), ref.v.data() + lo, own * sizeof(float)) == 0;
+    if (R == 1) {
+        T_OK(bitwise, "%s: one rank through the ranks' path (%s masks), %zu steps, %zu updates: losses, norms, "
+             "masks, weights and moments bitwise the run without ranks", name, g, ref.loss.size(), updates);
+    } else {
+        T_OK(wl <= 1e-6 && wn <= 1e-6, "%s: rank %d of %d: loss within %.1e and gradient norm within %.1e of the "
+             "one-model run at every step (1e-6 asked)", name, me, R, wl, wn);
+        T_OK(mdiff == 0, "%s: rank %d of %d: its slice of the %s masks is the one-model run's at all %zu updates "
+             "(%zu differ)", name, me, R, g, updates, mdiff);
+        T_OK(rw <= 1e-6 && rm <= 1e-6, "%s: rank %d of %d: weights within %.1e, its slice's moments within %.1e "
+             "(normwise relative, 1e-6 asked)", name, me, R, rw, rm);
+    }
+    T_OK(updates > 0 && alive == 0, "%s: rank %d of %d: the weights the last mask pruned are 0 in its copy (%zu "
+         "not)", name, me, R, alive);
+}
+
+static const char *group_word(MaskGroup g) { return g == GROUP_GLOBAL ? "global" : "per layer"; }
+
+// One rank, in this process: the ranks' path (a communicator of one) against the run
+// without. (Several ranks: build/tests/step_ranks, whose reference is a separate process:
+// the selection's counts are summed over every rank of the process, so a one-model run
+// cannot share a process with ranks.)
+static void check_ranks(const char *name, MaskGroup group) {
+    DevComm *comm;
+    if (devcomm_init(&comm) < 0) {
+        T_SKIP("%s: GPU ranks: %s", name, err_msg());
+        return;
+    }
+    RanksLog ref, got;
+    if (run_ranks(&ref, name, group, 1, NULL) == 0 && run_ranks(&got, name, group, 1, comm) == 0)
+        ranks_compare(got, ref, name, group_word(group), 0, 1);
+    devcomm_free(comm);
+}
+
+#ifdef TEST_RANKS
+// step_ranks' file of a RanksLog: each vector as a u64 count and its elements.
+template <typename V> static void vec_put(FILE *f, const V &v) {
+    uint64_t k = v.size();
+    fwrite(&k, sizeof k, 1, f);
+    fwrite(v.data(), sizeof v[0], v.size(), f);
+}
+template <typename V> static int vec_get(FILE *f, V *v) {
+    uint64_t k;
+    if (fread(&k, sizeof k, 1, f) != 1 || k > ((uint64_t)1 << 32)) return -1;
+    v->resize(k);
+    return fread(v->data(), sizeof (*v)[0], k, f) == k ? 0 : -1;
+}
+
+static const struct { const char *name; MaskGroup group; } RANK_RUNS[] = {
+    {"llama", GROUP_GLOBAL}, {"qwen3", GROUP_LAYER}, {"llama_tied", GROUP_GLOBAL}};
+
+// step_ranks ref R DIR (no mpirun): the one-model runs of R micro-batches into DIR;
+// mpirun -np R step_ranks check DIR: this rank's runs against them.
+static int step_ranks_main(int argc, char **argv) {
+    if (dist_init(&argc, &argv) < 0) {
+        fprintf(stderr, "step_ranks: %s\n", err_msg());
+        return 1;
+    }
+    int ref = argc == 4 && strcmp(argv[1], "ref") == 0, R = ref ? atoi(argv[2]) : dist_size();
+    if (!(ref || (argc == 3 && strcmp(argv[1], "check") == 0)) || R < 1) {
+        fprintf(stderr, "usage: step_ranks ref R DIR | mpirun -np R step_ranks check DIR\n");
+        return 2;
+    }
+    layers_init();
+    const char *dir = argv[argc - 1];
+    DevComm *comm = NULL;
+    if (!ref && devcomm_init(&comm) < 0) {
+        fprintf(stderr, "step_ranks: %s\n", err_msg());
+        return 1;
+    }
+    printf("# GPU ranks %s: %s, rank %d of %d\n", MODE, ref ? "the one-model runs" : "the ranks", dist_rank(), R);
+    for (const auto &run : RANK_RUNS) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s-%d.log", dir, run.name, R);
+        RanksLog log, want;
+        if (run_ranks(&log, run.name, run.group, R, comm) < 0) continue;
+        FILE *f = fopen(path, ref ? "wb" : "rb");
+        if (!T_OK(f, "%s: open %s", run.name, path)) continue;
+        if (ref) {
+            for (auto *v : {&log.loss, &log.sumsq}) vec_put(f, *v);
+            vec_put(f, log.masks);
+            for (auto *v : {&log.w, &log.m, &log.v}) vec_put(f, *v);
+        } else if (T_OK(vec_get(f, &want.loss) == 0 && vec_get(f, &want.sumsq) == 0 && vec_get(f, &want.masks) == 0 &&
+                            vec_get(f, &want.w) == 0 && vec_get(f, &want.m) == 0 && vec_get(f, &want.v) == 0,
+                        "%s: read %s", run.name, path)) {
+            ranks_compare(log, want, run.name, group_word(run.group), dist_rank(), R);
+        }
+        fclose(f);
+    }
+    devcomm_free(comm);
+    if (dist_agree(test_failures ? -1 : 0) == 0) dist_finalize();
+    T_DONE();
+}
+#endif
+
+int main(int argc, char **argv) {
+#ifdef TEST_RANKS // build/tests/step_ranks (tests/t_mpi.sh)
+    return step_ranks_main(argc, argv);
+#endif
+    (void)argc, (void)argv;
 #ifdef TEST_ON_GPU
     T_CUDA_DEVICE_OR_SKIP();
 #endif
@@ -765,5 +972,7 @@ int main() {
     if (getenv("ONLY_MASK")) T_DONE();
     for (int i = 0; i < 2; i++) check_training(fixtures[i]); // LLaMA and Qwen3 (tied)
     check_resume("llama_tied");
+    check_ranks("llama", GROUP_GLOBAL); // one rank here; several: build/tests/step_ranks
+    check_ranks("qwen3", GROUP_LAYER);
     T_DONE();
 }

@@ -67,6 +67,8 @@ void dist_gather(void *full, const void *mine, size_t n, size_t elem, int all);
 // "another rank failed" (that rank printed why). Every rank learns of a failure
 // together, so that none waits in a collective for a rank that has stopped.
 int dist_agree(int rc);
+// buf (bytes) on every rank = rank root's (a broadcast; small things: NCCL's unique id).
+void dist_bcast(void *buf, size_t bytes, int root);
 // Payload bytes this rank has put into collectives so far (what it contributed to each,
 // not what the network carried): the difference across a step part is its traffic.
 uint64_t dist_bytes(void);

@@ -228,6 +228,13 @@ void dist_gather(void *full, const void *mine, size_t n, size_t elem, int all) {
     free(cnt);
 }
 
+void dist_bcast(void *buf, size_t bytes, int root) {
+    if (g_size == 1) return;
+    CHECK(bytes <= INT_MAX, "dist_bcast: %zu bytes", bytes);
+    COLL("MPI_Bcast", MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, MPI_COMM_WORLD));
+    if (g_rank == root) g_bytes += bytes;
+}
+
 int dist_agree(int rc) {
     if (g_size == 1) return rc < 0 ? -1 : 0;
     int mine = rc < 0 ? -1 : 0, all;

@@ -31,6 +31,8 @@
 #include <string.h>
 
 #include "base/error.h"       // defines: ERR, CHECK, xcalloc
+#include "dist/dist.h"        // defines: dist_slice
+#include "dist/dist_nccl.h"   // defines: devcomm_sum, devcomm_share, devcomm_wait
 #include "nn/adamw.h"         // defines: adamw_update_cuda
 #include "nn/cuda.h"          // defines: CUDA_CHECK, LAUNCH, BEST_KAPI, CudaCtx
 #include "nn/cuda_reduce.cuh" // defines: block_sum
@@ -41,7 +43,7 @@
 #define DEV_RED_BLOCKS (KM_GRID_CAP < 256u ? KM_GRID_CAP : 256u)
 // Logits (floats) of one chunk when devmodel_init is not told the rows: 256 MiB.
 #define DEV_CE_FLOATS ((size_t)1 << 26)
-// fp32 weights, gradients, exp_avg, exp_avg_sq; the bf16 copy; the mask
+// fp32 weights, gradients, exp_avg, exp_avg_sq; the bf16 copy; the mask (one rank)
 #define DEV_BYTES_PER_PARAM (4 + 4 + 4 + 4 + 2 + 1)
 // DEVMODEL_EVAL: fp32 weights and their bf16 copy
 #define DEV_EVAL_BYTES_PER_PARAM (4 + 2)
@@ -230,16 +232,16 @@ BEST_KAPI void devmodel_free(DevModel *d) {
 
 BEST_KAPI void devmodel_upload(DevModel *d, const float *params, const AdamW *opt, const uint8_t *mask) {
     cudaStream_t st = d->ctx->stream;
-    size_t n = d->n_params;
+    size_t n = d->n_params, own = d->own_hi - d->own_lo;
     CUDA_CHECK(cudaMemcpyAsync(d->params, params, n * sizeof(float), cudaMemcpyHostToDevice, st));
     if (d->wbf) cast_bf16_cuda(d->wbf, d->params, n, st);
     if (opt) {
-        CUDA_CHECK(cudaMemcpyAsync(d->adam_m, opt->m, n * sizeof(float), cudaMemcpyHostToDevice, st));
-        CUDA_CHECK(cudaMemcpyAsync(d->adam_v, opt->v, n * sizeof(float), cudaMemcpyHostToDevice, st));
+        CUDA_CHECK(cudaMemcpyAsync(d->adam_m, opt->m, own * sizeof(float), cudaMemcpyHostToDevice, st));
+        CUDA_CHECK(cudaMemcpyAsync(d->adam_v, opt->v, own * sizeof(float), cudaMemcpyHostToDevice, st));
     }
     CHECK(!d->eval || (!opt && !mask), "devmodel_upload: an evaluation DevModel holds weights only");
-    if (mask) CUDA_CHECK(cudaMemcpyAsync(d->mask, mask, n, cudaMemcpyHostToDevice, st));
-    else if (d->mask) CUDA_CHECK(cudaMemsetAsync(d->mask, 1, n, st));
+    if (mask) CUDA_CHECK(cudaMemcpyAsync(d->mask, mask, own, cudaMemcpyHostToDevice, st));
+    else if (d->mask) CUDA_CHECK(cudaMemsetAsync(d->mask, 1, own, st));
     // the host buffers may change as soon as we return (pageable copies are staged, but
     // say so explicitly rather than rely on it)
     CUDA_CHECK(cudaStreamSynchronize(st));
@@ -252,6 +254,8 @@ static void devmodel_shape(DevModel *d, const Model *m, int B, int T, size_t ce_
     d->eval = (flags & (DEVMODEL_EVAL | DEVMODEL_DECODE)) != 0;
     d->decode = (flags & DEVMODEL_DECODE) != 0;
     d->n_params = m->n_params;
+    d->own_lo = 0;
+    d->own_hi = m->n_params;
     d->B = B;
     d->T = T;
     d->N = (size_t)B * (size_t)T;
@@ -290,9 +294,10 @@ static int stored_upload(DevModel *d) {
     return 0;
 }
 
-BEST_KAPI int devmodel_init(DevModel *d, CudaCtx *c, const Model *m, int B, int T, size_t ce_rows,
-                            int flags) {
+BEST_KAPI int devmodel_init_ranks(DevModel *d, CudaCtx *c, const Model *m, int B, int T, size_t ce_rows,
+                                  int flags, DevComm *comm) {
     memset(d, 0, sizeof *d);
+    CHECK(!comm || !(flags & (DEVMODEL_EVAL | DEVMODEL_DECODE)), "devmodel_init_ranks: ranks are for training");
     if (B < 1 || T < 1) return ERR("batch %d x %d: both must be at least 1", B, T);
     CHECK(!(flags & DEVMODEL_DECODE) || B == 1, "devmodel_init: DEVMODEL_DECODE decodes one sequence (B = 1)");
     if (m->ext && !(flags & (DEVMODEL_EVAL | DEVMODEL_DECODE))) return model_need_folder(m, "training on the device");
@@ -300,6 +305,8 @@ BEST_KAPI int devmodel_init(DevModel *d, CudaCtx *c, const Model *m, int B, int 
         return ERR("%s: %s cannot go on a CUDA device in this build", m->ext->path, m->ext->what);
     d->ctx = c;
     devmodel_shape(d, m, B, T, ce_rows, flags);
+    d->comm = comm;
+    if (comm) dist_slice(&d->own_lo, &d->own_hi, d->n_params, devcomm_rank(comm), devcomm_size(comm));
     // the prunable families as ranges of the block (the table is in block order)
     for (int i = 0; i < m->n_info && !m->ext; i++) { // (a store's are not in the block)
         const ParamInfo *p = &m->info[i];
@@ -316,12 +323,12 @@ BEST_KAPI int devmodel_init(DevModel *d, CudaCtx *c, const Model *m, int B, int 
     DevCarver cv = {NULL, 0};
     acts_layout(d, &cv);
     d->acts_bytes = cv.used;
-    size_t n = d->n_params;
+    size_t n = d->n_params, own = d->own_hi - d->own_lo;
     int rc = dev_malloc((void **)&d->params, n * sizeof(float), "the weights");
     d->weight_bytes = n * sizeof(float);
     if (rc == 0 && !d->eval) rc = dev_malloc((void **)&d->grads, n * sizeof(float), "the gradients");
-    if (rc == 0 && !d->eval) rc = dev_malloc((void **)&d->adam_m, n * sizeof(float), "Adam's exp_avg");
-    if (rc == 0 && !d->eval) rc = dev_malloc((void **)&d->adam_v, n * sizeof(float), "Adam's exp_avg_sq");
+    if (rc == 0 && !d->eval) rc = dev_malloc((void **)&d->adam_m, own * sizeof(float), "Adam's exp_avg");
+    if (rc == 0 && !d->eval) rc = dev_malloc((void **)&d->adam_v, own * sizeof(float), "Adam's exp_avg_sq");
     if (rc == 0 && !m->ext) rc = dev_malloc((void **)&d->wbf, n * sizeof(uint16_t), "the bf16 weights");
     if (rc == 0 && !m->ext) d->weight_bytes += n * sizeof(uint16_t);
     if (rc == 0 && m->ext && !d->decode)
@@ -337,7 +344,7 @@ BEST_KAPI int devmodel_init(DevModel *d, CudaCtx *c, const Model *m, int B, int 
         const char *g = getenv("BEST_CUDA_GRAPH");
         d->no_graph = g && strcmp(g, "0") == 0;
     }
-    if (rc == 0 && !d->eval) rc = dev_malloc((void **)&d->mask, n, "the mask");
+    if (rc == 0 && !d->eval) rc = dev_malloc((void **)&d->mask, own ? own : 1, "the mask");
     if (rc == 0) rc = dev_malloc((void **)&d->acts, cv.used, "the activations");
     if (rc < 0) {
         devmodel_free(d);
@@ -350,8 +357,8 @@ BEST_KAPI int devmodel_init(DevModel *d, CudaCtx *c, const Model *m, int B, int 
     if (!d->eval) {
         params_rebase(&d->g, m, d->grads);
         CUDA_CHECK(cudaMemsetAsync(d->grads, 0, n * sizeof(float), st));
-        CUDA_CHECK(cudaMemsetAsync(d->adam_m, 0, n * sizeof(float), st));
-        CUDA_CHECK(cudaMemsetAsync(d->adam_v, 0, n * sizeof(float), st));
+        CUDA_CHECK(cudaMemsetAsync(d->adam_m, 0, own * sizeof(float), st));
+        CUDA_CHECK(cudaMemsetAsync(d->adam_v, 0, own * sizeof(float), st));
     }
     size_t half = (size_t)T * m->HD / 2;
     float *cs = (float *)xmalloc(2 * half * sizeof(float));
@@ -363,13 +370,17 @@ BEST_KAPI int devmodel_init(DevModel *d, CudaCtx *c, const Model *m, int B, int 
     return 0;
 }
 
+BEST_KAPI int devmodel_init(DevModel *d, CudaCtx *c, const Model *m, int B, int T, size_t ce_rows, int flags) {
+    return devmodel_init_ranks(d, c, m, B, T, ce_rows, flags, NULL);
+}
+
 BEST_KAPI void devmodel_download(const DevModel *d, float *params, AdamW *opt) {
     cudaStream_t st = d->ctx->stream;
-    size_t n = d->n_params;
+    size_t n = d->n_params, own = d->own_hi - d->own_lo;
     CUDA_CHECK(cudaMemcpyAsync(params, d->params, n * sizeof(float), cudaMemcpyDeviceToHost, st));
     if (opt) {
-        CUDA_CHECK(cudaMemcpyAsync(opt->m, d->adam_m, n * sizeof(float), cudaMemcpyDeviceToHost, st));
-        CUDA_CHECK(cudaMemcpyAsync(opt->v, d->adam_v, n * sizeof(float), cudaMemcpyDeviceToHost, st));
+        CUDA_CHECK(cudaMemcpyAsync(opt->m, d->adam_m, own * sizeof(float), cudaMemcpyDeviceToHost, st));
+        CUDA_CHECK(cudaMemcpyAsync(opt->v, d->adam_v, own * sizeof(float), cudaMemcpyDeviceToHost, st));
     }
     CUDA_CHECK(cudaStreamSynchronize(st));
 }
@@ -386,7 +397,7 @@ BEST_KAPI void devmodel_download_nll(const DevModel *d, float *nll) {
 }
 
 BEST_KAPI void devmodel_download_mask(const DevModel *d, uint8_t *mask) {
-    CUDA_CHECK(cudaMemcpyAsync(mask, d->mask, d->n_params, cudaMemcpyDeviceToHost, d->ctx->stream));
+    CUDA_CHECK(cudaMemcpyAsync(mask, d->mask, d->own_hi - d->own_lo, cudaMemcpyDeviceToHost, d->ctx->stream));
     CUDA_CHECK(cudaStreamSynchronize(d->ctx->stream));
 }
 
@@ -659,10 +670,41 @@ static void block_backward(DevModel *d, size_t l) {
 #undef LW
 }
 
-BEST_KAPI void devmodel_backward(DevModel *d, float loss_scale) {
+// With GPU ranks: the gradients of layer l (every per-layer family's tensor of it), or
+// with l = L those of the rest (embedding, final norm, an untied lm_head), summed over
+// the ranks onto their owners behind the backward so far; the count of gradients summed.
+static size_t grads_sum(DevModel *d, size_t l) {
+    const Model *m = d->m;
+    const ModelParams *g = &d->g;
+    size_t C = m->C, Q = m->Q, KVD = m->KVD, I = m->I, HD = m->HD;
+    struct { const float *p; size_t n; } f[] = {
+        {g->attn_norm, C}, {g->wq, Q * C}, {g->bq, Q}, {g->wk, KVD * C}, {g->bk, KVD}, {g->wv, KVD * C},
+        {g->bv, KVD}, {g->q_norm, HD}, {g->k_norm, HD}, {g->wo, C * Q}, {g->bo, C}, {g->mlp_norm, C},
+        {g->wgate, I * C}, {g->bgate, I}, {g->wup, I * C}, {g->bup, I}, {g->wdown, C * I}, {g->bdown, C}};
+    struct { const float *p; size_t n; } rest[] = {
+        {g->embed, m->V * C}, {g->final_norm, C}, {g->lm_head != g->embed ? g->lm_head : NULL, m->V * C}};
+    size_t summed = 0, k = l < m->L ? sizeof f / sizeof *f : sizeof rest / sizeof *rest;
+    for (size_t i = 0; i < k; i++) {
+        const float *p = l < m->L ? (f[i].p ? f[i].p + l * f[i].n : NULL) : rest[i].p;
+        if (!p) continue;
+        size_t n = l < m->L ? f[i].n : rest[i].n, a = (size_t)(p - d->grads);
+        devcomm_sum(d->comm, d->grads, d->n_params, a, a + n, d->ctx->stream);
+        summed += n;
+    }
+    return summed;
+}
+
+// devmodel_backward, and with sum (and ranks) devmodel_backward_sum.
+static void backward(DevModel *d, float loss_scale, int sum) {
     CHECK(!d->eval, "devmodel_backward: an evaluation DevModel has no gradients");
     CHECK(d->has_targets, "devmodel_backward needs a forward with targets");
-    if (!d->n_valid) return; // the loss is a constant 0
+    sum = sum && d->comm;
+    size_t summed = 0;
+    if (!d->n_valid) { // the loss is a constant 0: this rank adds nothing to the gradients
+        for (size_t l = 0; sum && l <= d->m->L; l++) summed += grads_sum(d, l);
+        if (sum) devcomm_wait(d->comm, d->ctx->stream);
+        return;
+    }
     const Model *m = d->m;
     cudaStream_t st = d->ctx->stream;
     size_t N = d->N, C = m->C, V = m->V;
@@ -683,9 +725,18 @@ BEST_KAPI void devmodel_backward(DevModel *d, float loss_scale) {
     for (size_t l = m->L; l-- > 0;) {
         if (d->recompute) block_forward(d, l, NULL); // the same kernels on the same input: the same bits
         block_backward(d, l);
+        if (sum) summed += grads_sum(d, l); // while the layers below go on
     }
     embedding_backward_cuda(d->g.embed, d->dres, d->tokens, N, C, st);
+    if (!sum) return;
+    summed += grads_sum(d, m->L);
+    CHECK(summed == d->n_params, "devmodel_backward_sum: %zu of %zu gradients summed (a family missing)", summed,
+          d->n_params);
+    devcomm_wait(d->comm, st);
 }
+
+BEST_KAPI void devmodel_backward(DevModel *d, float loss_scale) { backward(d, loss_scale, 0); }
+BEST_KAPI void devmodel_backward_sum(DevModel *d, float loss_scale) { backward(d, loss_scale, 1); }
 
 // --- the optimizer ------------------------------------------------------------------------
 
@@ -695,22 +746,30 @@ BEST_KAPI void devmodel_zero_grad(DevModel *d) {
 }
 
 BEST_KAPI double devmodel_grad_sumsq(DevModel *d, int masked) {
-    size_t n = d->n_params;
-    if (masked) masked_fill_cuda(d->grads, d->mask, 0.0f, n, d->ctx->stream);
-    reduce_into(d, SLOT_SUMSQ, d->grads, n, RED_SUMSQ, 0);
+    size_t n = d->own_hi - d->own_lo;
+    float *g = d->grads + d->own_lo;
+    if (masked) masked_fill_cuda(g, d->mask, 0.0f, n, d->ctx->stream);
+    if (n == 0) return 0; // a rank with an empty slice (more ranks than parameters)
+    reduce_into(d, SLOT_SUMSQ, g, n, RED_SUMSQ, 0);
     return fetch_scalar(d, SLOT_SUMSQ);
 }
 
 BEST_KAPI void devmodel_grad_scale(DevModel *d, float s) {
-    size_t n = d->n_params;
-    LAUNCH(dev_scale_kernel, km_blocks(n, KM_THREADS, KM_GRID_CAP), KM_THREADS, d->ctx->stream, d->grads, s, n);
+    size_t n = d->own_hi - d->own_lo;
+    if (n == 0) return;
+    LAUNCH(dev_scale_kernel, km_blocks(n, KM_THREADS, KM_GRID_CAP), KM_THREADS, d->ctx->stream,
+           d->grads + d->own_lo, s, n);
     CUDA_CHECK(cudaGetLastError());
 }
 
 BEST_KAPI void devmodel_adamw(DevModel *d, const AdamWHyper *h, int t, int masked) {
     cudaStream_t st = d->ctx->stream;
-    adamw_update_cuda(d->params, d->adam_m, d->adam_v, d->grads, masked ? d->mask : NULL, h, t, d->n_params,
-                      st);
+    size_t lo = d->own_lo, n = d->own_hi - d->own_lo;
+    adamw_update_cuda(d->params + lo, d->adam_m, d->adam_v, d->grads + lo, masked ? d->mask : NULL, h, t, n, st);
+    if (d->comm) { // each rank updated its slice: all of them to all
+        devcomm_share(d->comm, d->params, sizeof(float), d->n_params, 0, d->n_params, st);
+        devcomm_wait(d->comm, st);
+    }
     cast_bf16_cuda(d->wbf, d->params, d->n_params, st);
 }
 

@@ -316,6 +316,15 @@ const float *model_packed_logits(const Model *m, PackedActs *a, const int32_t *r
 // each weight to bf16 on the device right before its product (the same operand as a
 // folder's bf16 copy), decoding multiplies straight from the storage (dev_matvec).
 //
+// With several GPU ranks (devmodel_init_ranks: a communicator of dist_nccl.h) each rank
+// holds all the weights, their bf16 copy and all the gradients, but Adam's moments and the
+// mask of its own slice of the block only (dist_slice, as the host's train.c: ZeRO stage
+// 1). The last micro-batch's backward (devmodel_backward_sum) sums the gradients over the
+// ranks onto the slices' owners layer by layer as the backward finishes each; the norm,
+// clipping and AdamW then cover the slice, and the updated weights are shared (fp32, all
+// gathered: the forward reads the 1-D weights and the embedding in fp32) before the bf16
+// copy is refreshed. One rank is the same code with a slice of everything.
+//
 // The struct is visible in every build (a Trainer holds a pointer); the functions exist
 // only in builds with CUDA. docs/cuda.md: what has run where.
 struct CudaCtx;
@@ -325,9 +334,11 @@ typedef struct DevModel {
     size_t n_params;
     float *params;              // (n_params) fp32 master weights, the host block's layout
     float *grads;               // (n_params); a mask update's scores between steps
-    float *adam_m, *adam_v;     // (n_params) exp_avg, exp_avg_sq
+    float *adam_m, *adam_v;     // (own_hi - own_lo) exp_avg, exp_avg_sq of this rank's slice
     uint16_t *wbf;              // (n_params) bf16 bits of params
-    uint8_t *mask;              // (n_params) 1 = keep
+    uint8_t *mask;              // (own_hi - own_lo) 1 = keep, of this rank's slice
+    struct DevComm *comm;       // GPU ranks (dist/dist_nccl.h), or NULL: one rank
+    size_t own_lo, own_hi;      // this rank's slice of the block (dist_slice; [0, n_params) alone)
     void **dw;                  // (n_info) a model with stored weights (a pack; evaluation and
                                 // decoding only): the device storage of each 2-D table entry
                                 // (m->ext->ops->dev_upload), NULL for 1-D ones; else NULL
@@ -394,6 +405,10 @@ enum {
 // memory: how much was asked).
 int devmodel_init(DevModel *d, struct CudaCtx *c, const Model *m, int B, int T, size_t ce_rows,
                   int flags);
+// devmodel_init for one of the GPU ranks of comm (NULL: one rank, devmodel_init): d holds
+// the moments and mask of the rank's slice only; not for DEVMODEL_EVAL.
+int devmodel_init_ranks(DevModel *d, struct CudaCtx *c, const Model *m, int B, int T, size_t ce_rows,
+                        int flags, struct DevComm *comm);
 void devmodel_free(DevModel *d);
 // Bytes of device memory devmodel_init takes for m at (B, T) with flags: 19 per parameter
 // (fp32 weights, gradients and both moments, the bf16 copy, the mask; 6 with
@@ -402,15 +417,16 @@ void devmodel_free(DevModel *d);
 // (*acts_bytes, may be NULL); the cuBLASLt workspace not included. Needs no GPU and no
 // weights: model_plan's table is enough.
 size_t devmodel_bytes(size_t *acts_bytes, const Model *m, int B, int T, size_t ce_rows, int flags);
-// Uploads the host's weights (and refreshes their bf16 copy), moments (opt, or NULL:
-// left as they are) and mask (NULL: all ones).
+// Uploads the host's weights (all n_params; they refresh the bf16 copy), moments (opt, or
+// NULL: left as they are) and mask (NULL: all ones), the last two of this rank's slice
+// (own_hi - own_lo elements, as train.c holds them).
 void devmodel_upload(DevModel *d, const float *params, const AdamW *opt, const uint8_t *mask);
-// Downloads the weights into params (n_params) and, with opt, the moments into opt->m
-// and opt->v (opt->t is the host's); waits for the device.
+// Downloads the weights into params (n_params) and, with opt, the slice's moments into
+// opt->m and opt->v (opt->t is the host's); waits for the device.
 void devmodel_download(const DevModel *d, float *params, AdamW *opt);
 // Downloads the gradients into grads (n_params) (tests).
 void devmodel_download_grads(const DevModel *d, float *grads);
-// Downloads the mask into mask (n_params): after a mask update on the device (mask.h's
+// Downloads the slice's mask into mask (own_hi - own_lo): after a mask update on the device (mask.h's
 // mask_update_cuda), before the host saves it.
 void devmodel_download_mask(const DevModel *d, uint8_t *mask);
 // nll (N): the last forward's NLL of each position (0 where its target was -1).
@@ -428,15 +444,19 @@ int devmodel_forward(DevModel *d, const int32_t *tokens, const int32_t *targets)
 int devmodel_forward_token(float *logits, DevModel *d, int32_t token, size_t pos);
 // model_backward on the device: adds the gradient of loss_scale * d->loss into d->grads.
 void devmodel_backward(DevModel *d, float loss_scale);
+// devmodel_backward for a step's last micro-batch: with GPU ranks, each layer's gradients
+// are then summed over the ranks onto their owners (dist_nccl.h) while the backward goes
+// on; the slice's gradients are the step's when the next call on d's stream runs.
+void devmodel_backward_sum(DevModel *d, float loss_scale);
 void devmodel_zero_grad(DevModel *d);
-// With masked, the gradients of pruned weights are set to 0 first (as mask_apply);
-// then their sum of squares in double, a fixed-order reduction (the same bits every
-// run on a given GPU; not grad_sumsq's order).
+// With masked, the slice's gradients of pruned weights are set to 0 first (as
+// mask_apply); then the slice's sum of squares in double, a fixed-order reduction (the
+// same bits every run on a given GPU; not grad_sumsq's order). The ranks add theirs.
 double devmodel_grad_sumsq(DevModel *d, int masked);
-// grads *= s.
+// The slice's grads *= s.
 void devmodel_grad_scale(DevModel *d, float s);
-// adamw_step's update number t on the device (with the device mask when masked), then
-// the bf16 copy refreshed.
+// adamw_step's update number t of the slice on the device (with the device mask when
+// masked), the weights shared among GPU ranks, then the bf16 copy refreshed.
 void devmodel_adamw(DevModel *d, const AdamWHyper *h, int t, int masked);
 // Zeros among the prunable weights, over their count (train.c's count_sparsity).
 double devmodel_sparsity(DevModel *d);

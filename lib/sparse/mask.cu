@@ -13,6 +13,12 @@
 //           group layer: one select_mask_cuda per prunable tensor, k capped at what the
 //           old mask kept in it (mask_compute's rule).
 //   apply   the weights the new mask prunes set to 0, their bf16 copy refreshed.
+// With GPU ranks (d->comm) each rank does all of this on its slice of the block only
+// (d->own_lo, d->own_hi: its moments and mask), and the counts are summed over the ranks
+// (the candidates here, the histograms and ties in select_mask_cuda), as the host's
+// mask_compute_slice does; the zeroed weights are then shared (dist_nccl.h) before the
+// bf16 copy is refreshed. Every rank makes every selection, an empty part included, so
+// that the ranks' collectives pair up.
 // The scores are the CPU's function (kernel_math.h) and select_mask_cuda is select.h's
 // selection, so the mask is mask_compute's bit for bit (tests/test_step.cpp checks it).
 //
@@ -29,6 +35,7 @@
 
 #include "base/error.h"       // defines: ERR, CUDA_CHECK's exit
 #include "dist/dist.h"        // defines: dist_sum_u64
+#include "dist/dist_nccl.h"   // defines: devcomm_share, devcomm_wait
 #include "nn/cuda.h"          // defines: CUDA_CHECK, LAUNCH, BEST_KAPI, CudaCtx
 #include "nn/kernel_math.h"   // defines: km_bits, km_blocks, km_thread_index
 #include "nn/layers.h"        // defines: masked_fill_cuda, cast_bf16_cuda
@@ -55,12 +62,22 @@ static uint64_t counter_take(u64 *ctr, cudaStream_t st) {
     return v;
 }
 
+// The candidates among s (n) on all the ranks together.
 static uint64_t count_candidates(u64 *ctr, const float *s, size_t n, cudaStream_t st) {
     if (n) {
         LAUNCH(count_candidates_kernel, km_blocks(n, KM_THREADS, KM_GRID_CAP), KM_THREADS, st, ctr, s, n);
         CUDA_CHECK(cudaGetLastError());
     }
-    return counter_take(ctr, st);
+    uint64_t c = counter_take(ctr, st);
+    dist_sum_u64(&c, 1);
+    return c;
+}
+
+// [*a, *b): the part of [lo, hi) in d's slice (a == b == own_lo when none).
+static void own_part(size_t *a, size_t *b, const DevModel *d, size_t lo, size_t hi) {
+    *a = lo > d->own_lo ? lo : d->own_lo;
+    *b = hi < d->own_hi ? hi : d->own_hi;
+    if (*a >= *b) *a = *b = d->own_lo;
 }
 
 BEST_KAPI int mask_update_cuda(DevModel *d, const MaskSpec *spec) {
@@ -69,7 +86,8 @@ BEST_KAPI int mask_update_cuda(DevModel *d, const MaskSpec *spec) {
     if (d->n_pr == 0) return 0; // nothing is prunable: the mask stays all ones
     const Model *m = d->m;
     cudaStream_t st = d->ctx->stream;
-    size_t lo = d->pr_off[0], hi = d->pr_off[d->n_pr - 1] + d->pr_len[d->n_pr - 1];
+    size_t lo, hi, ol = d->own_lo; // [lo, hi): the span of prunable weights in this rank's slice
+    own_part(&lo, &hi, d, d->pr_off[0], d->pr_off[d->n_pr - 1] + d->pr_len[d->n_pr - 1]);
     float *s = d->grads; // (n_params) the scores, at the weights' offsets
     u64 *ctr = NULL;
     uint64_t *scratch = NULL;
@@ -83,9 +101,12 @@ BEST_KAPI int mask_update_cuda(DevModel *d, const MaskSpec *spec) {
     CUDA_CHECK(cudaMemsetAsync(ctr, 0, sizeof *ctr, st));
     CUDA_CHECK(cudaMemsetAsync(s + lo, 0xff, (hi - lo) * sizeof *s, st)); // the gaps: not candidates
     for (int r = 0; r < d->n_pr; r++) {
-        size_t o = d->pr_off[r], n = d->pr_len[r];
-        saliency_score_cuda(s + o, ctr, spec->saliency, d->params + o, d->adam_m + o, d->adam_v + o, n, st);
-        masked_fill_cuda(s + o, d->mask + o, -1.0f, n, st); // pruned already: not a candidate
+        size_t o, e;
+        own_part(&o, &e, d, d->pr_off[r], d->pr_off[r] + d->pr_len[r]);
+        if (o == e) continue;
+        saliency_score_cuda(s + o, ctr, spec->saliency, d->params + o, d->adam_m + (o - ol), d->adam_v + (o - ol),
+                            e - o, st);
+        masked_fill_cuda(s + o, d->mask + (o - ol), -1.0f, e - o, st); // pruned already: not a candidate
     }
     uint64_t bad = counter_take(ctr, st);
     dist_sum_u64(&bad, 1); // every rank falls back together
@@ -93,24 +114,32 @@ BEST_KAPI int mask_update_cuda(DevModel *d, const MaskSpec *spec) {
     if (rc == 0 && spec->group == GROUP_GLOBAL) {
         uint64_t k = select_keep_count(spec->sparsity, m->n_prunable);
         if (k > count_candidates(ctr, s + lo, hi - lo, st)) rc = 1; // mask_compute: "a mask only shrinks"
-        else rc = select_mask_cuda(d->mask + lo, scratch, s + lo, hi - lo, k, st);
+        else rc = select_mask_cuda(d->mask + (lo - ol), scratch, s + lo, hi - lo, k, st);
         for (int r = 1; rc == 0 && r < d->n_pr; r++) { // the gaps' bytes back to 1
-            size_t g0 = d->pr_off[r - 1] + d->pr_len[r - 1];
-            CUDA_CHECK(cudaMemsetAsync(d->mask + g0, 1, d->pr_off[r] - g0, st));
+            size_t g0, g1;
+            own_part(&g0, &g1, d, d->pr_off[r - 1] + d->pr_len[r - 1], d->pr_off[r]);
+            if (g0 < g1) CUDA_CHECK(cudaMemsetAsync(d->mask + (g0 - ol), 1, g1 - g0, st));
         }
     } else if (rc == 0) {
         // per tensor: k capped by the old mask's survivors, never more than exist
         for (int i = 0; i < m->n_info && rc == 0; i++) {
             const ParamInfo *p = &m->info[i];
             if (!p->prunable) continue;
+            size_t a, b;
+            own_part(&a, &b, d, p->offset, p->offset + p->numel);
             uint64_t k = select_keep_count(spec->sparsity, p->numel);
-            uint64_t c = count_candidates(ctr, s + p->offset, p->numel, st);
-            rc = select_mask_cuda(d->mask + p->offset, scratch, s + p->offset, p->numel, k < c ? k : c, st);
+            uint64_t c = count_candidates(ctr, s + a, b - a, st);
+            rc = select_mask_cuda(d->mask + (a - ol), scratch, s + a, b - a, k < c ? k : c, st);
         }
     }
     if (rc == 0) {
-        masked_fill_cuda(d->params + lo, d->mask + lo, 0.0f, hi - lo, st);
-        cast_bf16_cuda(d->wbf + lo, d->params + lo, hi - lo, st);
+        masked_fill_cuda(d->params + lo, d->mask + (lo - ol), 0.0f, hi - lo, st);
+        size_t a = d->pr_off[0], b = d->pr_off[d->n_pr - 1] + d->pr_len[d->n_pr - 1]; // every rank's span
+        if (d->comm) {
+            devcomm_share(d->comm, d->params, sizeof(float), d->n_params, a, b, st);
+            devcomm_wait(d->comm, st);
+        }
+        cast_bf16_cuda(d->wbf + a, d->params + a, b - a, st);
     }
     CUDA_CHECK(cudaStreamSynchronize(st));
     CUDA_CHECK(cudaFree(scratch));
