@@ -5,6 +5,8 @@
 #     rank-order sum, bit for bit (tests/dist_check collectives)
 #   - the distributed selection on uneven slices with ties everywhere, 1..4 ranks: the
 #     same masks as one process, byte for byte (dist_check select)
+#   - the GPU ranks' device step in the CUDA emulator (step_ranks), 1..3 ranks, against a
+#     one-model run: bitwise on one rank, within 1e-6 and the same masks on several
 #   - the same run on 1 rank (no mpirun), mpirun -np 1, 2 and 3 with the same global
 #     batch: -np 1 bitwise the one-rank run; 2 and 3 ranks: loss at every step within 1e-6
 #     relative, the same mask at every update, final weights within 1e-6 (numpy)
@@ -43,6 +45,21 @@ for n in 1 2 3 4; do
     $MPI -np $n "$DC" select "$TMP/sel-$n.bin" >/dev/null 2>&1
     check "selection on $n ranks (uneven slices, ties): the one-process masks, byte for byte" \
         cmp "$TMP/sel1.bin" "$TMP/sel-$n.bin"
+done
+
+# --- GPU ranks in the CUDA emulator (tests/test_step.cpp built as step_ranks) ----------------
+# the device step's ranks path (DevModel slices, dist_nccl.cu over tests/nccl_emu.h, the mask
+# update on slices) on 1, 2 and 3 ranks against a one-model run of the same global batch
+# in another process: bitwise on one rank; loss, norm, weights, moments within 1e-6 and
+# the same masks on several (3 fixtures, 8 steps, 4 mask updates, global and per layer)
+SR="$TBIN/step_ranks"
+for n in 1 2 3; do
+    "$SR" ref $n "$TMP" >"$TMP/sr-ref" 2>&1
+    $MPI -np $n "$SR" check "$TMP" >"$TMP/sr-$n" 2>&1; rc=$?
+    good=$(grep -c '^ok' "$TMP/sr-$n"); bad=$(grep '^not ok' "$TMP/sr-ref" "$TMP/sr-$n" | head -n 1)
+    if [ "$rc" = 0 ] && [ -z "$bad" ] && [ "$good" -ge $((27 * n)) ]; then
+        ok "GPU ranks in the emulator, $n rank(s): $(grep -m 1 'bitwise\|weights within' "$TMP/sr-$n" | sed 's/^ok - //')"
+    else fail "GPU ranks in the emulator, $n rank(s) (exit $rc, $good ok): ${bad:-$(tail -n 3 "$TMP/sr-$n")}"; fi
 done
 
 # --- training: 1, 2, 3 ranks, the same global batch -----------------------------------------
@@ -124,7 +141,8 @@ mpirun_error "a manifest without its shards list" "manifest.json: .* is not an i
     -np 2 "$TR" --resume "$TMP/bad" --quiet
 mpirun_error "--batch 6 on 4 ranks: does not split" "does not split over 4 ranks" -np 4 "$TR" $RUN --out "$TMP/b4"
 check "... and nothing written" test ! -e "$TMP/b4"
-mpirun_error "--device cuda on 2 ranks: CPU ranks only so far" "CPU ranks only" -np 2 "$TR" $RUN --out "$TMP/bc" --device cuda
+mpirun_error "--device cuda on 2 ranks without a GPU: one error" "error: --device cuda: " -np 2 "$TR" $RUN --out "$TMP/bc" \
+    --device cuda
 
 # --- a rank dies; a rank hangs --------------------------------------------------------------
 LONG="--model $D --data $TMP/rand.bin --seq 16 --batch 6 --micro-batch 1 --threads 1 --steps 4000 --sparsity 0.9

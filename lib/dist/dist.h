@@ -42,6 +42,7 @@ const char *dist_info(void);
 
 int dist_rank(void);  // this process's rank, 0 .. dist_size() - 1
 int dist_size(void);  // ranks in the run
+int dist_is_mpi(void); // 1 when this process joined a run over MPI (mpirun), even of one rank
 
 // [*lo, *hi): rank r's slice of n elements among size ranks; the first n % size ranks
 // get one more. Slices are contiguous and in rank order.

@@ -118,6 +118,7 @@ void dist_finalize(void) {
 const char *dist_info(void) { return g_info; }
 int dist_rank(void) { return g_rank; }
 int dist_size(void) { return g_size; }
+int dist_is_mpi(void) { return g_mpi; }
 uint64_t dist_bytes(void) { return g_bytes; }
 
 void dist_sum_u64(uint64_t *x, size_t n) {

@@ -24,6 +24,7 @@ void dist_finalize(void) {}
 const char *dist_info(void) { return "one rank (no MPI)"; }
 int dist_rank(void) { return 0; }
 int dist_size(void) { return 1; }
+int dist_is_mpi(void) { return 0; }
 
 void dist_sum_u64(uint64_t *x, size_t n) { (void)x; (void)n; }
 void dist_sum_f64(double *x, size_t n) { (void)x; (void)n; }

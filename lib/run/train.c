@@ -26,6 +26,7 @@
 #include "pack/pack_model.h" // defines: model_open
 #include "dist/dist.h"       // defines: dist_slice, dist_sum_f64, dist_reduce_scatter_f32, dist_gather
 #include "run/shards.h"      // defines: ShardManifest, shards_read, shard_add
+#include "dist/dist_nccl.h"  // defines: devcomm_init, devcomm_free (BEST_CUDA)
 #include "nn/cuda.h"         // defines: cuda_device_count, cuda_info, cuda_ctx_create
 #include "nn/layers.h"       // defines: layers_blas_info
 #include "base/version.h"    // defines: best_version
@@ -724,14 +725,24 @@ static int device_check(void) {
 #endif
 }
 
-// The device's context and model, with the host's weights, moments and mask uploaded.
+// The device's context and model, with the host's weights, moments and mask (this
+// rank's slice) uploaded; every rank calls it. Under mpirun each rank takes the GPU of
+// its local rank and joins the ranks' NCCL communicator (one rank too: the same path as
+// several, so that mpirun -np 1 checks it); without, device 0 and no communicator.
 static int device_open(Trainer *tr) {
 #ifdef BEST_CUDA
     const TrainConfig *c = &tr->cfg;
-    TRY(cuda_ctx_create(&tr->cuda, 0, (size_t)32 << 20)); // cuBLASLt's workspace: 32 MiB (Hopper)
+    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK"), *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    int local = dist_is_mpi() && lr ? atoi(lr) : 0, here = dist_is_mpi() && ls ? atoi(ls) : 1, rc = 0;
+    if (here > cuda_device_count())
+        rc = ERR("--device cuda: mpirun started %d ranks on this machine, which has %d GPU%s: one rank a GPU "
+                 "(mpirun -np, or a hostfile's slots)", here, cuda_device_count(), cuda_device_count() == 1 ? "" : "s");
+    if (rc == 0) rc = cuda_ctx_create(&tr->cuda, local, (size_t)32 << 20); // cuBLASLt's workspace: 32 MiB (Hopper)
+    TRY(dist_agree(rc));
+    if (dist_is_mpi()) TRY(dist_agree(devcomm_init(&tr->comm)));
     tr->dev = xcalloc(1, sizeof *tr->dev);
-    if (devmodel_init(tr->dev, tr->cuda, &tr->m, c->micro_batch, c->seq, 0,
-                      c->recompute ? DEVMODEL_RECOMPUTE : 0) < 0) {
+    if (devmodel_init_ranks(tr->dev, tr->cuda, &tr->m, c->micro_batch, c->seq, 0,
+                            c->recompute ? DEVMODEL_RECOMPUTE : 0, tr->comm) < 0) {
         free(tr->dev);
         tr->dev = NULL;
         return -1;
@@ -862,11 +873,6 @@ static int open_read(Trainer *tr, const TrainConfig *cfg, int *sharded) {
     }
     Model *m = &tr->m;
     c->device = on_cuda ? TRAIN_DEVICE_CUDA : TRAIN_DEVICE_CPU;
-    if (on_cuda && ranks > 1) {
-        ERR("--device cuda with %d ranks: multi-rank training runs on CPU ranks only so far (the NCCL path is not "
-            "built); use --device cpu, or one rank", ranks);
-        goto fail;
-    }
     if (on_cuda && device_check() < 0) goto fail;
     if (!on_cuda && c->recompute) {
         ERR("--recompute is for --device cuda (the CPU path keeps every layer's activations)");
@@ -891,7 +897,7 @@ static int open_read(Trainer *tr, const TrainConfig *cfg, int *sharded) {
     }
     tr->sched = (PruneSchedule){c->schedule, c->mask_file ? 0.0 : c->sparsity, c->steps, c->prune_start,
                                 c->prune_end, c->prune_updates};
-    if (on_cuda ? device_open(tr) < 0 : model_acts_init(&tr->acts, m, c->micro_batch, c->seq, 1) < 0) goto fail;
+    if (!on_cuda && model_acts_init(&tr->acts, m, c->micro_batch, c->seq, 1) < 0) goto fail;
     size_t n = (size_t)c->micro_batch * (size_t)c->seq;
     tr->tokens = xmalloc(n * sizeof *tr->tokens);
     tr->targets = xmalloc(n * sizeof *tr->targets);
@@ -915,6 +921,8 @@ int train_open(Trainer *tr, const TrainConfig *cfg) {
         dist_gather(m->params, m->params + tr->lo, m->n_params, sizeof *m->params, 1);
         if (dist_agree(weights_check(m, c->resume)) < 0) goto fail;
     }
+    // the device, with the weights all ranks now hold (the ranks together: a collective)
+    if (c->device == TRAIN_DEVICE_CUDA && dist_agree(device_open(tr)) < 0) goto fail;
     uint64_t kept = mask_count(tr->mask, tr->hi - tr->lo);
     dist_sum_u64(&kept, 1);
     tr->fixed_kept = kept - (m->n_params - m->n_prunable);
@@ -944,6 +952,7 @@ fail:
 void train_close(Trainer *tr) {
 #ifdef BEST_CUDA
     if (tr->dev) devmodel_free(tr->dev);
+    devcomm_free(tr->comm);
 #endif
     free(tr->dev);
     cuda_ctx_free(tr->cuda);
@@ -973,7 +982,9 @@ static int mask_update(Trainer *tr, double S, double *bytes) {
     int on_device = 0;
 #ifdef BEST_CUDA
     if (tr->dev) {
+        uint64_t b0 = dist_bytes(); // the counts (MPI); the weights shared after go over NCCL
         int rc = mask_update_cuda(tr->dev, &spec);
+        *bytes = (double)(dist_bytes() - b0);
         if (rc < 0) {
             err_prefix("step %d: mask update", tr->step);
             return -1;
@@ -996,7 +1007,10 @@ static int mask_update(Trainer *tr, double S, double *bytes) {
         *bytes = (double)(dist_bytes() - b0);
         mask_install(tr, fresh);
 #ifdef BEST_CUDA
-        if (tr->dev) devmodel_upload(tr->dev, m->params, NULL, tr->mask); // the mask, and the weights it zeroed
+        if (tr->dev) { // the mask, and the weights it zeroed (every rank's)
+            dist_gather(m->params, m->params + tr->lo, m->n_params, sizeof *m->params, 1);
+            devmodel_upload(tr->dev, m->params, NULL, tr->mask);
+        }
 #endif
     }
     if (!tr->cfg.save_masks) return 0;
@@ -1055,13 +1069,16 @@ static int grads_cpu(Trainer *tr, int t, double *loss, double *sumsq) {
 
 #ifdef BEST_CUDA
 // grads_cpu on the device: the tokens go up, the losses and the sum of squares come back.
+// With GPU ranks the last micro-batch's backward sums the gradients onto their owners
+// (devmodel_backward_sum, over NCCL).
 static int grads_cuda(Trainer *tr, int t, double *loss, double *sumsq) {
     TrainConfig *c = &tr->cfg;
     DevModel *d = tr->dev;
     devmodel_zero_grad(d);
-    int n_micro = c->batch / c->micro_batch;
+    int n_micro = c->batch / c->micro_batch, ranks = dist_size(), per = c->batch / ranks;
     *loss = 0;
-    for (int i = 0; i < n_micro; i++) {
+    loader_skip(&tr->data, (uint64_t)dist_rank() * (uint64_t)per);
+    for (int i = 0; i < n_micro / ranks; i++) {
         for (int b = 0; b < c->micro_batch; b++)
             loader_next(&tr->data, tr->tokens + (size_t)b * c->seq, tr->targets + (size_t)b * c->seq);
         if (devmodel_forward(d, tr->tokens, tr->targets) < 0) {
@@ -1069,8 +1086,11 @@ static int grads_cuda(Trainer *tr, int t, double *loss, double *sumsq) {
             return -1;
         }
         *loss += d->loss / n_micro;
-        devmodel_backward(d, (float)c->micro_batch / (float)c->batch);
+        float scale = (float)c->micro_batch / (float)c->batch;
+        if (i == n_micro / ranks - 1) devmodel_backward_sum(d, scale);
+        else devmodel_backward(d, scale);
     }
+    loader_skip(&tr->data, (uint64_t)(ranks - 1 - dist_rank()) * (uint64_t)per);
     *sumsq = devmodel_grad_sumsq(d, tr->masked);
     return 0;
 }
@@ -1211,10 +1231,10 @@ void train_print_config(FILE *f, const Trainer *tr) {
     if (tr->mem_ram > 0)
         fprintf(f, "best-train: host memory: about %.2f GB estimated for this run, of %.1f GB RAM%s\n",
                 tr->mem_need / 1e9, tr->mem_ram / 1e9, tr->mem_need > tr->mem_ram ? " (--ignore-memory)" : "");
-    if (dist_size() > 1)
+    if (dist_size() > 1 || tr->comm)
         fprintf(f, "best-train: %s: data parallel, %d sequences per rank per step, ZeRO-1 (Adam moments, mask "
-                "and update of ~%zu parameters per rank)\n", dist_info(), c->batch / dist_size(),
-                tr->hi - tr->lo);
+                "and update of ~%zu parameters per rank)%s\n", dist_info(), c->batch / dist_size(),
+                tr->hi - tr->lo, tr->comm ? "; gradients and weights over NCCL" : "");
     if (!c->resume) return;
     // where each run option of a resumed run came from (train.h)
     static const char *const names[] = {"threads", "save-every", "moments-every", "save-masks", "log"};

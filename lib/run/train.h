@@ -146,6 +146,7 @@ typedef struct {
     // brought up to date before a mask update and a save. NULL on the CPU.
     struct CudaCtx *cuda;
     DevModel *dev;
+    struct DevComm *comm;    // under mpirun: the GPU ranks' NCCL communicator (dist_nccl.h)
     int host_stale;          // the device's weights and moments are ahead of the host's
 } Trainer;
 
