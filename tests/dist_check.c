@@ -8,9 +8,13 @@
 //                            each computed by the ranks on their slices
 //                            (mask_compute_slice), gathered, and written by rank 0 to FILE;
 //                            t_mpi.sh compares FILE with the one-process run's, byte for byte
+//   dist_check watch         rank 0 marks a wait (dist_watch), takes part in a collective
+//                            inside it, then sleeps 5 s: with BEST_DIST_TIMEOUT=1 the
+//                            watchdog must end it, naming the wait (t_mpi.sh)
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/error.h"   // defines: xmalloc, err_msg
 #include "dist/dist.h"    // defines: dist_init, dist_slice, dist_*
@@ -155,8 +159,14 @@ int main(int argc, char **argv) {
         printf("dist_check: rank %d of %d: %d checks, %d failed\n", dist_rank(), dist_size(), checks, fails);
     } else if (argc == 3 && strcmp(argv[1], "select") == 0) {
         TRY_OR_DIE(check_select(argv[2]));
+    } else if (argc == 2 && strcmp(argv[1], "watch") == 0) {
+        if (dist_rank() == 0) dist_watch("a marked wait");
+        uint64_t one = 1;
+        dist_sum_u64(&one, 1); // a collective inside the span: it must not end it
+        if (dist_rank() == 0) sleep(5);
+        dist_watch(NULL);
     } else {
-        fprintf(stderr, "usage: dist_check collectives | select FILE\n");
+        fprintf(stderr, "usage: dist_check collectives | select FILE | watch\n");
         return 2;
     }
     dist_finalize();

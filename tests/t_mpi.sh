@@ -40,6 +40,10 @@ for n in 1 2 3 4; do
         env BEST_DIST_ROUND_BYTES=4096 $MPI -np $n "$DC" collectives
 done
 check "collectives without mpirun (one rank, no MPI call)" "$DC" collectives
+BEST_DIST_TIMEOUT=1 $MPI -x BEST_DIST_TIMEOUT -np 2 "$DC" watch >"$TMP/watch.out" 2>&1; rc=$?
+if [ "$rc" != 0 ] && grep -q "waited 1 s in a marked wait" "$TMP/watch.out"; then
+    ok "a wait marked by dist_watch (a collective inside it) is timed by the watchdog"
+else fail "a wait marked by dist_watch: exit $rc, $(grep -m 1 error "$TMP/watch.out")"; fi
 "$DC" select "$TMP/sel1.bin"
 for n in 1 2 3 4; do
     $MPI -np $n "$DC" select "$TMP/sel-$n.bin" >/dev/null 2>&1

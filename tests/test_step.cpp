@@ -32,6 +32,13 @@
 //     and continued by a new DevModel from the host's copies (best-train's save and
 //     resume): the same weights and moments, bit for bit.
 //
+//   * GPU ranks (DevModel slices, lib/dist/dist_nccl.cu: here over tests/nccl_emu.h, on
+//     the GPU over NCCL): one rank through the ranks' path, 8 steps with 4 device mask
+//     updates (global, and per layer on qwen3), is the run without ranks bit for bit. Built
+//     a third way, as build/tests/step_ranks (TEST_RANKS, g++, linked with MPI), the same
+//     runs on 1..3 ranks under mpirun against a one-model run of the same global batch
+//     (tests/t_mpi.sh).
+//
 // Built two ways, as test_kernels is: build/tests/test_step_gpu (nvcc, in builds with
 // CUDA) calls libbest's compiled step and kernels on a real GPU (tests/gpu/run.sh; it
 // prints "skip - no CUDA device" where there is none; never run yet).

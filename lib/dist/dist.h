@@ -70,6 +70,11 @@ void dist_gather(void *full, const void *mine, size_t n, size_t elem, int all);
 int dist_agree(int rc);
 // buf (bytes) on every rank = rank root's (a broadcast; small things: NCCL's unique id).
 void dist_bcast(void *buf, size_t bytes, int root);
+// Marks a wait on the other ranks that is not one of these collectives (the GPU ranks'
+// NCCL work, which a stream synchronisation waits for): from dist_watch(what) to
+// dist_watch(NULL) the watchdog times it as a collective named what (collectives inside
+// keep it running).
+void dist_watch(const char *what);
 // Payload bytes this rank has put into collectives so far (what it contributed to each,
 // not what the network carried): the difference across a step part is its traffic.
 uint64_t dist_bytes(void);

@@ -63,14 +63,28 @@ static void watch_begin(const char *what) {
 static void watch_end(void) { atomic_store(&g_since, 0); }
 
 // MPI's default handler (MPI_ERRORS_ARE_FATAL) ends the job on a failed call, so a
-// return other than MPI_SUCCESS is not expected; CHECK all the same.
+// return other than MPI_SUCCESS is not expected; CHECK all the same. Inside a
+// dist_watch span the span's timing goes on after the collective.
 #define COLL(what, call)                                                            \
     do {                                                                            \
+        long long outer_ = atomic_load(&g_since);                                   \
+        const char *outer_what_ = atomic_load(&g_what);                             \
         watch_begin(what);                                                          \
         int rc_ = (call);                                                           \
-        watch_end();                                                                \
+        if (outer_) {                                                               \
+            atomic_store(&g_what, outer_what_);                                     \
+            atomic_store(&g_since, outer_);                                         \
+        } else {                                                                    \
+            watch_end();                                                            \
+        }                                                                           \
         CHECK(rc_ == MPI_SUCCESS, "%s failed on rank %d (MPI error %d)", what, g_rank, rc_); \
     } while (0)
+
+void dist_watch(const char *what) {
+    if (g_size == 1) return; // no watchdog: nothing to wait for
+    if (what) watch_begin(what);
+    else watch_end();
+}
 
 int dist_init(int *argc, char ***argv) {
     // mpirun (OpenMPI) and other PMIx launchers set these; without them there is one

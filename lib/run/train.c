@@ -1096,7 +1096,7 @@ static int grads_cuda(Trainer *tr, int t, double *loss, double *sumsq) {
 }
 #endif
 
-int train_step(Trainer *tr, StepStats *stats) {
+static int step(Trainer *tr, StepStats *stats) {
     TrainConfig *c = &tr->cfg;
     Model *m = &tr->m;
     int t = tr->step + 1;
@@ -1148,6 +1148,15 @@ int train_step(Trainer *tr, StepStats *stats) {
                              sparsity, norm, dt > 0 ? (double)c->batch * c->seq / dt : 0, mask_seconds, mask_bytes};
     }
     return 0;
+}
+
+int train_step(Trainer *tr, StepStats *stats) {
+    // GPU ranks wait for each other inside NCCL, where a stream synchronisation waits
+    // without a limit: the watchdog times the whole step (dist.h)
+    if (tr->comm) dist_watch("a step of the GPU ranks (NCCL)");
+    int rc = step(tr, stats);
+    dist_watch(NULL);
+    return rc;
 }
 
 static void log_stats(FILE *f, const StepStats *s) {

@@ -13,6 +13,8 @@
 #   * a GPU run stopped at step 10 (--stop-at) and resumed on the CPU ends within 3e-2 of
 #     the uninterrupted GPU run's last loss, and a CPU state resumes on the GPU the same
 #     way: states are the same files on both devices;
+#   * under mpirun -np 1 (where there is an mpirun), the GPU run goes through the ranks'
+#     path (NCCL, one rank) and is the run without mpirun bit for bit;
 #   * a GPU run stopped at step 10 and resumed on the GPU is the uninterrupted run bit for
 #     bit (every logged loss, gradient norm, learning rate and sparsity, and the final
 #     model file), and so is a GPU run with --recompute (deterministic kernels,
@@ -117,6 +119,20 @@ for m in llama qwen3; do
                 ok "$m: --recompute: the model file is the run's without, byte for byte"
             else fail "$m: --recompute: the model file differs from the run's without"; fi
         else fail "$m: best-train --recompute: $(tail -n 1 "$W/err")"; fi
+    fi
+    # under mpirun, one rank: the ranks' path (on the GPU: NCCL, a communicator of one),
+    # bit for bit the run without mpirun
+    if command -v mpirun >/dev/null 2>&1; then
+        # shellcheck disable=SC2086
+        if OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 1 "$BIN/best-train" $args \
+            --device "$GD" --out "$W/$m-mpi" 2>"$W/err"; then
+            same_run "$W/$m-mpi/log.jsonl" "$W/$m-A/log.jsonl" "$m: mpirun -np 1 on $GD vs no mpirun" || FAILED=1
+            if cmp -s "$W/$m-mpi/model/model.safetensors" "$W/$m-A/model/model.safetensors"; then
+                ok "$m: mpirun -np 1 on $GD: the model file is the run's without mpirun, byte for byte"
+            else fail "$m: mpirun -np 1 on $GD: the model file differs from the run's without mpirun"; fi
+        else fail "$m: mpirun -np 1 best-train --device $GD: $(grep error "$W/err" | tail -n 1)"; fi
+    else
+        echo "skip - $m: mpirun -np 1 on $GD: no mpirun on this machine (test_step_gpu checks one NCCL rank)"
     fi
     # across devices: a state saved on one resumes on the other
     for pair in "A $GD cpu" "B cpu $GD"; do
