@@ -6,6 +6,9 @@
 // win. A run not started by mpirun is one rank in both and makes no MPI call at all:
 // "without mpirun, one rank" is the same code with every collective a no-op.
 //
+// GPU ranks move their device buffers over NCCL (dist_nccl.h), whose communicator is
+// started from an id that dist_bcast carries; the counts stay here.
+//
 // The flat block of n parameters is cut into one contiguous slice per rank, in rank
 // order (dist_slice): ZeRO stage 1 gives each rank the Adam moments and the mask of its
 // slice, and it updates only its slice of the weights.

@@ -1,6 +1,8 @@
 // dist_nccl.cu: dist_nccl.h over NCCL. Written like the kernels' files so that
 // tests/nccl_emu.h and tests/cuda_emu.h run it on the CPU (tests/test_step.cpp includes
 // it): the API's linkage through BEST_KAPI, the NCCL and CUDA calls checked by macros.
+// (lib/dist comes before lib/nn, so nn/cuda.h's BEST_KAPI and CUDA_CHECK are not
+// included: the two lines each needs are here, and the emulator brings its own.)
 #include "dist/dist_nccl.h"
 
 #include <stdint.h>
@@ -8,7 +10,17 @@
 
 #include "base/error.h" // defines: ERR, die_, xcalloc
 #include "dist/dist.h"  // defines: dist_rank, dist_size, dist_slice, dist_bcast
-#include "nn/cuda.h"    // defines: CUDA_CHECK, BEST_KAPI
+
+#ifndef BEST_KAPI // (the emulated tests make it static)
+#define BEST_KAPI extern "C"
+#endif
+#ifndef CUDA_CHECK // (tests/cuda_emu.h has its own)
+#define CUDA_CHECK(call)                                                                      \
+    do {                                                                                      \
+        cudaError_t e_ = (call);                                                              \
+        if (e_ != cudaSuccess) die_(__FILE__, __LINE__, "%s: %s", #call, cudaGetErrorString(e_)); \
+    } while (0)
+#endif
 #if defined(BEST_NCCL) && !defined(BEST_NCCL_EMU) // tests/nccl_emu.h stands in for it
 #include <nccl.h>
 #endif

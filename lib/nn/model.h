@@ -410,7 +410,7 @@ int devmodel_init(DevModel *d, struct CudaCtx *c, const Model *m, int B, int T, 
 int devmodel_init_ranks(DevModel *d, struct CudaCtx *c, const Model *m, int B, int T, size_t ce_rows,
                         int flags, struct DevComm *comm);
 void devmodel_free(DevModel *d);
-// Bytes of device memory devmodel_init takes for m at (B, T) with flags: 19 per parameter
+// Bytes of device memory devmodel_init takes (one rank) for m at (B, T) with flags: 19 per parameter
 // (fp32 weights, gradients and both moments, the bf16 copy, the mask; 6 with
 // DEVMODEL_EVAL; stored weights: what their matvec reads, the largest one again as bf16
 // for evaluation, up to 1.75 KiB of alignment each not counted) and the activations
