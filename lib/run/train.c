@@ -982,9 +982,10 @@ static int mask_update(Trainer *tr, double S, double *bytes) {
     int on_device = 0;
 #ifdef BEST_CUDA
     if (tr->dev) {
-        uint64_t b0 = dist_bytes(); // the counts (MPI); the weights shared after go over NCCL
+        // the counts (MPI) and, with GPU ranks, the zeroed weights shared (NCCL)
+        double b0 = (double)dist_bytes() + (tr->comm ? devcomm_bytes(tr->comm) : 0);
         int rc = mask_update_cuda(tr->dev, &spec);
-        *bytes = (double)(dist_bytes() - b0);
+        *bytes = (double)dist_bytes() + (tr->comm ? devcomm_bytes(tr->comm) : 0) - b0;
         if (rc < 0) {
             err_prefix("step %d: mask update", tr->step);
             return -1;
