@@ -107,30 +107,65 @@ static void colsum_add(float *out, const float *x, size_t N, size_t C) {
 // exp is km_exp (kernel_math.h): the branch-free polynomial these loops were tuned with,
 // shared with the CUDA kernels so both paths compute the same exp.
 
+// The row functions below reduce ROW_LANES lanes at a time (lane l takes elements l,
+// l + ROW_LANES, ...) and add the lanes pairwise at the end; the last n % ROW_LANES
+// elements go as one more block, padded with -INFINITY for a max and 0 for a sum, so no
+// scalar loop runs. (gcc's `omp simd reduction` left a
+// scalar epilogue and a serial sum of its lanes: over half of a softmax row's time at the
+// rows of a few hundred keys that zero-shot scoring of small models makes.)
+#define ROW_LANES 16
+
+// The last n % ROW_LANES of x (n) into pad (ROW_LANES), -INFINITY after them; how many.
+static size_t row_tail(float *pad, const float *x, size_t n) {
+    size_t k = n % ROW_LANES;
+    for (size_t j = 0; j < ROW_LANES; j++) pad[j] = j < k ? x[n - k + j] : -INFINITY;
+    return k;
+}
+
 // The largest of x (n), -INFINITY for n = 0.
 VEC_CLONES static float row_max(const float *x, size_t n) {
-    float m = -INFINITY;
-#pragma omp simd reduction(max : m)
-    for (size_t j = 0; j < n; j++) m = x[j] > m ? x[j] : m;
-    return m;
+    float lane[ROW_LANES], pad[ROW_LANES];
+    size_t k = row_tail(pad, x, n);
+#pragma omp simd
+    for (size_t l = 0; l < ROW_LANES; l++) lane[l] = pad[l];
+    for (size_t j = 0; j < n - k; j += ROW_LANES)
+#pragma omp simd
+        for (size_t l = 0; l < ROW_LANES; l++) lane[l] = x[j + l] > lane[l] ? x[j + l] : lane[l];
+    for (size_t w = ROW_LANES / 2; w; w /= 2)
+#pragma omp simd
+        for (size_t l = 0; l < w; l++) lane[l] = lane[l + w] > lane[l] ? lane[l + w] : lane[l];
+    return lane[0];
 }
 
 // y (n) = exp(x - shift) (y may be x, or NULL to only sum); returns the sum of those,
 // accumulated in double.
 VEC_CLONES static double row_exp_sum(float *y, const float *x, float shift, size_t n) {
-    double sum = 0;
-    if (y) {
-#pragma omp simd reduction(+ : sum)
-        for (size_t j = 0; j < n; j++) {
-            float e = km_exp(x[j] - shift);
-            y[j] = e;
-            sum += e;
-        }
-    } else {
-#pragma omp simd reduction(+ : sum)
-        for (size_t j = 0; j < n; j++) sum += km_exp(x[j] - shift);
+    double lane[ROW_LANES];
+    float pad[ROW_LANES];
+    size_t k = row_tail(pad, x, n);
+#pragma omp simd
+    for (size_t l = 0; l < ROW_LANES; l++) { // the padded tail first: it sets the lanes
+        pad[l] = l < k ? km_exp(pad[l] - shift) : 0.0f; // (0 even where shift is -inf)
+        lane[l] = pad[l];
     }
-    return sum;
+    if (y) {
+        memcpy(y + n - k, pad, k * sizeof *y); // (x's tail was copied already)
+        for (size_t j = 0; j < n - k; j += ROW_LANES)
+#pragma omp simd
+            for (size_t l = 0; l < ROW_LANES; l++) {
+                float e = km_exp(x[j + l] - shift);
+                y[j + l] = e;
+                lane[l] += e;
+            }
+    } else {
+        for (size_t j = 0; j < n - k; j += ROW_LANES)
+#pragma omp simd
+            for (size_t l = 0; l < ROW_LANES; l++) lane[l] += km_exp(x[j + l] - shift);
+    }
+    for (size_t w = ROW_LANES / 2; w; w /= 2)
+#pragma omp simd
+        for (size_t l = 0; l < w; l++) lane[l] += lane[l + w];
+    return lane[0];
 }
 
 // x (n) *= s.
