@@ -109,8 +109,8 @@ static void colsum_add(float *out, const float *x, size_t N, size_t C) {
 
 // The row functions below reduce ROW_LANES lanes at a time (lane l takes elements l,
 // l + ROW_LANES, ...) and add the lanes pairwise at the end; the last n % ROW_LANES
-// elements go as one more block, padded with -INFINITY for a max and 0 for a sum, so no
-// scalar loop runs. (gcc's `omp simd reduction` left a
+// elements go as one more block, padded with -INFINITY (nothing to a max; km_exp(-inf)
+// is 0, nothing to a sum), so no scalar loop runs. (gcc's `omp simd reduction` left a
 // scalar epilogue and a serial sum of its lanes: over half of a softmax row's time at the
 // rows of a few hundred keys that zero-shot scoring of small models makes.)
 #define ROW_LANES 16
@@ -122,30 +122,38 @@ static size_t row_tail(float *pad, const float *x, size_t n) {
     return k;
 }
 
+// lane[0] = the max (or with sum, the sum) of lane (ROW_LANES), pairwise.
+#define LANES_FOLD(lane, sum)                                                              \
+    do {                                                                                   \
+        _Pragma("omp simd") for (size_t l = 0; l < 8; l++) LANE_OP(lane, l, l + 8, sum);   \
+        _Pragma("omp simd") for (size_t l = 0; l < 4; l++) LANE_OP(lane, l, l + 4, sum);   \
+        _Pragma("omp simd") for (size_t l = 0; l < 2; l++) LANE_OP(lane, l, l + 2, sum);   \
+        LANE_OP(lane, 0, 1, sum);                                                          \
+    } while (0)
+#define LANE_OP(lane, a, b, sum) \
+    (lane[a] = (sum) ? lane[a] + lane[b] : (lane[b] > lane[a] ? lane[b] : lane[a]))
+
 // The largest of x (n), -INFINITY for n = 0.
 VEC_CLONES static float row_max(const float *x, size_t n) {
-    float lane[ROW_LANES], pad[ROW_LANES];
-    size_t k = row_tail(pad, x, n);
-#pragma omp simd
-    for (size_t l = 0; l < ROW_LANES; l++) lane[l] = pad[l];
+    float lane[ROW_LANES];
+    size_t k = row_tail(lane, x, n);
     for (size_t j = 0; j < n - k; j += ROW_LANES)
 #pragma omp simd
         for (size_t l = 0; l < ROW_LANES; l++) lane[l] = x[j + l] > lane[l] ? x[j + l] : lane[l];
-    for (size_t w = ROW_LANES / 2; w; w /= 2)
-#pragma omp simd
-        for (size_t l = 0; l < w; l++) lane[l] = lane[l + w] > lane[l] ? lane[l + w] : lane[l];
+    LANES_FOLD(lane, 0);
     return lane[0];
 }
 
 // y (n) = exp(x - shift) (y may be x, or NULL to only sum); returns the sum of those,
 // accumulated in double.
 VEC_CLONES static double row_exp_sum(float *y, const float *x, float shift, size_t n) {
+    if (n == 0) return 0; // (the padding alone: -inf - shift is NaN when shift is -inf)
     double lane[ROW_LANES];
     float pad[ROW_LANES];
     size_t k = row_tail(pad, x, n);
 #pragma omp simd
     for (size_t l = 0; l < ROW_LANES; l++) { // the padded tail first: it sets the lanes
-        pad[l] = l < k ? km_exp(pad[l] - shift) : 0.0f; // (0 even where shift is -inf)
+        pad[l] = km_exp(pad[l] - shift);
         lane[l] = pad[l];
     }
     if (y) {
@@ -162,9 +170,7 @@ VEC_CLONES static double row_exp_sum(float *y, const float *x, float shift, size
 #pragma omp simd
             for (size_t l = 0; l < ROW_LANES; l++) lane[l] += km_exp(x[j + l] - shift);
     }
-    for (size_t w = ROW_LANES / 2; w; w /= 2)
-#pragma omp simd
-        for (size_t l = 0; l < w; l++) lane[l] += lane[l + w];
+    LANES_FOLD(lane, 1);
     return lane[0];
 }
 
