@@ -736,7 +736,7 @@ static int device_open(Trainer *tr) {
     int local = dist_is_mpi() && lr ? atoi(lr) : 0, here = dist_is_mpi() && ls ? atoi(ls) : 1, rc = 0;
     if (here > cuda_device_count())
         rc = ERR("--device cuda: mpirun started %d ranks on this machine, which has %d GPU%s: one rank a GPU "
-                 "(mpirun -np, or a hostfile's slots)", here, cuda_device_count(), cuda_device_count() == 1 ? "" : "s");
+                 "(mpirun -np, or a hostfile's slots), or --device cpu", here, cuda_device_count(), cuda_device_count() == 1 ? "" : "s");
     if (rc == 0) rc = cuda_ctx_create(&tr->cuda, local, (size_t)32 << 20); // cuBLASLt's workspace: 32 MiB (Hopper)
     TRY(dist_agree(rc));
     if (dist_is_mpi()) TRY(dist_agree(devcomm_init(&tr->comm)));
