@@ -279,7 +279,7 @@ int main(int argc, char **argv) {
                 ymax = fmax(ymax, fabs((double)y2[r]));
             }
             double floor_s = (double)pack_tensor_bytes(pt) / (bw / 2); // reads only: half the copy's traffic
-            char shape[32];
+            char shape[48]; // two size_t in decimal and an x: at most 41 bytes
             snprintf(shape, sizeof shape, "%zux%zu", R, Cn);
             printf("%-10s %5.0f%% %6.1f %10.1f %10.1f %10.1f %8.2fx %8.2fx %10.1f %8.2fx  (|ours - dense| %.1e, "
                    "|ours - cusparse| %.1e of max |y|)\n",

@@ -32,18 +32,19 @@ cd "$(dirname "$0")/../.."
 GPUDEPS=${GPUDEPS:-.gpudeps}
 
 # The packages, Debian 12 (bookworm), amd64. The library packages' own dependencies that
-# every image has are left out: libc6, libgcc-s1, libstdc++6, gcc-12-base (the compiler's).
+# every image has are left out: libc6, libc6-dev, libgcc-s1, libstdc++6, gcc-12-base (the
+# compiler's). zlib, zstd and snappy's -dev packages: the Makefile's PKGS (Parquet).
 # libpcre2-dev also depends on libpcre2-16-0, -32-0 and -posix3: we link only -lpcre2-8.
-DEV_PKGS="libarchive-dev libjansson-dev libutf8proc-dev libpcre2-dev libxxhash-dev libopenblas-pthread-dev"
+DEV_PKGS="libarchive-dev libjansson-dev libutf8proc-dev libpcre2-dev libxxhash-dev libopenblas-pthread-dev libzstd-dev zlib1g-dev libsnappy-dev"
 # their libraries (the Makefile's PKGS, and -lopenblas with cblas.h: the pthread variant)
-LIB_PKGS="libarchive13 libjansson4 libutf8proc2 libpcre2-8-0 libxxhash0 libopenblas0-pthread"
+LIB_PKGS="libarchive13 libjansson4 libutf8proc2 libpcre2-8-0 libxxhash0 libopenblas0-pthread libsnappy1v5"
 # what those libraries need that a minimal CUDA / Python image may lack: libarchive13's,
 # libxml2's (libicu72) and OpenBLAS's (gfortran's run-time library)
 RUN_PKGS="libacl1 libbz2-1.0 liblz4-1 liblzma5 libnettle8 libxml2 libicu72 libzstd1 zlib1g libgfortran5 libquadmath0"
 # pkg-config itself
 PC_PKGS="pkgconf pkgconf-bin libpkgconf3"
 ALL_PKGS="$DEV_PKGS $LIB_PKGS $RUN_PKGS $PC_PKGS"
-SKIP_DEPS="libc6 libgcc-s1 libstdc++6 gcc-12-base <libc-dev> libpcre2-16-0 libpcre2-32-0 libpcre2-posix3"
+SKIP_DEPS="libc6 libgcc-s1 libstdc++6 gcc-12-base libc6-dev <libc-dev> libpcre2-16-0 libpcre2-32-0 libpcre2-posix3"
 
 fetch() {
     command -v apt-get >/dev/null || { echo "deps.sh fetch: no apt-get here (a Debian 12 machine is needed)" >&2; exit 1; }
