@@ -55,6 +55,14 @@ static inline void dist_slice(size_t *lo, size_t *hi, size_t n, int r, int size)
     *hi = *lo + q + (ur < rem);
 }
 
+// [*a, *b): the part of [lo, hi) inside the slice [slo, shi); a == b == slo when none (so
+// that a - slo is always an offset into the slice).
+static inline void dist_part(size_t *a, size_t *b, size_t lo, size_t hi, size_t slo, size_t shi) {
+    *a = lo > slo ? lo : slo;
+    *b = hi < shi ? hi : shi;
+    if (*a >= *b) *a = *b = slo;
+}
+
 // x (n) = the sum of x over ranks, on every rank (all-reduce).
 void dist_sum_u64(uint64_t *x, size_t n);
 void dist_sum_f64(double *x, size_t n);

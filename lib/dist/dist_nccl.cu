@@ -9,7 +9,7 @@
 #include <stdlib.h>
 
 #include "base/error.h" // defines: ERR, die_, xcalloc
-#include "dist/dist.h"  // defines: dist_rank, dist_size, dist_slice, dist_bcast
+#include "dist/dist.h"  // defines: dist_rank, dist_size, dist_slice, dist_part, dist_bcast
 
 #ifndef BEST_KAPI // (the emulated tests make it static)
 #define BEST_KAPI extern "C"
@@ -88,9 +88,7 @@ static void comm_after(DevComm *c, cudaStream_t after) {
 static void owned_part(size_t *pa, size_t *pb, size_t n, size_t a, size_t b, int r, int ranks) {
     size_t lo, hi;
     dist_slice(&lo, &hi, n, r, ranks);
-    *pa = a > lo ? a : lo;
-    *pb = b < hi ? b : hi;
-    if (*pa > *pb) *pa = *pb;
+    dist_part(pa, pb, a, b, lo, hi);
 }
 
 BEST_KAPI void devcomm_sum(DevComm *c, float *x, size_t n, size_t a, size_t b, cudaStream_t after) {

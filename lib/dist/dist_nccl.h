@@ -22,7 +22,7 @@
 // In builds with CUDA. With BEST_NCCL=1 (the Makefile found nccl.h and libnccl beside
 // the CUDA toolkit, or at NCCL_HOME) over NCCL; without, devcomm_init refuses in one line.
 // tests/nccl_emu.h runs this file on the CPU with each collective made of dist.h's
-// (tests/test_step.cpp). Never run on a GPU yet (docs/cuda.md).
+// (tests/test_step.cpp). On a GPU: one rank only so far (an H200; docs/cuda.md).
 #ifndef BEST_DIST_NCCL_H
 #define BEST_DIST_NCCL_H
 

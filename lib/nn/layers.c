@@ -122,16 +122,21 @@ static size_t row_tail(float *pad, const float *x, size_t n) {
     return k;
 }
 
-// lane[0] = the max (or with sum, the sum) of lane (ROW_LANES), pairwise.
-#define LANES_FOLD(lane, sum)                                                              \
-    do {                                                                                   \
-        _Pragma("omp simd") for (size_t l = 0; l < 8; l++) LANE_OP(lane, l, l + 8, sum);   \
-        _Pragma("omp simd") for (size_t l = 0; l < 4; l++) LANE_OP(lane, l, l + 4, sum);   \
-        _Pragma("omp simd") for (size_t l = 0; l < 2; l++) LANE_OP(lane, l, l + 2, sum);   \
-        LANE_OP(lane, 0, 1, sum);                                                          \
-    } while (0)
-#define LANE_OP(lane, a, b, sum) \
-    (lane[a] = (sum) ? lane[a] + lane[b] : (lane[b] > lane[a] ? lane[b] : lane[a]))
+// The largest of lane (ROW_LANES), folded pairwise (halves, then quarters, ...).
+static inline float lanes_max(float *lane) {
+    for (size_t w = ROW_LANES / 2; w > 0; w /= 2)
+#pragma omp simd
+        for (size_t l = 0; l < w; l++) lane[l] = lane[l + w] > lane[l] ? lane[l + w] : lane[l];
+    return lane[0];
+}
+
+// The sum of lane (ROW_LANES), folded the same way.
+static inline double lanes_sum(double *lane) {
+    for (size_t w = ROW_LANES / 2; w > 0; w /= 2)
+#pragma omp simd
+        for (size_t l = 0; l < w; l++) lane[l] += lane[l + w];
+    return lane[0];
+}
 
 // The largest of x (n), -INFINITY for n = 0.
 VEC_CLONES static float row_max(const float *x, size_t n) {
@@ -140,8 +145,7 @@ VEC_CLONES static float row_max(const float *x, size_t n) {
     for (size_t j = 0; j < n - k; j += ROW_LANES)
 #pragma omp simd
         for (size_t l = 0; l < ROW_LANES; l++) lane[l] = x[j + l] > lane[l] ? x[j + l] : lane[l];
-    LANES_FOLD(lane, 0);
-    return lane[0];
+    return lanes_max(lane);
 }
 
 // y (n) = exp(x - shift) (y may be x, or NULL to only sum); returns the sum of those,
@@ -170,8 +174,7 @@ VEC_CLONES static double row_exp_sum(float *y, const float *x, float shift, size
 #pragma omp simd
             for (size_t l = 0; l < ROW_LANES; l++) lane[l] += km_exp(x[j + l] - shift);
     }
-    LANES_FOLD(lane, 1);
-    return lane[0];
+    return lanes_sum(lane);
 }
 
 // x (n) *= s.

@@ -694,15 +694,24 @@ static size_t grads_sum(DevModel *d, size_t l) {
     return summed;
 }
 
+// The last of the sums: the rest after the layers (summed: the layers' count), the check
+// that every gradient was summed once, and d's stream behind them all.
+static void grads_sum_last(DevModel *d, size_t summed) {
+    summed += grads_sum(d, d->m->L);
+    CHECK(summed == d->n_params, "devmodel_backward_sum: %zu of %zu gradients summed (a family missing)", summed,
+          d->n_params);
+    devcomm_wait(d->comm, d->ctx->stream);
+}
+
 // devmodel_backward, and with sum (and ranks) devmodel_backward_sum.
 static void backward(DevModel *d, float loss_scale, int sum) {
     CHECK(!d->eval, "devmodel_backward: an evaluation DevModel has no gradients");
     CHECK(d->has_targets, "devmodel_backward needs a forward with targets");
     sum = sum && d->comm;
     size_t summed = 0;
-    if (!d->n_valid) { // the loss is a constant 0: this rank adds nothing to the gradients
-        for (size_t l = 0; sum && l <= d->m->L; l++) summed += grads_sum(d, l);
-        if (sum) devcomm_wait(d->comm, d->ctx->stream);
+    if (!d->n_valid) { // the loss is a constant 0: this rank adds nothing, but joins the sums
+        for (size_t l = 0; sum && l < d->m->L; l++) summed += grads_sum(d, l);
+        if (sum) grads_sum_last(d, summed);
         return;
     }
     const Model *m = d->m;
@@ -728,11 +737,7 @@ static void backward(DevModel *d, float loss_scale, int sum) {
         if (sum) summed += grads_sum(d, l); // while the layers below go on
     }
     embedding_backward_cuda(d->g.embed, d->dres, d->tokens, N, C, st);
-    if (!sum) return;
-    summed += grads_sum(d, m->L);
-    CHECK(summed == d->n_params, "devmodel_backward_sum: %zu of %zu gradients summed (a family missing)", summed,
-          d->n_params);
-    devcomm_wait(d->comm, st);
+    if (sum) grads_sum_last(d, summed);
 }
 
 BEST_KAPI void devmodel_backward(DevModel *d, float loss_scale) { backward(d, loss_scale, 0); }

@@ -736,7 +736,8 @@ static int device_open(Trainer *tr) {
     int local = dist_is_mpi() && lr ? atoi(lr) : 0, here = dist_is_mpi() && ls ? atoi(ls) : 1, rc = 0;
     if (here > cuda_device_count())
         rc = ERR("--device cuda: mpirun started %d ranks on this machine, which has %d GPU%s: one rank a GPU "
-                 "(mpirun -np, or a hostfile's slots), or --device cpu", here, cuda_device_count(), cuda_device_count() == 1 ? "" : "s");
+                 "(mpirun -np, or a hostfile's slots), or --device cpu", here, cuda_device_count(),
+                 cuda_device_count() == 1 ? "" : "s");
     if (rc == 0) rc = cuda_ctx_create(&tr->cuda, local, (size_t)32 << 20); // cuBLASLt's workspace: 32 MiB (Hopper)
     TRY(dist_agree(rc));
     if (dist_is_mpi()) TRY(dist_agree(devcomm_init(&tr->comm)));
@@ -972,6 +973,13 @@ void train_close(Trainer *tr) {
     tr->lock_fd = -1;
 }
 
+#ifdef BEST_CUDA
+// Payload bytes this rank has put into collectives so far: MPI's and NCCL's.
+static double comm_bytes(const Trainer *tr) {
+    return (double)dist_bytes() + (tr->comm ? devcomm_bytes(tr->comm) : 0);
+}
+#endif
+
 // Step 5 of train.h: shrink the mask to S(t) and apply it to the weights.
 // On the device (--device cuda) the update runs there (mask_update_cuda: the same mask,
 // no score leaves the device); where that declines (bad inputs), the host's mask_compute
@@ -983,9 +991,9 @@ static int mask_update(Trainer *tr, double S, double *bytes) {
 #ifdef BEST_CUDA
     if (tr->dev) {
         // the counts (MPI) and, with GPU ranks, the zeroed weights shared (NCCL)
-        double b0 = (double)dist_bytes() + (tr->comm ? devcomm_bytes(tr->comm) : 0);
+        double b0 = comm_bytes(tr);
         int rc = mask_update_cuda(tr->dev, &spec);
-        *bytes = (double)dist_bytes() + (tr->comm ? devcomm_bytes(tr->comm) : 0) - b0;
+        *bytes = comm_bytes(tr) - b0;
         if (rc < 0) {
             err_prefix("step %d: mask update", tr->step);
             return -1;

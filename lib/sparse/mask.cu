@@ -34,7 +34,7 @@
 #include "sparse/mask.h" // defines: MaskSpec, the mask_update_cuda prototype (BEST_CUDA)
 
 #include "base/error.h"       // defines: ERR, CUDA_CHECK's exit
-#include "dist/dist.h"        // defines: dist_sum_u64
+#include "dist/dist.h"        // defines: dist_sum_u64, dist_part
 #include "dist/dist_nccl.h"   // defines: devcomm_share, devcomm_wait
 #include "nn/cuda.h"          // defines: CUDA_CHECK, LAUNCH, BEST_KAPI, CudaCtx
 #include "nn/kernel_math.h"   // defines: km_bits, km_blocks, km_thread_index
@@ -75,9 +75,7 @@ static uint64_t count_candidates(u64 *ctr, const float *s, size_t n, cudaStream_
 
 // [*a, *b): the part of [lo, hi) in d's slice (a == b == own_lo when none).
 static void own_part(size_t *a, size_t *b, const DevModel *d, size_t lo, size_t hi) {
-    *a = lo > d->own_lo ? lo : d->own_lo;
-    *b = hi < d->own_hi ? hi : d->own_hi;
-    if (*a >= *b) *a = *b = d->own_lo;
+    dist_part(a, b, lo, hi, d->own_lo, d->own_hi);
 }
 
 BEST_KAPI int mask_update_cuda(DevModel *d, const MaskSpec *spec) {
