@@ -725,6 +725,107 @@ static void check_attention_blocks(void) {
     free(dkh); free(dvh); free(o_ref); free(dq_ref); free(dk_ref); free(dv_ref); free(p);
 }
 
+// --- attention over packed segments -----------------------------------------------------
+
+// One packed layout: documents of a prefix and NSEG segments after it, rows of every
+// length around ATT_ROWS (4) and ROW_LANES (16) multiples. attention_packed against a
+// naive double softmax per row; then the same documents with each segment laid out as
+// one sequence (prefix copied in front, no shared prefix): every row the same bits.
+static void check_attention_packed_case(size_t NH, size_t KV, size_t HD) {
+    enum { NDOC = 3, NSEG = 4 };
+    static const int pre[NDOC] = {0, 17, 33}, len[NDOC][NSEG] = {{1, 2, 3, 4}, {5, 7, 9, 16}, {17, 1, 31, 6}};
+    size_t G = NH / KV, Q = NH * HD, KVD = KV * HD, n = 0, nseg = 0, max_keys = 0, n1 = 0;
+    for (int d = 0; d < NDOC; d++) {
+        n += (size_t)pre[d], nseg += pre[d] > 0;
+        for (int i = 0; i < NSEG; i++) {
+            n += (size_t)len[d][i], nseg++;
+            n1 += (size_t)(pre[d] + len[d][i]);
+            if ((size_t)(pre[d] + len[d][i]) > max_keys) max_keys = (size_t)(pre[d] + len[d][i]);
+        }
+    }
+    float *q = xmalloc(n * Q * 4), *k = xmalloc(n * KVD * 4), *v = xmalloc(n * KVD * 4), *out = xmalloc(n * Q * 4);
+    float *q1 = xmalloc(n1 * Q * 4), *k1 = xmalloc(n1 * KVD * 4), *v1 = xmalloc(n1 * KVD * 4), *out1 = xmalloc(n1 * Q * 4);
+    int32_t *seg = xmalloc(nseg * 4 * sizeof *seg), *seg1 = xmalloc(NDOC * NSEG * 4 * sizeof *seg1);
+    double *p = xmalloc(max_keys * 8), *o = xmalloc(HD * 8);
+    uint32_t s = 11;
+#define RND() (s = s * 1664525u + 1013904223u, (float)((s >> 8) / 16777216.0 * 4 - 2))
+    for (size_t i = 0; i < n * Q; i++) q[i] = RND();
+    for (size_t i = 0; i < n * KVD; i++) k[i] = RND(), v[i] = RND();
+#undef RND
+    // layout 1: {first row, rows, prefix's first row, prefix rows}; layout 2: one per segment
+    size_t r = 0, r1 = 0, ns = 0, ns1 = 0, at[NDOC][NSEG][3]; // prefix, segment rows in 1; rows in 2
+    for (int d = 0; d < NDOC; d++) {
+        size_t p0 = r;
+        if (pre[d]) {
+            int32_t g[4] = {(int32_t)r, pre[d], (int32_t)r, 0};
+            memcpy(seg + 4 * ns++, g, sizeof g);
+            r += (size_t)pre[d];
+        }
+        for (int i = 0; i < NSEG; i++) {
+            int32_t g[4] = {(int32_t)r, len[d][i], (int32_t)p0, pre[d]}, g1[4] = {(int32_t)r1, pre[d] + len[d][i], 0, 0};
+            memcpy(seg + 4 * ns++, g, sizeof g);
+            memcpy(seg1 + 4 * ns1++, g1, sizeof g1);
+            at[d][i][0] = p0, at[d][i][1] = r, at[d][i][2] = r1;
+            size_t rows[2][2] = {{p0, (size_t)pre[d]}, {r, (size_t)len[d][i]}}; // prefix, then segment
+            for (int c = 0; c < 2; c++) {
+                memcpy(q1 + r1 * Q, q + rows[c][0] * Q, rows[c][1] * Q * 4);
+                memcpy(k1 + r1 * KVD, k + rows[c][0] * KVD, rows[c][1] * KVD * 4);
+                memcpy(v1 + r1 * KVD, v + rows[c][0] * KVD, rows[c][1] * KVD * 4);
+                r1 += rows[c][1];
+            }
+            r += (size_t)len[d][i];
+        }
+    }
+    int nscr = layers_threads();
+    float *scratch = xmalloc((size_t)nscr * attention_packed_scratch(max_keys, HD) * 4);
+    attention_packed(out, q, k, v, seg, nseg, scratch, max_keys, NH, KV, HD, nscr);
+    attention_packed(out1, q1, k1, v1, seg1, NDOC * NSEG, scratch, max_keys, NH, KV, HD, nscr);
+    double scale = 1.0 / sqrt((double)HD);
+    float *ref = xmalloc(n * Q * 4);
+    int same = 1;
+    for (size_t g = 0; g < nseg; g++) {
+        size_t g0 = (size_t)seg[4 * g], gn = (size_t)seg[4 * g + 1], gp0 = (size_t)seg[4 * g + 2], gp = (size_t)seg[4 * g + 3];
+        for (size_t t = 0; t < gn; t++)
+            for (size_t h = 0; h < NH; h++) {
+                const float *qt = q + (g0 + t) * Q + h * HD;
+                double mx = -INFINITY, sum = 0;
+                for (size_t j = 0; j < gp + t + 1; j++) { // the prefix's keys, then the segment's
+                    size_t kr = j < gp ? gp0 + j : g0 + j - gp;
+                    double dd = 0;
+                    for (size_t c = 0; c < HD; c++) dd += (double)qt[c] * k[(kr * KV + h / G) * HD + c];
+                    p[j] = dd * scale;
+                    if (p[j] > mx) mx = p[j];
+                }
+                for (size_t j = 0; j < gp + t + 1; j++) sum += p[j] = exp(p[j] - mx);
+                memset(o, 0, HD * 8);
+                for (size_t j = 0; j < gp + t + 1; j++) {
+                    size_t kr = j < gp ? gp0 + j : g0 + j - gp;
+                    for (size_t c = 0; c < HD; c++) o[c] += p[j] / sum * v[(kr * KV + h / G) * HD + c];
+                }
+                for (size_t c = 0; c < HD; c++) ref[(g0 + t) * Q + h * HD + c] = (float)o[c];
+            }
+    }
+    double worst = rel_err(out, ref, n * Q);
+    for (int d = 0; d < NDOC; d++)
+        for (int i = 0; i < NSEG; i++) {
+            size_t P = (size_t)pre[d];
+            same &= memcmp(out + at[d][i][0] * Q, out1 + at[d][i][2] * Q, P * Q * 4) == 0;
+            same &= memcmp(out + at[d][i][1] * Q, out1 + (at[d][i][2] + P) * Q, (size_t)len[d][i] * Q * 4) == 0;
+        }
+    T_OK(worst <= TOL, "attention_packed NH=%zu KV=%zu HD=%zu: %zu segments vs naive double, rel err %.2e", NH, KV,
+         HD, nseg, worst);
+    T_OK(same, "attention_packed NH=%zu KV=%zu HD=%zu: rows after a shared prefix are bitwise the rows of the "
+         "segment laid out alone", NH, KV, HD);
+    free(q); free(k); free(v); free(out); free(q1); free(k1); free(v1); free(out1);
+    free(seg); free(seg1); free(p); free(o); free(scratch); free(ref);
+}
+
+static void check_attention_packed(void) {
+    check_attention_packed_case(4, 2, 8);  // stories260K's head
+    check_attention_packed_case(2, 2, 12); // no GQA, HD not a multiple of 8
+    check_attention_packed_case(4, 1, 64);
+}
+
 // --- golden: stories260K ------------------------------------------------------------------
 
 // llama2.c's `run stories260K.bin -z tok512.bin -t 0 -n 200` feeds BOS at position 0
@@ -849,6 +950,7 @@ int main(void) {
         fix_close(&f);
     }
     check_attention_blocks();
+    check_attention_packed();
     check_golden();
 
     char cmd[128];

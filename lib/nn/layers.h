@@ -84,12 +84,15 @@ void attention_forward(float *out, float *lse, const float *q, const float *k,
 // Attention over rows of several sequences packed together (sequences that share a
 // prefix: best-eval --tasks), in segments of consecutive rows: segment s = seg[4s ..
 // 4s+3] = {first row, rows, first row of its prefix, prefix rows}; its rows see the
-// prefix's rows, then their own segment's causally (attention_forward with pos0 = the
-// prefix's length, the prefix's keys and values copied in front of the segment's). Queries
+// prefix's rows, then their own segment's causally (attention_forward's rows with pos0 =
+// the prefix's length, the prefix's keys and values in front of the segment's). Queries
 // and keys already rotated at their positions. out, q (N, NH, HD); k, v (N, KV, HD);
-// scratch (nscratch, attention_packed_scratch(max_keys, KVD)), max_keys the most keys of
-// a segment (prefix and rows); segments run in parallel, at most nscratch threads.
-size_t attention_packed_scratch(size_t max_keys, size_t KVD);
+// scratch (nscratch, attention_packed_scratch(max_keys, HD)), max_keys the most keys of
+// a segment (prefix and rows); segments run in parallel, at most nscratch threads. Not
+// BLAS products but rows against keys held transposed (layers.c says why); the same
+// softmax, summed in another order: outputs agree with attention_forward's to fp32
+// rounding, and each row's depend only on its own keys, not on the segment around it.
+size_t attention_packed_scratch(size_t max_keys, size_t HD);
 void attention_packed(float *out, const float *q, const float *k, const float *v, const int32_t *seg, size_t nseg,
                       float *scratch, size_t max_keys, size_t NH, size_t KV, size_t HD, int nscratch);
 // For training shapes (Tq = Tk = T, pos0 = 0). dq (B, T, NH, HD), dk, dv (B, T, KV, HD)

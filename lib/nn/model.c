@@ -940,7 +940,7 @@ int packed_acts_init(PackedActs *a, const Model *m, size_t max_rows, size_t logi
         a->hid = take(&cv, logit_rows * m->C);
         a->logits = take(&cv, logit_rows * m->V);
         a->wbuf = m->ext ? take(&cv, m->ext->max_numel) : NULL; // one stored matrix decoded
-        a->scratch = take(&cv, (size_t)a->n_scratch * attention_packed_scratch(max_keys, m->KVD));
+        a->scratch = take(&cv, (size_t)a->n_scratch * attention_packed_scratch(max_keys, m->HD));
         if (pass == 0) {
             a->block = xmalloc(cv.used * sizeof(float));
             cv = (Carver){a->block, 0};

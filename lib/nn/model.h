@@ -279,7 +279,7 @@ typedef struct {
     float *hid;            // (logit_rows, C) the rows whose logits are asked for
     float *logits;         // (logit_rows, V)
     float *wbuf;           // a stored (packed) model: one weight matrix decoded
-    float *scratch;        // (n_scratch, attention_packed_scratch(max_keys, KVD))
+    float *scratch;        // (n_scratch, attention_packed_scratch(max_keys, HD))
     int n_scratch;
     float *block;
 } PackedActs;
