@@ -3,8 +3,9 @@
 // lib/nn/model.cu: the same layout devmodel_init carves), not measured: it needs no GPU
 // and no weights, only config.json. For docs/best-train.md's memory table.
 //
-//   bench_gpu_memory [--seq T] CONFIG.json...
+//   bench_gpu_memory [--seq T] [--ranks N] CONFIG.json...
 //
+// --ranks N: each of N GPU ranks (ZeRO stage 1; the largest slice's), not one GPU.
 // Per model, without and with --recompute (+rec): parameters; the 19 bytes per parameter
 // of weights, gradients, moments, bf16 copy and mask; activation bytes per token; the total at micro-batch 1, 2, 4, 8 (plus
 // the 32 MiB cuBLASLt workspace); the largest micro-batch that fits in 80 GB (H100) and
@@ -29,15 +30,21 @@ int main(int argc, char **argv) {
     printf("bench_gpu_memory: built without CUDA (no nvcc): nothing to compute\n");
     return 0;
 #else
-    int T = 2048, i = 1;
-    if (argc > 2 && !strcmp(argv[1], "--seq")) T = atoi(argv[2]), i = 3;
-    if (i >= argc || T < 1) {
-        fprintf(stderr, "usage: bench_gpu_memory [--seq T] CONFIG.json...\n");
+    int T = 2048, ranks = 0, i = 1;
+    for (; i + 1 < argc && !strncmp(argv[i], "--", 2); i += 2) {
+        if (!strcmp(argv[i], "--seq")) T = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--ranks")) ranks = atoi(argv[i + 1]);
+        else break;
+    }
+    if (i >= argc || !strncmp(argv[i], "--", 2) || T < 1 || ranks < 0) {
+        fprintf(stderr, "usage: bench_gpu_memory [--seq T] [--ranks N] CONFIG.json...\n");
         return 2;
     }
     const double workspace = 32.0 * (1 << 20), reserve = 2 * GIB;
     const double gpus[2] = {80 * GB, 141 * GB};
-    printf("seq %d; computed from devmodel_bytes (the allocation code), not measured; GB = 1e9 bytes\n", T);
+    printf("seq %d, %s; computed from devmodel_bytes (the allocation code), not measured; GB = 1e9 bytes\n", T,
+           ranks ? "each of --ranks GPU ranks" : "one GPU");
+    if (ranks) printf("ranks %d\n", ranks);
     printf("%-21s %8s %10s %10s %8s %8s %8s %8s  %s\n", "model", "params", "states GB", "acts/tok",
            "mb 1", "mb 2", "mb 4", "mb 8", "largest micro-batch: 80 GB, 141 GB");
     for (; i < argc; i++) {
@@ -54,18 +61,18 @@ int main(int argc, char **argv) {
         for (int rc = 0; rc < 2; rc++) { // without and with --recompute
             int flags = rc ? DEVMODEL_RECOMPUTE : 0;
             size_t acts1;
-            size_t total1 = devmodel_bytes(&acts1, &m, 1, T, 0, flags);
+            size_t total1 = devmodel_bytes(&acts1, &m, 1, T, 0, flags, ranks);
             double states = (double)(total1 - acts1);
             char label[64];
             snprintf(label, sizeof label, "%.*s%s", name_len < 16 ? name_len : 16, base, rc ? " +rec" : "");
             printf("%-21s %7.2fB %10.1f %9.0fK", label, (double)m.n_params / 1e9, states / GB, (double)acts1 / T / 1e3);
             for (int b = 1; b <= 8; b *= 2)
-                printf(" %7.1fG", ((double)devmodel_bytes(NULL, &m, b, T, 0, flags) + workspace) / GB);
+                printf(" %7.1fG", ((double)devmodel_bytes(NULL, &m, b, T, 0, flags, ranks) + workspace) / GB);
             printf(" ");
             for (int g = 0; g < 2; g++) {
                 int best = 0;
                 for (int b = 1; b <= 256; b++)
-                    if ((double)devmodel_bytes(NULL, &m, b, T, 0, flags) + workspace + reserve <= gpus[g]) best = b;
+                    if ((double)devmodel_bytes(NULL, &m, b, T, 0, flags, ranks) + workspace + reserve <= gpus[g]) best = b;
                 printf(" %s", best ? "" : "none");
                 if (best) printf("%d", best);
             }

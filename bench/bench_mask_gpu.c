@@ -104,7 +104,7 @@ int main(int argc, char **argv) {
     TRY_OR_DIE(devmodel_init(&d, c, &m, 1, 64, 0, 0));
     devmodel_upload(&d, m.params, &opt, NULL);
     printf("# DevModel: %.1f GB on the device, uploaded in %.1f s\n",
-           (double)devmodel_bytes(NULL, &m, 1, 64, 0, 0) / 1e9, now_seconds() - t0);
+           (double)devmodel_bytes(NULL, &m, 1, 64, 0, 0, 0) / 1e9, now_seconds() - t0);
     // the peer: a copy of the fp32 weights (read + write of 4 bytes a parameter), best of 3
     double copy = 1e30;
     for (int r = 0; r < 3; r++) {

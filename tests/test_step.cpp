@@ -218,7 +218,7 @@ static void check_grads(const char *name) {
     DevModel d;
     if (!T_OK(devmodel_init(&d, ctx_get(), &m, B, T, CE_ROWS, 0) == 0, "%s: devmodel_init", name)) return;
     T_OK(d.ce_rows == CE_ROWS && (N + CE_ROWS - 1) / CE_ROWS == 4, "%s: the head runs in 4 chunks of rows", name);
-    size_t acts_bytes, bytes = devmodel_bytes(&acts_bytes, &m, B, T, CE_ROWS, 0);
+    size_t acts_bytes, bytes = devmodel_bytes(&acts_bytes, &m, B, T, CE_ROWS, 0, 0);
     T_OK(acts_bytes == d.acts_bytes && bytes == d.n_params * 19 + d.acts_bytes,
          "%s: devmodel_bytes (%zu, activations %zu) is what devmodel_init took (activations %zu)", name, bytes,
          acts_bytes, d.acts_bytes);
@@ -259,7 +259,7 @@ static void check_grads(const char *name) {
     // activation recomputation: the same two micro-batches give the same bits in less memory
     DevModel r;
     if (T_OK(devmodel_init(&r, ctx_get(), &m, B, T, CE_ROWS, DEVMODEL_RECOMPUTE) == 0, "%s: devmodel_init with recompute", name)) {
-        size_t racts, rbytes = devmodel_bytes(&racts, &m, B, T, CE_ROWS, DEVMODEL_RECOMPUTE);
+        size_t racts, rbytes = devmodel_bytes(&racts, &m, B, T, CE_ROWS, DEVMODEL_RECOMPUTE, 0);
         T_OK(racts == r.acts_bytes && rbytes == r.n_params * 19 + racts && racts < acts_bytes,
              "%s: with recompute, devmodel_bytes (activations %zu) is what devmodel_init took (%zu), less than "
              "without (%zu)", name, racts, r.acts_bytes, acts_bytes);
@@ -281,7 +281,7 @@ static void check_grads(const char *name) {
     // sums of the nll near model_forward's
     DevModel e;
     if (T_OK(devmodel_init(&e, ctx_get(), &m, B, T, CE_ROWS, DEVMODEL_EVAL) == 0, "%s: devmodel_init for eval", name)) {
-        size_t eacts, ebytes = devmodel_bytes(&eacts, &m, B, T, CE_ROWS, DEVMODEL_EVAL);
+        size_t eacts, ebytes = devmodel_bytes(&eacts, &m, B, T, CE_ROWS, DEVMODEL_EVAL, 0);
         T_OK(eacts == e.acts_bytes && ebytes == e.n_params * 6 + eacts && eacts < acts_bytes && !e.grads &&
                  !e.adam_m && !e.adam_v && !e.mask,
              "%s: eval: devmodel_bytes (%zu, activations %zu) is what devmodel_init took, weights and bf16 only, "
@@ -772,6 +772,35 @@ struct RanksLog {
     std::vector<float> w, m, v;      // at the end: all the weights, the slice's moments
 };
 
+// What a rank holds beside its slice: its bf16 copy and its fp32 embedding, norms and
+// biases (rep), against every owner's weights w (n, gathered), bitwise; and the device
+// memory it took, against devmodel_bytes for R ranks.
+static void ranks_held(const DevModel *d, const std::vector<float> &w, const char *name, int R) {
+    std::vector<uint16_t> b = download_bf16(d);
+    std::vector<float> rep(d->n_rep);
+    CUDA_CHECK(cudaMemcpy(rep.data(), d->rep, d->n_rep * sizeof(float), cudaMemcpyDeviceToHost));
+    size_t bad = 0, c = 0, n = d->n_params, own = d->own_hi - d->own_lo;
+    for (size_t i = 0; i < n; i++) bad += b[i] != km_bf16_from_float(w[i]);
+    for (int r = 0; r < d->n_rep_r; c += d->rep_len[r++])
+        bad += memcmp(&rep[c], &w[d->rep_off[r]], d->rep_len[r] * sizeof(float)) != 0;
+    int me = devcomm_rank(d->comm), cut = 0; // rep's ranges that a boundary between two slices cuts
+    for (int r = 0; r < d->n_rep_r; r++)
+        for (int k = 1; k < R; k++) {
+            size_t lo, hi;
+            dist_slice(&lo, &hi, n, k, R);
+            cut += lo > d->rep_off[r] && lo < d->rep_off[r] + d->rep_len[r];
+        }
+    T_OK(bad == 0 && c == d->n_rep && d->n_rep > 0 && d->n_rep < n / 4, "%s: rank %d of %d: its bf16 copy of all "
+         "%zu weights and its fp32 embedding, norms and biases (%zu, in %d ranges, %d cut between slices) are the "
+         "owners' (%zu differ)", name, me, R, n, d->n_rep, d->n_rep_r, cut, bad);
+    size_t acts, bytes = devmodel_bytes(&acts, d->m, B, T, CE_ROWS, 0, R);
+    if (me == 0) // (rank 0's slice is the largest, which devmodel_bytes counts)
+        T_OK(bytes == n * 6 + own * 13 + d->n_rep * 4 + acts && acts == d->acts_bytes &&
+                 (R == 1 || bytes < n * 19 + acts),
+             "%s: %d ranks: devmodel_bytes (%zu) is what rank 0 took: 6 bytes a weight, 13 a weight of its slice, "
+             "4 of rep", name, R, bytes);
+}
+
 static int run_ranks(RanksLog *log, const char *name, MaskGroup group, int R, DevComm *comm) {
     Model mo;
     if (!load_fixture(&mo, name)) return -1;
@@ -814,7 +843,11 @@ static int run_ranks(RanksLog *log, const char *name, MaskGroup group, int R, De
     AdamW o;
     adamw_init(&o, own ? own : 1);
     log->w.resize(n);
-    devmodel_download(&d, log->w.data(), &o);
+    devmodel_download(&d, log->w.data(), &o); // (with ranks, this rank's slice)
+    if (comm) {
+        dist_gather(log->w.data(), log->w.data() + d.own_lo, n, sizeof(float), 1);
+        ranks_held(&d, log->w, name, R);
+    }
     log->m.assign(o.m, o.m + own);
     log->v.assign(o.v, o.v + own);
     adamw_free(&o);
@@ -914,15 +947,20 @@ static const struct { const char *name; MaskGroup group; } RANK_RUNS[] = {
     {"llama", GROUP_GLOBAL}, {"qwen3", GROUP_LAYER}, {"llama_tied", GROUP_GLOBAL}};
 
 // step_ranks ref R DIR (no mpirun): the one-model runs of R micro-batches into DIR;
-// mpirun -np R step_ranks check DIR: this rank's runs against them.
+// mpirun -np R step_ranks check DIR: this rank's runs against them; mpirun -np R step_ranks
+// held: the runs' exact checks only (ranks_held: bf16 copy and rep against the owners'
+// weights), for rank counts whose slices cut through rep's ranges, where the weights'
+// agreement with one model is a matter of rounding that Adam can amplify.
 static int step_ranks_main(int argc, char **argv) {
     if (dist_init(&argc, &argv) < 0) {
         fprintf(stderr, "step_ranks: %s\n", err_msg());
         return 1;
     }
     int ref = argc == 4 && strcmp(argv[1], "ref") == 0, R = ref ? atoi(argv[2]) : dist_size();
-    if (!(ref || (argc == 3 && strcmp(argv[1], "check") == 0)) || R < 1) {
-        fprintf(stderr, "usage: step_ranks ref R DIR | mpirun -np R step_ranks check DIR\n");
+    int held = argc == 2 && strcmp(argv[1], "held") == 0;
+    if (!(ref || held || (argc == 3 && strcmp(argv[1], "check") == 0)) || R < 1) {
+        fprintf(stderr, "usage: step_ranks ref R DIR | mpirun -np R step_ranks check DIR | mpirun -np R step_ranks "
+                "held\n");
         return 2;
     }
     layers_init();
@@ -937,7 +975,7 @@ static int step_ranks_main(int argc, char **argv) {
         char path[512];
         snprintf(path, sizeof path, "%s/%s-%d.log", dir, run.name, R);
         RanksLog log, want;
-        if (run_ranks(&log, run.name, run.group, R, comm) < 0) continue;
+        if (run_ranks(&log, run.name, run.group, R, comm) < 0 || held) continue;
         FILE *f = fopen(path, ref ? "wb" : "rb");
         if (!T_OK(f, "%s: open %s", run.name, path)) continue;
         if (ref) {

@@ -106,15 +106,14 @@ BEST_KAPI void devcomm_sum(DevComm *c, float *x, size_t n, size_t a, size_t b, c
 
 BEST_KAPI void devcomm_share(DevComm *c, void *x, size_t elem, size_t n, size_t a, size_t b, cudaStream_t after) {
     if (a >= b) return;
-    CHECK(elem == 1 || elem == 4, "devcomm_share: elements of %zu bytes", elem);
     comm_after(c, after);
     NCCL_CHECK(ncclGroupStart());
     for (int r = 0; r < c->ranks; r++) {
         size_t pa, pb;
         owned_part(&pa, &pb, n, a, b, r, c->ranks);
         if (pa == pb) continue;
-        char *p = (char *)x + pa * elem;
-        NCCL_CHECK(ncclBroadcast(p, p, pb - pa, elem == 4 ? ncclFloat : ncclUint8, r, c->nc, c->stream));
+        char *p = (char *)x + (pa - a) * elem; // (a copy: its bytes, whatever the type)
+        NCCL_CHECK(ncclBroadcast(p, p, (pb - pa) * elem, ncclUint8, r, c->nc, c->stream));
         if (r == c->rank) c->bytes += (double)(pb - pa) * (double)elem;
     }
     NCCL_CHECK(ncclGroupEnd());

@@ -44,7 +44,8 @@ int devcomm_rank(const DevComm *c);
 int devcomm_size(const DevComm *c);
 // sum, as above: x (n floats, device) over [a, b), behind the work on `after` so far.
 void devcomm_sum(DevComm *c, float *x, size_t n, size_t a, size_t b, struct CUstream_st *after);
-// share, as above: x (n elements of elem bytes, device) over [a, b).
+// share, as above: x (device) holds elements a .. b - 1 of a block of n, elem bytes each
+// (x[i - a] is element i).
 void devcomm_share(DevComm *c, void *x, size_t elem, size_t n, size_t a, size_t b, struct CUstream_st *after);
 // st waits (on the device) for everything put on the communicator so far.
 void devcomm_wait(DevComm *c, struct CUstream_st *st);

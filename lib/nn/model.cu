@@ -7,6 +7,9 @@
 // each, laid out as the host block (so the host's offsets, masks and moments line up),
 // a bf16 copy of the weights (the products' operands, refreshed after each optimizer
 // step), a uint8 mask, and one allocation carved into the activations of one (B, T).
+// With GPU ranks the fp32 weights, moments and mask are this rank's slice of the block,
+// and the embedding, norms and biases (what the forward reads in fp32) are also held
+// whole in one more allocation (rep): model.h says how they are kept the same.
 // Activations are fp32, as on the CPU; each product's operands are cast to bf16 right
 // before it (cast_bf16_cuda) and it accumulates in fp32. Full logits never exist: the
 // forward computes the loss a chunk of ce_rows rows at a time, and the backward computes
@@ -27,6 +30,7 @@
 // their own files), the loop, schedules and masks (run/train.c), where a mask is chosen.
 #include "nn/model.h" // defines: DevModel, LayerActs, the devmodel_ prototypes (BEST_CUDA)
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,6 +51,10 @@
 #define DEV_BYTES_PER_PARAM (4 + 4 + 4 + 4 + 2 + 1)
 // DEVMODEL_EVAL: fp32 weights and their bf16 copy
 #define DEV_EVAL_BYTES_PER_PARAM (4 + 2)
+// GPU ranks: gradients and the bf16 copy of every parameter; fp32 weights, exp_avg,
+// exp_avg_sq and the mask of the slice's (and rep: 4 bytes a parameter of it)
+#define DEV_RANKS_BYTES_PER_PARAM (4 + 2)
+#define DEV_SLICE_BYTES_PER_PARAM (4 + 4 + 4 + 1)
 
 enum { RED_SUM, RED_SUMSQ, RED_ZEROS };             // what a reduction adds up
 enum { SLOT_LOSS, SLOT_SUMSQ, SLOT_ZEROS, N_SLOTS }; // d->scalars
@@ -215,8 +223,40 @@ static void params_rebase(ModelParams *out, const Model *m, float *base) {
         dst[i] = src[i] ? base + (src[i] - m->params) : NULL;
 }
 
+// Whether every GPU rank holds p's fp32 weights whole (rep): the embedding and the 1-D
+// tensors, which the forward reads as fp32.
+static int rep_holds(const Model *m, const ParamInfo *p) {
+    return p->ndim == 1 || p->offset == (size_t)(m->w.embed - m->params);
+}
+
+// [off, off + len) appended to the ranges off, len (*n of them, at most cap), merged into
+// the last one when it ends there.
+static void range_add(size_t *off, size_t *len, int *n, int cap, size_t o, size_t k) {
+    if (*n > 0 && off[*n - 1] + len[*n - 1] == o) {
+        len[*n - 1] += k;
+        return;
+    }
+    CHECK(*n < cap, "devmodel_init: more than %d ranges of one kind in the block", cap);
+    off[*n] = o;
+    len[(*n)++] = k;
+}
+
+// With ranks: d->w's embedding, norms and biases into d->rep (the rep ranges one after
+// another), the matrices NULL (read as bf16).
+static void weights_rebase_rep(DevModel *d) {
+    const Model *m = d->m;
+    const float *const *src = (const float *const *)&m->w;
+    float **dst = (float **)&d->w;
+    for (size_t i = 0; i < sizeof(ModelParams) / sizeof(float *); i++) {
+        dst[i] = NULL;
+        size_t o = src[i] ? (size_t)(src[i] - m->params) : SIZE_MAX, c = 0;
+        for (int r = 0; r < d->n_rep_r && !dst[i]; c += d->rep_len[r++])
+            if (o >= d->rep_off[r] && o < d->rep_off[r] + d->rep_len[r]) dst[i] = d->rep + c + (o - d->rep_off[r]);
+    }
+}
+
 BEST_KAPI void devmodel_free(DevModel *d) {
-    void *bufs[] = {d->params, d->grads, d->adam_m, d->adam_v, d->wbf, d->mask, d->acts, d->wdec};
+    void *bufs[] = {d->params, d->grads, d->adam_m, d->adam_v, d->wbf, d->mask, d->acts, d->wdec, d->rep};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         if (bufs[i]) CUDA_CHECK(cudaFree(bufs[i]));
     if (d->dw)
@@ -233,8 +273,20 @@ BEST_KAPI void devmodel_free(DevModel *d) {
 BEST_KAPI void devmodel_upload(DevModel *d, const float *params, const AdamW *opt, const uint8_t *mask) {
     cudaStream_t st = d->ctx->stream;
     size_t n = d->n_params, own = d->own_hi - d->own_lo;
-    CUDA_CHECK(cudaMemcpyAsync(d->params, params, n * sizeof(float), cudaMemcpyHostToDevice, st));
-    if (d->wbf) cast_bf16_cuda(d->wbf, d->params, n, st);
+    if (!d->comm) {
+        CUDA_CHECK(cudaMemcpyAsync(d->params, params, n * sizeof(float), cudaMemcpyHostToDevice, st));
+        if (d->wbf) cast_bf16_cuda(d->wbf, d->params, n, st);
+    } else { // the block into the gradients' memory: the bf16 copy, the slice and rep from there
+        CUDA_CHECK(cudaMemcpyAsync(d->grads, params, n * sizeof(float), cudaMemcpyHostToDevice, st));
+        cast_bf16_cuda(d->wbf, d->grads, n, st);
+        CUDA_CHECK(cudaMemcpyAsync(d->params, d->grads + d->own_lo, own * sizeof(float), cudaMemcpyDeviceToDevice,
+                                   st));
+        size_t c = 0;
+        for (int r = 0; r < d->n_rep_r; c += d->rep_len[r++])
+            CUDA_CHECK(cudaMemcpyAsync(d->rep + c, d->grads + d->rep_off[r], d->rep_len[r] * sizeof(float),
+                                       cudaMemcpyDeviceToDevice, st));
+        CUDA_CHECK(cudaMemsetAsync(d->grads, 0, n * sizeof(float), st));
+    }
     if (opt) {
         CUDA_CHECK(cudaMemcpyAsync(d->adam_m, opt->m, own * sizeof(float), cudaMemcpyHostToDevice, st));
         CUDA_CHECK(cudaMemcpyAsync(d->adam_v, opt->v, own * sizeof(float), cudaMemcpyHostToDevice, st));
@@ -264,7 +316,8 @@ static void devmodel_shape(DevModel *d, const Model *m, int B, int T, size_t ce_
     if (d->ce_rows > d->N) d->ce_rows = d->N;
 }
 
-BEST_KAPI size_t devmodel_bytes(size_t *acts_bytes, const Model *m, int B, int T, size_t ce_rows, int flags) {
+BEST_KAPI size_t devmodel_bytes(size_t *acts_bytes, const Model *m, int B, int T, size_t ce_rows, int flags,
+                                int ranks) {
     DevModel d;
     memset(&d, 0, sizeof d);
     devmodel_shape(&d, m, B, T, ce_rows, flags);
@@ -273,6 +326,14 @@ BEST_KAPI size_t devmodel_bytes(size_t *acts_bytes, const Model *m, int B, int T
     acts_layout(&d, &cv);
     free(d.layer);
     if (acts_bytes) *acts_bytes = cv.used;
+    if (ranks > 0 && !m->ext && !d.eval) {
+        size_t lo, hi, rep = 0;
+        dist_slice(&lo, &hi, m->n_params, 0, ranks);
+        for (int i = 0; i < m->n_info; i++)
+            if (rep_holds(m, &m->info[i])) rep += m->info[i].numel;
+        return m->n_params * DEV_RANKS_BYTES_PER_PARAM + (hi - lo) * DEV_SLICE_BYTES_PER_PARAM + rep * sizeof(float) +
+               cv.used;
+    }
     if (!m->ext) return m->n_params * (d.eval ? DEV_EVAL_BYTES_PER_PARAM : DEV_BYTES_PER_PARAM) + cv.used;
     size_t bytes = m->n_params * sizeof(float) + cv.used; // the 1-D block, the activations
     for (int i = 0; i < m->n_info; i++)
@@ -308,24 +369,24 @@ BEST_KAPI int devmodel_init_ranks(DevModel *d, CudaCtx *c, const Model *m, int B
     d->comm = comm;
     if (comm) dist_slice(&d->own_lo, &d->own_hi, d->n_params, devcomm_rank(comm), devcomm_size(comm));
     // the prunable families as ranges of the block (the table is in block order)
+    // and with ranks those every rank's forward reads in fp32: the embedding, the 1-D ones
     for (int i = 0; i < m->n_info && !m->ext; i++) { // (a store's are not in the block)
         const ParamInfo *p = &m->info[i];
-        if (!p->prunable) continue;
-        if (d->n_pr > 0 && d->pr_off[d->n_pr - 1] + d->pr_len[d->n_pr - 1] == p->offset) {
-            d->pr_len[d->n_pr - 1] += p->numel;
-            continue;
+        if (p->prunable) range_add(d->pr_off, d->pr_len, &d->n_pr, 8, p->offset, p->numel);
+        if (comm && rep_holds(m, p)) {
+            range_add(d->rep_off, d->rep_len, &d->n_rep_r, DEV_REP_RANGES, p->offset, p->numel);
+            d->n_rep += p->numel;
         }
-        CHECK(d->n_pr < 8, "devmodel_init: more than 8 ranges of prunable weights");
-        d->pr_off[d->n_pr] = p->offset;
-        d->pr_len[d->n_pr++] = p->numel;
     }
     d->layer = (LayerActs *)xcalloc(m->L, sizeof *d->layer);
     DevCarver cv = {NULL, 0};
     acts_layout(d, &cv);
     d->acts_bytes = cv.used;
     size_t n = d->n_params, own = d->own_hi - d->own_lo;
-    int rc = dev_malloc((void **)&d->params, n * sizeof(float), "the weights");
-    d->weight_bytes = n * sizeof(float);
+    int rc = dev_malloc((void **)&d->params, (own ? own : 1) * sizeof(float), "the weights");
+    if (rc == 0 && comm) rc = dev_malloc((void **)&d->rep, (d->n_rep ? d->n_rep : 1) * sizeof(float),
+                                         "the embedding, norms and biases");
+    d->weight_bytes = (own + d->n_rep) * sizeof(float);
     if (rc == 0 && !d->eval) rc = dev_malloc((void **)&d->grads, n * sizeof(float), "the gradients");
     if (rc == 0 && !d->eval) rc = dev_malloc((void **)&d->adam_m, own * sizeof(float), "Adam's exp_avg");
     if (rc == 0 && !d->eval) rc = dev_malloc((void **)&d->adam_v, own * sizeof(float), "Adam's exp_avg_sq");
@@ -352,7 +413,8 @@ BEST_KAPI int devmodel_init_ranks(DevModel *d, CudaCtx *c, const Model *m, int B
     }
     cv = (DevCarver){(char *)d->acts, 0};
     acts_layout(d, &cv);
-    params_rebase(&d->w, m, d->params);
+    if (comm) weights_rebase_rep(d);
+    else params_rebase(&d->w, m, d->params);
     cudaStream_t st = c->stream;
     if (!d->eval) {
         params_rebase(&d->g, m, d->grads);
@@ -376,8 +438,8 @@ BEST_KAPI int devmodel_init(DevModel *d, CudaCtx *c, const Model *m, int B, int 
 
 BEST_KAPI void devmodel_download(const DevModel *d, float *params, AdamW *opt) {
     cudaStream_t st = d->ctx->stream;
-    size_t n = d->n_params, own = d->own_hi - d->own_lo;
-    CUDA_CHECK(cudaMemcpyAsync(params, d->params, n * sizeof(float), cudaMemcpyDeviceToHost, st));
+    size_t own = d->own_hi - d->own_lo;
+    CUDA_CHECK(cudaMemcpyAsync(params + d->own_lo, d->params, own * sizeof(float), cudaMemcpyDeviceToHost, st));
     if (opt) {
         CUDA_CHECK(cudaMemcpyAsync(opt->m, d->adam_m, own * sizeof(float), cudaMemcpyDeviceToHost, st));
         CUDA_CHECK(cudaMemcpyAsync(opt->v, d->adam_v, own * sizeof(float), cudaMemcpyDeviceToHost, st));
@@ -403,8 +465,8 @@ BEST_KAPI void devmodel_download_mask(const DevModel *d, uint8_t *mask) {
 
 // --- forward ------------------------------------------------------------------------------
 
-// The bf16 copy of the fp32 weight w (a pointer into d->params).
-static const uint16_t *bf(const DevModel *d, const float *w) { return d->wbf + (w - d->params); }
+// The offset in the block of the host's weight w (a pointer into m->params, m->w's).
+static size_t woff(const DevModel *d, const float *w) { return (size_t)(w - d->m->params); }
 
 // d->xbf (N, n) = the bf16 operand of the products that read x (N, n); a stored model
 // decoding also gets it back as floats in d->xr (its matvecs read fp32), once for all
@@ -618,13 +680,14 @@ BEST_KAPI int devmodel_forward_token(float *logits, DevModel *d, int32_t token, 
 // --- backward -----------------------------------------------------------------------------
 
 // db (OC) += column sums of dy (N, OC), when the model has that bias.
-// The backward of one Linear y = x @ W^T + b, its input already bf16 in d->xbf: dy (N, OC)
-// fp32 cast to bf16 into d->dybf; dx (N, IC) = or += (dx_acc) dy @ W; dW += dy^T @ x, dW the
-// gradient at w's offset in d->grads; db (OC) += column sums of dy when db is not NULL.
-static void linear_back(DevModel *d, float *dx, const float *w, float *db, const float *dy, size_t IC,
-                        size_t OC, int dx_acc) {
+// The backward of one Linear y = x @ W^T + b, W the matrix at offset w of the block (its
+// bf16 copy), its input already bf16 in d->xbf: dy (N, OC) fp32 cast to bf16 into d->dybf;
+// dx (N, IC) = or += (dx_acc) dy @ W; dW += dy^T @ x, dW at offset w of d->grads; db (OC)
+// += column sums of dy when db is not NULL.
+static void linear_back(DevModel *d, float *dx, size_t w, float *db, const float *dy, size_t IC, size_t OC,
+                        int dx_acc) {
     cast_bf16_cuda(d->dybf, dy, d->N * OC, d->ctx->stream);
-    matmul_backward_cuda(d->ctx, dx, d->grads + (w - d->params), d->dybf, d->xbf, bf(d, w), d->N, IC, OC, dx_acc);
+    matmul_backward_cuda(d->ctx, dx, d->grads + w, d->dybf, d->xbf, d->wbf + w, d->N, IC, OC, dx_acc);
     if (db) bias_backward_cuda(db, d->scratch, dy, d->N, OC, d->ctx->stream);
 }
 
@@ -632,7 +695,7 @@ static void linear_back(DevModel *d, float *dx, const float *w, float *db, const
 // d(block input) on exit.
 static void block_backward(DevModel *d, size_t l) {
     const Model *m = d->m;
-    const ModelParams *w = &d->w, *g = &d->g;
+    const ModelParams *w = &d->w, *g = &d->g, *hw = &m->w; // (hw: the host's, for the matrices' offsets)
     const LayerActs *s = &d->layer[l];
     cudaStream_t st = d->ctx->stream;
     size_t B = (size_t)d->B, T = (size_t)d->T, N = d->N;
@@ -641,16 +704,16 @@ static void block_backward(DevModel *d, size_t l) {
     // MLP: out = res2 + down(silu(gate) * up); h recomputed
     swiglu_forward_cuda(d->h, s->gate, s->up, N * I, st);
     cast_bf16_cuda(d->xbf, d->h, N * I, st);
-    linear_back(d, d->dh, w->wdown + l * C * I, LW(g->bdown, C), d->dres, I, C, 0);
+    linear_back(d, d->dh, woff(d, hw->wdown) + l * C * I, LW(g->bdown, C), d->dres, I, C, 0);
     swiglu_backward_cuda(d->dgate, d->dup, d->dh, s->gate, s->up, N * I, st);
     cast_bf16_cuda(d->xbf, s->xn2, N * C, st);
-    linear_back(d, d->dxn, w->wgate + l * I * C, LW(g->bgate, I), d->dgate, C, I, 0);
-    linear_back(d, d->dxn, w->wup + l * I * C, LW(g->bup, I), d->dup, C, I, 1);
+    linear_back(d, d->dxn, woff(d, hw->wgate) + l * I * C, LW(g->bgate, I), d->dgate, C, I, 0);
+    linear_back(d, d->dxn, woff(d, hw->wup) + l * I * C, LW(g->bup, I), d->dup, C, I, 1);
     rmsnorm_backward_cuda(d->dres, g->mlp_norm + l * C, d->scratch, d->dxn, s->res2, s->rstd2,
                           w->mlp_norm + l * C, N, C, 1, st); // dres is now d(res2)
     // attention: res2 = res + o_proj(att)
     cast_bf16_cuda(d->xbf, s->att, N * Q, st);
-    linear_back(d, d->datt, w->wo + l * C * Q, LW(g->bo, C), d->dres, Q, C, 0);
+    linear_back(d, d->datt, woff(d, hw->wo) + l * C * Q, LW(g->bo, C), d->dres, Q, C, 0);
     attention_backward_cuda(d->dq, d->dk, d->dv, d->dkh, d->dvh, d->datt, s->q, s->k, s->v, s->att, s->lse,
                             B, T, NH, KV, HD, st);
     rope_backward_cuda(d->dq, d->rope_cos, d->rope_sin, B, T, NH, HD, st);
@@ -662,9 +725,9 @@ static void block_backward(DevModel *d, size_t l) {
                               w->k_norm + l * HD, N * KV, HD, 0, st);
     }
     cast_bf16_cuda(d->xbf, s->xn1, N * C, st);
-    linear_back(d, d->dxn, w->wq + l * Q * C, LW(g->bq, Q), d->dq, C, Q, 0);
-    linear_back(d, d->dxn, w->wk + l * KVD * C, LW(g->bk, KVD), d->dk, C, KVD, 1);
-    linear_back(d, d->dxn, w->wv + l * KVD * C, LW(g->bv, KVD), d->dv, C, KVD, 1);
+    linear_back(d, d->dxn, woff(d, hw->wq) + l * Q * C, LW(g->bq, Q), d->dq, C, Q, 0);
+    linear_back(d, d->dxn, woff(d, hw->wk) + l * KVD * C, LW(g->bk, KVD), d->dk, C, KVD, 1);
+    linear_back(d, d->dxn, woff(d, hw->wv) + l * KVD * C, LW(g->bv, KVD), d->dv, C, KVD, 1);
     rmsnorm_backward_cuda(d->dres, g->attn_norm + l * C, d->scratch, d->dxn, s->res, s->rstd1,
                           w->attn_norm + l * C, N, C, 1, st); // dres is now d(res)
 #undef LW
@@ -727,7 +790,7 @@ static void backward(DevModel *d, float loss_scale, int sum) {
         crossentropy_chunk_cuda(d->logits, d->nll + r0, NULL, d->logits, d->targets + r0, scale, nr, V, st);
         cast_bf16_cuda(d->logits_bf, d->logits, nr * V, st);
         matmul_backward_cuda(d->ctx, d->dxn + r0 * C, d->g.lm_head, d->logits_bf, d->xbf + r0 * C,
-                             bf(d, d->w.lm_head), nr, C, V, 0);
+                             d->wbf + woff(d, m->w.lm_head), nr, C, V, 0);
     }
     rmsnorm_backward_cuda(d->dres, d->g.final_norm, d->scratch, d->dxn, d->resf, d->rstdf, d->w.final_norm,
                           N, C, 0, st);
@@ -767,22 +830,47 @@ BEST_KAPI void devmodel_grad_scale(DevModel *d, float s) {
     CUDA_CHECK(cudaGetLastError());
 }
 
-BEST_KAPI void devmodel_adamw(DevModel *d, const AdamWHyper *h, int t, int masked) {
+BEST_KAPI void devmodel_share_weights(DevModel *d, size_t a, size_t b) {
     cudaStream_t st = d->ctx->stream;
-    size_t lo = d->own_lo, n = d->own_hi - d->own_lo;
-    adamw_update_cuda(d->params + lo, d->adam_m, d->adam_v, d->grads + lo, masked ? d->mask : NULL, h, t, n, st);
-    if (d->comm) { // each rank updated its slice: all of them to all
-        devcomm_share(d->comm, d->params, sizeof(float), d->n_params, 0, d->n_params, st);
-        devcomm_wait(d->comm, st);
+    size_t lo, hi; // this rank's part
+    dist_part(&lo, &hi, a, b, d->own_lo, d->own_hi);
+    cast_bf16_cuda(d->wbf + lo, d->params + (lo - d->own_lo), hi - lo, st);
+    if (!d->comm) return;
+    size_t c = 0;
+    for (int r = 0; r < d->n_rep_r; c += d->rep_len[r++]) { // rep's parts this rank owns, from its slice
+        size_t ra, rb;
+        dist_part(&ra, &rb, d->rep_off[r], d->rep_off[r] + d->rep_len[r], lo, hi);
+        if (ra < rb)
+            CUDA_CHECK(cudaMemcpyAsync(d->rep + c + (ra - d->rep_off[r]), d->params + (ra - d->own_lo),
+                                       (rb - ra) * sizeof(float), cudaMemcpyDeviceToDevice, st));
     }
-    cast_bf16_cuda(d->wbf, d->params, d->n_params, st);
+    devcomm_share(d->comm, d->wbf + a, sizeof(uint16_t), d->n_params, a, b, st);
+    c = 0;
+    for (int r = 0; r < d->n_rep_r; c += d->rep_len[r++]) {
+        size_t ra, rb;
+        dist_part(&ra, &rb, d->rep_off[r], d->rep_off[r] + d->rep_len[r], a, b);
+        if (ra < rb) devcomm_share(d->comm, d->rep + c + (ra - d->rep_off[r]), sizeof(float), d->n_params, ra, rb, st);
+    }
+    devcomm_wait(d->comm, st);
+}
+
+BEST_KAPI void devmodel_adamw(DevModel *d, const AdamWHyper *h, int t, int masked) {
+    size_t lo = d->own_lo, n = d->own_hi - d->own_lo;
+    adamw_update_cuda(d->params, d->adam_m, d->adam_v, d->grads + lo, masked ? d->mask : NULL, h, t, n,
+                      d->ctx->stream);
+    devmodel_share_weights(d, 0, d->n_params); // each rank updated its slice: all of them to all
 }
 
 BEST_KAPI double devmodel_sparsity(DevModel *d) {
     size_t total = 0;
+    int any = 0;
     for (int r = 0; r < d->n_pr; r++) {
-        reduce_into(d, SLOT_ZEROS, d->params + d->pr_off[r], d->pr_len[r], RED_ZEROS, r > 0);
+        size_t a, b; // this rank's part
+        dist_part(&a, &b, d->pr_off[r], d->pr_off[r] + d->pr_len[r], d->own_lo, d->own_hi);
+        if (a < b) reduce_into(d, SLOT_ZEROS, d->params + (a - d->own_lo), b - a, RED_ZEROS, any++ > 0);
         total += d->pr_len[r];
     }
-    return total ? fetch_scalar(d, SLOT_ZEROS) / (double)total : 0.0;
+    double zeros = any ? fetch_scalar(d, SLOT_ZEROS) : 0.0;
+    if (d->comm) dist_sum_f64(&zeros, 1); // every rank's slice
+    return total ? zeros / (double)total : 0.0;
 }

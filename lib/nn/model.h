@@ -316,35 +316,49 @@ const float *model_packed_logits(const Model *m, PackedActs *a, const int32_t *r
 // each weight to bf16 on the device right before its product (the same operand as a
 // folder's bf16 copy), decoding multiplies straight from the storage (dev_matvec).
 //
-// With several GPU ranks (devmodel_init_ranks: a communicator of dist_nccl.h) each rank
-// holds all the weights, their bf16 copy and all the gradients, but Adam's moments and the
-// mask of its own slice of the block only (dist_slice, as the host's train.c: ZeRO stage
-// 1). The last micro-batch's backward (devmodel_backward_sum) sums the gradients over the
-// ranks onto the slices' owners layer by layer as the backward finishes each; the norm,
-// clipping and AdamW then cover the slice, and the updated weights are shared (fp32, all
-// gathered: the forward reads the 1-D weights and the embedding in fp32) before the bf16
-// copy is refreshed. One rank is the same code with a slice of everything.
+// With GPU ranks (devmodel_init_ranks: a communicator of dist_nccl.h; ZeRO stage 1) each
+// rank holds the fp32 master weights, Adam's moments and the mask of its own slice of the
+// block only (dist_slice, as the host's train.c), and the bf16 copy and the gradients
+// whole: 6 + 13/N bytes a parameter. The last micro-batch's backward
+// (devmodel_backward_sum) sums the gradients over the ranks onto the slices' owners layer
+// by layer as the backward finishes each; the norm, clipping and AdamW then cover the
+// slice, and each owner's updated weights go to every rank as bf16 (the products'
+// operands). The fp32 weights the forward reads as such (the embedding, the norms, the
+// biases: a few percent of a model) are also held whole by every rank (d->rep) and shared
+// in fp32 after each update, so that N ranks compute what one does. A communicator of one
+// rank runs the same code with a slice of everything.
 //
 // The struct is visible in every build (a Trainer holds a pointer); the functions exist
 // only in builds with CUDA. docs/cuda.md: what has run where.
 struct CudaCtx;
+#define DEV_REP_RANGES 16 // the most ranges of the block rep can hold (13 families at most)
 typedef struct DevModel {
     struct CudaCtx *ctx;        // the stream and cuBLASLt handle everything goes to
     const Model *m;             // the host model this mirrors (sizes, table): outlives d
     size_t n_params;
-    float *params;              // (n_params) fp32 master weights, the host block's layout
+    float *params;              // (own_hi - own_lo) fp32 master weights of this rank's slice, the
+                                // host block's layout from own_lo (one rank: all of them)
     float *grads;               // (n_params); a mask update's scores between steps
     float *adam_m, *adam_v;     // (own_hi - own_lo) exp_avg, exp_avg_sq of this rank's slice
-    uint16_t *wbf;              // (n_params) bf16 bits of params
+    uint16_t *wbf;              // (n_params) bf16 bits of every rank's params
     uint8_t *mask;              // (own_hi - own_lo) 1 = keep, of this rank's slice
     struct DevComm *comm;       // GPU ranks (dist/dist_nccl.h), or NULL: one rank
     size_t own_lo, own_hi;      // this rank's slice of the block (dist_slice; [0, n_params) alone)
+    float *rep;                 // GPU ranks: (n_rep) the fp32 weights every rank's forward reads
+                                // (the embedding, the norms, the biases: the rep ranges of the
+                                // block, one after another); NULL alone (they are in params)
+    size_t rep_off[DEV_REP_RANGES], rep_len[DEV_REP_RANGES];
+    int n_rep_r;
+    size_t n_rep;
     void **dw;                  // (n_info) a model with stored weights (a pack; evaluation and
                                 // decoding only): the device storage of each 2-D table entry
                                 // (m->ext->ops->dev_upload), NULL for 1-D ones; else NULL
     uint16_t *wdec;             // stored, evaluation: one stored weight decoded to bf16
     size_t weight_bytes;        // device memory the weights take (all forms)
-    ModelParams w, g;           // into params, grads (lm_head == embed when tied)
+    ModelParams w, g;           // the fp32 weights the forward reads (into params; with ranks the
+                                // embedding, norms and biases into rep and the matrices NULL: the
+                                // products read them as bf16 at their offsets); into grads
+                                // (lm_head == embed when tied)
     size_t pr_off[8], pr_len[8]; // the prunable families: ranges of the block
     int n_pr;
     int B, T;
@@ -406,24 +420,34 @@ enum {
 int devmodel_init(DevModel *d, struct CudaCtx *c, const Model *m, int B, int T, size_t ce_rows,
                   int flags);
 // devmodel_init for one of the GPU ranks of comm (NULL: one rank, devmodel_init): d holds
-// the moments and mask of the rank's slice only; not for DEVMODEL_EVAL.
+// the fp32 weights, moments and mask of the rank's slice only, and rep; not for
+// DEVMODEL_EVAL.
 int devmodel_init_ranks(DevModel *d, struct CudaCtx *c, const Model *m, int B, int T, size_t ce_rows,
                         int flags, struct DevComm *comm);
 void devmodel_free(DevModel *d);
-// Bytes of device memory devmodel_init takes (one rank) for m at (B, T) with flags: 19 per parameter
+// Bytes of device memory devmodel_init takes for m at (B, T) with flags: 19 per parameter
 // (fp32 weights, gradients and both moments, the bf16 copy, the mask; 6 with
 // DEVMODEL_EVAL; stored weights: what their matvec reads, the largest one again as bf16
 // for evaluation, up to 1.75 KiB of alignment each not counted) and the activations
-// (*acts_bytes, may be NULL); the cuBLASLt workspace not included. Needs no GPU and no
-// weights: model_plan's table is enough.
-size_t devmodel_bytes(size_t *acts_bytes, const Model *m, int B, int T, size_t ce_rows, int flags);
+// (*acts_bytes, may be NULL); the cuBLASLt workspace not included. With ranks > 0,
+// devmodel_init_ranks' on a communicator of that many ranks, for the largest slice (rank
+// 0's): 6 per parameter (gradients, bf16 copy), 13 per parameter of the slice (fp32
+// weights, moments, mask), 4 per parameter of rep (embedding, norms, biases). Needs no GPU
+// and no weights: model_plan's table is enough.
+size_t devmodel_bytes(size_t *acts_bytes, const Model *m, int B, int T, size_t ce_rows, int flags, int ranks);
 // Uploads the host's weights (all n_params; they refresh the bf16 copy), moments (opt, or
 // NULL: left as they are) and mask (NULL: all ones), the last two of this rank's slice
-// (own_hi - own_lo elements, as train.c holds them).
+// (own_hi - own_lo elements, as train.c holds them). With ranks the whole block passes
+// through the gradients' memory, which it leaves zero: call it between steps.
 void devmodel_upload(DevModel *d, const float *params, const AdamW *opt, const uint8_t *mask);
-// Downloads the weights into params (n_params) and, with opt, the slice's moments into
-// opt->m and opt->v (opt->t is the host's); waits for the device.
+// Downloads the weights into params (n_params; with ranks only this rank's slice
+// [own_lo, own_hi): dist_gather assembles the block) and, with opt, the slice's moments
+// into opt->m and opt->v (opt->t is the host's); waits for the device.
 void devmodel_download(const DevModel *d, float *params, AdamW *opt);
+// After this rank's fp32 weights changed in [a, b) of the block (every rank calls it, with
+// the same range): each owner's part of [a, b) into every rank's bf16 copy, and with ranks
+// also into every rank's rep (fp32) where rep holds it.
+void devmodel_share_weights(DevModel *d, size_t a, size_t b);
 // Downloads the gradients into grads (n_params) (tests).
 void devmodel_download_grads(const DevModel *d, float *grads);
 // Downloads the slice's mask into mask (own_hi - own_lo): after a mask update on the device (mask.h's

@@ -402,12 +402,15 @@ static int state_find(SafeTensors *st, ShardManifest *mf, int *sharded, const ch
 }
 
 // --device cuda: the device's weights, moments and mask into the host's m.params, opt
-// and mask (once per step at most), before anything reads them there.
+// and mask (once per step at most), before anything reads them there. GPU ranks hold the
+// fp32 weights of their slice only: the host block is gathered from them (every rank
+// calls this at the same points).
 static void host_sync(Trainer *tr) {
 #ifdef BEST_CUDA
     if (tr->dev && tr->host_stale) {
         devmodel_download(tr->dev, tr->m.params, &tr->opt);
         devmodel_download_mask(tr->dev, tr->mask); // the device updates it (mask_update)
+        if (dist_size() > 1) dist_gather(tr->m.params, tr->m.params + tr->lo, tr->m.n_params, sizeof(float), 1);
     }
 #endif
     tr->host_stale = 0;

@@ -16,8 +16,8 @@
 // With GPU ranks (d->comm) each rank does all of this on its slice of the block only
 // (d->own_lo, d->own_hi: its moments and mask), and the counts are summed over the ranks
 // (the candidates here, the histograms and ties in select_mask_cuda), as the host's
-// mask_compute_slice does; the zeroed weights are then shared (dist_nccl.h) before the
-// bf16 copy is refreshed. Every rank makes every selection, an empty part included, so
+// mask_compute_slice does; each owner's zeroed weights then reach every rank's bf16 copy
+// (devmodel_share_weights). Every rank makes every selection, an empty part included, so
 // that the ranks' collectives pair up.
 // The scores are the CPU's function (kernel_math.h) and select_mask_cuda is select.h's
 // selection, so the mask is mask_compute's bit for bit (tests/test_step.cpp checks it).
@@ -27,7 +27,7 @@
 // is changed and the caller runs mask_compute on the host for its message (which names
 // the tensor and element). Reads of the scores: one to score, one to count candidates,
 // select_mask_cuda's four; at LLaMA-2-7B's 6.5e9 prunable weights that is about 26 GB a
-// read. Speed unmeasured: none of this has run on a GPU yet (docs/cuda.md).
+// read. Speed: docs/benchmarks.md (bench/bench_mask_gpu.c, on an H200).
 //
 // Not here: the selection's kernels (select.cu), the scores' (saliency.cu), the step
 // (nn/model.cu), when to update (run/train.c).
@@ -35,7 +35,6 @@
 
 #include "base/error.h"       // defines: ERR, CUDA_CHECK's exit
 #include "dist/dist.h"        // defines: dist_sum_u64, dist_part
-#include "dist/dist_nccl.h"   // defines: devcomm_share, devcomm_wait
 #include "nn/cuda.h"          // defines: CUDA_CHECK, LAUNCH, BEST_KAPI, CudaCtx
 #include "nn/kernel_math.h"   // defines: km_bits, km_blocks, km_thread_index
 #include "nn/layers.h"        // defines: masked_fill_cuda, cast_bf16_cuda
@@ -102,7 +101,7 @@ BEST_KAPI int mask_update_cuda(DevModel *d, const MaskSpec *spec) {
         size_t o, e;
         own_part(&o, &e, d, d->pr_off[r], d->pr_off[r] + d->pr_len[r]);
         if (o == e) continue;
-        saliency_score_cuda(s + o, ctr, spec->saliency, d->params + o, d->adam_m + (o - ol), d->adam_v + (o - ol),
+        saliency_score_cuda(s + o, ctr, spec->saliency, d->params + (o - ol), d->adam_m + (o - ol), d->adam_v + (o - ol),
                             e - o, st);
         masked_fill_cuda(s + o, d->mask + (o - ol), -1.0f, e - o, st); // pruned already: not a candidate
     }
@@ -131,13 +130,9 @@ BEST_KAPI int mask_update_cuda(DevModel *d, const MaskSpec *spec) {
         }
     }
     if (rc == 0) {
-        masked_fill_cuda(d->params + lo, d->mask + (lo - ol), 0.0f, hi - lo, st);
-        size_t a = d->pr_off[0], b = d->pr_off[d->n_pr - 1] + d->pr_len[d->n_pr - 1]; // every rank's span
-        if (d->comm) {
-            devcomm_share(d->comm, d->params, sizeof(float), d->n_params, a, b, st);
-            devcomm_wait(d->comm, st);
-        }
-        cast_bf16_cuda(d->wbf + a, d->params + a, b - a, st);
+        masked_fill_cuda(d->params + (lo - ol), d->mask + (lo - ol), 0.0f, hi - lo, st);
+        // the zeros to every rank's bf16 copy, from every rank's span
+        devmodel_share_weights(d, d->pr_off[0], d->pr_off[d->n_pr - 1] + d->pr_len[d->n_pr - 1]);
     }
     CUDA_CHECK(cudaStreamSynchronize(st));
     CUDA_CHECK(cudaFree(scratch));
