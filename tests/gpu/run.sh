@@ -39,7 +39,9 @@
 #    calls (BENCH="mask spmv block", BENCH=train, BENCH=sparse, BENCH=decode).
 #
 # First run on a GPU on 2026-11-26 (an H200): tests 607 passed, the 2 failures the skips of
-# eval_check (no ../shared there); BENCH=train, mask, spmv ran (docs/benchmarks.md).
+# eval_check (no ../shared there); BENCH=train, mask, spmv ran (docs/benchmarks.md). Before
+# the device call, `sh tests/gpu/shared.sh` copies the stories260K model, its validation text
+# and ../shared/tasks (7 MB) into shared/, which travels with the checkout.
 # GPU_FALLBACK=1 forces the fallback build (to try it on a machine that has the packages).
 set -u
 MODE=${1:-tests}
@@ -188,7 +190,11 @@ if [ "$MODE" != bench ]; then
         notok "train_check, eval_check, hf_grad: not run (no GPU)"
     else
         run_prog train_check env OUT="$OUT" sh tests/gpu/train_check.sh
-        run_prog eval_check sh tests/gpu/eval_check.sh
+        # ../shared does not travel to the device; a shared/ folder inside the checkout does
+        # (tests/gpu/shared.sh copies what eval_check reads into it)
+        sh_dir=${SHARED:-../shared}
+        [ -d "$sh_dir" ] || sh_dir=shared
+        run_prog eval_check env SHARED="$sh_dir" sh tests/gpu/eval_check.sh
         run_prog hf_grad python3 tests/hf_grad_check.py --bin build/tests/hf_grads --device cuda
     fi
 fi # tests
