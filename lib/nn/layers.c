@@ -451,11 +451,13 @@ void attention_forward(float *out, float *lse, const float *q, const float *k,
 // rounded up to ROW_LANES), so that ROW_LANES keys' scores are one vector sum over the
 // HD dimensions, and ATT_ROWS query rows go together: their sums are independent (one
 // sum alone waits on each add's latency) and each key vector loaded serves them all. A
-// row's scores, exps and outputs stay in L1. HellaSwag on stories260K, 2 threads: 59.5 s
-// before, 49.9 s after. attention_forward keeps its products: a decoded token has one
-// query row, and transposing its whole KV cache for it would triple the cache's traffic.
+// row's scores, exps and outputs stay in L1. HellaSwag on stories260K, 2 threads: 62.9 s
+// before, 48.7 s after (docs/benchmarks.md). attention_forward keeps its products: a
+// decoded token has one query row, and transposing its whole KV cache for it would triple
+// the cache's traffic.
 
-#define ATT_ROWS 4
+#define ATT_ROWS 4 // (attention_rows writes its four rows' sums out by hand)
+_Static_assert(ATT_ROWS == 4, "attention_rows has one named sum per row");
 
 // Keys rounded up to whole vectors: the row stride of the transposed blocks.
 static size_t keys_ld(size_t n) { return (n + ROW_LANES - 1) / ROW_LANES * ROW_LANES; }
