@@ -1,7 +1,8 @@
 // layers.c: the decoder's layer kernels on the CPU (see layers.h for shapes).
 //
 // Threading: one pool, OpenMP's. Matrix products are split into slices of their output
-// across OpenMP threads, each slice one single-threaded BLAS call. We tried letting
+// (or, when too narrow for that, of their rows) across OpenMP threads, each slice one
+// single-threaded BLAS call. We tried letting
 // OpenBLAS thread each product itself from serial code: with Debian's default pthread
 // build, its worker threads spin for a while after every call while libgomp's workers
 // spin after every OpenMP loop; on a 2-core machine tests/test_model took 5-25 s with
@@ -230,19 +231,24 @@ void matmul_forward(float *y, const float *x, const float *w, const float *b,
                     size_t N, size_t IC, size_t OC, int acc) {
     layers_init();
     float beta = acc ? 1.0f : 0.0f;
-    size_t sw = slice_width(OC, N * IC * OC);
-    // slice y[:, o0:o0+n] = x @ w[o0:o0+n]^T
-#pragma omp parallel for schedule(dynamic) if (sw < OC)
-    for (size_t o0 = 0; o0 < OC; o0 += sw) {
-        size_t n = OC - o0 < sw ? OC - o0 : sw;
+    // slices of the outputs; a product too narrow to cut there (a small model's over many
+    // rows: stories260K's are 32 to 172 wide, and ran on one thread while the other waited)
+    // is cut into slices of its rows instead
+    size_t sw = slice_width(OC, N * IC * OC), sr = sw < OC ? N : slice_width(N, N * IC * OC);
+    size_t nr = (N + sr - 1) / sr, nc = (OC + sw - 1) / sw;
+    // tile t: y[r0:r0+m, o0:o0+n] = x[r0:r0+m] @ w[o0:o0+n]^T
+#pragma omp parallel for schedule(dynamic) if (nr * nc > 1)
+    for (size_t t = 0; t < nr * nc; t++) {
+        size_t r0 = t / nc * sr, o0 = t % nc * sw;
+        size_t m = N - r0 < sr ? N - r0 : sr, n = OC - o0 < sw ? OC - o0 : sw;
         if (N == 1) // decoding one token: gemv is what gemm would do, minus the packing
             cblas_sgemv(CblasRowMajor, CblasNoTrans, bi(n), bi(IC), 1.0f, w + o0 * IC, bi(IC),
                         x, 1, beta, y + o0, 1);
         else
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bi(N), bi(n), bi(IC), 1.0f,
-                        x, bi(IC), w + o0 * IC, bi(IC), beta, y + o0, bi(OC));
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bi(m), bi(n), bi(IC), 1.0f,
+                        x + r0 * IC, bi(IC), w + o0 * IC, bi(IC), beta, y + r0 * OC + o0, bi(OC));
         if (b)
-            for (size_t r = 0; r < N; r++)
+            for (size_t r = r0; r < r0 + m; r++)
                 for (size_t o = o0; o < o0 + n; o++) y[r * OC + o] += b[o];
     }
 }
