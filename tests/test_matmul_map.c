@@ -4,7 +4,9 @@
 // m x n, leading dimensions, alpha, beta; every index bound-checked against the buffer
 // it reads), on bf16-rounded inputs, and compared with layers.c's matmul_forward and
 // matmul_backward (the CPU path, OpenBLAS) at odd sizes, with and without bias,
-// accumulation into y and into dx.
+// accumulation into y and into dx; and at sizes that layers.c cuts across 3 threads, by
+// the outputs and by the rows.
+#include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,5 +106,10 @@ int main(void) {
     // where two of N, IC, OC agree (a map that swaps them may still stay in bounds)
     static const size_t shapes[][3] = {{37, 70, 53}, {1, 19, 7}, {5, 1, 3}, {13, 13, 13}, {9, 31, 9}, {64, 48, 80}};
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) check_shape(shapes[i][0], shapes[i][1], shapes[i][2]);
+    // products big enough for layers.c to cut across threads (3 of them: uneven slices):
+    // by their outputs (OC = 530), and, too narrow for that, by their rows (N = 1001)
+    omp_set_num_threads(3);
+    static const size_t cut[][3] = {{37, 70, 530}, {1001, 64, 40}, {1001, 33, 172}};
+    for (size_t i = 0; i < sizeof cut / sizeof *cut; i++) check_shape(cut[i][0], cut[i][1], cut[i][2]);
     T_DONE();
 }
