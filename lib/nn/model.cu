@@ -836,20 +836,16 @@ BEST_KAPI void devmodel_share_weights(DevModel *d, size_t a, size_t b) {
     dist_part(&lo, &hi, a, b, d->own_lo, d->own_hi);
     cast_bf16_cuda(d->wbf + lo, d->params + (lo - d->own_lo), hi - lo, st);
     if (!d->comm) return;
+    devcomm_share(d->comm, d->wbf + a, sizeof(uint16_t), d->n_params, a, b, st);
     size_t c = 0;
-    for (int r = 0; r < d->n_rep_r; c += d->rep_len[r++]) { // rep's parts this rank owns, from its slice
-        size_t ra, rb;
+    for (int r = 0; r < d->n_rep_r; c += d->rep_len[r++]) { // rep's range r: the part this rank owns
+        size_t ra, rb, sa, sb; // from its slice, then the owners' parts of [a, b) to every rank
         dist_part(&ra, &rb, d->rep_off[r], d->rep_off[r] + d->rep_len[r], lo, hi);
         if (ra < rb)
             CUDA_CHECK(cudaMemcpyAsync(d->rep + c + (ra - d->rep_off[r]), d->params + (ra - d->own_lo),
                                        (rb - ra) * sizeof(float), cudaMemcpyDeviceToDevice, st));
-    }
-    devcomm_share(d->comm, d->wbf + a, sizeof(uint16_t), d->n_params, a, b, st);
-    c = 0;
-    for (int r = 0; r < d->n_rep_r; c += d->rep_len[r++]) {
-        size_t ra, rb;
-        dist_part(&ra, &rb, d->rep_off[r], d->rep_off[r] + d->rep_len[r], a, b);
-        if (ra < rb) devcomm_share(d->comm, d->rep + c + (ra - d->rep_off[r]), sizeof(float), d->n_params, ra, rb, st);
+        dist_part(&sa, &sb, d->rep_off[r], d->rep_off[r] + d->rep_len[r], a, b);
+        if (sa < sb) devcomm_share(d->comm, d->rep + c + (sa - d->rep_off[r]), sizeof(float), d->n_params, sa, sb, st);
     }
     devcomm_wait(d->comm, st);
 }
