@@ -239,9 +239,18 @@ static void check_rope() {
     std::vector<float> t = rand_vec(KVD, 2.0f), v = rand_vec(KVD, 1.0f), tw = t;
     Dev<float> d_t(t), d_v(v), d_kc(T * KVD), d_vc(T * KVD);
     Dev<int32_t> d_p(std::vector<int32_t>{(int32_t)p});
-    rope_at_cuda(d_t.p, d_cos.p, d_sin.p, d_p.p, H, HD, stream);
+    rope_at_cuda(d_t.p, d_cos.p, d_sin.p, d_p.p, 1, H, HD, stream);
     rope_forward(tw.data(), cos.data() + p * HD / 2, sin.data() + p * HD / 2, 1, 1, H, HD);
     expect_close("rope at position 3 (in device memory)", d_t.get(), tw, TOL_ELEM);
+    // packed rows, each at its own position
+    const std::vector<int32_t> at = {4, 0, 2, 4};
+    std::vector<float> rows = rand_vec(at.size() * KVD, 2.0f), rw = rows;
+    Dev<float> d_rows(rows);
+    Dev<int32_t> d_at(at);
+    rope_at_cuda(d_rows.p, d_cos.p, d_sin.p, d_at.p, at.size(), H, HD, stream);
+    for (size_t r = 0; r < at.size(); r++)
+        rope_forward(rw.data() + r * KVD, cos.data() + at[r] * HD / 2, sin.data() + at[r] * HD / 2, 1, 1, H, HD);
+    expect_close("rope of 4 rows at table rows 4, 0, 2, 4", d_rows.get(), rw, TOL_ELEM);
     d_kc.poison();
     d_vc.poison();
     kv_append_cuda(d_kc.p, d_vc.p, d_t.p, d_v.p, d_p.p, KVD, stream);
@@ -474,6 +483,43 @@ static void check_attention_decode(const AttCase &c) {
     }, {&d_out}, {&out}, {"out"});
 }
 
+// Packed rows (best-eval --tasks on the device): three documents as zeroshot.c packs them
+// (a shared prefix once, each request's rest after it; one document without a prefix),
+// 247 rows, so blocks of query rows straddle documents and segments, and some walk keys
+// of other segments before their own; against layers.c's attention_packed.
+static void check_attention_packed(size_t NH, size_t KV, size_t HD) {
+    // {prefix rows, then each rest's rows} per document (prefix 0: none)
+    static const std::vector<std::vector<int32_t>> docs = {{40, 30, 20, 5}, {0, 12, 3}, {70, 1, 66}};
+    std::vector<int32_t> seg, vis;
+    int32_t n = 0, max_keys = 1;
+    for (const auto &d : docs) {
+        int32_t o = n, p = d[0];
+        if (p) seg.insert(seg.end(), {o, p, o, 0});
+        n += p;
+        for (size_t i = 1; i < d.size(); i++) {
+            seg.insert(seg.end(), {n, d[i], o, p});
+            n += d[i];
+            max_keys = p + d[i] > max_keys ? p + d[i] : max_keys;
+        }
+    }
+    vis.resize(3 * (size_t)n);
+    for (size_t g = 0; g < seg.size(); g += 4)
+        for (int32_t r = seg[g]; r < seg[g] + seg[g + 1]; r++)
+            vis[3 * r] = seg[g + 2], vis[3 * r + 1] = seg[g + 2] + seg[g + 3], vis[3 * r + 2] = seg[g];
+    size_t nq = (size_t)n * NH * HD, nk = (size_t)n * KV * HD;
+    std::vector<float> q = rand_vec(nq, 2.0f), k = rand_vec(nk, 2.0f), v = rand_vec(nk, 1.0f), out(nq);
+    std::vector<float> scratch((size_t)layers_threads() * attention_packed_scratch((size_t)max_keys, HD));
+    attention_packed(out.data(), q.data(), k.data(), v.data(), seg.data(), seg.size() / 4, scratch.data(),
+                     (size_t)max_keys, NH, KV, HD, layers_threads());
+    Dev<float> d_q(q), d_k(k), d_v(v), d_out(nq);
+    Dev<int32_t> d_vis(vis);
+    char what[128];
+    snprintf(what, sizeof what, "attention packed n=%d segments=%zu NH=%zu KV=%zu HD=%zu", n, seg.size() / 4, NH,
+             KV, HD);
+    expect_runs(what, [&] { attention_packed_cuda(d_out.p, d_q.p, d_k.p, d_v.p, d_vis.p, (size_t)n, NH, KV, HD, stream); },
+                {&d_out}, {&out}, {"out"});
+}
+
 static void check_attention_backward(const AttCase &c) {
     size_t T = c.Tq, nq = c.B * T * c.NH * c.HD, nk = c.B * T * c.KV * c.HD, nh = c.B * c.NH * T * c.HD;
     std::vector<float> q = rand_vec(nq, 2.0f), k = rand_vec(nk, 2.0f), v = rand_vec(nk, 1.0f);
@@ -527,6 +573,9 @@ static void check_attention() {
         {1, 1, 40, 39, 2, 1, 65},
     };
     for (const AttCase &c : decode) check_attention_decode(c);
+    check_attention_packed(4, 2, 12); // the fixture's heads: 64-row query blocks, 32-key tiles
+    check_attention_packed(8, 4, 8);  // stories260K's
+    check_attention_packed(4, 1, 128); // LLaMA's HD: 32-row blocks
 #ifndef TEST_ON_GPU
     // shapes the kernels do not handle stop the program with a message (in a child)
     static const struct { size_t NH, KV, HD; const char *want; } bad[] = {

@@ -14,6 +14,10 @@
 //     score, the fixtures' non-prunable tensors between prunable ones: the same mask, the
 //     same weights zeroed and the bf16 copy refreshed, bit for bit; a NaN moment or a k
 //     above the old mask's survivors returns 1 and changes nothing;
+//   * packed rows (devmodel_forward_packed, best-eval --tasks): three documents' requests,
+//     a shared prefix once and each request's rest after it: every row's NLL within 1e-4
+//     of its request run alone through devmodel_forward, and within 1e-2 relative of the
+//     CPU's model_forward_packed;
 //   * a packed checkpoint on the device (the fixture's weights rounded to bf16, 90% of the
 //     prunable ones zeroed, bf16 packs with bitmap, delta and tiles indexes; spmv.cu):
 //     evaluated, the summed NLL is the folder's bit for bit; decoded, 200 greedy tokens
@@ -344,6 +348,107 @@ static void check_decode(const char *name) {
     T_OK(devmodel_forward_token(z.data(), &d, bad, 0) < 0 && devmodel_forward_token(z.data(), &d, 1, STEPS) < 0,
          "%s: a token outside the vocabulary and a position past the cache are errors", name);
     kvcache_free(&c);
+    devmodel_free(&d);
+    model_free(&m);
+}
+
+// --- packed rows (DEVMODEL_EVAL, best-eval --tasks on the device) --------------------------
+
+// Three documents' requests packed as zeroshot.c packs them (a prefix once, each request's
+// rest after it; a document with no shared prefix; 41 rows): devmodel_forward_packed's NLL
+// of every row against (a) the same device forward on each request laid out alone, its
+// prefix in front (devmodel_forward on one row of its length): within 1e-4, the sums and
+// products in another order only; a row that saw a key of another request, or missed one
+// of its prefix, moves by far more; (b) the CPU's model_forward_packed (fp32 products)
+// within 1e-2 relative (bf16 operands here). Bad segments and positions are errors.
+static void check_packed(const char *name) {
+    Model m;
+    if (!load_fixture(&m, name)) return;
+    // requests: {document, prefix rows, rest rows}; the document's prefix is shared
+    static const struct { int doc, prefix, rest; } req[] = {
+        {0, 9, 5}, {0, 9, 3}, {0, 9, 1}, {1, 0, 6}, {1, 0, 4}, {2, 4, 7}, {2, 4, 2},
+    };
+    const size_t nreq = sizeof req / sizeof *req, ROWS = 48;
+    uint64_t rs = 99;
+    std::vector<int32_t> tok, pos, tgt, seg, first(nreq), pstart(nreq); // each request's first row, its prefix's
+    std::vector<std::vector<int32_t>> alone(nreq), alone_tgt(nreq);
+    std::vector<int32_t> prefix_tok, prefix_tgt;
+    int32_t pfirst = 0;
+    for (size_t i = 0; i < nreq; i++) {
+        if (i == 0 || req[i].doc != req[i - 1].doc) { // a new document: its prefix rows
+            pfirst = (int32_t)tok.size();
+            prefix_tok.clear(), prefix_tgt.clear();
+            if (req[i].prefix) {
+                int32_t g[4] = {pfirst, req[i].prefix, pfirst, 0};
+                seg.insert(seg.end(), g, g + 4);
+            }
+            for (int j = 0; j < req[i].prefix; j++) {
+                prefix_tok.push_back((int32_t)(rng_next(&rs) % m.V));
+                prefix_tgt.push_back(j % 4 == 3 ? -1 : (int32_t)(rng_next(&rs) % m.V));
+                tok.push_back(prefix_tok.back()), tgt.push_back(prefix_tgt.back()), pos.push_back(j);
+            }
+        }
+        first[i] = (int32_t)tok.size();
+        pstart[i] = pfirst;
+        int32_t g[4] = {first[i], req[i].rest, pfirst, req[i].prefix};
+        seg.insert(seg.end(), g, g + 4);
+        alone[i] = prefix_tok, alone_tgt[i] = prefix_tgt;
+        for (int j = 0; j < req[i].rest; j++) {
+            int32_t t = (int32_t)(rng_next(&rs) % m.V), y = (int32_t)(rng_next(&rs) % m.V);
+            tok.push_back(t), tgt.push_back(y), pos.push_back(req[i].prefix + j);
+            alone[i].push_back(t), alone_tgt[i].push_back(y);
+        }
+    }
+    size_t n = tok.size(), nseg = seg.size() / 4;
+    DevModel d;
+    if (!T_OK(n <= ROWS && devmodel_init(&d, ctx_get(), &m, 1, (int)ROWS, 0, DEVMODEL_EVAL) == 0,
+              "%s: an eval DevModel of %zu rows for %zu packed rows", name, ROWS, n))
+        return;
+    std::vector<float> got(ROWS);
+    int rc = devmodel_forward_packed(&d, tok.data(), pos.data(), tgt.data(), n, seg.data(), nseg);
+    devmodel_download_nll(&d, got.data());
+    // (a) each request alone through the device's (B, T) forward
+    double worst_alone = 0;
+    for (size_t i = 0; i < nreq && rc == 0; i++) {
+        DevModel e;
+        size_t len = alone[i].size(), np = (size_t)req[i].prefix;
+        if ((rc = devmodel_init(&e, ctx_get(), &m, 1, (int)len, 0, DEVMODEL_EVAL)) < 0) break;
+        std::vector<float> want(len);
+        if ((rc = devmodel_forward(&e, alone[i].data(), alone_tgt[i].data())) == 0) devmodel_download_nll(&e, want.data());
+        devmodel_free(&e);
+        for (size_t j = 0; j < len; j++) { // the prefix's rows, then the request's own
+            size_t row = j < np ? (size_t)pstart[i] + j : (size_t)first[i] + (j - np);
+            worst_alone = fmax(worst_alone, fabs((double)got[row] - want[j]));
+        }
+    }
+    T_OK(rc == 0 && worst_alone <= 1e-4, "%s: %zu packed rows in %zu segments: each row's NLL within %.1e of its "
+         "request alone on the device (at most 1e-4)", name, n, nseg, worst_alone);
+    // (b) the CPU's packed forward
+    PackedActs a;
+    double worst_cpu = 0;
+    if (T_OK(packed_acts_init(&a, &m, ROWS, ROWS, 16) == 0 &&
+                 model_forward_packed(&m, &a, tok.data(), pos.data(), n, seg.data(), nseg) == 0,
+             "%s: the CPU's packed forward", name)) {
+        std::vector<int32_t> rows, y;
+        for (size_t r = 0; r < n; r++)
+            if (tgt[r] >= 0) rows.push_back((int32_t)r), y.push_back(tgt[r]);
+        std::vector<float> want(rows.size());
+        crossentropy_forward(want.data(), NULL, model_packed_logits(&m, &a, rows.data(), rows.size()), y.data(),
+                             rows.size(), m.V);
+        for (size_t k = 0; k < rows.size(); k++)
+            worst_cpu = fmax(worst_cpu, fabs((double)got[rows[k]] - want[k]) / fmax(fabs((double)want[k]), 1.0));
+        packed_acts_free(&a);
+    }
+    T_OK(rc == 0 && worst_cpu <= 1e-2, "%s: packed rows: each NLL within %.1e relative of the CPU's packed forward "
+         "(fp32 products; at most 1e-2, as the eval forward's loss)", name, worst_cpu);
+    // bad input: a row in no segment, a position past the DevModel's rows
+    std::vector<int32_t> bad_pos = pos;
+    bad_pos[3] = (int32_t)ROWS;
+    T_OK(devmodel_forward_packed(&d, tok.data(), pos.data(), tgt.data(), n, seg.data(), nseg - 1) < 0 &&
+             strstr(err_msg(), "in no segment") &&
+             devmodel_forward_packed(&d, tok.data(), bad_pos.data(), tgt.data(), n, seg.data(), nseg) < 0 &&
+             strstr(err_msg(), "position 48"),
+         "%s: packed rows: a row in no segment and a position past the rows are errors", name);
     devmodel_free(&d);
     model_free(&m);
 }
@@ -1008,6 +1113,7 @@ int main(int argc, char **argv) {
     const char *fixtures[] = {"llama", "qwen3", "llama_tied"};
     for (const char *f : fixtures) check_grads(f);
     for (const char *f : fixtures) check_decode(f);
+    for (const char *f : fixtures) check_packed(f);
 #ifdef TEST_ON_GPU
     for (const char *f : fixtures) check_pack_device(f, 200, 3);
 #else // (the emulator's time: 0.07 s a token)

@@ -5,8 +5,8 @@
 // and on the first records of ../shared/tasks when present; HellaSwag's preprocess and
 // Python's capitalize on their edges; the acc / acc_norm / stderr arithmetic on known
 // scores; errors that name the file and line. With ../shared, stories260K's loglikelihoods
-// two ways: packed prefixes (zeroshot_score, the CPU's) and one request a row in padded
-// batches (zeroshot_score_rows: the device path's batching, with model_eval), within 1e-4.
+// two ways: packed prefixes (zeroshot_score, the CPU's; the device's batches are the same)
+// and one request a row in padded batches (zeroshot_score_rows, with model_eval), within 1e-4.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -56,11 +56,13 @@ template <int HDMAX> struct AttTiles {
 // row i's scores of keys r, r + R, ... of each tile and its output dimensions r, r + R, ...
 // Per key tile, four barriers: [A] keys loaded; [B] scores' partial maxima posted, keys
 // no longer read; [C] probabilities and values in place; [D] the tile's buffers free.
+// With vis (packed rows, B = 1, pos0 = 0), row t sees keys [vis[3t], vis[3t+1]) and
+// vis[3t+2] .. t instead of 0 .. t (attention_packed_cuda).
 template <int HDMAX>
 static __global__ void __launch_bounds__(ATT_THREADS)
 attention_forward_kernel(float *out, float *lse, const float *q, const float *k, const float *v,
-                         size_t B, size_t Tq, size_t Tk, size_t pos0, size_t NH, size_t KV,
-                         int HD, float scale) {
+                         const int32_t *vis, size_t B, size_t Tq, size_t Tk, size_t pos0, size_t NH,
+                         size_t KV, int HD, float scale) {
     constexpr int BQ = AttTiles<HDMAX>::FQ, BK = AttTiles<HDMAX>::FK;
     constexpr int R = ATT_THREADS / BQ, DR = HDMAX / R, JR = BK / R;
     __shared__ float qs[BQ][HDMAX + 1];  // the block's query rows
@@ -77,13 +79,21 @@ attention_forward_kernel(float *out, float *lse, const float *q, const float *k,
             int ii = e / HD, d = e % HD;
             qs[ii][d] = t0 + ii < Tq ? q[(b * Tq + t0 + ii) * Q + h * HD + d] : 0.0f;
         }
-        size_t t = t0 + i;                                    // this thread's query row
-        size_t last = pos0 + (t < Tq ? t : Tq - 1);           // the last key it sees
+        size_t t = t0 + i, tc = t < Tq ? t : Tq - 1;          // this thread's query row
+        size_t last = pos0 + tc;                              // the last key it sees
         size_t kend = pos0 + (t0 + BQ < Tq ? t0 + BQ : Tq);   // keys the block sees
+        // packed rows: keys [p0, p1) (the prefix) and [s0, last] (its segment); else s0 = 0
+        size_t p0 = 0, p1 = 0, s0 = 0, jlo = 0;
+        if (vis) {
+            p0 = (size_t)vis[3 * tc], p1 = (size_t)vis[3 * tc + 1], s0 = (size_t)vis[3 * tc + 2];
+            jlo = p0; // the first key any row of the block sees: the walk starts there
+            for (int ii = 0; ii < BQ && t0 + ii < Tq; ii++)
+                jlo = (size_t)vis[3 * (t0 + ii)] < jlo ? (size_t)vis[3 * (t0 + ii)] : jlo;
+        }
         float m = -INFINITY, l = 0.0f, acc[DR];
         ATT_UNROLL
         for (int c = 0; c < DR; c++) acc[c] = 0.0f;
-        for (size_t j0 = 0; j0 < kend; j0 += BK) {
+        for (size_t j0 = jlo; j0 < kend; j0 += BK) {
             int nk = kend - j0 < (size_t)BK ? (int)(kend - j0) : BK;
             for (int e = tid; e < BK * HD; e += ATT_THREADS) {
                 int jj = e / HD, d = e % HD;
@@ -101,17 +111,22 @@ attention_forward_kernel(float *out, float *lse, const float *q, const float *k,
             float mt = -INFINITY;
             ATT_UNROLL
             for (int u = 0; u < JR; u++) {
-                s[u] = j0 + r + R * u <= last ? s[u] * scale : -INFINITY;
+                size_t j = j0 + r + R * u;
+                int seen = j <= last && (j >= s0 || (j >= p0 && j < p1));
+                s[u] = seen ? s[u] * scale : -INFINITY;
                 mt = s[u] > mt ? s[u] : mt;
             }
             pmax[i][r] = mt;
             __syncthreads(); // [B]
-            float mnew = m; // key 0 is in the first tile and every row sees it: finite
+            float mnew = m;
             for (int x = 0; x < R; x++) mnew = pmax[i][x] > mnew ? pmax[i][x] : mnew;
+            // -inf only while the row has seen no key (packed rows: tiles before their
+            // prefix); (B, T) rows see key 0 in the first tile
+            float mref = mnew == -INFINITY ? 0.0f : mnew;
             float st = 0.0f;
             ATT_UNROLL
             for (int u = 0; u < JR; u++) {
-                float p = km_exp(s[u] - mnew); // a masked -inf gives 0
+                float p = km_exp(s[u] - mref); // a masked -inf gives 0
                 ps[i][r + R * u] = p;
                 st += p;
             }
@@ -123,7 +138,7 @@ attention_forward_kernel(float *out, float *lse, const float *q, const float *k,
             __syncthreads(); // [C]
             st = 0.0f;
             for (int x = 0; x < R; x++) st += psum[i][x];
-            float alpha = km_exp(m - mnew); // the old state's rescale: 1, or 0 at the start
+            float alpha = km_exp(m - mref); // the old state's rescale: 1, or 0 at the start
             km_lse_merge(&m, &l, mnew, st);
             ATT_UNROLL
             for (int c = 0; c < DR; c++) acc[c] *= alpha;
@@ -413,13 +428,10 @@ static void attention_check_shapes(const char *who, size_t NH, size_t KV, size_t
              NH, KV);
 }
 
-BEST_KAPI void attention_forward_cuda(float *out, float *lse, const float *q, const float *k,
-                                      const float *v, size_t B, size_t Tq, size_t Tk, size_t pos0,
-                                      size_t NH, size_t KV, size_t HD, cudaStream_t stream) {
-    attention_check_shapes("attention_forward_cuda", NH, KV, HD);
-    if (pos0 + Tq > Tk)
-        die_(__FILE__, __LINE__,
-             "attention_forward_cuda: queries reach position %zu, only %zu keys", pos0 + Tq, Tk);
+// The forward kernel over B sequences of Tq query rows, or (vis) over packed rows (B = 1).
+static void attention_forward_launch(float *out, float *lse, const float *q, const float *k, const float *v,
+                                     const int32_t *vis, size_t B, size_t Tq, size_t Tk, size_t pos0, size_t NH,
+                                     size_t KV, size_t HD, cudaStream_t stream) {
     if (B * NH * Tq == 0) return;
     float scale = 1.0f / sqrtf((float)HD); // as the CPU forms it
     int hd = (int)HD;
@@ -427,12 +439,28 @@ BEST_KAPI void attention_forward_cuda(float *out, float *lse, const float *q, co
     LAUNCH(attention_forward_kernel<HDMAX>,                                                     \
            km_blocks(B * NH * ((Tq + AttTiles<HDMAX>::FQ - 1) / AttTiles<HDMAX>::FQ), 1,          \
                      KM_GRID_CAP),                                                              \
-           ATT_THREADS, stream, out, lse, q, k, v, B, Tq, Tk, pos0, NH, KV, hd, scale)
+           ATT_THREADS, stream, out, lse, q, k, v, vis, B, Tq, Tk, pos0, NH, KV, hd, scale)
     if (HD <= 64) ATT_FORWARD(64);
     else if (HD <= 128) ATT_FORWARD(128);
     else ATT_FORWARD(256);
 #undef ATT_FORWARD
     CUDA_CHECK(cudaGetLastError());
+}
+
+BEST_KAPI void attention_forward_cuda(float *out, float *lse, const float *q, const float *k,
+                                      const float *v, size_t B, size_t Tq, size_t Tk, size_t pos0,
+                                      size_t NH, size_t KV, size_t HD, cudaStream_t stream) {
+    attention_check_shapes("attention_forward_cuda", NH, KV, HD);
+    if (pos0 + Tq > Tk)
+        die_(__FILE__, __LINE__,
+             "attention_forward_cuda: queries reach position %zu, only %zu keys", pos0 + Tq, Tk);
+    attention_forward_launch(out, lse, q, k, v, NULL, B, Tq, Tk, pos0, NH, KV, HD, stream);
+}
+
+BEST_KAPI void attention_packed_cuda(float *out, const float *q, const float *k, const float *v, const int32_t *vis,
+                                     size_t n, size_t NH, size_t KV, size_t HD, cudaStream_t stream) {
+    attention_check_shapes("attention_packed_cuda", NH, KV, HD);
+    attention_forward_launch(out, NULL, q, k, v, vis, 1, n, n, 0, NH, KV, HD, stream);
 }
 
 BEST_KAPI void attention_decode_cuda(float *out, const float *q, const float *kc, const float *vc,

@@ -215,13 +215,13 @@ BEST_KAPI void rope_backward_cuda(float *dx, const float *cos, const float *sin,
     rope_launch(dx, cos, sin, B, T, H, HD, -1.0f, stream);
 }
 
-// --- one decoded token: RoPE and the keys/values cache at a position in device memory --------
+// --- positions in device memory: RoPE row by row (decoding, packed rows), the keys/values cache --
 
 static __global__ void rope_at_kernel(float *x, const float *cos, const float *sin, const int32_t *pos,
-                                      size_t H, size_t HD) {
-    size_t half = HD / 2, t = (size_t)*pos;
-    GRID_STRIDE(p, H * half) {
-        size_t i = p % half;
+                                      size_t N, size_t H, size_t HD) {
+    size_t half = HD / 2;
+    GRID_STRIDE(p, N * H * half) {
+        size_t i = p % half, t = (size_t)pos[p / half / H];
         float *v = x + p / half * HD;
         km_rope_pair(v + i, v + i + half, cos[t * half + i], sin[t * half + i]);
     }
@@ -236,11 +236,11 @@ static __global__ void kv_append_kernel(float *kc, float *vc, const float *k, co
     }
 }
 
-BEST_KAPI void rope_at_cuda(float *x, const float *cos, const float *sin, const int32_t *pos, size_t H, size_t HD,
-                            cudaStream_t stream) {
-    size_t n = H * (HD / 2);
+BEST_KAPI void rope_at_cuda(float *x, const float *cos, const float *sin, const int32_t *pos, size_t N, size_t H,
+                            size_t HD, cudaStream_t stream) {
+    size_t n = N * H * (HD / 2);
     if (n == 0) return;
-    LAUNCH(rope_at_kernel, km_blocks(n, KM_THREADS, KM_GRID_CAP), KM_THREADS, stream, x, cos, sin, pos, H, HD);
+    LAUNCH(rope_at_kernel, km_blocks(n, KM_THREADS, KM_GRID_CAP), KM_THREADS, stream, x, cos, sin, pos, N, H, HD);
     CUDA_CHECK(cudaGetLastError());
 }
 

@@ -152,10 +152,11 @@ void rope_forward_cuda(float *x, const float *cos, const float *sin, size_t B, s
                        size_t H, size_t HD, struct CUstream_st *stream);
 void rope_backward_cuda(float *dx, const float *cos, const float *sin, size_t B, size_t T,
                         size_t H, size_t HD, struct CUstream_st *stream);
-// One token of a decode step whose position *pos is in device memory (so that a CUDA graph
-// of the step serves every position): x (H, HD) rotated in place by row *pos of the
-// tables, as rope_forward_cuda at that row; kc, vc (T, KVD) get k, v (KVD) at row *pos.
-void rope_at_cuda(float *x, const float *cos, const float *sin, const int32_t *pos, size_t H,
+// Rows at positions in device memory (a decode step's one token, so that a CUDA graph of
+// the step serves every position; packed rows): x (N, H, HD) rotated in place, row r by
+// row pos[r] of the tables, as rope_forward_cuda at that row; kc, vc (T, KVD) get k, v
+// (KVD) at row *pos.
+void rope_at_cuda(float *x, const float *cos, const float *sin, const int32_t *pos, size_t N, size_t H,
                   size_t HD, struct CUstream_st *stream);
 void kv_append_cuda(float *kc, float *vc, const float *k, const float *v, const int32_t *pos,
                     size_t KVD, struct CUstream_st *stream);
@@ -211,6 +212,14 @@ void bias_backward_cuda(float *db, float *scratch, const float *dy, size_t N, si
 void attention_forward_cuda(float *out, float *lse, const float *q, const float *k,
                             const float *v, size_t B, size_t Tq, size_t Tk, size_t pos0,
                             size_t NH, size_t KV, size_t HD, struct CUstream_st *stream);
+// Rows of several sequences packed together (layers.h's attention_packed, the device's
+// form: best-eval --tasks): out, q (n, NH, HD), k, v (n, KV, HD), rotated at their own
+// positions; vis (n, 3) in device memory: row t sees keys [vis[3t], vis[3t+1]) (its
+// prefix's rows) and vis[3t+2] .. t (its segment's rows up to itself). The forward's
+// kernel, whose key walk starts at the first key a block's rows see: a block of rows
+// also walks the keys of the other segments between its prefix and itself (masked).
+void attention_packed_cuda(float *out, const float *q, const float *k, const float *v, const int32_t *vis,
+                           size_t n, size_t NH, size_t KV, size_t HD, struct CUstream_st *stream);
 // One decoded token at the position *pos in device memory (a CUDA graph of the decode step
 // serves every position): out (NH, HD) = attention_forward_cuda's for q (NH, HD) against
 // keys and values kc, vc (*pos + 1 rows of KV * HD), with the keys spread over a block's

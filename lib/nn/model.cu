@@ -177,6 +177,10 @@ static void acts_layout(DevModel *d, DevCarver *cv) {
     d->scalars = (double *)dev_take(cv, N_SLOTS * sizeof(double));
     d->tokens = (int32_t *)dev_take(cv, N * sizeof(int32_t));
     d->targets = (int32_t *)dev_take(cv, N * sizeof(int32_t));
+    if (d->eval && !d->decode) { // devmodel_forward_packed's rows
+        d->rows_pos = (int32_t *)dev_take(cv, N * sizeof(int32_t));
+        d->rows_vis = (int32_t *)dev_take(cv, 3 * N * sizeof(int32_t));
+    }
     if (d->decode) {
         d->kc = TAKE_F(cv, m->L * (size_t)d->T * KVD);
         d->vc = TAKE_F(cv, m->L * (size_t)d->T * KVD);
@@ -454,7 +458,7 @@ BEST_KAPI void devmodel_download_grads(const DevModel *d, float *grads) {
 }
 
 BEST_KAPI void devmodel_download_nll(const DevModel *d, float *nll) {
-    CUDA_CHECK(cudaMemcpyAsync(nll, d->nll, d->N * sizeof(float), cudaMemcpyDeviceToHost, d->ctx->stream));
+    CUDA_CHECK(cudaMemcpyAsync(nll, d->nll, d->n_rows * sizeof(float), cudaMemcpyDeviceToHost, d->ctx->stream));
     CUDA_CHECK(cudaStreamSynchronize(d->ctx->stream));
 }
 
@@ -578,13 +582,15 @@ static int ids_check(const int32_t *ids, size_t n, size_t V, int32_t lo, const c
     return 0;
 }
 
-BEST_KAPI int devmodel_forward(DevModel *d, const int32_t *tokens, const int32_t *targets) {
-    const Model *m = d->m;
+// The tokens and targets (may be NULL) of the first N rows to the device, after their
+// checks; d->n_rows, n_valid set, the loss cleared.
+static int forward_inputs(DevModel *d, const int32_t *tokens, const int32_t *targets, size_t N) {
     cudaStream_t st = d->ctx->stream;
-    size_t N = d->N, C = m->C, V = m->V;
+    size_t V = d->m->V;
     TRY(ids_check(tokens, N, V, 0, "token"));
     if (targets) TRY(ids_check(targets, N, V, -1, "target"));
     d->has_targets = targets != NULL;
+    d->n_rows = N;
     d->n_valid = 0;
     d->loss = 0;
     d->nll_sum = 0;
@@ -593,25 +599,94 @@ BEST_KAPI int devmodel_forward(DevModel *d, const int32_t *tokens, const int32_t
         CUDA_CHECK(cudaMemcpyAsync(d->targets, targets, N * sizeof(int32_t), cudaMemcpyHostToDevice, st));
         for (size_t n = 0; n < N; n++) d->n_valid += targets[n] >= 0;
     }
-    embed(d, d->layer[0].res, d->tokens, N);
-    for (size_t l = 0; l < m->L; l++)
-        block_forward(d, l, l + 1 == m->L ? d->resf : d->layer[l + 1].res);
+    return 0;
+}
+
+// After the last block (its output in d->resf, N rows): the final norm, and with targets
+// the loss, ce_rows rows of logits at a time; waits for the device.
+static void forward_head(DevModel *d, size_t N) {
+    const Model *m = d->m;
+    cudaStream_t st = d->ctx->stream;
+    size_t C = m->C, V = m->V;
     rmsnorm_forward_cuda(d->xnf, d->rstdf, d->resf, d->w.final_norm, N, C, (float)m->cfg.rms_norm_eps, st);
-    if (targets) { // the loss, ce_rows rows of logits at a time
-        cast_bf16_cuda(d->xbf, d->xnf, N * C, st);
-        for (size_t r0 = 0; r0 < N; r0 += d->ce_rows) {
-            size_t nr = N - r0 < d->ce_rows ? N - r0 : d->ce_rows;
-            linear(d, d->logits, d->xbf + r0 * C, MW_HEAD, 0, NULL, nr, C, V, 0);
-            crossentropy_chunk_cuda(NULL, d->nll + r0, NULL, d->logits, d->targets + r0, 1.0f, nr, V, st);
-        }
-        reduce_into(d, SLOT_LOSS, d->nll, N, RED_SUM, 0);
-        double sum = fetch_scalar(d, SLOT_LOSS);
-        d->nll_sum = sum;
-        // no valid target: 0, as model_forward
-        d->loss = d->n_valid ? (float)(sum / d->n_valid) : 0.0f;
-    } else {
+    if (!d->has_targets) {
         CUDA_CHECK(cudaStreamSynchronize(st)); // the host's tokens may change on return
+        return;
     }
+    cast_bf16_cuda(d->xbf, d->xnf, N * C, st);
+    for (size_t r0 = 0; r0 < N; r0 += d->ce_rows) {
+        size_t nr = N - r0 < d->ce_rows ? N - r0 : d->ce_rows;
+        linear(d, d->logits, d->xbf + r0 * C, MW_HEAD, 0, NULL, nr, C, V, 0);
+        crossentropy_chunk_cuda(NULL, d->nll + r0, NULL, d->logits, d->targets + r0, 1.0f, nr, V, st);
+    }
+    reduce_into(d, SLOT_LOSS, d->nll, N, RED_SUM, 0);
+    double sum = fetch_scalar(d, SLOT_LOSS);
+    d->nll_sum = sum;
+    // no valid target: 0, as model_forward
+    d->loss = d->n_valid ? (float)(sum / d->n_valid) : 0.0f;
+}
+
+BEST_KAPI int devmodel_forward(DevModel *d, const int32_t *tokens, const int32_t *targets) {
+    TRY(forward_inputs(d, tokens, targets, d->N));
+    embed(d, d->layer[0].res, d->tokens, d->N);
+    for (size_t l = 0; l < d->m->L; l++)
+        block_forward(d, l, l + 1 == d->m->L ? d->resf : d->layer[l + 1].res);
+    forward_head(d, d->N);
+    return 0;
+}
+
+// vis (n, 3): attention_packed_cuda's keys of each row from the segments seg (nseg, 4) of
+// layers.h's attention_packed. 0, or ERR when the segments do not cover the n rows once
+// each or a prefix does not lie before its segment.
+static int packed_vis(int32_t *vis, const int32_t *seg, size_t nseg, size_t n) {
+    for (size_t r = 0; r < 3 * n; r++) vis[r] = -1;
+    for (size_t s = 0; s < nseg; s++) {
+        const int32_t *g = seg + 4 * s;
+        if (g[0] < 0 || g[1] < 0 || g[2] < 0 || g[3] < 0 || (size_t)g[0] + (size_t)g[1] > n ||
+            (size_t)g[2] + (size_t)g[3] > (size_t)g[0])
+            return ERR("packed rows: segment %zu {%d, %d, %d, %d} is outside the %zu rows or its prefix is not "
+                       "before it", s, g[0], g[1], g[2], g[3], n);
+        for (int32_t r = g[0]; r < g[0] + g[1]; r++) {
+            if (vis[3 * r] >= 0) return ERR("packed rows: row %d is in two segments", r);
+            vis[3 * r] = g[2], vis[3 * r + 1] = g[2] + g[3], vis[3 * r + 2] = g[0];
+        }
+    }
+    for (size_t r = 0; r < n; r++)
+        if (vis[3 * r] < 0) return ERR("packed rows: row %zu is in no segment", r);
+    return 0;
+}
+
+BEST_KAPI int devmodel_forward_packed(DevModel *d, const int32_t *tokens, const int32_t *pos, const int32_t *targets,
+                                      size_t n, const int32_t *seg, size_t nseg) {
+    const Model *m = d->m;
+    cudaStream_t st = d->ctx->stream;
+    CHECK(d->eval && !d->decode && d->B == 1, "devmodel_forward_packed needs a DevModel made with DEVMODEL_EVAL "
+          "and B = 1");
+    if (n > d->N) return ERR("packed rows: %zu rows, the DevModel holds %zu", n, d->N);
+    for (size_t r = 0; r < n; r++)
+        if (pos[r] < 0 || pos[r] >= d->T)
+            return ERR("packed rows: row %zu at position %d, outside [0, %d)", r, pos[r], d->T);
+    int32_t *vis = (int32_t *)xmalloc((3 * n + 1) * sizeof *vis);
+    int rc = packed_vis(vis, seg, nseg, n);
+    if (rc == 0) rc = forward_inputs(d, tokens, targets, n);
+    if (rc < 0) {
+        free(vis);
+        return rc;
+    }
+    CUDA_CHECK(cudaMemcpyAsync(d->rows_pos, pos, n * sizeof(int32_t), cudaMemcpyHostToDevice, st));
+    CUDA_CHECK(cudaMemcpyAsync(d->rows_vis, vis, 3 * n * sizeof(int32_t), cudaMemcpyHostToDevice, st));
+    float *res = d->layer[0].res; // every layer's input and output (DEVMODEL_EVAL shares it)
+    embed(d, res, d->tokens, n);
+    for (size_t l = 0; l < m->L; l++) {
+        LayerActs *s = &d->layer[l];
+        block_qkv(d, l, s, n);
+        rope_at_cuda(s->q, d->rope_cos, d->rope_sin, d->rows_pos, n, m->NH, m->HD, st);
+        rope_at_cuda(s->k, d->rope_cos, d->rope_sin, d->rows_pos, n, m->KV, m->HD, st);
+        attention_packed_cuda(s->att, s->q, s->k, s->v, d->rows_vis, n, m->NH, m->KV, m->HD, st);
+        block_out(d, l, s, n, l + 1 == m->L ? d->resf : res);
+    }
+    forward_head(d, n); // waits for the device: vis may go
+    free(vis);
     return 0;
 }
 
@@ -630,8 +705,8 @@ static void decode_step(DevModel *d) {
         LayerActs *s = &d->layer[l];
         float *kc = d->kc + l * T * KVD, *vc = d->vc + l * T * KVD; // (T, KV, HD) of layer l
         block_qkv(d, l, s, 1);
-        rope_at_cuda(s->q, d->rope_cos, d->rope_sin, pos, m->NH, HD, st);
-        rope_at_cuda(s->k, d->rope_cos, d->rope_sin, pos, m->KV, HD, st);
+        rope_at_cuda(s->q, d->rope_cos, d->rope_sin, pos, 1, m->NH, HD, st);
+        rope_at_cuda(s->k, d->rope_cos, d->rope_sin, pos, 1, m->KV, HD, st);
         kv_append_cuda(kc, vc, s->k, s->v, pos, KVD, st);
         attention_decode_cuda(s->att, s->q, kc, vc, pos, m->NH, m->KV, HD, st);
         block_out(d, l, s, 1, res);

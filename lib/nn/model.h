@@ -391,9 +391,11 @@ typedef struct DevModel {
     double *part;               // (DEV_RED_BLOCKS) partial sums of a reduction
     double *scalars;            // (4) reduction results, copied to the host
     int32_t *tokens, *targets;  // (N)
+    int32_t *rows_pos, *rows_vis; // DEVMODEL_EVAL: (N), (N, 3) devmodel_forward_packed's positions and keys
     float *acts;                // the one allocation behind the activations above
     size_t acts_bytes;
     int has_targets, n_valid;   // of the last forward
+    size_t n_rows;              // and its rows (N, or devmodel_forward_packed's n)
     float loss;                 // mean NLL of the last forward (0 without a target)
     double nll_sum;             // its sum over the targets, in double (perplexity)
 } DevModel;
@@ -453,11 +455,18 @@ void devmodel_download_grads(const DevModel *d, float *grads);
 // Downloads the slice's mask into mask (own_hi - own_lo): after a mask update on the device (mask.h's
 // mask_update_cuda), before the host saves it.
 void devmodel_download_mask(const DevModel *d, uint8_t *mask);
-// nll (N): the last forward's NLL of each position (0 where its target was -1).
+// nll (d->n_rows): the last forward's NLL of each row (0 where its target was -1).
 void devmodel_download_nll(const DevModel *d, float *nll);
 // model_forward on the device: the same checks, d->loss and d->n_valid set, the loss
 // returned through d->loss (the only value that comes back). -1 after ERR.
 int devmodel_forward(DevModel *d, const int32_t *tokens, const int32_t *targets);
+// model_forward_packed on the device (DEVMODEL_EVAL, B = 1: T rows at most, positions
+// below T): n rows, row i token tokens[i] at position pos[i], target targets[i] (-1:
+// none), in the segments seg (nseg, 4) of layers.h's attention_packed, which must cover
+// the n rows once each; the loss and nll as devmodel_forward's (devmodel_download_nll:
+// each row's). -1 after ERR (a token, target or position out of range, bad segments).
+int devmodel_forward_packed(DevModel *d, const int32_t *tokens, const int32_t *pos, const int32_t *targets,
+                            size_t n, const int32_t *seg, size_t nseg);
 // model_forward_token on the device (DEVMODEL_DECODE): token at position pos (< d->T,
 // positions 0 .. pos-1 already fed), its keys and values appended to the cache; logits
 // (V) on the host. -1 after ERR (a token outside the vocabulary, pos past the cache).

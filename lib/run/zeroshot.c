@@ -126,19 +126,6 @@ static void batch_free(Batch *b) {
     free(b->score_req);
 }
 
-// Runs a batch and subtracts each scoring row's NLL (layers.h's cross-entropy, as
-// model_eval's) from its request's ll, in row order (the same sums whatever the threads).
-static int batch_run(double *ll, float *nll, const Model *m, PackedActs *a, const Batch *b) {
-    TRY(model_forward_packed(m, a, b->tok.v, b->pos.v, b->tok.n, b->seg.v, b->seg.n / 4));
-    for (size_t r0 = 0; r0 < b->n_score; r0 += a->logit_rows) {
-        size_t nr = b->n_score - r0 < a->logit_rows ? b->n_score - r0 : a->logit_rows;
-        const float *z = model_packed_logits(m, a, b->score_row.v + r0, nr);
-        crossentropy_forward(nll, NULL, z, b->target.v + r0, nr, m->V);
-        for (size_t r = 0; r < nr; r++) ll[b->score_req[r0 + r]] -= nll[r];
-    }
-    return 0;
-}
-
 // Every request's tokens: q (nreq) in document order, start (t->n + 1) the first request
 // of each document. 0, or -1 with q and start freed.
 typedef struct {
@@ -181,145 +168,105 @@ static void lls_scatter(double **lls, const double *ll, const Requests *r, const
         for (int i = 0; i < t->docs[d].n; i++) lls[d][i] = ll[r->start[d] + (size_t)i];
 }
 
-int zeroshot_score(double **lls, const Model *m, const Tokenizer *tok, const Task *t, int max_length, Progress *pr) {
-    if (max_length <= 0) max_length = m->cfg.max_position_embeddings;
-    Requests r;
-    TRY(requests_tokenize(&r, tok, t, max_length));
-    const Req *q = r.q;
-    const size_t *start = r.start;
-    // whole documents packed into batches of rows, as many as the model's size allows
-    size_t row_floats = 2 * m->C + 2 * m->Q + 2 * m->KVD + 2 * m->I + m->NH + m->HD + (size_t)omp_get_max_threads();
-    size_t max_rows = (256u << 20) / (row_floats * sizeof(float)), logit_rows = (64u << 20) / (m->V * sizeof(float));
-    max_rows = max_rows < 256 ? 256 : max_rows > 2048 ? 2048 : max_rows;
-    logit_rows = logit_rows < 16 ? 16 : logit_rows > 512 ? 512 : logit_rows;
-    size_t max_keys = 1, *rows = xmalloc((t->n + 1) * sizeof *rows); // a document's rows bound its segments' keys
+// rows (t->n + 1): each document's rows in a packed batch (0 after the last); *longest
+// the most of them.
+static size_t *docs_rows(size_t *longest, const Requests *r, const Task *t) {
+    size_t *rows = xmalloc((t->n + 1) * sizeof *rows);
+    *longest = 1;
     for (size_t d = 0; d < t->n; d++) {
-        rows[d] = doc_rows(q + start[d], t->docs[d].n);
-        if (rows[d] > max_rows) max_rows = rows[d];
-        if (rows[d] > max_keys) max_keys = rows[d];
+        rows[d] = doc_rows(r->q + r->start[d], t->docs[d].n);
+        if (rows[d] > *longest) *longest = rows[d];
     }
     rows[t->n] = 0;
-    double *ll = xcalloc(r.nreq ? r.nreq : 1, sizeof *ll);
-    float *nll = xmalloc(logit_rows * sizeof *nll);
-    PackedActs a;
-    int rc = packed_acts_init(&a, m, max_rows, logit_rows, max_keys);
+    return rows;
+}
+
+// Runs a packed batch and subtracts each scoring row's NLL from its request's ll.
+typedef int (*BatchRun)(void *runner, double *ll, const Batch *b);
+
+// ll (r->nreq) = each request's loglikelihood: the documents of t in order, whole, packed
+// into batches of at most max_rows rows (rows: docs_rows'), each run by run.
+static int batches_score(double *ll, const Requests *r, const Task *t, const size_t *rows, size_t max_rows,
+                         BatchRun run, void *runner, Progress *pr) {
     Batch b = {0};
     size_t done = 0, d0 = 0;
+    int rc = 0;
     for (size_t d = 0; d <= t->n && rc == 0; d++) {
         if (b.tok.n && (d == t->n || b.tok.n + rows[d] > max_rows)) { // run what is gathered
-            if ((rc = batch_run(ll, nll, m, &a, &b)) < 0) break;
+            if ((rc = run(runner, ll, &b)) < 0) break;
             for (; d0 < d; d0++) done += (size_t)t->docs[d0].n;
             if (pr) progress_update(pr, done);
             batch_clear(&b);
         }
-        if (d < t->n) batch_add_doc(&b, q + start[d], t->docs[d].n, start[d]);
+        if (d < t->n) batch_add_doc(&b, r->q + r->start[d], t->docs[d].n, r->start[d]);
     }
-    packed_acts_free(&a);
     batch_free(&b);
+    return rc;
+}
+
+// --- on the CPU: model_forward_packed -------------------------------------------------------
+
+typedef struct {
+    const Model *m;
+    PackedActs a;
+    float *nll; // (a.logit_rows)
+} CpuRunner;
+
+// The scoring rows' NLL (layers.h's cross-entropy, as model_eval's) a.logit_rows at a
+// time, subtracted in row order (the same sums whatever the threads).
+static int cpu_batch_run(void *runner, double *ll, const Batch *b) {
+    CpuRunner *c = runner;
+    PackedActs *a = &c->a;
+    TRY(model_forward_packed(c->m, a, b->tok.v, b->pos.v, b->tok.n, b->seg.v, b->seg.n / 4));
+    for (size_t r0 = 0; r0 < b->n_score; r0 += a->logit_rows) {
+        size_t nr = b->n_score - r0 < a->logit_rows ? b->n_score - r0 : a->logit_rows;
+        const float *z = model_packed_logits(c->m, a, b->score_row.v + r0, nr);
+        crossentropy_forward(c->nll, NULL, z, b->target.v + r0, nr, c->m->V);
+        for (size_t r = 0; r < nr; r++) ll[b->score_req[r0 + r]] -= c->nll[r];
+    }
+    return 0;
+}
+
+int zeroshot_score(double **lls, const Model *m, const Tokenizer *tok, const Task *t, int max_length, Progress *pr) {
+    if (max_length <= 0) max_length = m->cfg.max_position_embeddings;
+    Requests r;
+    TRY(requests_tokenize(&r, tok, t, max_length));
+    // batches of as many rows as 256 MiB of activations hold
+    size_t row_floats = 2 * m->C + 2 * m->Q + 2 * m->KVD + 2 * m->I + m->NH + m->HD + (size_t)omp_get_max_threads();
+    size_t max_rows = (256u << 20) / (row_floats * sizeof(float)), logit_rows = (64u << 20) / (m->V * sizeof(float));
+    max_rows = max_rows < 256 ? 256 : max_rows > 2048 ? 2048 : max_rows;
+    logit_rows = logit_rows < 16 ? 16 : logit_rows > 512 ? 512 : logit_rows;
+    size_t longest, *rows = docs_rows(&longest, &r, t); // a document's rows bound its segments' keys
+    if (longest > max_rows) max_rows = longest;
+    double *ll = xcalloc(r.nreq ? r.nreq : 1, sizeof *ll);
+    CpuRunner c = {m, {0}, xmalloc(logit_rows * sizeof(float))};
+    int rc = packed_acts_init(&c.a, m, max_rows, logit_rows, longest);
+    if (rc == 0) rc = batches_score(ll, &r, t, rows, max_rows, cpu_batch_run, &c, pr);
+    packed_acts_free(&c.a);
     if (rc == 0) lls_scatter(lls, ll, &r, t);
+    free(c.nll);
     free(ll);
-    free(nll);
     free(rows);
     requests_free(&r);
     return rc;
 }
 
-// --- one request a row (the device's way) ---------------------------------------------------
-
-// Requests by length, longest first (then in order: the same batches every run).
-static const Req *g_by_len;
-static int by_len(const void *a, const void *b) {
-    size_t i = *(const size_t *)a, j = *(const size_t *)b;
-    size_t li = g_by_len[i].full.n, lj = g_by_len[j].full.n;
-    if (li != lj) return li > lj ? -1 : 1;
-    return i < j ? -1 : i > j;
-}
-
-// A forward over tokens x (B, T) with targets (-1: none) that writes each position's NLL.
-typedef int (*RowsForward)(void *fw, const int32_t *x, const int32_t *targets, float *nll);
-
-// The requests of r one a row in batches of B rows of T tokens (T the longest input), by
-// length, each row padded on the right (causal: the padding changes no earlier position);
-// ll (r->nreq) = minus the sum of the NLL over each continuation.
-static int rows_score(double *ll, const Requests *r, size_t B, size_t T, RowsForward forward, void *fw, Progress *pr) {
-    size_t *order = xmalloc((r->nreq ? r->nreq : 1) * sizeof *order), N = B * T, done = 0;
-    for (size_t i = 0; i < r->nreq; i++) order[i] = i;
-    g_by_len = r->q;
-    qsort(order, r->nreq, sizeof *order, by_len);
-    int32_t *x = xmalloc(N * sizeof *x), *targets = xmalloc(N * sizeof *targets);
-    float *nll = xmalloc(N * sizeof *nll);
-    int rc = 0;
-    for (size_t k0 = 0; k0 < r->nreq && rc == 0; k0 += B) {
-        size_t nb = r->nreq - k0 < B ? r->nreq - k0 : B;
-        for (size_t i = 0; i < N; i++) x[i] = 0, targets[i] = -1;
-        for (size_t b = 0; b < nb; b++) {
-            const Req *q = &r->q[order[k0 + b]];
-            size_t in = q->full.n - 1;
-            memcpy(x + b * T, q->full.v, in * sizeof *x);
-            for (size_t j = in - (size_t)q->cont; j < in; j++) targets[b * T + j] = q->full.v[j + 1];
-        }
-        if ((rc = forward(fw, x, targets, nll)) < 0) break;
-        for (size_t b = 0; b < nb; b++) {
-            const Req *q = &r->q[order[k0 + b]];
-            size_t in = q->full.n - 1;
-            double s = 0;
-            for (size_t j = in - (size_t)q->cont; j < in; j++) s -= nll[b * T + j];
-            ll[order[k0 + b]] = s;
-        }
-        done += nb;
-        if (pr) progress_update(pr, done);
-    }
-    free(x);
-    free(targets);
-    free(nll);
-    free(order);
-    return rc;
-}
-
-// The longest input of r, and the rows of a batch of about 16k tokens.
-static void rows_shape(size_t *B, size_t *T, const Requests *r) {
-    *T = 1;
-    for (size_t i = 0; i < r->nreq; i++)
-        if (r->q[i].full.n - 1 > *T) *T = r->q[i].full.n - 1;
-    *B = ((size_t)1 << 14) / *T;
-    *B = *B < 1 ? 1 : *B > r->nreq ? (r->nreq ? r->nreq : 1) : *B;
-}
-
-typedef struct {
-    const Model *m;
-    ModelActs a;
-} CpuRows;
-
-static int cpu_rows_forward(void *fw, const int32_t *x, const int32_t *targets, float *nll) {
-    CpuRows *c = fw;
-    return model_eval(NULL, nll, c->m, &c->a, x, targets);
-}
-
-int zeroshot_score_rows(double **lls, const Model *m, const Tokenizer *tok, const Task *t, int max_length,
-                        Progress *pr) {
-    if (max_length <= 0) max_length = m->cfg.max_position_embeddings;
-    Requests r;
-    TRY(requests_tokenize(&r, tok, t, max_length));
-    size_t B, T;
-    rows_shape(&B, &T, &r);
-    CpuRows c = {m, {0}};
-    int rc = model_acts_init(&c.a, m, (int)B, (int)T, 0);
-    double *ll = xcalloc(r.nreq ? r.nreq : 1, sizeof *ll);
-    if (rc == 0) {
-        rc = rows_score(ll, &r, B, T, cpu_rows_forward, &c, pr);
-        model_acts_free(&c.a);
-    }
-    if (rc == 0) lls_scatter(lls, ll, &r, t);
-    free(ll);
-    requests_free(&r);
-    return rc;
-}
+// --- on a CUDA device: devmodel_forward_packed ----------------------------------------------
 
 #ifdef BEST_CUDA
-static int dev_rows_forward(void *fw, const int32_t *x, const int32_t *targets, float *nll) {
-    DevModel *d = fw;
-    TRY(devmodel_forward(d, x, targets));
-    devmodel_download_nll(d, nll);
+typedef struct {
+    DevModel d;
+    int32_t *targets; // (d.N) per row, -1 where a row does not score
+    float *nll;       // (d.N)
+} DevRunner;
+
+static int dev_batch_run(void *runner, double *ll, const Batch *b) {
+    DevRunner *x = runner;
+    for (size_t i = 0; i < b->tok.n; i++) x->targets[i] = -1;
+    for (size_t k = 0; k < b->n_score; k++) x->targets[b->score_row.v[k]] = b->target.v[k];
+    TRY(devmodel_forward_packed(&x->d, b->tok.v, b->pos.v, x->targets, b->tok.n, b->seg.v, b->seg.n / 4));
+    devmodel_download_nll(&x->d, x->nll);
+    for (size_t k = 0; k < b->n_score; k++) ll[b->score_req[k]] -= x->nll[b->score_row.v[k]];
     return 0;
 }
 #endif
@@ -333,24 +280,82 @@ int zeroshot_score_cuda(double **lls, const Model *m, const Tokenizer *tok, cons
     if (max_length <= 0) max_length = m->cfg.max_position_embeddings;
     Requests r;
     TRY(requests_tokenize(&r, tok, t, max_length));
-    size_t B, T;
-    rows_shape(&B, &T, &r);
+    size_t longest, *rows = docs_rows(&longest, &r, t), max_rows = (size_t)1 << 14; // rows a batch
+    if (longest > max_rows) max_rows = longest;
+    double *ll = xcalloc(r.nreq ? r.nreq : 1, sizeof *ll);
     CudaCtx *c;
     int rc = cuda_ctx_create(&c, 0, (size_t)32 << 20);
-    double *ll = xcalloc(r.nreq ? r.nreq : 1, sizeof *ll);
     if (rc == 0) {
-        DevModel d;
-        if ((rc = devmodel_init(&d, c, m, (int)B, (int)T, 0, DEVMODEL_EVAL)) == 0) {
-            rc = rows_score(ll, &r, B, T, dev_rows_forward, &d, pr);
-            devmodel_free(&d);
+        DevRunner x = {{0}, xmalloc(max_rows * sizeof(int32_t)), xmalloc(max_rows * sizeof(float))};
+        if ((rc = devmodel_init(&x.d, c, m, 1, (int)max_rows, 0, DEVMODEL_EVAL)) == 0) {
+            rc = batches_score(ll, &r, t, rows, max_rows, dev_batch_run, &x, pr);
+            devmodel_free(&x.d);
         }
+        free(x.targets);
+        free(x.nll);
         cuda_ctx_free(c);
     }
     if (rc == 0) lls_scatter(lls, ll, &r, t);
     free(ll);
+    free(rows);
     requests_free(&r);
     return rc;
 #endif
+}
+
+// --- one request a row: the plain forward, the reference of the packed batches ---------------
+
+// Requests by length, longest first (then in order: the same batches every run).
+static const Req *g_by_len;
+static int by_len(const void *a, const void *b) {
+    size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    size_t li = g_by_len[i].full.n, lj = g_by_len[j].full.n;
+    if (li != lj) return li > lj ? -1 : 1;
+    return i < j ? -1 : i > j;
+}
+
+int zeroshot_score_rows(double **lls, const Model *m, const Tokenizer *tok, const Task *t, int max_length,
+                        Progress *pr) {
+    if (max_length <= 0) max_length = m->cfg.max_position_embeddings;
+    Requests r;
+    TRY(requests_tokenize(&r, tok, t, max_length));
+    size_t T = 1; // the longest input, and the rows of a batch of about 16k tokens
+    for (size_t i = 0; i < r.nreq; i++)
+        if (r.q[i].full.n - 1 > T) T = r.q[i].full.n - 1;
+    size_t B = ((size_t)1 << 14) / T;
+    B = B < 1 ? 1 : B > r.nreq ? (r.nreq ? r.nreq : 1) : B;
+    size_t *order = xmalloc((r.nreq ? r.nreq : 1) * sizeof *order), N = B * T, done = 0;
+    for (size_t i = 0; i < r.nreq; i++) order[i] = i;
+    g_by_len = r.q;
+    qsort(order, r.nreq, sizeof *order, by_len);
+    int32_t *x = xmalloc(N * sizeof *x), *targets = xmalloc(N * sizeof *targets);
+    float *nll = xmalloc(N * sizeof *nll);
+    double *ll = xcalloc(r.nreq ? r.nreq : 1, sizeof *ll);
+    ModelActs a;
+    int rc = model_acts_init(&a, m, (int)B, (int)T, 0), have_acts = rc == 0;
+    for (size_t k0 = 0; k0 < r.nreq && rc == 0; k0 += B) { // each row padded on the right (causal)
+        size_t nb = r.nreq - k0 < B ? r.nreq - k0 : B;
+        for (size_t i = 0; i < N; i++) x[i] = 0, targets[i] = -1;
+        for (size_t b = 0; b < nb; b++) {
+            const Req *q = &r.q[order[k0 + b]];
+            size_t in = q->full.n - 1;
+            memcpy(x + b * T, q->full.v, in * sizeof *x);
+            for (size_t j = in - (size_t)q->cont; j < in; j++) targets[b * T + j] = q->full.v[j + 1];
+        }
+        if ((rc = model_eval(NULL, nll, m, &a, x, targets)) < 0) break;
+        for (size_t b = 0; b < nb; b++) {
+            const Req *q = &r.q[order[k0 + b]];
+            size_t in = q->full.n - 1;
+            for (size_t j = in - (size_t)q->cont; j < in; j++) ll[order[k0 + b]] -= nll[b * T + j];
+        }
+        done += nb;
+        if (pr) progress_update(pr, done);
+    }
+    if (have_acts) model_acts_free(&a);
+    if (rc == 0) lls_scatter(lls, ll, &r, t);
+    free(x), free(targets), free(nll), free(order), free(ll);
+    requests_free(&r);
+    return rc;
 }
 
 // The mean of x (n) and its standard error (sample standard deviation over sqrt(n)).

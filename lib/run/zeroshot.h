@@ -13,9 +13,10 @@
 // continuation's tokens.
 //
 // Requests of one document share their tokens up to some point (the context, for every
-// task but winogrande, whose two contexts share their start): that prefix runs once into
-// a KV cache, and each request's rest runs after it as one chunk (model_forward_chunk),
-// logits only for the rows that score.
+// task but winogrande, whose two contexts share their start): that prefix runs once and
+// each request's rest after it, the documents in order packed into batches of rows
+// (model.h's model_forward_packed, layers.h's attention_packed segments), logits only for
+// the rows that score.
 //
 // Metrics per task: acc = the mean of [first argmax of lls == gold], acc_norm the same
 // with lls / the choice's length in code points; the standard error of a mean is the
@@ -42,14 +43,14 @@ typedef struct {
 // max_length 0: the model's context. Progress counts requests. -1 after ERR (a
 // continuation with no token of its own, or longer than max_length).
 int zeroshot_score(double **lls, const Model *m, const Tokenizer *tok, const Task *t, int max_length, Progress *pr);
-// The same on CUDA device 0 (model.h's DevModel in DEVMODEL_EVAL: bf16 matrix products,
-// fp32 elsewhere): one request a row, the requests by length (longest first) in batches
-// of about 16k tokens, each padded on the right to the longest request of the task; no
-// shared prefixes (the device attention has no segments). ERR in builds without CUDA.
-// Never run on a GPU yet (tests/gpu/eval_check.sh compares it with the CPU's).
-// zeroshot_score_rows: the same batches on the CPU (model_eval's per-position NLL in
-// place of the device's), so that the device path's batching is checked on every machine
-// against zeroshot_score's packed prefixes (tests/test_tasks.c).
+// The same on CUDA device 0: the same packed batches, of up to 16k rows, through
+// devmodel_forward_packed (model.h's DevModel in DEVMODEL_EVAL: bf16 matrix products,
+// fp32 elsewhere). ERR in builds without CUDA. Never run on a GPU yet
+// (tests/gpu/eval_check.sh compares it with the CPU's).
+// zeroshot_score_rows: the plain reference of the packed batches, one request a row
+// through model_eval, the requests by length in batches of about 16k tokens, each row
+// padded on the right (causal: the padding changes no earlier position); checked
+// against zeroshot_score in tests/test_tasks.c.
 int zeroshot_score_rows(double **lls, const Model *m, const Tokenizer *tok, const Task *t, int max_length,
                         Progress *pr);
 int zeroshot_score_cuda(double **lls, const Model *m, const Tokenizer *tok, const Task *t, int max_length,
