@@ -319,7 +319,7 @@ static void test_two_ways(void) {
             a[d] = xcalloc((size_t)t.docs[d].n, sizeof **a);
             b[d] = xcalloc((size_t)t.docs[d].n, sizeof **b);
         }
-        int rc = zeroshot_score(a, &m, &tok, &t, 0, NULL), rr = zeroshot_score_rows(b, &m, &tok, &t, 0, NULL);
+        int rc = zeroshot_score(a, NULL, &m, &tok, &t, 0, NULL), rr = zeroshot_score_rows(b, &m, &tok, &t, 0, NULL);
         for (size_t d = 0; d < t.n; d++)
             for (int i = 0; i < t.docs[d].n; i++) {
                 double e = fabs(a[d][i] - b[d][i]);

@@ -169,15 +169,19 @@ static void lls_scatter(double **lls, const double *ll, const Requests *r, const
 }
 
 // rows (t->n + 1): each document's rows in a packed batch (0 after the last); *longest
-// the most of them.
-static size_t *docs_rows(size_t *longest, const Requests *r, const Task *t) {
+// the most of them; w (may be NULL) the task's work.
+static size_t *docs_rows(size_t *longest, ZsWork *w, const Requests *r, const Task *t) {
     size_t *rows = xmalloc((t->n + 1) * sizeof *rows);
+    ZsWork all = {0, 0};
     *longest = 1;
     for (size_t d = 0; d < t->n; d++) {
         rows[d] = doc_rows(r->q + r->start[d], t->docs[d].n);
         if (rows[d] > *longest) *longest = rows[d];
+        all.rows += rows[d];
     }
+    for (size_t i = 0; i < r->nreq; i++) all.inputs += r->q[i].full.n - 1;
     rows[t->n] = 0;
+    if (w) *w = all;
     return rows;
 }
 
@@ -227,7 +231,8 @@ static int cpu_batch_run(void *runner, double *ll, const Batch *b) {
     return 0;
 }
 
-int zeroshot_score(double **lls, const Model *m, const Tokenizer *tok, const Task *t, int max_length, Progress *pr) {
+int zeroshot_score(double **lls, ZsWork *w, const Model *m, const Tokenizer *tok, const Task *t, int max_length,
+                   Progress *pr) {
     if (max_length <= 0) max_length = m->cfg.max_position_embeddings;
     Requests r;
     TRY(requests_tokenize(&r, tok, t, max_length));
@@ -236,7 +241,7 @@ int zeroshot_score(double **lls, const Model *m, const Tokenizer *tok, const Tas
     size_t max_rows = (256u << 20) / (row_floats * sizeof(float)), logit_rows = (64u << 20) / (m->V * sizeof(float));
     max_rows = max_rows < 256 ? 256 : max_rows > 2048 ? 2048 : max_rows;
     logit_rows = logit_rows < 16 ? 16 : logit_rows > 512 ? 512 : logit_rows;
-    size_t longest, *rows = docs_rows(&longest, &r, t); // a document's rows bound its segments' keys
+    size_t longest, *rows = docs_rows(&longest, w, &r, t); // a document's rows bound its segments' keys
     if (longest > max_rows) max_rows = longest;
     double *ll = xcalloc(r.nreq ? r.nreq : 1, sizeof *ll);
     CpuRunner c = {m, {0}, xmalloc(logit_rows * sizeof(float))};
@@ -271,16 +276,16 @@ static int dev_batch_run(void *runner, double *ll, const Batch *b) {
 }
 #endif
 
-int zeroshot_score_cuda(double **lls, const Model *m, const Tokenizer *tok, const Task *t, int max_length,
-                        Progress *pr) {
+int zeroshot_score_cuda(double **lls, ZsWork *w, const Model *m, const Tokenizer *tok, const Task *t,
+                        int max_length, Progress *pr) {
 #ifndef BEST_CUDA
-    (void)lls, (void)m, (void)tok, (void)t, (void)max_length, (void)pr;
+    (void)lls, (void)w, (void)m, (void)tok, (void)t, (void)max_length, (void)pr;
     return ERR("--device cuda: this build has no CUDA (%s); use --device cpu", cuda_info());
 #else
     if (max_length <= 0) max_length = m->cfg.max_position_embeddings;
     Requests r;
     TRY(requests_tokenize(&r, tok, t, max_length));
-    size_t longest, *rows = docs_rows(&longest, &r, t), max_rows = (size_t)1 << 14; // rows a batch
+    size_t longest, *rows = docs_rows(&longest, w, &r, t), max_rows = (size_t)1 << 14; // rows a batch
     if (longest > max_rows) max_rows = longest;
     double *ll = xcalloc(r.nreq ? r.nreq : 1, sizeof *ll);
     CudaCtx *c;

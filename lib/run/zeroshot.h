@@ -39,10 +39,17 @@ typedef struct {
     double acc_norm, acc_norm_stderr; // NaN when the task does not report acc_norm
 } ZsResult;
 
-// lls: one array per document of t (t->docs[i].n loglikelihoods each), filled in.
-// max_length 0: the model's context. Progress counts requests. -1 after ERR (a
-// continuation with no token of its own, or longer than max_length).
-int zeroshot_score(double **lls, const Model *m, const Tokenizer *tok, const Task *t, int max_length, Progress *pr);
+// The work of a task: rows through the model (each document's shared prefix once), and
+// the tokens of the requests' inputs summed (what one request a row would run).
+typedef struct {
+    size_t rows, inputs;
+} ZsWork;
+
+// lls: one array per document of t (t->docs[i].n loglikelihoods each), filled in; w (may
+// be NULL) the work. max_length 0: the model's context. Progress counts requests. -1
+// after ERR (a continuation with no token of its own, or longer than max_length).
+int zeroshot_score(double **lls, ZsWork *w, const Model *m, const Tokenizer *tok, const Task *t, int max_length,
+                   Progress *pr);
 // The same on CUDA device 0: the same packed batches, of up to 16k rows, through
 // devmodel_forward_packed (model.h's DevModel in DEVMODEL_EVAL: bf16 matrix products,
 // fp32 elsewhere). ERR in builds without CUDA. Never run on a GPU yet
@@ -53,8 +60,8 @@ int zeroshot_score(double **lls, const Model *m, const Tokenizer *tok, const Tas
 // against zeroshot_score in tests/test_tasks.c.
 int zeroshot_score_rows(double **lls, const Model *m, const Tokenizer *tok, const Task *t, int max_length,
                         Progress *pr);
-int zeroshot_score_cuda(double **lls, const Model *m, const Tokenizer *tok, const Task *t, int max_length,
-                        Progress *pr);
+int zeroshot_score_cuda(double **lls, ZsWork *w, const Model *m, const Tokenizer *tok, const Task *t,
+                        int max_length, Progress *pr);
 
 // The metrics of a task from its lls; pred and pred_norm (t->n each, may be NULL) get
 // the chosen index per document (pred_norm: -1 when the task has no acc_norm).

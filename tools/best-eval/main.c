@@ -395,8 +395,9 @@ static int run_tasks(const Opts *o, const Model *m, int on_cuda) {
         }
         Progress pr;
         progress_init(&pr, t.name, nreq, "requests", o->quiet);
-        if (on_cuda) TRY_OR_DIE(zeroshot_score_cuda(lls, m, &tok, &t, 0, &pr));
-        else TRY_OR_DIE(zeroshot_score(lls, m, &tok, &t, 0, &pr));
+        ZsWork w;
+        if (on_cuda) TRY_OR_DIE(zeroshot_score_cuda(lls, &w, m, &tok, &t, 0, &pr));
+        else TRY_OR_DIE(zeroshot_score(lls, &w, m, &tok, &t, 0, &pr));
         progress_finish(&pr);
         ZsResult r;
         int *pred = xmalloc(t.n * sizeof *pred), *pred_norm = xmalloc(t.n * sizeof *pred_norm);
@@ -414,8 +415,9 @@ static int run_tasks(const Opts *o, const Model *m, int on_cuda) {
         sum_best += t.acc_norm ? r.acc_norm : r.acc;
         ntasks++;
         if (o->json) {
-            json_t *j = json_pack("{s:o, s:o, s:I, s:I, s:s, s:s, s:s, s:f}", "acc", json_number(r.acc), "acc_stderr",
-                                  json_number(r.acc_stderr), "n", (json_int_t)r.n, "requests", (json_int_t)r.requests,
+            json_t *j = json_pack("{s:o, s:o, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:f}", "acc", json_number(r.acc),
+                                  "acc_stderr", json_number(r.acc_stderr), "n", (json_int_t)r.n, "requests",
+                                  (json_int_t)r.requests, "rows", (json_int_t)w.rows, "inputs", (json_int_t)w.inputs,
                                   "split", t.split, "version", t.version, "file", t.path, "seconds", secs);
             if (j && t.acc_norm) {
                 json_object_set_new(j, "acc_norm", json_number(r.acc_norm));
@@ -429,7 +431,8 @@ static int run_tasks(const Opts *o, const Model *m, int on_cuda) {
             fflush(stdout);
         }
         if (!o->quiet)
-            fprintf(stderr, "best-eval: %s: %zu documents, %zu requests in %.1fs\n", t.name, r.n, r.requests, secs);
+            fprintf(stderr, "best-eval: %s: %zu documents, %zu requests, %zu rows through the model (%zu tokens of "
+                    "input without shared prefixes) in %.1fs\n", t.name, r.n, r.requests, w.rows, w.inputs, secs);
         for (size_t d = 0; d < t.n; d++) free(lls[d]);
         free(lls);
         free(pred);
