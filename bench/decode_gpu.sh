@@ -37,7 +37,9 @@ TOKENS=${TOKENS:-100}
 REPS=${REPS:-3}
 PY=${PY:-python3}
 PROMPT=1,450,7483,310,3444,338,263,1243 # 8 ids of LLaMA's vocabulary (transformers' prompt)
-TOK=${TOK:-../shared/tokenizers/llama2/tokenizer.model}
+SH=../shared
+[ -d "$SH" ] || SH=shared # tests/gpu/shared.sh's copy on a device machine
+TOK=${TOK:-$SH/tokenizers/llama2/tokenizer.model}
 for f in "$BD" "$BIN/best-mask" "$BIN/best-pack" "$BIN/best-eval"; do
     [ -x "$f" ] || { echo "decode_gpu.sh: $f is missing (run make)" >&2; exit 1; }
 done

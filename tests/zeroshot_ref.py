@@ -104,12 +104,11 @@ def make_model(out_dir, vocab, max_pos, arch):
     model.to(torch.float32).save_pretrained(out_dir, safe_serialization=True)
 
 
-def check(model_dir, tok_path, bos, task_dir, tasks, limit, samples_path, result_path):
-    import torch
-    import transformers
-    bos = None if bos == "none" else int(bos)
-    todo = [(name, d, doc) for name in tasks.split(",") for d, doc in enumerate(read_records(task_dir, name, limit))]
-    if tok_path.startswith("best:"):  # every string of every request, encoded in one run
+def encoder(tok_path, todo):
+    """encode(text) -> ids without BOS, for the texts of the requests of todo [(task,
+    doc index, record)]: tok_path a tokenizer.json (Hugging Face tokenizers), or
+    "best:BIN:PATH" (best-tokenize --ids of BIN on tokenizer PATH, every text in one run)."""
+    if tok_path.startswith("best:"):
         import subprocess
         import tempfile
         _, bin_dir, spm = tok_path.split(":", 2)
@@ -122,11 +121,18 @@ def check(model_dir, tok_path, bos, task_dir, tasks, limit, samples_path, result
                               "--quiet", f.name], capture_output=True, text=True, check=True).stdout
         os.unlink(f.name)
         table = {t: [int(x) for x in line.split()] for t, line in zip(texts, out.split("\n"))}
-        encode = table.__getitem__
-    else:
-        from tokenizers import Tokenizer
-        tok = Tokenizer.from_file(tok_path)
-        encode = lambda s: tok.encode(s, add_special_tokens=False).ids
+        return table.__getitem__
+    from tokenizers import Tokenizer
+    tok = Tokenizer.from_file(tok_path)
+    return lambda s: tok.encode(s, add_special_tokens=False).ids
+
+
+def check(model_dir, tok_path, bos, task_dir, tasks, limit, samples_path, result_path):
+    import torch
+    import transformers
+    bos = None if bos == "none" else int(bos)
+    todo = [(name, d, doc) for name in tasks.split(",") for d, doc in enumerate(read_records(task_dir, name, limit))]
+    encode = encoder(tok_path, todo)
     model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     model.eval()
     L = model.config.max_position_embeddings

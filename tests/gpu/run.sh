@@ -34,9 +34,12 @@
 #    under OUT; and bench_spmv_gpu (packed batch-1 products at LLaMA-2-7B's shapes against
 #    cuBLASLt dense and cuSPARSE CSR); and bench/decode_gpu.sh (end-to-end batch-1
 #    decoding, dense against packs at 70-99%, with transformers as the peer; LAYERS=8 of
-#    LLaMA-2-7B's 32 by default here). BENCH="mask spmv train block sparse decode" (the
-#    default) picks which: a call of the device tool has 10 minutes, so run them in four
-#    calls (BENCH="mask spmv block", BENCH=train, BENCH=sparse, BENCH=decode).
+#    LLaMA-2-7B's 32 by default here); and bench/zeroshot_gpu.sh (best-eval --tasks on
+#    the six tasks of shared/, 1000 documents each at most, LAYERS=4 of LLaMA-2-7B,
+#    against transformers batching the same requests as lm-evaluation-harness does).
+#    BENCH="mask spmv train block sparse zeroshot decode" (the default) picks which: a
+#    call of the device tool has 10 minutes, so run them in several calls (BENCH="mask
+#    spmv block", BENCH=train, BENCH=sparse, BENCH="zeroshot decode").
 #
 # First run on a GPU on 2026-11-26 (an H200): tests 607 passed, the 2 failures the skips of
 # eval_check (no ../shared there); BENCH=train, mask, spmv ran (docs/benchmarks.md). Before
@@ -202,7 +205,7 @@ fi # tests
 # --- 4. the benchmarks (sh tests/gpu/run.sh bench, or all) ----------------------------------
 # Their own call by default: the device tool gives a command 10 minutes. Results as JSON
 # under OUT, for docs/benchmarks.md.
-BENCH=${BENCH:-mask spmv train block sparse decode}
+BENCH=${BENCH:-mask spmv train block sparse zeroshot decode}
 want() { case " $BENCH " in *" $1 "*) return 0 ;; esac; return 1; }
 if [ "$MODE" != tests ] && [ -n "$gpu" ] && want mask && [ -x build/bench/bench_mask_gpu ]; then
     # the mask update at LLaMA-2-7B's size: all 32 layers need 128 GB of DevModel (H200);
@@ -261,6 +264,16 @@ if [ "$MODE" != tests ] && [ -n "$gpu" ] && want sparse && [ -x bin/best-train ]
         ok "bench/train_gpu.py --sparsity 0.9 ($(($(date +%s) - start))s): $(grep -m 1 '^llama-1.1b' "$OUT/bench-sparse.log")"
     else
         notok "bench/train_gpu.py --sparsity 0.9: $(tail -n 1 "$OUT/bench-sparse.log")"
+    fi
+fi
+if [ "$MODE" != tests ] && [ -n "$gpu" ] && want zeroshot && [ -x bin/best-eval ]; then
+    # the six tasks of shared/ (1000 documents each at most) on a LLaMA-2-7B-shaped model
+    # (4 of its 32 layers), against transformers batching the same requests as the harness
+    start=$(date +%s)
+    if LAYERS=${LAYERS:-4} OUT="$OUT/zeroshot" sh bench/zeroshot_gpu.sh >"$OUT/bench-zeroshot.log" 2>&1; then
+        ok "bench/zeroshot_gpu.sh ($(($(date +%s) - start))s): $(grep -m 1 '^| all' "$OUT/bench-zeroshot.log")"
+    else
+        notok "bench/zeroshot_gpu.sh: $(tail -n 1 "$OUT/bench-zeroshot.log")"
     fi
 fi
 if [ "$MODE" != tests ] && [ -n "$gpu" ] && want decode && [ -x bin/best-eval ]; then
