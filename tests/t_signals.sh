@@ -50,13 +50,16 @@ kill_mid_write() {
     else fail "$name (exit $rc = $(kill -l $rc 2>/dev/null), want $sig; left: '$left'; stderr: $(head -c 300 "$d/err"))"; fi
 }
 
-kill_mid_write "SIGTERM mid-write: temp removed, died of SIGTERM" TERM
-kill_mid_write "SIGHUP mid-write: temp removed, died of SIGHUP" HUP
-# sh starts background commands with SIGINT ignored (the tools keep an ignored signal
-# ignored, as sort does); env --default-signal gives the tool a default SIGINT again.
+# The tools keep a signal they were started with ignored ignored, as sort does: sh starts
+# background commands with SIGINT ignored, and nohup (or a runner started by it) ignores
+# SIGHUP for everything below. env --default-signal gives the tool the default again.
 if env --default-signal=INT true 2>/dev/null; then
-    kill_mid_write "SIGINT mid-write: temp removed, died of SIGINT" INT env --default-signal=INT
+    for sig in TERM HUP INT; do
+        kill_mid_write "SIG$sig mid-write: temp removed, died of SIG$sig" $sig env --default-signal=$sig
+    done
 else
+    kill_mid_write "SIGTERM mid-write: temp removed, died of SIGTERM" TERM
+    kill_mid_write "SIGHUP mid-write: temp removed, died of SIGHUP" HUP
     skip "SIGINT: this env has no --default-signal (a background job's SIGINT is ignored)"
 fi
 finish
