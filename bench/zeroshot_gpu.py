@@ -27,16 +27,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import zeroshot_ref as ref  # noqa: E402
 
 
-def task_requests(name, todo, encode, bos, L):
-    """[(full tokens, continuation length, doc, choice)] of one task, as zeroshot_ref.check."""
+def task_requests(name, todo, enc, L):
+    """[(full tokens, continuation length, doc, choice)] of one task (zeroshot_ref's)."""
     out = []
-    for _, d, doc in [t for t in todo if t[0] == name]:
-        for i, (ctx, cont) in enumerate(ref.requests(name, doc)[0]):
-            c, whole_text = ref.split_pair(ctx, cont)
-            b = [bos] if bos is not None else []
-            whole, cenc = b + encode(whole_text), b + encode(c)
-            full = (cenc + whole[len(cenc):])[-(L + 1):]
-            out.append((full, len(whole) - len(cenc), d, i))
+    for task, d, doc in todo:
+        if task == name:
+            for i, (ctx, cont) in enumerate(ref.requests(name, doc)[0]):
+                full, k, _ = ref.request_tokens(ctx, cont, enc, L)
+                out.append((full, k, d, i))
     return out
 
 
@@ -56,7 +54,7 @@ def main(model_dir, bin_dir, tok, bos, task_dir, tasks, limit, batch, samples):
             s = json.loads(line)
             ours[(s["task"], s["doc"])] = s["lls"]
     for name in tasks.split(","):
-        reqs = task_requests(name, todo, encode, bos, L)
+        reqs = task_requests(name, todo, lambda s: ([bos] if bos is not None else []) + encode(s), L)
         order = sorted(range(len(reqs)), key=lambda j: (-len(reqs[j][0]), j))
         sums = {}
         tokens = padded = 0

@@ -87,6 +87,15 @@ def split_pair(ctx, cont):
     return (ctx[:-n] if n else ctx), ctx + cont
 
 
+def request_tokens(ctx, cont, enc, L):
+    """_encode_pair and the left truncation: (full, k, truncated): the model reads full[:-1]
+    and scores its last k tokens; enc(text) gives ids with BOS in front where there is one."""
+    ctx, whole_text = split_pair(ctx, cont)
+    whole, cenc = enc(whole_text), enc(ctx)
+    cont_enc = whole[len(cenc):]
+    return (cenc + cont_enc)[-(L + 1):], len(cont_enc), len(cenc) + len(cont_enc) > L + 1
+
+
 def make_model(out_dir, vocab, max_pos, arch):
     import torch
     import transformers
@@ -153,15 +162,11 @@ def check(model_dir, tok_path, bos, task_dir, tasks, limit, samples_path, result
             reqs, gold, lens = requests(name, doc)
             lls = []
             for ctx, cont in reqs:
-                ctx, whole_text = split_pair(ctx, cont)
-                whole, cenc = enc(whole_text), enc(ctx)
-                cont_enc = whole[len(cenc):]
-                full = (cenc + cont_enc)[-(L + 1):]
-                n_trunc += len(cenc) + len(cont_enc) > L + 1
+                full, k, truncated = request_tokens(ctx, cont, enc, L)
+                n_trunc += truncated
                 inp = torch.tensor([full[:-1]])
                 with torch.no_grad():
                     logp = torch.log_softmax(model(inp).logits[0].double(), dim=-1)
-                k = len(cont_enc)
                 rows = logp[len(full) - 1 - k:]
                 lls.append(float(sum(rows[j, t] for j, t in enumerate(full[-k:]))))
                 n_req += 1
