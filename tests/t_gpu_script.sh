@@ -63,7 +63,7 @@ case "$flags" in
 *) fail "make cuda-flags printed no CUDA= line: $flags"; finish ;;
 esac
 if [ ! -x "$TBIN/test_kernels_gpu" ]; then fail "no $TBIN/test_kernels_gpu in a build with nvcc: run make"; finish; fi
-OUT="$TMP/gpu" env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL sh tests/gpu/run.sh >"$TMP/run.out" 2>&1
+LOGS_MAX=4 OUT="$TMP/gpu" env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL sh tests/gpu/run.sh >"$TMP/run.out" 2>&1
 rc=$?
 last=$(tail -n 1 "$TMP/run.out")
 if nvidia-smi -L >/dev/null 2>&1; then
@@ -73,6 +73,8 @@ if nvidia-smi -L >/dev/null 2>&1; then
 else
     check "run.sh without a GPU: ends with 'N passed, N failed' and exits 1" sh -c \
         "echo '$last' | grep -Eq '^[0-9]+ passed, [1-9][0-9]* failed$' && [ $rc = 1 ]"
+    check "run.sh packs its logs (past LOGS_MAX - 1 files; the device tool returns 8) into logs.tar.gz, summary.txt beside it" sh -c \
+        "cd '$TMP/gpu' && [ -s logs.tar.gz ] && [ -s summary.txt ] && [ \$(ls | wc -l) = 2 ] && tar xzf logs.tar.gz"
     check "run.sh without a GPU: the GPU kernel test was built, ran and skipped, and that counts as a failure" sh -c \
         "grep -q '^skip - no CUDA device' '$TMP/gpu/test_kernels_gpu.log' && grep -q '== test_kernels_gpu: 0 passed, 1 failed' '$TMP/run.out'"
     check "run.sh writes device.txt, build.log, the tests' logs and summary.txt under OUT" sh -c \

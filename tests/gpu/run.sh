@@ -2,7 +2,8 @@
 # tests/gpu/run.sh: every GPU test of the repository in one call on a lent GPU (the
 # device tool's `run`, docs/cuda.md), from the repository root:
 #
-#   sh tests/gpu/run.sh [tests|bench|all]   logs under $OUT (default out/gpu); last line
+#   sh tests/gpu/run.sh [tests|bench|all]   logs under $OUT (default out/gpu), packed into
+#                                           $OUT/logs.tar.gz past 7 (LOGS_MAX - 1); last line
 #                                           "N passed, N failed"; tests (default): steps 1-3,
 #                                           bench: steps 1, 2, 4; all: everything
 #
@@ -287,5 +288,17 @@ if [ "$MODE" != tests ] && [ -n "$gpu" ] && want decode && [ -x bin/best-eval ];
     fi
 fi
 
+# The device tool brings back at most 8 files from OUT (LOGS_MAX; a full run writes ~25):
+# past that, every file but summary.txt goes into OUT/logs.tar.gz (`tar xzf logs.tar.gz`)
+n=$(cd "$OUT" && find . -type f ! -name summary.txt ! -name logs.tar.gz | wc -l)
+if [ "$n" -ge "${LOGS_MAX:-8}" ]; then
+    if (cd "$OUT" && find . -type f ! -name summary.txt ! -name logs.tar.gz | sort >.files &&
+        tar czf logs.tar.gz.tmp -T .files && mv logs.tar.gz.tmp logs.tar.gz &&
+        xargs rm -f <.files && rm -f .files && find . -mindepth 1 -type d -empty -delete); then
+        echo "# $n files under $OUT packed into $OUT/logs.tar.gz"
+    else
+        echo "# packing the logs under $OUT failed; they stay as files"
+    fi
+fi
 echo "$pass passed, $fail failed" | tee "$OUT/summary.txt"
 [ "$fail" = 0 ]
