@@ -12,7 +12,7 @@
 // in 70, 90, 95, 99%; packed by pack_write with bf16 values (--index tiles by default).
 // Times are the mean of --iters products after 10 untimed ones, the device synchronised
 // around the loop. The results are compared with the dense product (printed: the largest
-// difference over the largest |y|). Never run yet: no GPU has been lent (docs/cuda.md).
+// difference over the largest |y|). Results: docs/benchmarks.md.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -24,7 +24,7 @@
 # usage: sh bench/decode_gpu.sh   (after `make`, on a machine with a GPU and torch +
 #        transformers; env: OUT=out/bench-decode-gpu, WORK=out/decode-gpu (models, kept
 #        and reused), LAYERS=32, SPARSITIES="0.7 0.9 0.95 0.99", TOKENS=100, REPS=3,
-#        PY=python3). Never run on a GPU yet.
+#        PY=python3). Results on an H200: docs/benchmarks.md.
 set -e
 cd "$(dirname "$0")/.."
 BIN=${BIN:-bin}

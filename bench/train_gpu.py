@@ -26,7 +26,7 @@ usage: python3 bench/train_gpu.py [--configs llama-1.1b,qwen3-1.1b | --block] [-
            [--micro-batch 8] [--seq 2048] [--steps 10] [--warmup 3] [--device cuda]
            [--bin bin/best-train] [--sparsity 0] [--no-compile] [--json FILE]
 `--device cpu` runs both sides on the CPU at a tiny config (--configs tiny): it checks
-the script, not the speed. NOT YET RUN ON A GPU (docs/cuda.md).
+the script, not the speed. Results on an H200: docs/benchmarks.md.
 """
 import argparse
 import json

@@ -25,7 +25,7 @@
 #        BATCH=64, TOK=LLaMA-2's tokenizer.model, TASK_DIR=../shared/tasks (or shared/,
 #        tests/gpu/shared.sh's copy), PY=python3; CONFIG=bench/configs/llama2-7b.json and
 #        DEVICE=cuda: CONFIG=bench/configs/llama-30m.json DEVICE=cpu LIMIT=20 is a smoke
-#        test of the script on a CPU). Never run on a GPU yet.
+#        test of the script on a CPU). Results on an H200: docs/benchmarks.md.
 set -e
 cd "$(dirname "$0")/.."
 BIN=${BIN:-bin}
