@@ -280,16 +280,20 @@ static void check_grads(const char *name) {
              m.n_params);
         devmodel_free(&r);
     }
-    // evaluation (DEVMODEL_EVAL, best-eval --device cuda): forward only, weights and bf16
-    // copy alone, one shared set of activations; the same losses bit for bit, and the
-    // sums of the nll near model_forward's
+    // evaluation (DEVMODEL_EVAL, best-eval --device cuda): forward only, the bf16 copy and
+    // fp32 of the embedding and 1-D tensors alone, one shared set of activations; the same
+    // losses bit for bit, and the sums of the nll near model_forward's
     DevModel e;
     if (T_OK(devmodel_init(&e, ctx_get(), &m, B, T, CE_ROWS, DEVMODEL_EVAL) == 0, "%s: devmodel_init for eval", name)) {
-        size_t eacts, ebytes = devmodel_bytes(&eacts, &m, B, T, CE_ROWS, DEVMODEL_EVAL, 0);
-        T_OK(eacts == e.acts_bytes && ebytes == e.n_params * 6 + eacts && eacts < acts_bytes && !e.grads &&
+        size_t eacts, ebytes = devmodel_bytes(&eacts, &m, B, T, CE_ROWS, DEVMODEL_EVAL, 0), fp32 = 0;
+        for (int i = 0; i < m.n_info; i++) // what the forward reads in fp32: the embedding, the 1-D ones
+            if (m.info[i].ndim == 1 || m.info[i].offset == (size_t)(m.w.embed - m.params)) fp32 += m.info[i].numel;
+        T_OK(eacts == e.acts_bytes && ebytes == e.n_params * 2 + fp32 * 4 + eacts &&
+                 e.weight_bytes == e.n_params * 2 + fp32 * 4 && eacts < acts_bytes && !e.params && !e.grads &&
                  !e.adam_m && !e.adam_v && !e.mask,
-             "%s: eval: devmodel_bytes (%zu, activations %zu) is what devmodel_init took, weights and bf16 only, "
-             "fewer activations than training (%zu)", name, ebytes, eacts, acts_bytes);
+             "%s: eval: devmodel_bytes (%zu, activations %zu) is what devmodel_init took, the bf16 copy and %zu fp32 "
+             "of %zu weights only, fewer activations than training (%zu)", name, ebytes, eacts, fp32, e.n_params,
+             acts_bytes);
         for (int i = 0; i < 2; i++) {
             devmodel_forward(&e, tok[i], tgt[i]);
             double want = (double)cpu_loss[i] * e.n_valid, rel = fabs(e.nll_sum - want) / want;

@@ -49,8 +49,9 @@
 #define DEV_CE_FLOATS ((size_t)1 << 26)
 // fp32 weights, gradients, exp_avg, exp_avg_sq; the bf16 copy; the mask (one rank)
 #define DEV_BYTES_PER_PARAM (4 + 4 + 4 + 4 + 2 + 1)
-// DEVMODEL_EVAL: fp32 weights and their bf16 copy
-#define DEV_EVAL_BYTES_PER_PARAM (4 + 2)
+// DEVMODEL_EVAL of a folder: the bf16 copy (and, 4 bytes a parameter of it, rep: the
+// embedding, norms and biases the forward reads in fp32)
+#define DEV_EVAL_BYTES_PER_PARAM 2
 // GPU ranks: gradients and the bf16 copy of every parameter; fp32 weights, exp_avg,
 // exp_avg_sq and the mask of the slice's (and rep: 4 bytes a parameter of it)
 #define DEV_RANKS_BYTES_PER_PARAM (4 + 2)
@@ -274,7 +275,30 @@ BEST_KAPI void devmodel_free(DevModel *d) {
     memset(d, 0, sizeof *d);
 }
 
+// An evaluation DevModel of a folder (no fp32 block on the device): the block's bf16 copy,
+// cast on the device 64 MiB of the block at a time through a buffer of its own (freed
+// before returning: devmodel_bytes does not count it), and rep from the host. 0, or ERR.
+static int upload_eval(DevModel *d, const float *params) {
+    cudaStream_t st = d->ctx->stream;
+    size_t n = d->n_params, chunk = n < ((size_t)1 << 24) ? n : (size_t)1 << 24, c = 0;
+    float *stage;
+    TRY(dev_malloc((void **)&stage, (chunk ? chunk : 1) * sizeof(float), "staging the weights' upload"));
+    for (size_t a = 0; a < n; a += chunk) {
+        size_t k = n - a < chunk ? n - a : chunk;
+        CUDA_CHECK(cudaMemcpyAsync(stage, params + a, k * sizeof(float), cudaMemcpyHostToDevice, st));
+        cast_bf16_cuda(d->wbf + a, stage, k, st); // the stream orders the next copy after it
+    }
+    for (int r = 0; r < d->n_rep_r; c += d->rep_len[r++])
+        CUDA_CHECK(cudaMemcpyAsync(d->rep + c, params + d->rep_off[r], d->rep_len[r] * sizeof(float),
+                                   cudaMemcpyHostToDevice, st));
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    CUDA_CHECK(cudaFree(stage));
+    return 0;
+}
+
 BEST_KAPI void devmodel_upload(DevModel *d, const float *params, const AdamW *opt, const uint8_t *mask) {
+    CHECK(d->params, "devmodel_upload: an evaluation DevModel of a folder holds bf16 weights, uploaded once by "
+          "devmodel_init");
     cudaStream_t st = d->ctx->stream;
     size_t n = d->n_params, own = d->own_hi - d->own_lo;
     if (!d->comm) {
@@ -330,15 +354,17 @@ BEST_KAPI size_t devmodel_bytes(size_t *acts_bytes, const Model *m, int B, int T
     acts_layout(&d, &cv);
     free(d.layer);
     if (acts_bytes) *acts_bytes = cv.used;
+    size_t rep = 0;
+    for (int i = 0; i < m->n_info && !m->ext; i++)
+        if (rep_holds(m, &m->info[i])) rep += m->info[i].numel;
     if (ranks > 0 && !m->ext && !d.eval) {
-        size_t lo, hi, rep = 0;
+        size_t lo, hi;
         dist_slice(&lo, &hi, m->n_params, 0, ranks);
-        for (int i = 0; i < m->n_info; i++)
-            if (rep_holds(m, &m->info[i])) rep += m->info[i].numel;
         return m->n_params * DEV_RANKS_BYTES_PER_PARAM + (hi - lo) * DEV_SLICE_BYTES_PER_PARAM + rep * sizeof(float) +
                cv.used;
     }
-    if (!m->ext) return m->n_params * (d.eval ? DEV_EVAL_BYTES_PER_PARAM : DEV_BYTES_PER_PARAM) + cv.used;
+    if (!m->ext && d.eval) return m->n_params * DEV_EVAL_BYTES_PER_PARAM + rep * sizeof(float) + cv.used;
+    if (!m->ext) return m->n_params * DEV_BYTES_PER_PARAM + cv.used;
     size_t bytes = m->n_params * sizeof(float) + cv.used; // the 1-D block, the activations
     for (int i = 0; i < m->n_info; i++)
         if (m->ext->t[i]) bytes += m->ext->ops->bytes(m->ext->t[i]);
@@ -373,11 +399,13 @@ BEST_KAPI int devmodel_init_ranks(DevModel *d, CudaCtx *c, const Model *m, int B
     d->comm = comm;
     if (comm) dist_slice(&d->own_lo, &d->own_hi, d->n_params, devcomm_rank(comm), devcomm_size(comm));
     // the prunable families as ranges of the block (the table is in block order)
-    // and with ranks those every rank's forward reads in fp32: the embedding, the 1-D ones
+    // and, with ranks or evaluating a folder, those the forward reads in fp32 (rep): the
+    // embedding, the 1-D ones
+    int eval_folder = d->eval && !m->ext; // no fp32 block on the device: bf16 and rep
     for (int i = 0; i < m->n_info && !m->ext; i++) { // (a store's are not in the block)
         const ParamInfo *p = &m->info[i];
         if (p->prunable) range_add(d->pr_off, d->pr_len, &d->n_pr, 8, p->offset, p->numel);
-        if (comm && rep_holds(m, p)) {
+        if ((comm || eval_folder) && rep_holds(m, p)) {
             range_add(d->rep_off, d->rep_len, &d->n_rep_r, DEV_REP_RANGES, p->offset, p->numel);
             d->n_rep += p->numel;
         }
@@ -387,10 +415,10 @@ BEST_KAPI int devmodel_init_ranks(DevModel *d, CudaCtx *c, const Model *m, int B
     acts_layout(d, &cv);
     d->acts_bytes = cv.used;
     size_t n = d->n_params, own = d->own_hi - d->own_lo;
-    int rc = dev_malloc((void **)&d->params, (own ? own : 1) * sizeof(float), "the weights");
-    if (rc == 0 && comm) rc = dev_malloc((void **)&d->rep, (d->n_rep ? d->n_rep : 1) * sizeof(float),
-                                         "the embedding, norms and biases");
-    d->weight_bytes = (own + d->n_rep) * sizeof(float);
+    int rc = eval_folder ? 0 : dev_malloc((void **)&d->params, (own ? own : 1) * sizeof(float), "the weights");
+    if (rc == 0 && (comm || eval_folder))
+        rc = dev_malloc((void **)&d->rep, (d->n_rep ? d->n_rep : 1) * sizeof(float), "the embedding, norms and biases");
+    d->weight_bytes = ((eval_folder ? 0 : own) + d->n_rep) * sizeof(float);
     if (rc == 0 && !d->eval) rc = dev_malloc((void **)&d->grads, n * sizeof(float), "the gradients");
     if (rc == 0 && !d->eval) rc = dev_malloc((void **)&d->adam_m, own * sizeof(float), "Adam's exp_avg");
     if (rc == 0 && !d->eval) rc = dev_malloc((void **)&d->adam_v, own * sizeof(float), "Adam's exp_avg_sq");
@@ -417,7 +445,7 @@ BEST_KAPI int devmodel_init_ranks(DevModel *d, CudaCtx *c, const Model *m, int B
     }
     cv = (DevCarver){(char *)d->acts, 0};
     acts_layout(d, &cv);
-    if (comm) weights_rebase_rep(d);
+    if (d->rep) weights_rebase_rep(d);
     else params_rebase(&d->w, m, d->params);
     cudaStream_t st = c->stream;
     if (!d->eval) {
@@ -431,9 +459,11 @@ BEST_KAPI int devmodel_init_ranks(DevModel *d, CudaCtx *c, const Model *m, int B
     rope_table(cs, cs + half, 0, (size_t)T, m->HD, m->cfg.rope_theta);
     CUDA_CHECK(cudaMemcpyAsync(d->rope_cos, cs, half * sizeof(float), cudaMemcpyHostToDevice, st));
     CUDA_CHECK(cudaMemcpyAsync(d->rope_sin, cs + half, half * sizeof(float), cudaMemcpyHostToDevice, st));
-    devmodel_upload(d, m->params, NULL, NULL); // synchronises: cs may go
+    if (eval_folder) rc = upload_eval(d, m->params); // synchronises: cs may go
+    else devmodel_upload(d, m->params, NULL, NULL);
     free(cs);
-    return 0;
+    if (rc < 0) devmodel_free(d);
+    return rc;
 }
 
 BEST_KAPI int devmodel_init(DevModel *d, CudaCtx *c, const Model *m, int B, int T, size_t ce_rows, int flags) {
@@ -441,6 +471,7 @@ BEST_KAPI int devmodel_init(DevModel *d, CudaCtx *c, const Model *m, int B, int 
 }
 
 BEST_KAPI void devmodel_download(const DevModel *d, float *params, AdamW *opt) {
+    CHECK(d->params, "devmodel_download: an evaluation DevModel of a folder holds no fp32 weights");
     cudaStream_t st = d->ctx->stream;
     size_t own = d->own_hi - d->own_lo;
     CUDA_CHECK(cudaMemcpyAsync(params + d->own_lo, d->params, own * sizeof(float), cudaMemcpyDeviceToHost, st));

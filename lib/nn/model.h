@@ -337,16 +337,17 @@ typedef struct DevModel {
     const Model *m;             // the host model this mirrors (sizes, table): outlives d
     size_t n_params;
     float *params;              // (own_hi - own_lo) fp32 master weights of this rank's slice, the
-                                // host block's layout from own_lo (one rank: all of them)
+                                // host block's layout from own_lo (one rank: all of them); NULL
+                                // evaluating a folder (DEVMODEL_EVAL: bf16 and rep alone)
     float *grads;               // (n_params); a mask update's scores between steps
     float *adam_m, *adam_v;     // (own_hi - own_lo) exp_avg, exp_avg_sq of this rank's slice
     uint16_t *wbf;              // (n_params) bf16 bits of every rank's params
     uint8_t *mask;              // (own_hi - own_lo) 1 = keep, of this rank's slice
     struct DevComm *comm;       // GPU ranks (dist/dist_nccl.h), or NULL: one rank
     size_t own_lo, own_hi;      // this rank's slice of the block (dist_slice; [0, n_params) alone)
-    float *rep;                 // GPU ranks: (n_rep) the fp32 weights every rank's forward reads
-                                // (the embedding, the norms, the biases: the rep ranges of the
-                                // block, one after another); NULL alone (they are in params)
+    float *rep;                 // GPU ranks, and evaluating a folder: (n_rep) the fp32 weights the
+                                // forward reads (the embedding, the norms, the biases: the rep
+                                // ranges of the block, one after another); else NULL (in params)
     size_t rep_off[DEV_REP_RANGES], rep_len[DEV_REP_RANGES];
     int n_rep_r;
     size_t n_rep;
@@ -355,7 +356,7 @@ typedef struct DevModel {
                                 // (m->ext->ops->dev_upload), NULL for 1-D ones; else NULL
     uint16_t *wdec;             // stored, evaluation: one stored weight decoded to bf16
     size_t weight_bytes;        // device memory the weights take (all forms)
-    ModelParams w, g;           // the fp32 weights the forward reads (into params; with ranks the
+    ModelParams w, g;           // the fp32 weights the forward reads (into params; with rep the
                                 // embedding, norms and biases into rep and the matrices NULL: the
                                 // products read them as bf16 at their offsets); into grads
                                 // (lm_head == embed when tied)
@@ -406,8 +407,9 @@ enum {
     // projection) in the backward: the same bits for a fraction of the memory
     // (docs/best-train.md), a quarter more compute
     DEVMODEL_RECOMPUTE = 1,
-    // forward only (perplexity): the weights and their bf16 copy (6 bytes a parameter),
-    // one layer's activations; devmodel_backward and the optimizer refuse it
+    // forward only (perplexity): the bf16 copy of the weights (2 bytes a parameter) and
+    // the embedding, norms and biases in fp32 (rep), one layer's activations;
+    // devmodel_backward, the optimizer, devmodel_upload and devmodel_download refuse it
     DEVMODEL_EVAL = 2,
     // DEVMODEL_EVAL and a cache of keys and values for T positions: one token at a time
     // (devmodel_forward_token, generation); B must be 1
@@ -428,8 +430,8 @@ int devmodel_init_ranks(DevModel *d, struct CudaCtx *c, const Model *m, int B, i
                         int flags, struct DevComm *comm);
 void devmodel_free(DevModel *d);
 // Bytes of device memory devmodel_init takes for m at (B, T) with flags: 19 per parameter
-// (fp32 weights, gradients and both moments, the bf16 copy, the mask; 6 with
-// DEVMODEL_EVAL; stored weights: what their matvec reads, the largest one again as bf16
+// (fp32 weights, gradients and both moments, the bf16 copy, the mask; with
+// DEVMODEL_EVAL 2, and 4 per parameter of the embedding, norms and biases; stored weights: what their matvec reads, the largest one again as bf16
 // for evaluation, up to 1.75 KiB of alignment each not counted) and the activations
 // (*acts_bytes, may be NULL); the cuBLASLt workspace not included. With ranks > 0,
 // devmodel_init_ranks' on a communicator of that many ranks, for the largest slice (rank
