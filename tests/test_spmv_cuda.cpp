@@ -3,7 +3,8 @@
 // kernels, which tests/test_spmv.c checks against a dense reference), on real packs:
 // the tiny LLaMA fixture with 0% and 90% of its prunable weights zeroed and the Qwen3
 // fixture with 99.9% (rows 24, 48, 64 and cols 32, 48, 64: panels of 32 cut short,
-// empty rows), written by pack_write with every encoding the writer has (dense at 0%
+// empty rows), and a one-layer model whose down_proj is (32, 2080) at 30% (panels of
+// many slots: runs of more than 32 slots in the tiles kernel), written by pack_write with every encoding the writer has (dense at 0%
 // with --index size; bitmap, delta, tiles, sell forced; sell falls back for I8/I4) and
 // every value type (F32, F16 from an
 // F16 folder, BF16, I8, I4). Every tensor of each pack (the dense embedding, head and
@@ -171,8 +172,10 @@ static double check_pack(const char *path, int *bad) {
     return worst;
 }
 
-// The packs of fixture at each fraction of zeros in sparsity (n).
-static void check_fixture(const char *fixture, const double *sparsity, int n) {
+// The packs of fixture (a folder of tests/fixtures/model, or src) at each fraction of
+// zeros in sparsity (n).
+static void check_fixture(const char *fixture, const char *src_dir, const double *sparsity, int n,
+                          const char *only_ix = NULL, const char *only_val = NULL) { // those alone
     static const struct { PackIndex index; const char *name; } indexes[] = {
         {INDEX_SIZE, "size"}, {INDEX_BITMAP, "bitmap"}, {INDEX_DELTA, "delta"}, {INDEX_TILES, "tiles"},
         {INDEX_SELL, "sell"}};
@@ -181,7 +184,8 @@ static void check_fixture(const char *fixture, const double *sparsity, int n) {
         {QUANT_INT8, ST_F32, "I8"}, {QUANT_INT4, ST_F32, "I4"}};
     const char *tmp = getenv("TMPDIR");
     char src[256], dir[300], path[320];
-    snprintf(src, sizeof src, "tests/fixtures/model/%s", fixture);
+    if (src_dir) snprintf(src, sizeof src, "%s", src_dir);
+    else snprintf(src, sizeof src, "tests/fixtures/model/%s", fixture);
     for (int k = 0; k < n; k++) {
         double s = sparsity[k];
         Model m;
@@ -191,6 +195,7 @@ static void check_fixture(const char *fixture, const double *sparsity, int n) {
                 for (size_t j = 0; j < m.info[i].numel; j++)
                     if ((double)(next_u64() >> 11) / 9007199254740992.0 < s) m.params[m.info[i].offset + j] = 0;
         for (const auto &v : vals) {
+            if (only_val && strcmp(only_val, v.name) != 0) continue;
             snprintf(dir, sizeof dir, "%s/test_spmv_cuda.%d.%s.%s", tmp && *tmp ? tmp : "/tmp", (int)getpid(),
                      fixture, v.name);
             Model f;
@@ -203,6 +208,7 @@ static void check_fixture(const char *fixture, const double *sparsity, int n) {
             for (const auto &ix : indexes) {
                 if (s == 0.0 && ix.index != INDEX_SIZE) continue; // dense: every element stored
                 if (s > 0.0 && ix.index == INDEX_SIZE) continue;
+                if (only_ix && strcmp(only_ix, ix.name) != 0) continue;
                 snprintf(path, sizeof path, "%s.%s.pack", dir, ix.name);
                 if (pack_write(path, &f, v.q, ix.index) < 0) {
                     T_OK(0, "%s: pack_write %s: %s", fixture, path, err_msg());
@@ -236,8 +242,32 @@ int main() {
     T_OK(diff == 0, "spmv_f16_to_f32 = st_f16_to_f32 on all 65536 halves (%zu differ)", diff);
 #endif
     spmv_set_isa(SPMV_PORTABLE); // the CPU's portable kernels: the order of sums the GPU kernels follow
-    const double llama[] = {0.0, 0.9}, qwen3[] = {0.999}; // (the emulator's time)
-    check_fixture("llama", llama, 2);
-    check_fixture("qwen3", qwen3, 1);
+    const double llama[] = {0.0, 0.9}, qwen3[] = {0.999}, wide[] = {0.3}; // (the emulator's time)
+    check_fixture("llama", NULL, llama, 2);
+    check_fixture("qwen3", NULL, qwen3, 1);
+    // A panel of many slots: down_proj (32, 2080) at 30% zeros has ~25 slots in each of its
+    // 65 tiles, so each of the tiles kernel's 32 warps walks a run of ~50 slots, in more
+    // than one group of 32 (the fixtures' panels give a warp 2 slots at most)
+    static const char wide_cfg[] =
+        "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", \"hidden_size\": 32, "
+        "\"intermediate_size\": 2080, \"num_hidden_layers\": 1, \"num_attention_heads\": 2, "
+        "\"num_key_value_heads\": 2, \"vocab_size\": 40, \"rms_norm_eps\": 1e-05, \"rope_theta\": 10000.0, "
+        "\"tie_word_embeddings\": false, \"max_position_embeddings\": 16, \"hidden_act\": \"silu\"}";
+    const char *tmp = getenv("TMPDIR");
+    char wdir[256];
+    snprintf(wdir, sizeof wdir, "%s/test_spmv_cuda.%d.wide", tmp && *tmp ? tmp : "/tmp", (int)getpid());
+    Model w;
+    int rc = model_plan(&w, wide_cfg, sizeof wide_cfg - 1, "wide", 0);
+    if (T_OK(rc == 0, "the wide model's config %s", rc ? err_msg() : "planned")) {
+        model_alloc(&w);
+        for (size_t j = 0; j < w.n_params; j++) w.params[j] = 0.1f * uniform_pm1();
+        rc = model_save(&w, wdir, ST_F32);
+        if (T_OK(rc == 0, "the wide model saved to %s%s%s", wdir, rc ? ": " : "", rc ? err_msg() : ""))
+            check_fixture("wide", wdir, wide, 1, "tiles", "BF16"); // (the walk is the same for every type)
+        model_free(&w);
+        char cmd[300];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", wdir);
+        if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", wdir);
+    }
     T_DONE();
 }

@@ -4,7 +4,7 @@
 //
 //   dense    a warp per row: the lanes take 16 bytes at a time (8 BF16 or 4 F32 values)
 //            when the rows allow it, else every 32nd column; then a butterfly sum
-//   tiles    a block per panel of 32 rows, its 8 warps each taking a run of the panel's
+//   tiles    a block per panel of 32 rows, its 32 warps each taking a run of the panel's
 //            slots (a panel of a 4096-row tensor is 1/128 of it: one warp a panel would
 //            leave a GPU mostly idle); lane i = row 32p + i: slot by slot, a lane whose
 //            bit is set in the slot's mask finds its element at the popcount of the
@@ -130,22 +130,29 @@ static __global__ void spmv_dense_kernel(float *y, const float *x, DevPackTensor
     }
 }
 
-// A block per panel (grid-stride), its SPMV_WARPS warps splitting the panel's slots into
+// A block per panel (grid-stride), its TILES_WARPS warps splitting the panel's slots into
 // as many runs: a warp first counts its run's elements and block steps (lanes over the
 // slots, a butterfly), the counts of the runs before give each warp where its run starts;
 // then lane i walks the run for row 32p + i as the CPU does a whole row, and the runs'
-// partial sums are added in run order (fixed: the same bits every run). Barriers per
-// panel: [A] the runs' counts posted; [B] the partial sums posted; [C] both read.
+// partial sums are added in run order (fixed: the same bits every run). The walk takes
+// 32 slots at a time: lane j loads slot j's mask and step (one coalesced load each), and
+// each slot's are handed to every lane by a shuffle, so the loads in the walk are only
+// the elements' (a slot's mask and step loaded by the whole warp, one after another, made
+// the walk a chain of load latencies: 8 warps a panel ran at 5 to 33 times the byte floor
+// on an H200, docs/benchmarks.md). Barriers per panel: [A] the runs' counts posted; [B]
+// the partial sums posted; [C] both read.
+#define TILES_THREADS 1024 // 32 warps a panel: a panel of a 4096-row tensor is 1/128 of it
+#define TILES_WARPS (TILES_THREADS / 32)
 template <int VAL>
-static __global__ void __launch_bounds__(SPMV_THREADS)
+static __global__ void __launch_bounds__(TILES_THREADS)
 spmv_tiles_kernel(float *y, const float *x, DevPackTensor t, const float *b, int acc) {
-    __shared__ unsigned run_k[SPMV_WARPS], run_b[SPMV_WARPS];
-    __shared__ float part[SPMV_WARPS][32];
+    __shared__ unsigned run_k[TILES_WARPS], run_b[TILES_WARPS];
+    __shared__ float part[TILES_WARPS][32];
     const unsigned lane = threadIdx.x % 32, w = threadIdx.x / 32, full = 0xffffffffu;
     size_t panels = (t.rows + 31) / 32;
     for (size_t p = blockIdx.x; p < panels; p += gridDim.x) {
         size_t s0 = t.ix_ptr[p], ns = t.ix_ptr[p + 1] - s0;
-        size_t lo = s0 + ns * w / SPMV_WARPS, hi = s0 + ns * (w + 1) / SPMV_WARPS;
+        size_t lo = s0 + ns * w / TILES_WARPS, hi = s0 + ns * (w + 1) / TILES_WARPS;
         unsigned ck = 0, cb = 0;
         for (size_t sl = lo + lane; sl < hi; sl += 32) {
             ck += (unsigned)__popc(t.masks[sl]);
@@ -166,21 +173,26 @@ spmv_tiles_kernel(float *y, const float *x, DevPackTensor t, const float *b, int
             blk += run_b[v];
         }
         float s = 0;
-        for (size_t sl = lo; sl < hi; sl++) {
-            uint32_t m = t.masks[sl];
-            blk += t.steps[sl];
-            if ((m >> lane) & 1u) {
-                size_t e = k + (size_t)__popc(m & ((1u << lane) - 1u));
-                s += value_at<VAL>(t.values, e) * x[blk * 32 + t.index[e]];
+        for (size_t c = lo; c < hi; c += 32) { // 32 slots: lane j holds slot c + j's mask and step
+            unsigned n = hi - c < 32 ? (unsigned)(hi - c) : 32u;
+            uint32_t mj = lane < n ? t.masks[c + lane] : 0u;
+            unsigned bj = lane < n ? t.steps[c + lane] : 0u;
+            for (unsigned j = 0; j < n; j++) {
+                uint32_t m = __shfl_sync(full, mj, j);
+                blk += __shfl_sync(full, bj, j);
+                if ((m >> lane) & 1u) {
+                    size_t e = k + (size_t)__popc(m & ((1u << lane) - 1u));
+                    s += value_at<VAL>(t.values, e) * x[blk * 32 + t.index[e]];
+                }
+                k += (size_t)__popc(m);
             }
-            k += (size_t)__popc(m);
         }
         part[w][lane] = s;
         __syncthreads(); // [B]
         size_t r = p * 32 + lane;
         if (w == 0 && r < t.rows) {
             float sum = 0;
-            for (unsigned v = 0; v < SPMV_WARPS; v++) sum += part[v][lane];
+            for (unsigned v = 0; v < TILES_WARPS; v++) sum += part[v][lane];
             y_put(y, r, sum, t.scales, b, acc);
         }
         __syncthreads(); // [C]
@@ -263,7 +275,7 @@ static void launch_val(float *y, const float *x, const DevPackTensor *t, const f
         break;
     }
     case PACK_TILES:
-        LAUNCH(spmv_tiles_kernel<VAL>, km_blocks(panels, 1, KM_GRID_CAP), SPMV_THREADS, st, y, x, *t, b, acc);
+        LAUNCH(spmv_tiles_kernel<VAL>, km_blocks(panels, 1, KM_GRID_CAP), TILES_THREADS, st, y, x, *t, b, acc);
         break;
     case PACK_BITMAP:
         LAUNCH(spmv_bitmap_kernel<VAL>, km_blocks(t->rows, SPMV_WARPS, KM_GRID_CAP), SPMV_THREADS, st, y, x, *t, b,
