@@ -7,8 +7,9 @@
 #      --init bench/configs/llama2-7b.json; LAYERS=n keeps n of its 32 layers so that the
 #      run fits one call of the device tool; decode_gpu.sh's folder, shared with it);
 #   2. best-eval --device cuda --tasks TASKS --limit LIMIT --json --log-samples: each
-#      task's seconds (tokenizing included), the rows it ran (shared prefixes once) and the
-#      tokens of its requests' inputs;
+#      task's seconds (tokenizing included; the model is uploaded once, before the first
+#      task, and counted in the whole run's wall time, printed too), the rows it ran
+#      (shared prefixes once) and the tokens of its requests' inputs;
 #   3. bench/zeroshot_gpu.py: the same requests through transformers in bf16, one a row,
 #      by length in padded batches of BATCH rows (HFLM's way): seconds (scoring alone), and
 #      how its loglikelihoods agree with ours;
@@ -55,13 +56,15 @@ if [ ! -f "$M/dense/model.safetensors" ]; then
     "$BD" --init "$M/config.json" --out "$M/dense"
 fi
 
+t0=$(date +%s.%N)
 "$BIN/best-eval" --model "$M/dense" --tokenizer "$TOK" --device "$DEVICE" --tasks "$TASKS" --task-dir "$TASK_DIR" \
     --limit "$LIMIT" --json --log-samples "$OUT/samples.jsonl" --quiet >"$OUT/ours.json"
+wall=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')
 # LLaMA-2's tokenizer puts BOS (id 1) first, as best-eval's JSON says it did
 DEVICE=$DEVICE "$PY" bench/zeroshot_gpu.py "$M/dense" "$BIN" "$TOK" 1 "$TASK_DIR" "$TASKS" "$LIMIT" "$BATCH" \
     "$OUT/samples.jsonl" >"$OUT/peer.jsonl"
 
-"$PY" - "$OUT/ours.json" "$OUT/peer.jsonl" "$LAYERS" "$CONFIG" "$DEVICE" <<'EOF'
+"$PY" - "$OUT/ours.json" "$OUT/peer.jsonl" "$LAYERS" "$CONFIG" "$DEVICE" "$wall" <<'EOF'
 import json, sys
 ours = json.load(open(sys.argv[1]))
 peer = {}
@@ -83,4 +86,6 @@ for name, t in ours["tasks"].items():
           f"| {p['tokens']} ({p['padded']}) | {p['seconds']:.2f} | {p['tokens'] / p['seconds']:,.0f} "
           f"| {p['seconds'] / t['seconds']:.2f} | {p['ll_worst_rel']:.1e} | {p['argmax_same']:.3f} |")
 print(f"| all | | | {tot_o:.2f} | | | {tot_p:.2f} | | {tot_p / tot_o:.2f} | | |")
+print(f"best-eval's whole run: {float(sys.argv[6]):.2f} s (the model read, uploaded once, every task; "
+      f"the peer's load and warm-up not counted)")
 EOF

@@ -259,14 +259,28 @@ int zeroshot_score(double **lls, ZsWork *w, const Model *m, const Tokenizer *tok
 // --- on a CUDA device: devmodel_forward_packed ----------------------------------------------
 
 #ifdef BEST_CUDA
-typedef struct {
-    DevModel d;
-    int32_t *targets; // (d.N) per row, -1 where a row does not score
-    float *nll;       // (d.N)
-} DevRunner;
+struct ZsDevice {
+    CudaCtx *c;
+    const Model *m;
+    DevModel d;       // (when rows > 0) DEVMODEL_EVAL of rows rows
+    size_t rows;      // rows a batch
+    int32_t *targets; // (rows) per row, -1 where a row does not score
+    float *nll;       // (rows)
+};
+
+// z's DevModel and buffers for batches of rows rows (the model uploaded again). 0, or ERR.
+static int device_rows(ZsDevice *z, size_t rows) {
+    if (z->rows) devmodel_free(&z->d);
+    z->rows = 0;
+    TRY(devmodel_init(&z->d, z->c, z->m, 1, (int)rows, 0, DEVMODEL_EVAL));
+    z->rows = rows;
+    z->targets = xrealloc(z->targets, rows * sizeof *z->targets);
+    z->nll = xrealloc(z->nll, rows * sizeof *z->nll);
+    return 0;
+}
 
 static int dev_batch_run(void *runner, double *ll, const Batch *b) {
-    DevRunner *x = runner;
+    ZsDevice *x = runner;
     for (size_t i = 0; i < b->tok.n; i++) x->targets[i] = -1;
     for (size_t k = 0; k < b->n_score; k++) x->targets[b->score_row.v[k]] = b->target.v[k];
     TRY(devmodel_forward_packed(&x->d, b->tok.v, b->pos.v, x->targets, b->tok.n, b->seg.v, b->seg.n / 4));
@@ -276,30 +290,50 @@ static int dev_batch_run(void *runner, double *ll, const Batch *b) {
 }
 #endif
 
-int zeroshot_score_cuda(double **lls, ZsWork *w, const Model *m, const Tokenizer *tok, const Task *t,
-                        int max_length, Progress *pr) {
+int zeroshot_device_open(ZsDevice **out, const Model *m) {
+    *out = NULL;
 #ifndef BEST_CUDA
-    (void)lls, (void)w, (void)m, (void)tok, (void)t, (void)max_length, (void)pr;
+    (void)m;
     return ERR("--device cuda: this build has no CUDA (%s); use --device cpu", cuda_info());
 #else
+    ZsDevice *z = xcalloc(1, sizeof *z);
+    z->m = m;
+    int rc = cuda_ctx_create(&z->c, 0, (size_t)32 << 20);
+    if (rc == 0) rc = device_rows(z, ZS_DEVICE_ROWS);
+    if (rc < 0) {
+        zeroshot_device_close(z);
+        return -1;
+    }
+    *out = z;
+    return 0;
+#endif
+}
+
+void zeroshot_device_close(ZsDevice *z) {
+    if (!z) return;
+#ifdef BEST_CUDA
+    if (z->rows) devmodel_free(&z->d);
+    if (z->c) cuda_ctx_free(z->c);
+    free(z->targets);
+    free(z->nll);
+#endif
+    free(z);
+}
+
+int zeroshot_score_cuda(double **lls, ZsWork *w, ZsDevice *z, const Tokenizer *tok, const Task *t,
+                        int max_length, Progress *pr) {
+#ifndef BEST_CUDA
+    (void)lls, (void)w, (void)z, (void)tok, (void)t, (void)max_length, (void)pr;
+    return ERR("--device cuda: this build has no CUDA (%s); use --device cpu", cuda_info());
+#else
+    const Model *m = z->m;
     if (max_length <= 0) max_length = m->cfg.max_position_embeddings;
     Requests r;
     TRY(requests_tokenize(&r, tok, t, max_length));
-    size_t longest, *rows = docs_rows(&longest, w, &r, t), max_rows = (size_t)1 << 14; // rows a batch
-    if (longest > max_rows) max_rows = longest;
+    size_t longest, *rows = docs_rows(&longest, w, &r, t);
     double *ll = xcalloc(r.nreq ? r.nreq : 1, sizeof *ll);
-    CudaCtx *c;
-    int rc = cuda_ctx_create(&c, 0, (size_t)32 << 20);
-    if (rc == 0) {
-        DevRunner x = {{0}, xmalloc(max_rows * sizeof(int32_t)), xmalloc(max_rows * sizeof(float))};
-        if ((rc = devmodel_init(&x.d, c, m, 1, (int)max_rows, 0, DEVMODEL_EVAL)) == 0) {
-            rc = batches_score(ll, &r, t, rows, max_rows, dev_batch_run, &x, pr);
-            devmodel_free(&x.d);
-        }
-        free(x.targets);
-        free(x.nll);
-        cuda_ctx_free(c);
-    }
+    int rc = longest > z->rows ? device_rows(z, longest) : 0; // a document longer than a batch: rare
+    if (rc == 0) rc = batches_score(ll, &r, t, rows, z->rows, dev_batch_run, z, pr);
     if (rc == 0) lls_scatter(lls, ll, &r, t);
     free(ll);
     free(rows);

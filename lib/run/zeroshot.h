@@ -50,8 +50,8 @@ typedef struct {
 // after ERR (a continuation with no token of its own, or longer than max_length).
 int zeroshot_score(double **lls, ZsWork *w, const Model *m, const Tokenizer *tok, const Task *t, int max_length,
                    Progress *pr);
-// The same on CUDA device 0: the same packed batches, of up to 16k rows, through
-// devmodel_forward_packed (model.h's DevModel in DEVMODEL_EVAL: bf16 matrix products,
+// The same on CUDA device 0 (z, the model there): the same packed batches, of up to 16k
+// rows, through devmodel_forward_packed (model.h's DevModel in DEVMODEL_EVAL: bf16 matrix products,
 // fp32 elsewhere). ERR in builds without CUDA. tests/gpu/eval_check.sh compares it with
 // the CPU's (within 2% on an H200).
 // zeroshot_score_rows: the plain reference of the packed batches, one request a row
@@ -60,7 +60,15 @@ int zeroshot_score(double **lls, ZsWork *w, const Model *m, const Tokenizer *tok
 // against zeroshot_score in tests/test_tasks.c.
 int zeroshot_score_rows(double **lls, const Model *m, const Tokenizer *tok, const Task *t, int max_length,
                         Progress *pr);
-int zeroshot_score_cuda(double **lls, ZsWork *w, const Model *m, const Tokenizer *tok, const Task *t,
+// A model on CUDA device 0 for zeroshot_score_cuda, opened once for every task: its
+// context, the model uploaded (DEVMODEL_EVAL) and room for batches of ZS_DEVICE_ROWS rows
+// (more when a task's document needs it). open: 0, or ERR (no CUDA in the build, out of
+// device memory); close takes NULL.
+#define ZS_DEVICE_ROWS ((size_t)1 << 14)
+typedef struct ZsDevice ZsDevice;
+int zeroshot_device_open(ZsDevice **out, const Model *m);
+void zeroshot_device_close(ZsDevice *z);
+int zeroshot_score_cuda(double **lls, ZsWork *w, ZsDevice *z, const Tokenizer *tok, const Task *t,
                         int max_length, Progress *pr);
 
 // The metrics of a task from its lls; pred and pred_norm (t->n each, may be NULL) get

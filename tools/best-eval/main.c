@@ -375,6 +375,8 @@ static int run_tasks(const Opts *o, const Model *m, int on_cuda) {
     char *list = xstrdup(o->tasks);
     AFile samples = {0};
     if (o->log_samples) TRY_OR_DIE(afile_open(&samples, o->log_samples));
+    ZsDevice *dev = NULL; // the model on the GPU once for every task
+    if (on_cuda) TRY_OR_DIE(zeroshot_device_open(&dev, m));
     json_t *jt = json_object();
     double sum_acc = 0, sum_best = 0;
     int ntasks = 0, finite = 1;
@@ -396,7 +398,7 @@ static int run_tasks(const Opts *o, const Model *m, int on_cuda) {
         Progress pr;
         progress_init(&pr, t.name, nreq, "requests", o->quiet);
         ZsWork w;
-        if (on_cuda) TRY_OR_DIE(zeroshot_score_cuda(lls, &w, m, &tok, &t, 0, &pr));
+        if (on_cuda) TRY_OR_DIE(zeroshot_score_cuda(lls, &w, dev, &tok, &t, 0, &pr));
         else TRY_OR_DIE(zeroshot_score(lls, &w, m, &tok, &t, 0, &pr));
         progress_finish(&pr);
         ZsResult r;
@@ -439,6 +441,7 @@ static int run_tasks(const Opts *o, const Model *m, int on_cuda) {
         free(pred_norm);
         task_free(&t);
     }
+    zeroshot_device_close(dev);
     if (o->log_samples) TRY_OR_DIE(afile_commit(&samples));
     double mean = sum_acc / ntasks, mean_best = sum_best / ntasks;
     if (o->json) {
