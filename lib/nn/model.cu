@@ -275,12 +275,21 @@ BEST_KAPI void devmodel_free(DevModel *d) {
     memset(d, 0, sizeof *d);
 }
 
+// d->rep = the rep ranges of block (n_params, the host block's layout), which is in host
+// or device memory as kind says.
+static void rep_fill(DevModel *d, const float *block, cudaMemcpyKind kind) {
+    size_t c = 0;
+    for (int r = 0; r < d->n_rep_r; c += d->rep_len[r++])
+        CUDA_CHECK(cudaMemcpyAsync(d->rep + c, block + d->rep_off[r], d->rep_len[r] * sizeof(float), kind,
+                                   d->ctx->stream));
+}
+
 // An evaluation DevModel of a folder (no fp32 block on the device): the block's bf16 copy,
 // cast on the device 64 MiB of the block at a time through a buffer of its own (freed
 // before returning: devmodel_bytes does not count it), and rep from the host. 0, or ERR.
 static int upload_eval(DevModel *d, const float *params) {
     cudaStream_t st = d->ctx->stream;
-    size_t n = d->n_params, chunk = n < ((size_t)1 << 24) ? n : (size_t)1 << 24, c = 0;
+    size_t n = d->n_params, chunk = n < ((size_t)1 << 24) ? n : (size_t)1 << 24;
     float *stage;
     TRY(dev_malloc((void **)&stage, (chunk ? chunk : 1) * sizeof(float), "staging the weights' upload"));
     for (size_t a = 0; a < n; a += chunk) {
@@ -288,9 +297,7 @@ static int upload_eval(DevModel *d, const float *params) {
         CUDA_CHECK(cudaMemcpyAsync(stage, params + a, k * sizeof(float), cudaMemcpyHostToDevice, st));
         cast_bf16_cuda(d->wbf + a, stage, k, st); // the stream orders the next copy after it
     }
-    for (int r = 0; r < d->n_rep_r; c += d->rep_len[r++])
-        CUDA_CHECK(cudaMemcpyAsync(d->rep + c, params + d->rep_off[r], d->rep_len[r] * sizeof(float),
-                                   cudaMemcpyHostToDevice, st));
+    rep_fill(d, params, cudaMemcpyHostToDevice);
     CUDA_CHECK(cudaStreamSynchronize(st));
     CUDA_CHECK(cudaFree(stage));
     return 0;
@@ -309,10 +316,7 @@ BEST_KAPI void devmodel_upload(DevModel *d, const float *params, const AdamW *op
         cast_bf16_cuda(d->wbf, d->grads, n, st);
         CUDA_CHECK(cudaMemcpyAsync(d->params, d->grads + d->own_lo, own * sizeof(float), cudaMemcpyDeviceToDevice,
                                    st));
-        size_t c = 0;
-        for (int r = 0; r < d->n_rep_r; c += d->rep_len[r++])
-            CUDA_CHECK(cudaMemcpyAsync(d->rep + c, d->grads + d->rep_off[r], d->rep_len[r] * sizeof(float),
-                                       cudaMemcpyDeviceToDevice, st));
+        rep_fill(d, d->grads, cudaMemcpyDeviceToDevice);
         CUDA_CHECK(cudaMemsetAsync(d->grads, 0, n * sizeof(float), st));
     }
     if (opt) {

@@ -431,8 +431,9 @@ int devmodel_init_ranks(DevModel *d, struct CudaCtx *c, const Model *m, int B, i
 void devmodel_free(DevModel *d);
 // Bytes of device memory devmodel_init takes for m at (B, T) with flags: 19 per parameter
 // (fp32 weights, gradients and both moments, the bf16 copy, the mask; with
-// DEVMODEL_EVAL 2, and 4 per parameter of the embedding, norms and biases; stored weights: what their matvec reads, the largest one again as bf16
-// for evaluation, up to 1.75 KiB of alignment each not counted) and the activations
+// DEVMODEL_EVAL 2, and 4 per parameter of the embedding, norms and biases; stored
+// weights: what their matvec reads, the largest one again as bf16 for evaluation, up to
+// 1.75 KiB of alignment each not counted) and the activations
 // (*acts_bytes, may be NULL); the cuBLASLt workspace not included. With ranks > 0,
 // devmodel_init_ranks' on a communicator of that many ranks, for the largest slice (rank
 // 0's): 6 per parameter (gradients, bf16 copy), 13 per parameter of the slice (fp32

@@ -26,9 +26,9 @@
 //
 // Also here: spmv_decode_cuda (rows of a packed tensor, for embeddings and evaluation's
 // bf16 operands) and nn/weight.h's device operations over DevPackTensors. Tested in the
-// CPU emulator (tests/test_spmv_cuda.cpp) against spmv.c and pack_decode_rows; none of
-// this has run on a GPU yet, and how fast it is only a GPU can say (bench/bench_spmv_gpu,
-// bench/decode_gpu.sh; docs/cuda.md).
+// CPU emulator (tests/test_spmv_cuda.cpp) against spmv.c and pack_decode_rows, and on an
+// H200 (test_spmv_cuda_gpu; the tiles kernel since changed, not yet run there); how fast:
+// bench/bench_spmv_gpu, bench/decode_gpu.sh (docs/benchmarks.md).
 #include "pack/spmv.h" // defines: DevPackTensor, the _cuda prototypes (BEST_CUDA)
 
 #include <string.h>

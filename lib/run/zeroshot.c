@@ -259,6 +259,8 @@ int zeroshot_score(double **lls, ZsWork *w, const Model *m, const Tokenizer *tok
 // --- on a CUDA device: devmodel_forward_packed ----------------------------------------------
 
 #ifdef BEST_CUDA
+#define ZS_DEVICE_ROWS ((size_t)1 << 14) // rows a batch, unless a document has more
+
 struct ZsDevice {
     CudaCtx *c;
     const Model *m;

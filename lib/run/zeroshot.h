@@ -51,9 +51,9 @@ typedef struct {
 int zeroshot_score(double **lls, ZsWork *w, const Model *m, const Tokenizer *tok, const Task *t, int max_length,
                    Progress *pr);
 // The same on CUDA device 0 (z, the model there): the same packed batches, of up to 16k
-// rows, through devmodel_forward_packed (model.h's DevModel in DEVMODEL_EVAL: bf16 matrix products,
-// fp32 elsewhere). ERR in builds without CUDA. tests/gpu/eval_check.sh compares it with
-// the CPU's (within 2% on an H200).
+// rows, through devmodel_forward_packed (model.h's DevModel in DEVMODEL_EVAL: bf16 matrix
+// products, fp32 elsewhere). ERR in builds without CUDA. tests/gpu/eval_check.sh compares
+// it with the CPU's (within 2% on an H200).
 // zeroshot_score_rows: the plain reference of the packed batches, one request a row
 // through model_eval, the requests by length in batches of about 16k tokens, each row
 // padded on the right (causal: the padding changes no earlier position); checked
@@ -61,10 +61,9 @@ int zeroshot_score(double **lls, ZsWork *w, const Model *m, const Tokenizer *tok
 int zeroshot_score_rows(double **lls, const Model *m, const Tokenizer *tok, const Task *t, int max_length,
                         Progress *pr);
 // A model on CUDA device 0 for zeroshot_score_cuda, opened once for every task: its
-// context, the model uploaded (DEVMODEL_EVAL) and room for batches of ZS_DEVICE_ROWS rows
-// (more when a task's document needs it). open: 0, or ERR (no CUDA in the build, out of
-// device memory); close takes NULL.
-#define ZS_DEVICE_ROWS ((size_t)1 << 14)
+// context, the model uploaded (DEVMODEL_EVAL) and room for batches of 16k rows (more
+// when a task's document needs it). open: 0, or ERR (no CUDA in the build, out of device
+// memory); close takes NULL.
 typedef struct ZsDevice ZsDevice;
 int zeroshot_device_open(ZsDevice **out, const Model *m);
 void zeroshot_device_close(ZsDevice *z);
