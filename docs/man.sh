@@ -12,7 +12,7 @@ set -e
 [ $# = 2 ] || { echo "usage: sh docs/man.sh TOOL DOCDIR" >&2; exit 2; }
 tool=$1 docdir=$2
 name=$(basename "$tool")
-version=$("$tool" --version | sed 's/^[^ ]* //')
+version=$("$tool" --version | awk '{print $2}') # (not the BLAS kernels after it: the machine's)
 "$tool" --help | awk -v name="$name" -v version="$version" -v docdir="$docdir" '
 # roff: a backslash doubled, "-" as \-, a line that starts with . or '"'"' escaped
 function esc(s) {

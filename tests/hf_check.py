@@ -44,6 +44,8 @@ import torch
 import transformers
 from transformers import AutoModelForCausalLM
 
+import blas_info  # (tests/, this file's folder)
+
 LOGIT_TOL = 1e-5
 PPL_TOL = 1e-6
 NEW_TOKENS = 40
@@ -55,7 +57,7 @@ failed = False
 def report(good, line):
     global failed
     failed |= not good
-    print(("ok - " if good else "not ok - ") + line, flush=True)
+    print(("ok - " + line) if good else f"not ok - {line} [{blas_info.describe(torch=True)}]", flush=True)
 
 
 def read_shard(path):

@@ -29,6 +29,8 @@ import transformers
 from safetensors.numpy import load_file
 from safetensors.torch import load_file as load_torch, save_file as save_torch
 
+import blas_info  # (tests/, this file's folder)
+
 TOL = {  # loss, cosine, norm ratio
     "cpu": (1e-5, 0.99999, 1e-3),
     "cuda": (1e-2, 0.999, 2e-2),  # bf16 products on both sides (issue 13's bar)
@@ -49,7 +51,7 @@ failed = False
 
 def report(ok, msg):
     global failed
-    print(("ok - " if ok else "not ok - ") + msg, flush=True)
+    print(("ok - " + msg) if ok else f"not ok - {msg} [{blas_info.describe(torch=True)}]", flush=True)
     failed |= not ok
 
 

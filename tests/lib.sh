@@ -6,7 +6,17 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 FAILED=0
 ok()   { echo "ok - $*"; }
-fail() { echo "not ok - $*"; FAILED=1; }
+# A failed line names the BLAS kernels behind this machine's numbers (tests/blas_info.py
+# says why): ours, from the tools' --version, and numpy's; and torch's where BLAS_TORCH
+# names the python that has it. Worked out once per test, at its first failure.
+BEST_BLAS=$("$BIN/best-train" --version 2>/dev/null | sed -n 's/^[^(]*(\(.*\))$/\1/p')
+export BEST_BLAS
+blas_note() {
+    [ -s "$TMP/blas_note" ] || { "${BLAS_TORCH:-python3}" tests/blas_info.py ${BLAS_TORCH:+--torch} 2>/dev/null ||
+        echo "ours: ${BEST_BLAS:-unknown}"; } >"$TMP/blas_note"
+    cat "$TMP/blas_note"
+}
+fail() { echo "not ok - $* [$(blas_note)]"; FAILED=1; }
 skip() { echo "skip - $*"; }
 # check NAME CMD...: ok when CMD succeeds
 check() { name=$1; shift; if "$@" >/dev/null 2>&1; then ok "$name"; else fail "$name"; fi; }

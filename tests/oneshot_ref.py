@@ -21,13 +21,15 @@ import sys
 
 import numpy as np
 
+import blas_info  # (tests/, this file's folder)
+
 BIN, TMP = sys.argv[1], sys.argv[2]
 FAILED = 0
 
 
 def check(ok, msg):
     global FAILED
-    print(("ok - " if ok else "not ok - ") + msg)
+    print(("ok - " + msg) if ok else f"not ok - {msg} [{blas_info.describe()}]")
     FAILED |= not ok
 
 

@@ -4,11 +4,18 @@
 # build-san/), counts their "ok"/"not ok"/"skip" lines, and ends with
 # "N passed, N failed, N skipped". A test that exits non-zero without reporting a
 # failure counts as one failure, and so does one that reports nothing at all. Shell tests see $SAN=1 in the sanitizer pass.
+# It starts with the BLAS kernels every comparison ran on (tests/blas_info.py). TEST_LOGS=DIR
+# keeps each test's whole output there (MODE-NAME.log), its measured errors included.
 : "${MODES:=plain}"
 export SHARED="${SHARED:-$(pwd)/../shared}"
 [ -d "$SHARED" ] || echo "note: $SHARED not found; tests that need real models and data will skip"
 pass=0 fail=0 skipped=0
 log=$(mktemp)
+. tests/hf_env.sh
+echo "# BLAS: ours $(bin/best-train --version 2>/dev/null | sed -n 's/^[^(]*(\(.*\))$/\1/p');" \
+    "$(python3 tests/blas_info.py 2>/dev/null);" \
+    "$("$HF_PY" tests/blas_info.py --torch 2>/dev/null || echo 'torch: not installed')"
+[ -z "$TEST_LOGS" ] || mkdir -p "$TEST_LOGS"
 for mode in $MODES; do
     if [ "$mode" = san ]; then
         BIN=$(pwd)/build-san/bin TBIN=$(pwd)/build-san/tests SAN=1
@@ -36,6 +43,7 @@ for mode in $MODES; do
         echo "== $name: $p passed, $f failed, $s skipped ($(( $(date +%s) - start ))s)"
         grep -E '^(not ok|skip) - ' "$log" | sed 's/^/   /'
         if [ "$f" != 0 ]; then echo "   --- output tail:"; tail -n 25 "$log" | sed 's/^/   | /'; fi
+        [ -z "$TEST_LOGS" ] || cp "$log" "$TEST_LOGS/$mode-$(basename "$t").log"
     done
 done
 rm -f "$log"

@@ -317,7 +317,7 @@ check "--help: best-eval's --join default shown quoted" grep -q -- '--join STR .
 bad=""
 for t in best-tokenize best-train best-mask best-eval best-pack; do
     v=$("$BIN/$t" --version) || bad="$bad $t"
-    printf '%s' "$v" | grep -q "^$t [0-9a-z.-]*\$" || bad="$bad $t($v)"
+    printf '%s' "$v" | grep -q "^$t [0-9a-z.-]* (OpenBLAS [0-9.]*, [A-Za-z0-9]* kernels[a-zA-Z_, ]*)\$" || bad="$bad $t($v)"
 done
-check "--version on every tool: NAME and the build's git describe (${bad:-all five})" test -z "$bad"
+check "--version on every tool: NAME, the build's git describe and the BLAS kernels (${bad:-all five})" test -z "$bad"
 finish

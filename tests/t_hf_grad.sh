@@ -8,6 +8,7 @@
 # torch and transformers come from the venv of tests/hf_env.sh, as for t_hf_load.sh.
 . tests/lib.sh
 . tests/hf_env.sh
+BLAS_TORCH=$HF_PY # (a failed line names torch's BLAS beside ours: tests/lib.sh)
 : "${TBIN:=$(pwd)/build/tests}"
 if [ "$SAN" = 1 ]; then skip "PyTorch gradients: in the plain pass (the CPU gradients run under ASan in test_model)"; finish; fi
 if [ ! -f "$HF_VENV/.complete" ] || ! "$HF_PY" -c 'import torch, transformers' 2>/dev/null; then

@@ -12,6 +12,7 @@
 # versions in tests/hf_requirements.txt); without it the test skips and says why.
 . tests/lib.sh
 . tests/hf_env.sh
+BLAS_TORCH=$HF_PY # (a failed line names torch's BLAS beside ours: tests/lib.sh)
 : "${TBIN:=$(pwd)/build/tests}"
 if [ "$SAN" = 1 ]; then skip "transformers comparisons: in the plain pass (the tools run under ASan in the other tests)"; finish; fi
 if [ ! -f "$HF_VENV/.complete" ] || ! "$HF_PY" -c 'import torch, transformers' 2>/dev/null; then

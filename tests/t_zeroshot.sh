@@ -10,6 +10,7 @@
 # one line. torch and transformers come from the venv of tests/hf_env.sh.
 . tests/lib.sh
 . tests/hf_env.sh
+BLAS_TORCH=$HF_PY # (a failed line names torch's BLAS beside ours: tests/lib.sh)
 E="$BIN/best-eval"
 TASKS=arc_easy,arc_challenge,boolq,hellaswag,openbookqa,rte,winogrande
 

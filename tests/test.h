@@ -1,6 +1,9 @@
 // test.h: the few macros C tests use. Each check prints one line that
-// tests/run.sh counts: "ok - what", "not ok - what (file:line)", "skip - what: why".
+// tests/run.sh counts: "ok - what", "not ok - what (file:line; BLAS)", "skip - what: why".
 // A test program exits 1 if any check failed, so a crash or an early exit also counts.
+// A failed line names the OpenBLAS kernels that ran (blas_describe): many checks compare
+// two paths whose products round differently on different kernels, and the CPU, so the
+// kernels OpenBLAS picks, changes from machine to machine.
 #ifndef BEST_TEST_H
 #define BEST_TEST_H
 
@@ -11,6 +14,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "base/blas.h" // defines: blas_describe
+
 static int test_failures;
 
 static inline __attribute__((format(printf, 4, 5)))
@@ -20,7 +25,7 @@ int test_report(int cond, const char *file, int line, const char *fmt, ...) {
     printf(cond ? "ok - " : "not ok - ");
     vprintf(fmt, ap);
     va_end(ap);
-    if (!cond) { printf(" (%s:%d)", file, line); test_failures++; }
+    if (!cond) { printf(" (%s:%d; %s)", file, line, blas_describe()); test_failures++; }
     printf("\n");
     fflush(stdout);
     return cond;

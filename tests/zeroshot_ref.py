@@ -198,7 +198,8 @@ def check(model_dir, tok_path, bos, task_dir, tasks, limit, samples_path, result
                 f"loglikelihoods within {worst:.2g} of transformers', acc {acc:.4f}")
         if msgs:
             bad += 1
-            print(f"not ok - {what}: " + "; ".join(msgs[:5]))
+            import blas_info  # (tests/, this file's folder)
+            print(f"not ok - {what}: " + "; ".join(msgs[:5]) + f" [{blas_info.describe(torch=True)}]")
         else:
             print(f"ok - {what}")
     sys.exit(1 if bad else 0)

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/blas.h"    // defines: blas_describe
 #include "base/error.h"   // defines: xmalloc, err_set_prog, stdout_close, die_err
 #include "base/version.h" // defines: best_version
 
@@ -60,7 +61,7 @@ static void print_help(const ArgSpec *spec) {
         printf("\n");
     }
     printf("  %-24s %s\n", "--help", "print this help and exit");
-    printf("  %-24s %s\n", "--version", "print the build's version (git describe) and exit");
+    printf("  %-24s %s\n", "--version", "print the build's version (git describe) and its BLAS kernels, and exit");
     printf("\nexit status: 0 success, 1 runtime error (bad input file, I/O), 2 usage error\n");
 }
 
@@ -113,7 +114,7 @@ int args_parse(char ***pos, const ArgSpec *spec, int argc, char **argv) {
         }
         if (a[2] == 0) { options_done = 1; continue; }
         if (strcmp(a, "--version") == 0) {
-            printf("%s %s\n", spec->prog, best_version());
+            printf("%s %s (%s)\n", spec->prog, best_version(), blas_describe());
             free(out);
             if (stdout_close() < 0) die_err();
             exit(0);

@@ -1,12 +1,15 @@
 // blas.c: OpenBLAS's kernels chosen by the CPU's features (blas.h).
 #include "base/blas.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <strings.h>
 #include <unistd.h>
 
-// OpenBLAS's (Debian's cblas.h may be the reference one, without it; we link -lopenblas)
+// OpenBLAS's (Debian's cblas.h may be the reference one, without them; we link -lopenblas)
 char *openblas_get_corename(void);
+char *openblas_get_config(void); // "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY SkylakeX MAX_THREADS=64"
 
 const char *blas_coretype(const char *corename, int avx512, int avx2_fma) {
     // OpenBLAS's fallbacks for x86-64 CPUs it does not know (driver/others/dynamic.c)
@@ -16,6 +19,16 @@ const char *blas_coretype(const char *corename, int avx512, int avx2_fma) {
     if (avx512 && old) return "SkylakeX";
     if (avx2_fma && old) return "Haswell";
     return NULL;
+}
+
+const char *blas_describe(void) {
+    static char s[128];
+    const char *config = openblas_get_config(), *sp = strchr(config, ' ');
+    if (sp) sp = strchr(sp + 1, ' '); // the library and its version: the first two words
+    int lib = sp ? (int)(sp - config) : (int)strlen(config);
+    snprintf(s, sizeof s, "%.*s, %s kernels%s", lib > 48 ? 48 : lib, config, openblas_get_corename(),
+             getenv("OPENBLAS_CORETYPE") ? ", from OPENBLAS_CORETYPE" : "");
+    return s;
 }
 
 void blas_init(char **argv) {

@@ -12,11 +12,24 @@
 #ifndef BEST_BLAS_H
 #define BEST_BLAS_H
 
+#ifdef __cplusplus // C++ tests name the kernels too (tests/test.h)
+extern "C" {
+#endif
+
 // The OPENBLAS_CORETYPE to ask for, or NULL to keep corename: OpenBLAS's choice (its
 // openblas_get_corename()) on a CPU with or without AVX-512 and AVX2 + FMA.
 const char *blas_coretype(const char *corename, int avx512, int avx2_fma);
+// "OpenBLAS 0.3.21, SkylakeX kernels" (", from OPENBLAS_CORETYPE" when the environment
+// chose them): the library and kernels the matrix products run on, which decide their
+// rounding. --version prints it, and a test that compares two paths' results names it
+// beside a failure, so that a failure on a new CPU names its kernels.
+const char *blas_describe(void);
 // Returns when OpenBLAS's choice stands (or the run again failed, which only costs speed);
 // else it does not return. argv as main got it.
 void blas_init(char **argv);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
