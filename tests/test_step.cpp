@@ -26,10 +26,12 @@
 //   * on llama and qwen3, 20 steps (8 in the emulator) of masked AdamW (clipping, weight
 //     decay, warmup) under a BEST schedule to 70% (cubic, 5 mask updates, second-order
 //     saliency, global), the device run's masks updated on the device, exactly as
-//     best-train --device cuda does (run/train.c), the CPU run's by mask_compute: at
-//     every update, the device run's mask and the CPU run's disagree on at most 1% of the
-//     prunable weights (measured: 0.1% to 0.7%, printed; not the 0.1% hoped for, because
-//     bf16 products flip near-ties of the score and the two runs drift apart); the weights a mask pruned stay exactly 0 on the device; the final sparsity,
+//     best-train --device cuda does (run/train.c), the CPU run's by mask_compute: every
+//     device update is, bit for bit, mask_compute on the device run's own weights and
+//     moments; the device run's mask and the CPU run's disagree on at most 3% of the
+//     prunable weights (a bound on the drift of two runs of different arithmetic, not a
+//     rounding bound: measured 0.07% to 0.7%, printed; bf16 products flip near-ties of the
+//     score); the weights a mask pruned stay exactly 0 on the device; the final sparsity,
 //     counted on the device, equals the host's count of the downloaded weights; loss and
 //     weights at step 20 close to the CPU run's;
 //   * a device run of 4 steps under a fixed mask, and the same run downloaded after step 2
@@ -726,11 +728,22 @@ static int run_steps(RunLog *log, Model *m, DevModel *d, const char *name) {
         MaskSpec spec = {SAL_SECOND, GROUP_GLOBAL, schedule_sparsity(&sched, t), NULL, 0};
         masked = 1;
         if (d) {
+            // the host's mask_compute on the device run's own weights, moments and old mask:
+            // the device's update must be that mask, bit for bit (both selections are exact)
+            devmodel_download(d, m->params, &opt);
+            Moments dm;
+            moments_from_block(&dm, opt.m, opt.v, 0);
+            std::vector<uint8_t> want(m->n_params);
+            int hrc = mask_compute(want.data(), &spec, m->info, m->n_info, m->params, m->n_params, &dm, mask.data());
             if (mask_update_cuda(d, &spec) != 0) {
                 T_OK(0, "%s: device mask update at step %d: %s", name, t, err_msg());
                 return -1;
             }
             devmodel_download_mask(d, mask.data());
+            size_t off = 0;
+            for (size_t i = 0; i < m->n_params; i++) off += mask[i] != want[i];
+            T_OK(hrc == 0 && off == 0, "%s: step %d: the device's mask update is the host's mask_compute on the "
+                 "device run's weights and moments, bit for bit (%zu differ)", name, t, off);
             log->masks.push_back(mask);
             continue;
         }
@@ -778,9 +791,13 @@ static void check_training(const char *name) {
             int same_n = cpu.masks.size() == dev.masks.size() && cpu.masks.size() == n_sched && n_sched >= 4;
             T_OK(same_n, "%s: %zu mask updates on the CPU, %zu on the device (%zu distinct steps of 5 updates "
                  "over %d steps)", name, cpu.masks.size(), dev.masks.size(), n_sched, (int)STEPS);
-            // Measured here: 0.1% to 0.7% of the prunable weights change sides by the last update
-            // (near-ties of the score flip with the bf16 products' rounding, and the runs
-            // drift apart); a mask or moment in the wrong place moves tens of percent.
+            // Two runs of different arithmetic (bf16 products on the device, fp32 on the CPU)
+            // drift apart, and near-ties of the score flip with them: no rounding bound holds
+            // for their masks after 20 steps (measured: 0.07% to 0.7% of the prunable weights
+            // change sides). Each device mask is checked exactly where it is made (the host's
+            // mask_compute on the device run's own weights and moments, in run_steps); this
+            // check only bounds the drift, at 3%: 4x the most measured, and far below what a
+            // mask or moment in the wrong place does (tens of percent).
             for (size_t u = 0; same_n && u < cpu.masks.size(); u++) {
                 size_t diff = 0, kept = 0, both = 0;
                 for (size_t i = 0; i < mc.n_params; i++) {
@@ -788,8 +805,9 @@ static void check_training(const char *name) {
                     kept += cpu.masks[u][i];
                     both += cpu.masks[u][i] && dev.masks[u][i];
                 }
-                T_OK(diff <= mc.n_prunable / 100, "%s: update %zu: masks differ at %zu of %zu prunable weights "
-                     "(%.3f%%, at most 1%%); %.3f%% of the CPU's kept weights kept on the device too", name, u + 1,
+                T_OK(diff <= 3 * mc.n_prunable / 100, "%s: update %zu: the CPU run's and the device run's masks "
+                     "differ at %zu of %zu prunable weights (%.3f%%, at most 3%%: drift); %.3f%% of the CPU's kept "
+                     "weights kept on the device too", name, u + 1,
                      diff, mc.n_prunable, 100.0 * diff / mc.n_prunable, 100.0 * both / kept);
             }
             size_t alive = 0; // the device kept pruned weights at exactly 0 through its steps
