@@ -976,7 +976,8 @@ static int run_ranks(RanksLog *log, const char *name, MaskGroup group, int R, De
         }
         if (!comm) {
             for (size_t i = 0; i < n; i++) g[i] = (float)sum[i];
-            CUDA_CHECK(cudaMemcpy(d.grads, g.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+            CUDA_CHECK(cudaMemcpyAsync(d.grads, g.data(), n * sizeof(float), cudaMemcpyHostToDevice, d.ctx->stream));
+            CUDA_CHECK(cudaStreamSynchronize(d.ctx->stream)); // (g is pageable, and written again below)
         }
         double part[2] = {loss, devmodel_grad_sumsq(&d, masked)};
         if (comm) dist_sum_f64(part, 2);
