@@ -81,7 +81,7 @@ if [ "$SAN" != 1 ]; then
         sed 's/^\(n*o*t* *ok - \)/\1random Qwen3, byte-level BPE: /' >"$TMP/ref.out"
     cat "$TMP/ref.out"
     grep -q "^not ok" "$TMP/ref.out" && FAILED=1
-    [ "$(grep -c '^ok' "$TMP/ref.out")" = 7 ] || fail "the reference checked all seven tasks"
+    [ "$(grep -c '^ok' "$TMP/ref.out")" = 7 ] || fail "the reference checked all seven tasks ($(tail -n 1 "$TMP/py.err"))"
     grep -q "([1-9][0-9]* truncated" "$TMP/ref.out" && ok "requests were cut on the left (the truncation path ran)" ||
         fail "no request was long enough to be cut on the left"
 fi
@@ -138,7 +138,7 @@ if have_shared; then
             sed 's/^\(n*o*t* *ok - \)/\1stories260K, SentencePiece with BOS: /' >"$TMP/sref.out"
         cat "$TMP/sref.out"
         grep -q "^not ok" "$TMP/sref.out" && FAILED=1
-        [ "$(grep -c '^ok' "$TMP/sref.out")" = 6 ] || fail "the reference checked stories260K's six tasks"
+        [ "$(grep -c '^ok' "$TMP/sref.out")" = 6 ] || fail "the reference checked stories260K's six tasks ($(tail -n 1 "$TMP/py.err"))"
     fi
 else
     skip "stories260K on ../shared/tasks: ../shared not found"
