@@ -910,7 +910,8 @@ static void check_resume(const char *name) {
 // comparison passes on one CPU and fails on another.
 struct RanksLog {
     std::vector<double> loss, sumsq; // at each step, the ranks' sums
-    std::vector<float> grads;        // at each step, the slice [lo, hi) of the summed gradients (masked, before clipping)
+    std::vector<float> grads;        // at each step, the slice [lo, hi) of the summed gradients
+                                     // (the pruned ones zeroed, before clipping)
     std::vector<uint8_t> masks;      // after each update, the slice [lo, hi) of the block
     std::vector<float> w, m, v;      // at the end: all the weights, the slice's moments
 };
@@ -1055,7 +1056,8 @@ static void ranks_compare(const RanksLog &got, const RanksLog &ref, const char *
     for (size_t i = 0; last && i < n; i++) alive += !last[i] && got.w[i] != 0.0f;
     for (size_t i = 0; i < n; i++) wdiff += memcmp(&got.w[i], &ref.w[i], sizeof(float)) != 0;
     for (size_t i = 0; i < own; i++)
-        mvdiff += memcmp(&got.m[i], &ref.m[lo + i], sizeof(float)) != 0 || memcmp(&got.v[i], &ref.v[lo + i], sizeof(float)) != 0;
+        mvdiff += memcmp(&got.m[i], &ref.m[lo + i], sizeof(float)) != 0 ||
+                  memcmp(&got.v[i], &ref.v[lo + i], sizeof(float)) != 0;
     T_OK(mdiff == 0, "%s: rank %d of %d: its slice of the %s masks is the one-model run's at all %zu updates "
          "(%zu differ)", name, me, R, g, updates, mdiff);
     T_OK(wdiff == 0 && mvdiff == 0, "%s: rank %d of %d: all weights and its slice's moments bitwise the one-model "

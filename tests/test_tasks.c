@@ -364,7 +364,8 @@ static void test_two_ways(void) {
         tok_encoder_init(&enc, &tok);
         for (size_t d = 0; d < t.n; d++)
             for (int i = 0; i < t.docs[d].n; i++) {
-                double e = fabs(a[d][i] - b[d][i]), bound = request_bound(&m, &enc, &tok, t.docs[d].ctx[i], t.docs[d].cont[i]);
+                const TaskDoc *doc = &t.docs[d];
+                double e = fabs(a[d][i] - b[d][i]), bound = request_bound(&m, &enc, &tok, doc->ctx[i], doc->cont[i]);
                 worst = e > worst || isnan(e) ? e : worst;
                 ratio = e / bound > ratio || isnan(e) ? e / bound : ratio;
                 smallest = fmin(smallest, bound);
