@@ -159,4 +159,44 @@ else
     skip "full disk: cannot mount a small tmpfs here (unshare -r -m and unshare -m refused)"
 fi
 grep -q '^not ok - ' "$TMP/full.out" 2>/dev/null && FAILED=1
+
+# --- outputs that are not regular files: written in place, never replaced --------------------
+# A device node (a twin of /dev/null made with mknod: as root, where the filesystem allows
+# devices) and a FIFO: each tool writes into them and leaves them what they were (they
+# were replaced by regular files until 2026-11-28: /dev/null itself, run as root). A
+# shard, whose header is written last, refuses a FIFO with one line before opening it.
+python3 pipelines/make_tokenizer.py "$TMP/tok" >/dev/null 2>&1 || fail "make a byte-level tokenizer"
+printf '{"text": "the cat sat on the mat"}\n' >"$TMP/in.jsonl"
+TOKZ="$BIN/best-tokenize --tokenizer $TMP/tok/tokenizer.json --quiet"
+if mknod "$TMP/null1" c 1 3 2>/dev/null && mknod "$TMP/null2" c 1 3 && mknod "$TMP/null3" c 1 3 &&
+    echo x >"$TMP/null1" 2>/dev/null; then
+    check "best-tokenize --out DEVICE: written into, still a device" \
+        sh -c "$TOKZ --out '$TMP/null1' '$TMP/in.jsonl' && test -c '$TMP/null1'"
+    check "best-pack --out DEVICE: written into, still a device" \
+        sh -c "'$BIN/best-pack' --model $D --out '$TMP/null1' --quiet && test -c '$TMP/null1'"
+    check "best-mask --out, --report and --plot DEVICE: written into, still devices" \
+        sh -c "$MASK --out '$TMP/null1' --report '$TMP/null2' --plot '$TMP/null3' && test -c '$TMP/null1' &&
+               test -c '$TMP/null2' && test -c '$TMP/null3'"
+else
+    skip "outputs onto a device node: mknod refused, or the filesystem has no devices (not root, nodev)"
+fi
+mkfifo "$TMP/fifo"
+# through_fifo OUT CMD...: CMD writes into $TMP/fifo while a reader copies it into OUT
+through_fifo() {
+    out=$1; shift
+    timeout 60 cat "$TMP/fifo" >"$out" & reader=$!
+    "$@"; rc=$?
+    wait $reader
+    [ "$rc" = 0 ] && [ -p "$TMP/fifo" ]
+}
+$TOKZ --ids "$TMP/in.jsonl" >"$TMP/ids.want"
+through_fifo "$TMP/ids.got" $TOKZ --ids --out "$TMP/fifo" "$TMP/in.jsonl" && cmp -s "$TMP/ids.want" "$TMP/ids.got" &&
+    ok "best-tokenize --ids --out FIFO: the ids reach the reader, and it is still a FIFO" ||
+    fail "best-tokenize --ids --out FIFO: got '$(head -c 100 "$TMP/ids.got")'"
+through_fifo "$TMP/pack.got" "$BIN/best-pack" --model $D --out "$TMP/fifo" --quiet && cmp -s "$TMP/m.pack" "$TMP/pack.got" &&
+    ok "best-pack --out FIFO: the reader gets the pack's bytes, the same as a file's, and it is still a FIFO" ||
+    fail "best-pack --out FIFO: $(wc -c <"$TMP/pack.got") bytes, not the file's $(wc -c <"$TMP/m.pack")"
+expect_error "best-tokenize --out FIFO (a shard): refused, it cannot be rewound" 1 "header is written last" \
+    timeout 60 $TOKZ --out "$TMP/fifo" "$TMP/in.jsonl"
+check "  ... and the FIFO is still a FIFO" test -p "$TMP/fifo"
 finish

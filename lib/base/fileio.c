@@ -203,6 +203,21 @@ int afile_open(AFile *f, const char *path) {
         f->path = xstrdup(path);
         return 0;
     }
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) { // (stat follows links)
+        if (S_ISDIR(st.st_mode)) return ERR("%s: cannot write: it is a folder", path);
+        if (S_ISSOCK(st.st_mode)) return ERR("%s: cannot write: it is a socket", path);
+        int fd = open(path, O_WRONLY | O_CLOEXEC); // a FIFO waits here for its reader
+        if (fd < 0) return ERR("%s: cannot open: %s", path, strerror(errno));
+        f->fp = fdopen(fd, "wb");
+        if (!f->fp) {
+            close(fd);
+            return ERR("%s: fdopen failed", path);
+        }
+        f->path = xstrdup(path);
+        f->direct = 1;
+        return 0;
+    }
     const char *slash = strrchr(path, '/');
     size_t dirlen = slash ? (size_t)(slash - path + 1) : 0;
     size_t n = strlen(path) + 32;
@@ -236,10 +251,11 @@ int afile_open(AFile *f, const char *path) {
 
 int afile_commit(AFile *f) {
     int rc = 0;
-    if (!f->tmp) { // stdout
-        if (fflush(f->fp) != 0) rc = ERR("%s: write failed: %s", f->path, strerror(errno));
+    if (!f->tmp) { // stdout, or in place
+        if (fflush(f->fp) != 0 || ferror(f->fp)) rc = ERR("%s: write failed: %s", f->path, strerror(errno));
+        if (f->direct && fclose(f->fp) != 0 && rc == 0) rc = ERR("%s: close failed: %s", f->path, strerror(errno));
         free(f->path);
-        f->path = NULL;
+        memset(f, 0, sizeof *f);
         return rc;
     }
     if (fflush(f->fp) != 0 || ferror(f->fp) || fsync(fileno(f->fp)) != 0)
@@ -255,7 +271,10 @@ int afile_commit(AFile *f) {
     return rc;
 }
 
+int afile_seekable(const AFile *f) { return lseek(fileno(f->fp), 0, SEEK_CUR) >= 0; }
+
 void afile_abort(AFile *f) {
+    if (f->direct) fclose(f->fp); // (what went out is out: a device or a FIFO keeps no file)
     if (f->tmp) {
         fclose(f->fp);
         unlink(f->tmp);

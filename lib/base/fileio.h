@@ -6,7 +6,10 @@
 // remembered and removed by an exit handler (die() exits 1) and by a handler of
 // SIGTERM, SIGINT, SIGHUP and SIGPIPE, which then dies of the signal (exit status
 // 128 + signal in a shell; a signal ignored at start stays ignored). Path "-" writes
-// to stdout directly (no rename possible; documented per tool).
+// to stdout directly (no rename possible; documented per tool), and so does a path that
+// exists and is not a regular file, nor a link to one: a device (/dev/null), a FIFO,
+// /dev/stdout or /proc/self/fd/1 is written in place, never replaced by a file (a
+// folder or a socket is an error).
 #ifndef BEST_FILEIO_H
 #define BEST_FILEIO_H
 
@@ -16,11 +19,14 @@
 typedef struct {
     FILE *fp;
     char *path;      // final name
-    char *tmp;       // temp name, NULL when writing to stdout
+    char *tmp;       // temp name, NULL when writing to stdout or in place
+    int direct;      // written in place (a device, a FIFO): afile_commit closes it
 } AFile;
 
 int afile_open(AFile *f, const char *path);  // "-" = stdout
 int afile_commit(AFile *f);                  // flush, fsync, rename; closes
+// Whether f can be rewound (a file, a device like /dev/null; not a FIFO or pipe).
+int afile_seekable(const AFile *f);
 void afile_abort(AFile *f);                  // close and unlink the temp file
 
 // Reads a whole file into a fresh NUL-terminated buffer. Errors name the path.

@@ -58,7 +58,14 @@ int shard_writer_open(ShardWriter *w, const char *path, uint32_t vocab_size, uin
     if (strcmp(path, "-") == 0)
         return ERR("%s: a shard needs a file name (its header is written last); use --ids for text on stdout", path);
     if (vocab_size == 0) return ERR("%s: vocab size 0", path);
-    TRY(afile_open(&w->f, path));
+    struct stat st; // (a FIFO refused before it is opened: opening one waits for a reader)
+    int fifo = stat(path, &st) == 0 && S_ISFIFO(st.st_mode);
+    if (!fifo) TRY(afile_open(&w->f, path));
+    if (fifo || !afile_seekable(&w->f)) {
+        if (!fifo) afile_abort(&w->f);
+        return ERR("%s: a shard's header is written last, so it needs a file (or a device) it can rewind, not a "
+                   "FIFO or pipe; use --ids for text on a pipe", path);
+    }
     w->h.version = SHARD_VERSION;
     w->h.width = vocab_size <= 65536 ? 2 : 4;
     w->h.vocab_size = vocab_size;
