@@ -354,6 +354,16 @@ expect_error "--index when unpacking" 2 "--index goes with --model" "$P" --unpac
 
 # Runtime errors: exit 1, one line, nothing written.
 expect_error "missing pack" 1 "cannot open" "$P" --info "$TMP/nowhere.pack"
+# a finite fp32 weight past bf16's largest (3.3895e38): --quant bf16 would make it inf (it
+# did, with exit 0, until 2026-11-28); as the model's own F32 it packs
+cp -r $D "$TMP/big" && python3 -c "
+import numpy as np; from safetensors.numpy import load_file, save_file
+w = load_file('$TMP/big/model.safetensors'); k = 'model.layers.0.self_attn.q_proj.weight'
+w[k] = w[k].copy(); w[k][3, 5] = np.finfo(np.float32).max; save_file(w, '$TMP/big/model.safetensors')"
+expect_error "--quant bf16 of a weight of 3.4028e38: refused, it would be inf" 1 "row 3 column 5 is 3.40282e+38, beyond bf16" \
+    "$P" --model "$TMP/big" --out "$TMP/big.pack" --quant bf16
+check "  ... and no pack written" test ! -e "$TMP/big.pack"
+check "  ... and without --quant (F32 values) it packs" "$P" --model "$TMP/big" --out "$TMP/big.pack" --quiet
 expect_error "not a model folder" 1 "nowhere" "$P" --model "$TMP/nowhere" --out "$TMP/never.pack"
 size=$(wc -c <"$X")
 for cut in 100 1000 $((size / 2)) $((size - 1024)) $((size - 1)); do

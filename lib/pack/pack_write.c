@@ -239,6 +239,11 @@ static int plan_tensor(Plan *pl, const ParamInfo *pi, const float *w, PackVal dv
             if (pack_val_is_quant(pl->val) && !isfinite(row[c]))
                 return ERR("%s: tensor %s row %zu column %zu is %g: cannot quantize", path, pi->name,
                            r, c, (double)row[c]);
+            // a finite weight past bf16's largest (3.3895e38) would round to inf
+            if (pl->val == PACK_BF16 && dval != PACK_BF16 && isfinite(row[c]) &&
+                (st_f32_to_bf16(row[c]) & 0x7fff) == 0x7f80)
+                return ERR("%s: tensor %s row %zu column %zu is %g, beyond bf16's range (3.39e38): --quant bf16 "
+                           "would make it inf", path, pi->name, r, c, (double)row[c]);
             size_t g = c - next;
             db += g / 255 + 1;
             next = c + 1;
