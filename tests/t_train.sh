@@ -271,6 +271,10 @@ w = load_file('$D/model.safetensors')
 d = {k: np.ones(w[k].shape, bool) for k in d}; d[n] = d[n].T.copy(); save_file(d, '$TMP/transposed.mask')"
 expect_error "--mask of the wrong shape" 1 "down_proj.weight" $RUN --data "$TMP/rand.bin" --out "$O" --mask "$TMP/transposed.mask"
 expect_error "--sparsity 1.0" 2 "outside \[0, 1)" $RUN --data "$TMP/rand.bin" --out "$O" --sparsity 1.0
+# a log that cannot be written (a full disk): exit 1 naming it (it exited 0, the log lost,
+# until 2026-11-28)
+expect_error "--log /dev/full: exit 1, the log named" 1 "/dev/full: cannot write the log: No space left" \
+    $RUN --data "$TMP/rand.bin" --out "$TMP/full" --steps 2 --log /dev/full
 expect_error "--sparsity -0.5" 2 "outside \[0, 1)" $RUN --data "$TMP/rand.bin" --out "$O" --sparsity -0.5
 expect_error "missing shard" 1 "nowhere.bin" $RUN --data "$TMP/nowhere.bin" --out "$O"
 expect_error "--batch not a multiple of --micro-batch" 2 "multiple" $RUN --data "$TMP/rand.bin" --out "$O" --batch 3 --micro-batch 2

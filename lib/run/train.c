@@ -944,7 +944,7 @@ int train_open(Trainer *tr, const TrainConfig *cfg) {
             tr->log = fopen(logp, c->resume ? "a" : "w");
             if (!tr->log) rc = ERR("%s: cannot open the log: %s", logp, strerror(errno));
         }
-        free(logp);
+        tr->log_path = logp;
     }
     if (dist_agree(rc) < 0) goto fail;
     return 0;
@@ -961,6 +961,7 @@ void train_close(Trainer *tr) {
     free(tr->dev);
     cuda_ctx_free(tr->cuda);
     if (tr->log) fclose(tr->log);
+    free(tr->log_path);
     if (tr->lock_fd >= 0) close(tr->lock_fd);
     if (tr->m.params) model_free(&tr->m);
     if (tr->opt.m) adamw_free(&tr->opt);
@@ -1171,7 +1172,9 @@ int train_step(Trainer *tr, StepStats *stats) {
     return rc;
 }
 
-static void log_stats(FILE *f, const StepStats *s) {
+// One line of the log, flushed; 0, or ERR naming the log when it could not be written
+// (a full disk, /dev/full).
+static int log_stats(FILE *f, const char *path, const StepStats *s) {
     // %.9g round-trips a float; NaN would not be JSON (target of a fixed mask file: null)
     fprintf(f, "{\"step\":%d,\"loss\":%.9g,\"lr\":%.9g,\"sparsity_target\":", s->step, s->loss, s->lr);
     if (isnan(s->target)) fprintf(f, "null");
@@ -1181,7 +1184,8 @@ static void log_stats(FILE *f, const StepStats *s) {
     if (s->mask_seconds > 0) fprintf(f, ",\"mask_update_s\":%.6f", s->mask_seconds);
     if (s->mask_seconds > 0 && dist_size() > 1) fprintf(f, ",\"mask_update_bytes\":%.0f", s->mask_bytes);
     fprintf(f, "}\n");
-    fflush(f);
+    if (fflush(f) != 0 || ferror(f)) return ERR("%s: cannot write the log: %s", path, strerror(errno));
+    return 0;
 }
 
 int train_run(Trainer *tr) {
@@ -1194,7 +1198,8 @@ int train_run(Trainer *tr) {
     while (tr->step < last) {
         StepStats s;
         TRY(train_step(tr, &s));
-        if (tr->log) log_stats(tr->log, &s); // rank 0's
+        // rank 0's; every rank stops when it cannot be written (a collective, as each step is)
+        if (dist_agree(tr->log ? log_stats(tr->log, tr->log_path, &s) : 0) < 0) return -1;
         if (tr->step == first + 3 && last - tr->step > 3 && !c->quiet && dist_rank() == 0) {
             // once, after a few steps: what the whole run will take at this pace
             double per = (now_seconds() - t_first) / 3;

@@ -133,6 +133,7 @@ typedef struct {
     int step;                // optimizer steps done
     int32_t *tokens, *targets; // (micro_batch * seq)
     FILE *log;
+    char *log_path;          // its name, for a failed write's message
     Progress prog;
     char **owned;            // strings read from a state, freed by train_close
     int n_owned;
