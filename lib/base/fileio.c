@@ -2,6 +2,7 @@
 // whole-file reads, mmap.
 #include "base/fileio.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -168,8 +169,52 @@ static int check_writable_dir(const char *what, const char *dir) {
     return 0;
 }
 
+// --- the run's inputs (path_note_input) ---
+typedef struct {
+    dev_t dev;
+    ino_t ino;
+    char *name;
+} InputFile;
+static InputFile *inputs; // (n_inputs), for the process's life
+static size_t n_inputs;
+static pthread_mutex_t inputs_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void note_file(const char *path, const struct stat *st) {
+    pthread_mutex_lock(&inputs_lock);
+    inputs = xrealloc(inputs, (n_inputs + 1) * sizeof *inputs);
+    inputs[n_inputs++] = (InputFile){st->st_dev, st->st_ino, xstrdup(path)};
+    pthread_mutex_unlock(&inputs_lock);
+}
+
+void path_note_input(const char *path) {
+    struct stat st;
+    if (strcmp(path, "-") == 0 || stat(path, &st) != 0) return;
+    if (S_ISREG(st.st_mode)) note_file(path, &st);
+    if (!S_ISDIR(st.st_mode)) return;
+    DIR *d = opendir(path);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        char *p = path_join(path, e->d_name);
+        if (stat(p, &st) == 0 && S_ISREG(st.st_mode)) note_file(p, &st);
+        free(p);
+    }
+    if (d) closedir(d);
+}
+
+int path_check_not_input(const char *out) {
+    struct stat st;
+    if (strcmp(out, "-") == 0 || stat(out, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+    int rc = 0;
+    pthread_mutex_lock(&inputs_lock);
+    for (size_t i = 0; i < n_inputs && rc == 0; i++)
+        if (inputs[i].dev == st.st_dev && inputs[i].ino == st.st_ino)
+            rc = ERR("%s: is also an input of this run (%s): write the output elsewhere", out, inputs[i].name);
+    pthread_mutex_unlock(&inputs_lock);
+    return rc;
+}
+
 int path_check_out_file(const char *path, const char *new_dir) {
     if (strcmp(path, "-") == 0) return 0;
+    TRY(path_check_not_input(path));
     if (path_is_dir(path)) return ERR("%s: cannot write: it is a folder", path);
     char *parent = path_parent(path);
     int rc = 0;
@@ -203,6 +248,7 @@ int afile_open(AFile *f, const char *path) {
         f->path = xstrdup(path);
         return 0;
     }
+    TRY(path_check_not_input(path));
     struct stat st;
     if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) { // (stat follows links)
         if (S_ISDIR(st.st_mode)) return ERR("%s: cannot write: it is a folder", path);
@@ -261,6 +307,7 @@ int afile_commit(AFile *f) {
     if (fflush(f->fp) != 0 || ferror(f->fp) || fsync(fileno(f->fp)) != 0)
         rc = ERR("%s: write failed: %s", f->path, strerror(errno));
     if (fclose(f->fp) != 0 && rc == 0) rc = ERR("%s: close failed: %s", f->path, strerror(errno));
+    if (rc == 0) rc = path_check_not_input(f->path); // (an input noted since afile_open)
     if (rc == 0 && rename(f->tmp, f->path) != 0)
         rc = ERR("%s: cannot rename into place: %s", f->path, strerror(errno));
     if (rc != 0) unlink(f->tmp);

@@ -59,4 +59,13 @@ int path_check_out_dir(const char *dir);
 // "dir/name" in a fresh buffer.
 char *path_join(const char *dir, const char *name);
 
+// The files a run reads, noted by device and inode before it writes anything (each tool
+// notes its inputs: files, and for a folder the files directly in it; "-" and names that
+// do not exist are skipped): an output that is one of them, by any name or link, is an
+// error (path_check_out_file, afile_open and afile_commit check), so that no run writes
+// over what it reads. path_check_not_input: 0, or ERR "OUT: is also an input of this
+// run (IN)".
+void path_note_input(const char *path);
+int path_check_not_input(const char *out);
+
 #endif

@@ -933,8 +933,20 @@ int train_open(Trainer *tr, const TrainConfig *cfg) {
     // Everything checked, on every rank: from here on we write (rank 0: OUT, its lock, the log).
     int rc = 0;
     if (dist_rank() == 0) {
+        // the run's inputs, which no output of it may be (fileio.h): the log first
+        const char *ins[] = {c->model_dir, c->mask_file, c->init_config};
+        for (int i = 0; i < 3; i++)
+            if (ins[i]) path_note_input(ins[i]);
+        for (int i = 0; i < c->n_data; i++) path_note_input(c->data[i]);
         char *logp = c->log ? xstrdup(c->log) : path_join(c->out, "log.jsonl");
-        rc = path_mkdir_p(c->out);
+        rc = path_check_not_input(logp);
+        const char *saved[] = {"model/model.safetensors", "model/config.json"}; // (--model OUT/model)
+        for (int i = 0; i < 2 && rc == 0; i++) {
+            char *p = path_join(c->out, saved[i]);
+            rc = path_check_not_input(p);
+            free(p);
+        }
+        if (rc == 0) rc = path_mkdir_p(c->out);
         if (rc == 0 && tr->lock_fd < 0) rc = out_lock(tr, c->out, 1);
         if (rc == 0 && c->resume) {
             remove_stale_temps(c->out);

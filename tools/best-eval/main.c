@@ -523,7 +523,10 @@ int main(int argc, char **argv) {
         free(list);
         if (n == 0) args_usage_error(&spec, "--tasks: no task named");
     }
-    if (o.log_samples) TRY_OR_DIE(path_check_out_file(o.log_samples, NULL));
+    const char *ins[] = {o.model, o.data, o.tokenizer, o.task_dir};
+    for (int i = 0; i < 4; i++)
+        if (ins[i]) path_note_input(ins[i]);
+    if (o.log_samples) TRY_OR_DIE(path_check_out_file(o.log_samples, NULL)); // (and none of ins)
     // Ranges as !(inside): a NaN is never inside (args.c refuses one anyway).
     if (!(o.seq >= 2)) args_usage_error(&spec, "--seq %d: a window needs at least 2 tokens", o.seq);
     if (!(o.batch >= 1)) args_usage_error(&spec, "--batch %d must be at least 1", o.batch);

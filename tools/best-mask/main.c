@@ -158,8 +158,17 @@ int main(int argc, char **argv) {
     if (!o.out && !o.apply && !o.report && !o.plot)
         args_usage_error(&spec, "nothing to write: give %s--apply --out-model, --report or --plot", o.mask ? "" : "--out, ");
     args_threads(&spec, o.threads);
-    // every output can be written, before the work and before the first of them is
+    // every output can be written, and is none of the inputs, before the work and before
+    // the first of them is
+    const char *ins[] = {o.model, o.mask, o.moments, o.calib};
+    for (int i = 0; i < 4; i++)
+        if (ins[i]) path_note_input(ins[i]);
     if (o.apply) TRY_OR_DIE(path_check_out_dir(o.out_model));
+    for (int i = 0; o.apply && i < 2; i++) { // (--out-model the --model folder)
+        char *p = path_join(o.out_model, i ? "config.json" : "model.safetensors");
+        if (path_check_not_input(p) < 0) die_err();
+        free(p);
+    }
     const char *files[] = {o.out, o.report, o.plot};
     for (int i = 0; i < 3; i++)
         if (files[i]) TRY_OR_DIE(path_check_out_file(files[i], o.apply ? o.out_model : NULL));

@@ -195,7 +195,8 @@ int main(int argc, char **argv) {
     }
     if (o.json && !o.info) args_usage_error(&spec, "--json goes with --info");
 
-    // the output can be written, before the work
+    // the output can be written, and is none of the inputs, before the work
+    path_note_input(o.model ? o.model : o.unpack ? o.unpack : o.info ? o.info : o.verify);
     if (o.model) TRY_OR_DIE(path_check_out_file(o.out, NULL));
     if (o.unpack) TRY_OR_DIE(path_check_out_dir(o.out));
 

@@ -229,6 +229,9 @@ int main(int argc, char **argv) {
         ninputs = 1;
     }
 
+    // the output is none of the inputs (each output's writer checks: before it writes)
+    path_note_input(o.tokenizer);
+    for (int i = 0; i < ninputs; i++) path_note_input(inputs[i]);
     Tokenizer tok;
     TRY_OR_DIE(tokenizer_load(&tok, o.tokenizer));
     if (!o.quiet)
