@@ -42,6 +42,20 @@ if have_shared; then
 import json,sys; a,b=(json.load(open(f)) for f in sys.argv[1:]); assert a['ids'] == b['ids'] and a['text'] == b['text']" "$TMP/s1.json" "$TMP/s2.json"
     check "--generate --json has text and ids" python3 -c "
 import json,sys; j=json.load(open(sys.argv[1])); assert j['text'] and len(j['ids']) == j['new_tokens'] <= 40" "$TMP/s1.json"
+    # the continuation keeps the space its first piece starts with ("Onceupon" until
+    # 2026-11-28): stdout is sentencepiece's decoding of the prompt's and the new tokens
+    if have_py sentencepiece; then
+        "$E" --model "$S" --generate "Once" --max-new-tokens 20 --json --quiet >"$TMP/once.json"
+        "$E" --model "$S" --generate "Once" --max-new-tokens 20 --quiet >"$TMP/once.txt"
+        check "--generate Once: stdout and --json's text are sentencepiece's decoding of prompt + continuation" python3 -c "
+import json, sys, sentencepiece as spm
+sp = spm.SentencePieceProcessor(model_file=sys.argv[1]); j = json.load(open(sys.argv[2]))
+want = sp.decode(sp.encode('Once') + j['ids']); got = open(sys.argv[3]).read()
+assert got == want + '\\n' and j['text'] == want[4:] and want[4] == ' ', (got, want, j['text'])" \
+            "$S/tokenizer.model" "$TMP/once.json" "$TMP/once.txt"
+    else
+        skip "--generate's first space against sentencepiece: python3 sentencepiece missing"
+    fi
 else
     skip "stories260K perplexity and generation: $SHARED not found"
 fi

@@ -20,6 +20,9 @@ mkdir -p "$T0"
 printf '{"sentence1": "a", "sentence2": "b", "label": 0}\n' >"$T0/rte.jsonl"
 expect_error "--tasks without --task-dir" 2 "needs --task-dir" "$E" --model tests/fixtures/model/qwen3 --tasks rte
 expect_error "--tasks with an unknown task" 2 'unknown task "piqa"' "$E" --model tests/fixtures/model/qwen3 --tasks rte,piqa --task-dir "$TMP"
+# (it ran arc_easy twice and counted it twice in the mean until 2026-11-28)
+expect_error "--tasks naming a task twice" 2 '--tasks: arc_easy named twice' "$E" --model tests/fixtures/model/qwen3 \
+    --tasks arc_easy,rte,arc_easy --task-dir "$TMP"
 expect_error "--tasks and --data together" 2 "exactly one of" "$E" --model tests/fixtures/model/qwen3 --tasks rte --task-dir "$TMP" --data x
 expect_error "--limit without --tasks" 2 "go with --tasks" "$E" --model tests/fixtures/model/qwen3 --data x --limit 3
 if ! nvidia-smi -L >/dev/null 2>&1; then

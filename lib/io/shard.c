@@ -76,8 +76,9 @@ int shard_writer_open(ShardWriter *w, const char *path, uint32_t vocab_size, uin
     XXH64_reset(w->xx, 0);
     uint8_t zero[SHARD_HEADER_BYTES] = {0}; // placeholder, rewritten at close
     if (fwrite(zero, 1, sizeof zero, w->f.fp) != sizeof zero) {
+        int e = errno;
         afile_abort(&w->f);
-        return ERR("%s: write failed", path);
+        return ERR("%s: write failed: %s", path, strerror(e));
     }
     return 0;
 }
@@ -95,7 +96,8 @@ int shard_writer_add_doc(ShardWriter *w, const int32_t *ids, size_t n) {
         else put32(w->buf + 4 * i, (uint32_t)ids[i]);
     }
     if (bytes) {
-        if (fwrite(w->buf, 1, bytes, w->f.fp) != bytes) return ERR("%s: write failed", w->f.path);
+        if (fwrite(w->buf, 1, bytes, w->f.fp) != bytes)
+            return ERR("%s: write failed: %s", w->f.path, strerror(errno));
         XXH64_update(w->xx, w->buf, bytes);
     }
     w->h.ntokens += n;
@@ -109,7 +111,7 @@ int shard_writer_close(ShardWriter *w) {
     header_encode(head, &w->h);
     int rc = 0;
     if (fseek(w->f.fp, 0, SEEK_SET) != 0 || fwrite(head, 1, sizeof head, w->f.fp) != sizeof head) {
-        rc = ERR("%s: cannot write the header", w->f.path);
+        rc = ERR("%s: cannot write the header: %s", w->f.path, strerror(errno));
         afile_abort(&w->f);
     } else {
         rc = afile_commit(&w->f);

@@ -411,6 +411,16 @@ static void encode_tensor(Blob *b, int *nb, const Plan *pl, const ParamInfo *pi,
 
 // --- writing: the tar -------------------------------------------------------------------
 
+// libarchive's error with the reason it keeps in archive_errno ("Write error" alone
+// does not say that the disk is full).
+static const char *ar_err(struct archive *a) {
+    static char s[256];
+    const char *what = archive_error_string(a);
+    int e = archive_errno(a);
+    snprintf(s, sizeof s, "%s%s%s", what ? what : "libarchive error", e > 0 ? ": " : "", e > 0 ? strerror(e) : "");
+    return s;
+}
+
 static int tar_add(struct archive *a, const char *path, const char *name, const uint8_t *data, size_t size) {
     struct archive_entry *e = archive_entry_new();
     archive_entry_set_pathname(e, name);
@@ -420,11 +430,11 @@ static int tar_add(struct archive *a, const char *path, const char *name, const 
     archive_entry_set_mtime(e, 0, 0); // same inputs, same bytes
     int rc = archive_write_header(a, e);
     archive_entry_free(e);
-    if (rc != ARCHIVE_OK) return ERR("%s: member %s: %s", path, name, archive_error_string(a));
+    if (rc != ARCHIVE_OK) return ERR("%s: member %s: %s", path, name, ar_err(a));
     for (size_t off = 0; off < size;) {
         size_t n = size - off < ((size_t)1 << 24) ? size - off : (size_t)1 << 24;
         la_ssize_t got = archive_write_data(a, data + off, n);
-        if (got <= 0) return ERR("%s: member %s: %s", path, name, archive_error_string(a));
+        if (got <= 0) return ERR("%s: member %s: %s", path, name, ar_err(a));
         off += (size_t)got;
     }
     return 0;
@@ -530,7 +540,7 @@ static int tar_write(int fd, const char *path, const char *manifest, const FileB
     // ends exactly 1024 zero bytes after the last member, so any truncation shows.
     if (archive_write_set_format_ustar(a) != ARCHIVE_OK || archive_write_add_filter_none(a) != ARCHIVE_OK ||
         archive_write_set_bytes_in_last_block(a, 1) != ARCHIVE_OK || archive_write_open_fd(a, fd) != ARCHIVE_OK)
-        rc = ERR("%s: %s", path, archive_error_string(a));
+        rc = ERR("%s: %s", path, ar_err(a));
     if (rc == 0) rc = tar_add(a, path, "manifest.json", (const uint8_t *)manifest, strlen(manifest));
     for (int i = 0; rc == 0 && i < nfiles; i++)
         rc = tar_add(a, path, files[i].name, (const uint8_t *)files[i].data, files[i].size);
@@ -547,7 +557,7 @@ static int tar_write(int fd, const char *path, const char *manifest, const FileB
         }
         blobs_free(b, nb);
     }
-    if (rc == 0 && archive_write_close(a) != ARCHIVE_OK) rc = ERR("%s: %s", path, archive_error_string(a));
+    if (rc == 0 && archive_write_close(a) != ARCHIVE_OK) rc = ERR("%s: %s", path, ar_err(a));
     archive_write_free(a);
     return rc;
 }

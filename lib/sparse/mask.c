@@ -1,6 +1,7 @@
 // mask.c: computing masks, their files and their reports (see mask.h).
 #include "sparse/mask.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
@@ -491,8 +492,9 @@ static int write_text(const char *path, const char *text, size_t n) {
     AFile f;
     TRY(afile_open(&f, path));
     if (fwrite(text, 1, n, f.fp) != n) {
+        int e = errno;
         afile_abort(&f);
-        return ERR("%s: write failed", path);
+        return ERR("%s: write failed: %s", path, strerror(e));
     }
     return afile_commit(&f);
 }

@@ -268,16 +268,29 @@ static int run_ppl(const Opts *o, const Model *m, int on_cuda) {
     return isfinite(r.ppl);
 }
 
-typedef struct { const Tokenizer *tok; ByteVec text; size_t printed; int quiet_stream; } Stream;
+typedef struct {
+    const Tokenizer *tok;
+    IdVec ids;      // the prompt's tokens (no BOS), then the continuation's
+    size_t n_pre;   // of them the prompt's
+    ByteVec text;   // ids decoded: the prompt's text (base bytes), then the continuation's
+    size_t base, printed;
+    int quiet_stream;
+} Stream;
 
-// Prints the newly completed part of the decoded continuation (decoding the whole
-// continuation each time keeps SentencePiece's spaces and byte pieces right).
+// Prints the newly completed part of the decoded continuation. The prompt and the whole
+// continuation are decoded each time and the prompt's own text cut off: decoding the
+// continuation alone would drop the space its first piece starts with (SentencePiece
+// strips the text's leading space: "Once" + "upon" printed "Onceupon"), and decoding it
+// whole keeps byte pieces right.
 static void stream_token(const IdVec *so_far, void *ctx) {
     Stream *s = ctx;
+    s->ids.n = s->n_pre;
+    for (size_t i = 0; i < so_far->n; i++) idvec_push(&s->ids, so_far->v[i]);
     s->text.n = 0;
-    TRY_OR_DIE(tok_decode(s->tok, &s->text, so_far->v, so_far->n));
+    TRY_OR_DIE(tok_decode(s->tok, &s->text, s->ids.v, s->ids.n));
     if (s->quiet_stream) return;
-    if (s->text.n > s->printed) fwrite(s->text.v + s->printed, 1, s->text.n - s->printed, stdout);
+    if (s->text.n <= s->printed) return;
+    fwrite(s->text.v + s->printed, 1, s->text.n - s->printed, stdout);
     s->printed = s->text.n;
     fflush(stdout);
 }
@@ -297,7 +310,11 @@ static void run_generate(const Opts *o, const Model *m, int on_cuda) {
     for (int i = 0; i < m->cfg.n_eos && n_stop < 8; i++) stop[n_stop++] = m->cfg.eos_token_ids[i];
     if (tok.eos_id >= 0) stop[n_stop++] = tok.eos_id;
     GenOptions g = {(float)o->temperature, (float)o->top_p, (uint64_t)o->seed, o->max_new_tokens, stop, n_stop};
-    Stream s = {&tok, {0}, 0, o->json};
+    Stream s = {&tok, {0}, 0, {0}, 0, 0, o->json};
+    for (size_t i = tok.add_bos ? 1 : 0; i < prompt.n; i++) idvec_push(&s.ids, prompt.v[i]);
+    s.n_pre = s.ids.n;
+    TRY_OR_DIE(tok_decode(&tok, &s.text, s.ids.v, s.ids.n));
+    s.base = s.printed = s.text.n;
     if (!o->json) { fputs(o->generate, stdout); fflush(stdout); }
     double t0 = now_seconds();
     GenStats gs;
@@ -311,7 +328,8 @@ static void run_generate(const Opts *o, const Model *m, int on_cuda) {
         for (size_t i = 0; i < out.n; i++) json_array_append_new(ids, json_integer(out.v[i]));
         // sampled tokens can end inside a character or make invalid bytes: JSON needs UTF-8
         size_t tn;
-        char *text = utf8_repair(s.text.v ? (const char *)s.text.v : "", s.text.n, &tn);
+        size_t cont = s.text.n > s.base ? s.text.n - s.base : 0;
+        char *text = utf8_repair(cont ? (const char *)s.text.v + s.base : "", cont, &tn);
         json_t *j = json_pack("{s:s, s:s%, s:o, s:i, s:f, s:f, s:f, s:f, s:f}", "prompt", o->generate, "text",
                               text, tn, "ids", ids, "new_tokens", (int)out.n,
                               "seconds", secs, "overall_tokens_per_s", out.n / (secs > 0 ? secs : 1e-9),
@@ -339,6 +357,7 @@ static void run_generate(const Opts *o, const Model *m, int on_cuda) {
                     m->ext ? " (packed)" : "", (double)(gs.device_bytes - gs.device_weight_bytes) / (1 << 30));
     }
     bytevec_free(&s.text);
+    idvec_free(&s.ids);
     idvec_free(&prompt);
     idvec_free(&out);
     tokenizer_free(&tok);
@@ -515,11 +534,15 @@ int main(int argc, char **argv) {
     if (!o.tasks && (o.task_dir || o.limit || o.log_samples))
         args_usage_error(&spec, "--task-dir, --limit and --log-samples go with --tasks");
     if (!(o.limit >= 0)) args_usage_error(&spec, "--limit %d is negative (0 = all)", o.limit);
-    if (o.tasks) { // every name known before any work
-        char *list = xstrdup(o.tasks), *save = NULL;
+    if (o.tasks) { // every name known, and named once (the mean counts each task once), before any work
+        char *list = xstrdup(o.tasks), *save = NULL, *seen[64];
         int n = 0;
-        for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save), n++)
+        for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save), n++) {
             if (!task_known(t)) args_usage_error(&spec, "--tasks: unknown task \"%s\" (tasks: %s)", t, TASK_NAMES);
+            for (int i = 0; i < n && i < 64; i++)
+                if (strcmp(seen[i], t) == 0) args_usage_error(&spec, "--tasks: %s named twice", t);
+            if (n < 64) seen[n] = t;
+        }
         free(list);
         if (n == 0) args_usage_error(&spec, "--tasks: no task named");
     }
