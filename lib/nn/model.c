@@ -548,6 +548,16 @@ int model_save(const Model *m, const char *dir, int dtype) {
     return rc;
 }
 
+int model_check_save_dir(const char *dir) {
+    int rc = 0;
+    for (size_t i = 0; i < N_SAVED_FILES && rc == 0; i++) {
+        char *path = path_join(dir, saved_files[i]);
+        rc = path_check_not_input(path);
+        free(path);
+    }
+    return rc;
+}
+
 void model_unlink_saved(const char *dir) {
     for (size_t i = 0; i < N_SAVED_FILES; i++) {
         char *path = path_join(dir, saved_files[i]);

@@ -118,6 +118,9 @@ int model_need_folder(const Model *m, const char *what);
 int model_save(const Model *m, const char *dir, int dtype);
 // Unlinks from dir every file model_save writes (after a failed save into a new folder).
 void model_unlink_saved(const char *dir);
+// 0, or ERR when a file model_save would write into dir is one of the run's inputs
+// (fileio.h's path_note_input: `--model M --out-model M`), checked before any work.
+int model_check_save_dir(const char *dir);
 
 // The table entry of a HF tensor name, or NULL.
 const ParamInfo *model_param(const Model *m, const char *name);

@@ -939,13 +939,10 @@ int train_open(Trainer *tr, const TrainConfig *cfg) {
             if (ins[i]) path_note_input(ins[i]);
         for (int i = 0; i < c->n_data; i++) path_note_input(c->data[i]);
         char *logp = c->log ? xstrdup(c->log) : path_join(c->out, "log.jsonl");
+        char *saved = path_join(c->out, "model"); // (--model OUT/model)
         rc = path_check_not_input(logp);
-        const char *saved[] = {"model/model.safetensors", "model/config.json"}; // (--model OUT/model)
-        for (int i = 0; i < 2 && rc == 0; i++) {
-            char *p = path_join(c->out, saved[i]);
-            rc = path_check_not_input(p);
-            free(p);
-        }
+        if (rc == 0) rc = model_check_save_dir(saved);
+        free(saved);
         if (rc == 0) rc = path_mkdir_p(c->out);
         if (rc == 0 && tr->lock_fd < 0) rc = out_lock(tr, c->out, 1);
         if (rc == 0 && c->resume) {

@@ -164,11 +164,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 4; i++)
         if (ins[i]) path_note_input(ins[i]);
     if (o.apply) TRY_OR_DIE(path_check_out_dir(o.out_model));
-    for (int i = 0; o.apply && i < 2; i++) { // (--out-model the --model folder)
-        char *p = path_join(o.out_model, i ? "config.json" : "model.safetensors");
-        if (path_check_not_input(p) < 0) die_err();
-        free(p);
-    }
+    if (o.apply) TRY_OR_DIE(model_check_save_dir(o.out_model)); // (--out-model the --model folder)
     const char *files[] = {o.out, o.report, o.plot};
     for (int i = 0; i < 3; i++)
         if (files[i]) TRY_OR_DIE(path_check_out_file(files[i], o.apply ? o.out_model : NULL));
