@@ -86,8 +86,9 @@ PACK       ?= auto
 
 # -----------------------------------------------------------------------------------------
 .DELETE_ON_ERROR:
-# stdout of a recipe into its target, all or nothing: `CMD $(SAVE)`
-SAVE = >$@.tmp && mv $@.tmp $@ || { rm -f $@.tmp; exit 1; }
+# stdout of a recipe into its target, all or nothing: `CMD $(SAVE)`; the temporary carries
+# the shell's pid, so that two makes on one OUT never write the same one
+SAVE = >$@.tmp.$$$$ && mv $@.tmp.$$$$ $@ || { rm -f $@.tmp.$$$$; exit 1; }
 .SUFFIXES:
 .PHONY: all tokenize train mask eval pack report check help
 

@@ -47,8 +47,9 @@ TH  := --threads $(THREADS)
 PCT := $(shell python3 -c 'print(round($(SPARSITY) * 100))')
 
 .DELETE_ON_ERROR:
-# stdout of a recipe into its target, all or nothing: `CMD $(SAVE)`
-SAVE = >$@.tmp && mv $@.tmp $@ || { rm -f $@.tmp; exit 1; }
+# stdout of a recipe into its target, all or nothing: `CMD $(SAVE)`; the temporary carries
+# the shell's pid, so that two makes on one OUT never write the same one
+SAVE = >$@.tmp.$$$$ && mv $@.tmp.$$$$ $@ || { rm -f $@.tmp.$$$$; exit 1; }
 .SUFFIXES:
 .PHONY: all corpus tokenizer pretrain best magnitude eval pack speed sample report
 
@@ -93,7 +94,7 @@ $(D)/dense/DONE: $(D)/data/train.bin $(D)/config.json
 	if [ -f $(@D)/state/state.safetensors ]; then $(BIN)/best-train --resume $(@D) --quiet $(TH); else \
 	    $(BIN)/best-train --init random --config $(D)/config.json --data $< --out $(@D) --steps $(PRETRAIN_STEPS) \
 	        --batch $(BATCH) --seq $(SEQ) --lr $(PRETRAIN_LR) --warmup 0.05 --seed 0 --save-every 100 --quiet $(TH); fi
-	cp $(D)/tokenizer/tokenizer.json $(@D)/model/tokenizer.json.tmp && mv $(@D)/model/tokenizer.json.tmp $(@D)/model/tokenizer.json
+	cp $(D)/tokenizer/tokenizer.json $(@D)/model/tokenizer.json.tmp.$$$$ && mv $(@D)/model/tokenizer.json.tmp.$$$$ $(@D)/model/tokenizer.json
 	tail -n 1 $(@D)/log.jsonl $(SAVE)
 
 # --save-masks: the mask of every prune update, in best/masks/step-N.safetensors.

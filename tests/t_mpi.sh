@@ -142,9 +142,28 @@ mpirun_error "a missing shard is named" "rank-1-of-3.safetensors: missing" -np 3
 mk; head -c 1000 "$TMP/s3/state/step-20/rank-2-of-3.safetensors" >"$TMP/bad/state/step-20/rank-2-of-3.safetensors"
 mpirun_error "a truncated shard is named" "rank-2-of-3.safetensors" -np 3 "$TR" --resume "$TMP/bad" --quiet
 mk; cp "$TMP/r2/state/step-20/rank-1-of-2.safetensors" "$TMP/bad/state/step-20/rank-1-of-3.safetensors"
+mpirun_error "a shard of another save: its content hash is not the manifest's" \
+    "rank-1-of-3.safetensors: content hash [0-9a-f]*, the manifest says [0-9a-f]*" -np 3 "$TR" --resume "$TMP/bad" --quiet
+# the same shard with the manifest's hash edited to match: its metadata gives it away
+python3 -c "
+import json, sys; sys.path.insert(0, 'tests'); from statehash import content_hash
+p = '$TMP/bad/state/manifest.json'; m = json.load(open(p))
+m['content_hashes'][1] = content_hash('$TMP/bad/state/step-20/rank-1-of-3.safetensors'); json.dump(m, open(p, 'w'))"
 mpirun_error "a shard of another rank count is named" "metadata ranks is \"2\", the manifest says 3" \
     -np 3 "$TR" --resume "$TMP/bad" --quiet
-mk; echo '{"format": "best-train-state-shards", "version": "1", "step": 20, "ranks": 3}' >"$TMP/bad/state/manifest.json"
+# issue 33: a bit flipped in a rank shard resumed with exit 0 and another result
+mk; python3 -c "
+import struct; p = '$TMP/bad/state/step-20/rank-1-of-3.safetensors'; b = bytearray(open(p, 'rb').read())
+n = struct.unpack_from('<Q', b)[0]; b[8 + n + 41] ^= 4; open(p, 'wb').write(b)"
+mpirun_error "a bit flipped in a rank shard: refused, the shard named" \
+    "rank-1-of-3.safetensors: the contents do not match their hash" -np 3 "$TR" --resume "$TMP/bad" --quiet
+mpirun_error "... also on another rank count (each rank checks what it reads)" \
+    "rank-1-of-3.safetensors: the contents do not match their hash" -np 2 "$TR" --resume "$TMP/bad" --quiet
+check "the manifest lists each shard's content hash, as tests/statehash.py computes it from the format" python3 -c "
+import json, sys; sys.path.insert(0, 'tests'); from statehash import content_hash
+m = json.load(open('$TMP/s3/state/manifest.json'))
+assert m['content_hashes'] == [content_hash('$TMP/s3/state/' + f) for f in m['shards']], m"
+mk; echo '{"format": "best-train-state-shards", "version": "2", "step": 20, "ranks": 3}' >"$TMP/bad/state/manifest.json"
 mpirun_error "a manifest without its shards list" "manifest.json: .* is not an integer\|manifest.json: \"shards\"" \
     -np 2 "$TR" --resume "$TMP/bad" --quiet
 mpirun_error "--batch 6 on 4 ranks: does not split" "does not split over 4 ranks" -np 4 "$TR" $RUN --out "$TMP/b4"

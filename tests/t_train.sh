@@ -354,6 +354,25 @@ at=$($PY meta "$TMP/busy/state/state.safetensors" step 2>/dev/null)
 check "after kill -9 (step ${at:-?}) the lock is gone: --resume runs" \
     "$TR" --resume "$TMP/busy" --stop-at $((${at:-0} + 1)) --quiet
 
+# Two fresh runs on one new OUT (issue 33: both passed the "holds a state" check before
+# either took the lock, and the later one overwrote the first): run B stops itself after
+# its checks, before it takes the lock (BEST_TEST_PAUSE), run A trains and saves into
+# OUT meanwhile, then B goes on: it must see A's state once it holds the lock, and refuse.
+BEST_TEST_PAUSE=train-lock $RUN --data "$TMP/rand.bin" --out "$TMP/race" --steps 3 --seed 9 2>"$TMP/race.err" &
+raceb=$!
+pstate() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1; } # R, S, T (stopped), ...
+i=0
+while [ "$(pstate $raceb)" != T ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i + 1)); done
+check "(run B stopped itself before taking the lock)" test "$(pstate $raceb)" = T
+$RUN --data "$TMP/rand.bin" --out "$TMP/race" --steps 2
+snap "$TMP/race" | grep -v '/race/\.lock' >"$TMP/race.before" # B takes the lock: .lock holds its pid
+kill -CONT $raceb 2>/dev/null
+wait $raceb; rc=$?
+check "the second of two fresh runs on one new OUT: refused once it holds the lock (exit 1)" sh -c "
+    test $rc = 1 && grep -q 'race: holds a training state already' '$TMP/race.err'"
+snap "$TMP/race" | grep -v '/race/\.lock' >"$TMP/race.after"
+check "... and the first run's folder is untouched" cmp "$TMP/race.before" "$TMP/race.after"
+
 # 12. --resume restores the run options (threads, save-every, moments-every, save-masks,
 # log); one given with --resume wins, and the banner says where each came from. A run
 # on 1 thread, stopped, resumed with a plain --resume (here 2 cores): the same bytes,
@@ -361,7 +380,7 @@ check "after kill -9 (step ${at:-?}) the lock is gone: --resume runs" \
 OARGS="--data $TMP/rand.bin --seq 16 --batch 2 --micro-batch 1 --steps 12 --lr 1e-3 --sparsity 0.8 --prune-updates 4
     --prune-end 0.75 --threads 1 --save-every 2 --moments-every 3 --save-masks --quiet"
 "$TR" --model $D $OARGS --out "$TMP/ostraight" --log "$TMP/ostraight.log"
-"$TR" --model $D $OARGS --out "$TMP/ohalves" --log "$TMP/ohalves.log" --stop-at 5
+"$TR" --model $D $OARGS --out "$TMP/ohalves" --log "$TMP/ohalves/run.log" --stop-at 5
 cp -r "$TMP/ohalves" "$TMP/ooverride"
 "$TR" --resume "$TMP/ohalves" 2>"$TMP/oresume.err"
 check "plain --resume of a 1-thread run: model bitwise equal to the uninterrupted run" \
@@ -371,8 +390,8 @@ check "plain --resume: the moment dumps after the stop are written (steps 6, 9, 
     cmp '$TMP/ostraight/moments/step-12.safetensors' '$TMP/ohalves/moments/step-12.safetensors'"
 check "plain --resume: the masks after the stop are saved (--save-masks restored)" \
     test "$(ls "$TMP/ostraight/masks")" = "$(ls "$TMP/ohalves/masks")"
-check "plain --resume: the log goes on in the run's --log file, steps 1..12 once" python3 -c "
-import json; s = [json.loads(l)['step'] for l in open('$TMP/ohalves.log')]; assert s == list(range(1, 13)), s"
+check "plain --resume: the log goes on in the run's --log file (a name in OUT), steps 1..12 once" python3 -c "
+import json; s = [json.loads(l)['step'] for l in open('$TMP/ohalves/run.log')]; assert s == list(range(1, 13)), s"
 check "plain --resume: no log.jsonl in OUT (the run's log is elsewhere)" test ! -e "$TMP/ohalves/log.jsonl"
 check "banner of a plain --resume: 1 thread; every run option from the state" sh -c "grep -q ' 1 threads' '$TMP/oresume.err' &&
     grep -q 'run options from the state: threads, save-every, moments-every, save-masks, log; from the command line: none' '$TMP/oresume.err'"
@@ -386,6 +405,13 @@ check "given with --resume, --no-save-masks wins: no mask saved after the stop (
 check "banner: moments-every, save-masks and log from the command line, the others from the state" grep -q \
     'run options from the state: threads, save-every; from the command line: moments-every, save-masks, log' \
     "$TMP/ooverride.err"
+# a --log outside OUT is not restored (a state names files inside OUT only): the resumed
+# run says so and logs to OUT/log.jsonl
+"$TR" --model $D $OARGS --out "$TMP/oout" --log "$TMP/oout.log" --stop-at 3
+"$TR" --resume "$TMP/oout" --stop-at 4 2>"$TMP/oout.err"
+check "a --log outside OUT: a plain --resume says it is not continued and logs to OUT/log.jsonl" sh -c "
+    grep -q 'the run logged to .*oout.log, outside .*oout: that log is not continued' '$TMP/oout.err' &&
+    test \$(wc -l <'$TMP/oout.log') = 3 && test \$(wc -l <'$TMP/oout/log.jsonl') = 1"
 cp "$TMP/ooverride.log" "$TMP/ooverride.log.before"
 "$TR" --resume "$TMP/ooverride" --out "$TMP/ofork" --stop-at 9 --quiet
 check "resumed into another --out: the run's --log is not restored (OUT/log.jsonl; the first log unchanged)" sh -c "
@@ -395,19 +421,27 @@ check "resumed into another --out: the run's --log is not restored (OUT/log.json
 # file and the key named, before anything is written (the log stays as it was).
 $RUN $ARGS --out "$TMP/meta0" --stop-at 6
 cat >"$TMP/setmeta.py" <<'PY'
-# setmeta.py SRC DST KEY VALUE: a copy of state SRC with metadata KEY = VALUE
-# (KEY "nan:TENSOR" sets element 3 of TENSOR to NaN instead)
+# setmeta.py SRC DST KEY VALUE [raw]: a copy of state SRC with metadata KEY = VALUE (KEY
+# "nan:TENSOR" sets element 3 of TENSOR to NaN instead, "neg:TENSOR" to -1e-3), sealed
+# again with its new content hash (tests/statehash.py), so that the edited value is what
+# is checked; "raw": not sealed (the edit that integrity catches).
 import sys
 import numpy as np
 from safetensors import safe_open
 from safetensors.numpy import load_file, save_file
-src, dst, key, value = sys.argv[1:]
+sys.path.insert(0, "tests")
+from statehash import seal
+src, dst, key, value = sys.argv[1:5]
 d, m = load_file(src), safe_open(src, "np").metadata()
 if key.startswith("nan:"):
     d[key[4:]].reshape(-1)[3] = np.nan
+elif key.startswith("neg:"):
+    d[key[4:]].reshape(-1)[3] = -1e-3
 else:
     m[key] = value
 save_file(d, dst, metadata=m)
+if sys.argv[5:] != ["raw"]:
+    seal(dst)
 PY
 bad_meta() { # bad_meta KEY VALUE PATTERN
     rm -rf "$TMP/mbad" && cp -r "$TMP/meta0" "$TMP/mbad"
@@ -436,6 +470,74 @@ bad_meta save_every -3 "$S1 save_every = \"-3\""
 bad_meta tokenizer_hash xyz "$S1 tokenizer_hash = \"xyz\""
 bad_meta nan:model.layers.1.mlp.up_proj.weight - \
     "state.safetensors: tensor model.layers.1.mlp.up_proj.weight: weight 3 is nan"
+
+# 16. A fresh run whose first save fails (a full disk) leaves OUT as it found it: the
+# model folder and log.jsonl it had written are removed (issue 33: they stayed). A
+# 400 KiB tmpfs holds the model (170 KB) but not the state (540 KB).
+if [ "$(id -u)" = 0 ] && mkdir -p "$TMP/full" && mount -t tmpfs -o size=400k tmpfs "$TMP/full" 2>/dev/null; then
+    expect_error "a full disk at the first state save: exit 1, the reason said" 1 "No space left on device" \
+        $RUN --data "$TMP/rand.bin" --out "$TMP/full/out" --steps 2 --moments-every 1
+    check "... and nothing is left: no OUT (its model folder, log.jsonl, moments were removed)" test ! -e "$TMP/full/out"
+    mkdir "$TMP/full/given"
+    expect_error "the same into an OUT that was there" 1 "No space left on device" \
+        $RUN --data "$TMP/rand.bin" --out "$TMP/full/given" --steps 2
+    check "... which stays, empty" test -d "$TMP/full/given" -a -z "$(ls -A "$TMP/full/given")"
+    umount "$TMP/full"
+else
+    skip "a full disk at the first save: no tmpfs can be mounted here (needs root)"
+fi
+
+# 15. Integrity (issue 33): each state file carries the content hash of the rest of it
+# (docs/formats.md), computed here by tests/statehash.py from the format's text, and the
+# hash of the config it was trained with. Edits that used to resume with exit 0 and
+# another result are refused, naming the file; values a sealed state may still hold
+# wrong (a negative exp_avg_sq, a log path outside OUT) are refused by what they are.
+check "the state's content_hash is the hash docs/formats.md describes (tests/statehash.py)" python3 -c "
+import sys; sys.path.insert(0, 'tests'); from statehash import content_hash
+from safetensors import safe_open
+p = '$TMP/meta0/state/state.safetensors'; assert safe_open(p, 'np').metadata()['content_hash'] == content_hash(p)"
+flip() { # flip SRC_OUT DST_OUT TENSOR INDEX XOR: a byte of a tensor of the state changed in place
+    rm -rf "$2" && cp -r "$1" "$2"
+    python3 -c "
+import json, struct, sys; p = '$2/state/state.safetensors'; b = bytearray(open(p, 'rb').read())
+n = struct.unpack_from('<Q', b)[0]; h = json.loads(b[8:8 + n]); at = 8 + n + h['$3']['data_offsets'][0] + $4
+b[at] ^= $5; open(p, 'wb').write(b)"
+}
+HASH_ERR="state.safetensors: the contents do not match their hash"
+flip "$TMP/meta0" "$TMP/ibad" model.layers.0.mlp.up_proj.weight 2 1
+expect_error "a flipped weight bit: --resume refused" 1 "$HASH_ERR" "$TR" --resume "$TMP/ibad" --threads 2 --quiet
+i0=$(python3 -c "
+from safetensors.numpy import load_file; import numpy as np
+m = load_file('$TMP/meta0/state/state.safetensors')['model.layers.0.mlp.up_proj.weight.mask'].reshape(-1)
+print(int(np.flatnonzero(m == 0)[0]))")
+flip "$TMP/meta0" "$TMP/ibad" model.layers.0.mlp.up_proj.weight.mask "$i0" 1
+expect_error "a mask byte 0 -> 1 (a pruned weight back): refused" 1 "$HASH_ERR" "$TR" --resume "$TMP/ibad" --threads 2 --quiet
+for kv in "lr 0.5" "seed 7"; do
+    set -- $kv
+    rm -rf "$TMP/ibad" && cp -r "$TMP/meta0" "$TMP/ibad"
+    python3 "$TMP/setmeta.py" "$TMP/meta0/state/state.safetensors" "$TMP/ibad/state/state.safetensors" "$1" "$2" raw
+    expect_error "metadata $1 edited: refused" 1 "$HASH_ERR" "$TR" --resume "$TMP/ibad" --threads 2 --quiet
+done
+check "the refused --resume left the log as it was" cmp "$TMP/meta0/log.jsonl" "$TMP/ibad/log.jsonl"
+rm -rf "$TMP/ibad" && cp -r "$TMP/meta0" "$TMP/ibad"
+sed -i 's/"rope_theta": *[0-9.e+]*/"rope_theta": 500000.0/' "$TMP/ibad/model/config.json"
+check "(the test edited rope_theta)" sh -c "! cmp -s '$TMP/meta0/model/config.json' '$TMP/ibad/model/config.json'"
+expect_error "OUT/model/config.json edited (rope_theta): refused" 1 \
+    "ibad/model/config.json: not the config this state was trained with" "$TR" --resume "$TMP/ibad" --threads 2 --quiet
+bad_meta neg:model.layers.1.mlp.up_proj.weight.exp_avg_sq - \
+    "state.safetensors: tensor model.layers.1.mlp.up_proj.weight.exp_avg_sq: element 3 is negative"
+bad_meta nan:model.layers.0.self_attn.q_proj.weight.exp_avg - \
+    "state.safetensors: tensor model.layers.0.self_attn.q_proj.weight.exp_avg: element 3 is nan"
+# the log: a state names its log by a file name in OUT only (it used to be any path, cut
+# back on --resume: a shared state could truncate any file of whoever resumed it)
+echo "precious" >"$TMP/victim"
+bad_meta log ../victim "$S1 log = \"../victim\" is not a file name inside the run's folder"
+bad_meta log "$TMP/victim" "$S1 log = \".*victim\" is not a file name inside the run's folder"
+rm -rf "$TMP/mbad" && cp -r "$TMP/meta0" "$TMP/mbad" && ln -s "$TMP/victim" "$TMP/mbad/evil.jsonl"
+python3 "$TMP/setmeta.py" "$TMP/meta0/state/state.safetensors" "$TMP/mbad/state/state.safetensors" log evil.jsonl
+expect_error "a state's log that is a link in OUT: refused" 1 "evil.jsonl: the run's log is not a regular file" \
+    "$TR" --resume "$TMP/mbad" --threads 2 --quiet
+check "the file a hostile state named is untouched" test "$(cat "$TMP/victim")" = precious
 
 # 14. Shards of two tokenizers (their headers' tokenizer hashes differ) do not mix, in
 # one run or across a --resume with new --data.

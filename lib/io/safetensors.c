@@ -14,6 +14,8 @@
 #include "base/error.h" // defines: ERR, xmalloc, xstrdup
 #include "base/vec.h"   // defines: ByteVec
 
+#include <xxhash.h>
+
 // --- dtypes --------------------------------------------------------------------
 
 static const struct { const char *name; size_t size; } dtypes[ST_NDTYPES] = {
@@ -611,4 +613,91 @@ done:
     bytevec_free(&h);
     free(order);
     return rc;
+}
+
+// --- content hash ----------------------------------------------------------------
+
+// One item of the hash, from a reader or a writer: a tensor (data NULL for none yet:
+// a writer's fill entries) or a metadata pair (name the key, data the value).
+typedef struct {
+    const char *name;
+    StDtype dtype;
+    int ndim;
+    const int64_t *shape;
+    const void *data;
+    size_t nbytes;
+} HashItem;
+
+static int item_cmp(const void *a, const void *b) {
+    return strcmp(((const HashItem *)a)->name, ((const HashItem *)b)->name);
+}
+
+// The hash (safetensors.h) of metadata pairs meta (n_meta; data holds the value) and
+// tensors (n_t), both sorted here.
+static uint64_t content_hash(HashItem *meta, int n_meta, HashItem *t, int n_t, const char *skip) {
+    qsort(meta, (size_t)n_meta, sizeof *meta, item_cmp);
+    qsort(t, (size_t)n_t, sizeof *t, item_cmp);
+    XXH64_state_t *h = XXH64_createState();
+    CHECK(h, "out of memory");
+    XXH64_reset(h, 0);
+    for (int i = 0; i < n_meta; i++) {
+        if (skip && strcmp(meta[i].name, skip) == 0) continue;
+        XXH64_update(h, meta[i].name, strlen(meta[i].name) + 1);
+        XXH64_update(h, meta[i].data, strlen(meta[i].data) + 1);
+    }
+    for (int i = 0; i < n_t; i++) {
+        char dims[ST_MAX_DIMS * 21 + 1] = "";
+        size_t len = 0;
+        for (int d = 0; d < t[i].ndim; d++)
+            len += (size_t)snprintf(dims + len, sizeof dims - len, "%s%lld", d ? "," : "", (long long)t[i].shape[d]);
+        XXH64_update(h, t[i].name, strlen(t[i].name) + 1);
+        const char *dt = st_dtype_name(t[i].dtype);
+        XXH64_update(h, dt, strlen(dt) + 1);
+        XXH64_update(h, dims, len + 1);
+        XXH64_update(h, t[i].data, t[i].nbytes);
+    }
+    uint64_t x = XXH64_digest(h);
+    XXH64_freeState(h);
+    return x;
+}
+
+uint64_t st_content_hash(const SafeTensors *st, const char *skip) {
+    HashItem *meta = xcalloc((size_t)st->n_meta + 1, sizeof *meta);
+    HashItem *t = xcalloc((size_t)st->n_tensors + 1, sizeof *t);
+    for (int i = 0; i < st->n_meta; i++) meta[i] = (HashItem){st->meta_keys[i], 0, 0, NULL, st->meta_vals[i], 0};
+    for (int i = 0; i < st->n_tensors; i++) {
+        const StTensor *x = &st->tensors[i];
+        t[i] = (HashItem){x->name, x->dtype, x->ndim, x->shape, x->data, x->nbytes};
+    }
+    uint64_t h = content_hash(meta, st->n_meta, t, st->n_tensors, skip);
+    free(meta);
+    free(t);
+    return h;
+}
+
+int st_writer_content_hash(uint64_t *out, const StWriter *w, const char *skip) {
+    HashItem *meta = xcalloc((size_t)w->n_meta + 1, sizeof *meta);
+    HashItem *t = xcalloc((size_t)w->n + 1, sizeof *t);
+    int rc = 0;
+    for (int i = 0; i < w->n_meta; i++) meta[i] = (HashItem){w->meta_keys[i], 0, 0, NULL, w->meta_vals[i], 0};
+    for (int i = 0; i < w->n && rc == 0; i++) {
+        const StWriterEntry *e = &w->entries[i];
+        if (e->fill) rc = ERR("safetensors writer: tensor '%.100s' is filled at write time: no content hash before", e->name);
+        t[i] = (HashItem){e->name, e->dtype, e->ndim, e->shape, e->data, e->nbytes};
+    }
+    if (rc == 0) *out = content_hash(meta, w->n_meta, t, w->n, skip);
+    free(meta);
+    free(t);
+    return rc;
+}
+
+int st_check_content_hash(const SafeTensors *st, const char *key) {
+    const char *v = st_meta(st, key);
+    char want[17];
+    snprintf(want, sizeof want, "%016llx", (unsigned long long)st_content_hash(st, key));
+    if (!v) return ERR("%s: no \"%s\" in the metadata (not saved by this version of best?)", st->path, key);
+    if (strcmp(v, want) != 0)
+        return ERR("%s: the contents do not match their hash (%s %s, computed %s): the file was changed or damaged "
+                   "after it was saved", st->path, key, v, want);
+    return 0;
 }

@@ -137,4 +137,18 @@ int st_writer_meta(StWriter *w, const char *key, const char *value);
 int st_writer_write(const StWriter *w, const char *path);
 void st_writer_free(StWriter *w);
 
+// --- content hash -------------------------------------------------------------
+
+// What a file says, hashed whatever its header's layout (best-train's states carry it
+// in their own metadata, docs/formats.md): xxh64 (seed 0) over the metadata pairs but
+// the key skip, in byte order of their keys, each as key NUL value NUL; then over the
+// tensors in byte order of their names, each as name NUL dtype NUL dims NUL data, with
+// dtype its name ("F32") and dims the shape in decimal joined by ',' ("" for a scalar).
+uint64_t st_content_hash(const SafeTensors *st, const char *skip);
+// The same of the file w will write; ERR for a tensor filled at write time.
+int st_writer_content_hash(uint64_t *out, const StWriter *w, const char *skip);
+// 0 when metadata key holds st_content_hash(st, key) as 16 lowercase hex digits, else
+// ERR naming the file (a missing key, or a mismatch).
+int st_check_content_hash(const SafeTensors *st, const char *key);
+
 #endif

@@ -23,6 +23,10 @@ typedef struct {
 // is not finite; w holds elements [off, off + n) of tensor p. Every tool that trains or
 // scores weights checks them so before using them (best-mask, best-train).
 int params_check_finite(const char *where, const ParamInfo *p, const float *w, size_t off, size_t n);
+// Adam's moments, elements [off, off + n) of tensor name (NULL: a flat slice): every m
+// finite, every v finite and >= 0 (either may be NULL); else ERR naming where, the
+// moment and the element.
+int params_check_moments(const char *where, const char *name, const float *m, const float *v, size_t off, size_t n);
 
 // [*a, *b): the elements of tensor p inside the block's slice [lo, hi) (a rank's, dist.h),
 // as offsets within p; a == b when it has none.

@@ -1,6 +1,7 @@
 // shards.c: the sharded training state's files (see shards.h).
 #include "run/shards.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -14,6 +15,7 @@
 #include "base/error.h"  // defines: ERR, TRY, xmalloc
 #include "base/fileio.h" // defines: AFile, path_join
 #include "dist/dist.h"   // defines: dist_slice
+#include "nn/params.h"   // defines: params_check_moments
 
 // "step-S/rank-R-of-N.safetensors": a shard's name inside the state folder, as the
 // manifest lists it.
@@ -47,10 +49,10 @@ int shard_add(StWriter *w, const float *params, const float *m, const float *v, 
     return meta_zu(w, "n_params", n_params);
 }
 
-int shards_manifest_write(const char *state_dir, int step, int ranks, size_t n_params) {
-    json_t *o = json_object(), *a = json_array();
+int shards_manifest_write(const char *state_dir, int step, int ranks, size_t n_params, const uint64_t *hashes) {
+    json_t *o = json_object(), *a = json_array(), *h = json_array();
     json_object_set_new(o, "format", json_string(SHARDS_FORMAT));
-    json_object_set_new(o, "version", json_string("1"));
+    json_object_set_new(o, "version", json_string(SHARDS_VERSION));
     json_object_set_new(o, "step", json_integer(step));
     json_object_set_new(o, "ranks", json_integer(ranks));
     json_object_set_new(o, "n_params", json_integer((json_int_t)n_params));
@@ -58,8 +60,12 @@ int shards_manifest_write(const char *state_dir, int step, int ranks, size_t n_p
         char name[96];
         shard_name(name, step, r, ranks);
         json_array_append_new(a, json_string(name));
+        char hex[17];
+        snprintf(hex, sizeof hex, "%016llx", (unsigned long long)hashes[r]);
+        json_array_append_new(h, json_string(hex));
     }
     json_object_set_new(o, "shards", a);
+    json_object_set_new(o, "content_hashes", h);
     char *text = json_dumps(o, JSON_INDENT(1));
     json_decref(o);
     char *path = path_join(state_dir, "manifest.json");
@@ -78,6 +84,7 @@ int shards_manifest_write(const char *state_dir, int step, int ranks, size_t n_p
 void shards_manifest_free(ShardManifest *mf) {
     for (int r = 0; mf->files && r < mf->ranks; r++) free(mf->files[r]);
     free(mf->files);
+    free(mf->hashes);
     memset(mf, 0, sizeof *mf);
 }
 
@@ -99,25 +106,33 @@ int shards_manifest_read(ShardManifest *mf, const char *state_dir) {
     int rc = 0;
     json_int_t step = 0, ranks = 0, n = 0;
     const json_t *fmt = json_object_get(o, "format"), *ver = json_object_get(o, "version");
-    const json_t *a = json_object_get(o, "shards");
+    const json_t *a = json_object_get(o, "shards"), *h = json_object_get(o, "content_hashes");
     if (!o) rc = ERR("%s: not JSON (%s, line %d)", path, je.text, je.line);
     else if (!json_is_string(fmt) || strcmp(json_string_value(fmt), SHARDS_FORMAT) != 0)
         rc = ERR("%s: \"format\" is not \"%s\"", path, SHARDS_FORMAT);
-    else if (!json_is_string(ver) || strcmp(json_string_value(ver), "1") != 0)
-        rc = ERR("%s: \"version\" is not \"1\" (a newer best-train wrote it?)", path);
+    else if (!json_is_string(ver) || strcmp(json_string_value(ver), SHARDS_VERSION) != 0)
+        rc = ERR("%s: \"version\" is not \"%s\" (another version of best-train wrote it)", path, SHARDS_VERSION);
     if (rc == 0) rc = json_int_in(&step, o, "step", 0, INT32_MAX, path);
     if (rc == 0) rc = json_int_in(&ranks, o, "ranks", 1, 1 << 20, path);
     if (rc == 0) rc = json_int_in(&n, o, "n_params", 1, INT64_MAX, path);
     if (rc == 0 && (!json_is_array(a) || json_array_size(a) != (size_t)ranks))
         rc = ERR("%s: \"shards\" is not a list of %lld files", path, (long long)ranks);
+    if (rc == 0 && (!json_is_array(h) || json_array_size(h) != (size_t)ranks))
+        rc = ERR("%s: \"content_hashes\" is not a list of %lld hashes", path, (long long)ranks);
     if (rc == 0) {
         mf->step = (int)step, mf->ranks = (int)ranks, mf->n_params = (size_t)n;
         mf->files = xcalloc((size_t)ranks, sizeof *mf->files);
+        mf->hashes = xcalloc((size_t)ranks, sizeof *mf->hashes);
         for (int r = 0; r < mf->ranks && rc == 0; r++) {
             char want[96];
             shard_name(want, mf->step, r, mf->ranks);
             const char *s = json_string_value(json_array_get(a, (size_t)r));
+            const char *x = json_string_value(json_array_get(h, (size_t)r));
+            char *end = NULL;
+            if (x) mf->hashes[r] = strtoull(x, &end, 16);
             if (!s || strcmp(s, want) != 0) rc = ERR("%s: shard %d is not named \"%s\"", path, r, want);
+            else if (!x || strlen(x) != 16 || !isxdigit((unsigned char)x[0]) || *end)
+                rc = ERR("%s: content hash %d is not 16 hex digits", path, r);
             else mf->files[r] = shard_path(state_dir, mf->step, r, mf->ranks);
         }
     }
@@ -125,6 +140,16 @@ int shards_manifest_read(ShardManifest *mf, const char *state_dir) {
     free(path);
     if (rc < 0) shards_manifest_free(mf);
     return rc;
+}
+
+int shards_check(const SafeTensors *st, const ShardManifest *mf, int r) {
+    TRY(st_check_content_hash(st, "content_hash"));
+    char want[17];
+    snprintf(want, sizeof want, "%016llx", (unsigned long long)mf->hashes[r]);
+    if (strcmp(st_meta(st, "content_hash"), want) != 0)
+        return ERR("%s: content hash %s, the manifest says %s (a shard of another save?)", st->path,
+                   st_meta(st, "content_hash"), want);
+    return 0;
 }
 
 // The metadata key of a shard as an integer, which must equal want.
@@ -159,8 +184,8 @@ static int shard_copy(float *params, float *m, float *v, uint8_t *mask, const Sh
     SafeTensors st;
     TRY(st_open(&st, mf->files[r]));
     size_t n = fhi - flo;
-    int rc = 0;
-    rc = meta_is(&st, "rank", (size_t)r);
+    int rc = shards_check(&st, mf, r);
+    if (rc == 0) rc = meta_is(&st, "rank", (size_t)r);
     if (rc == 0) rc = meta_is(&st, "ranks", (size_t)mf->ranks);
     if (rc == 0) rc = meta_is(&st, "lo", flo);
     if (rc == 0) rc = meta_is(&st, "hi", fhi);
@@ -171,6 +196,7 @@ static int shard_copy(float *params, float *m, float *v, uint8_t *mask, const Sh
     const float *sv = sm ? shard_tensor(&st, "exp_avg_sq", ST_F32, n) : NULL;
     const uint8_t *sk = sv ? shard_tensor(&st, "mask", ST_BOOL, n) : NULL;
     if (!sk) rc = -1;
+    if (rc == 0) rc = params_check_moments(st.path, NULL, sm + (a - flo), sv + (a - flo), a - flo, b - a);
     if (rc == 0) {
         memcpy(params + a, sp + (a - flo), (b - a) * sizeof *params);
         memcpy(m + (a - lo), sm + (a - flo), (b - a) * sizeof *m);

@@ -11,12 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
+#include <xxhash.h>
 
 #include "base/args.h"       // defines: ARGS_THREADS_PER_CORE
 #include "base/error.h"      // defines: ERR, TRY, xmalloc
@@ -32,7 +34,7 @@
 #include "base/version.h"    // defines: best_version
 
 #define STATE_FORMAT "best-train-state"
-#define STATE_VERSION "1"
+#define STATE_VERSION "2" // 2: content_hash, config_hash, log as a name inside OUT
 
 // --- small helpers ------------------------------------------------------------------
 
@@ -148,6 +150,38 @@ static int meta_u64(const SafeTensors *st, const char *key, int base, uint64_t *
     return 0;
 }
 
+// The hash of a config.json as a run reads it: xxh64 of its JSON with sorted keys and
+// no spaces, without the "best" block train_save adds (so that a config saved into
+// OUT/model hashes as the one the run started from). Text that is not a JSON object
+// hashes as it is (model_load refuses it anyway).
+static uint64_t config_hash(const char *json, size_t len) {
+    json_error_t je;
+    json_t *o = json_loadb(json, len, 0, &je);
+    char *text = NULL;
+    if (json_is_object(o)) {
+        json_object_del(o, "best");
+        text = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+    }
+    uint64_t h = text ? XXH64(text, strlen(text), 0) : XXH64(json, len, 0);
+    free(text);
+    json_decref(o);
+    return h;
+}
+
+// The state's "log": the log's file name when it sits in OUT itself ("" for the default
+// OUT/log.jsonl); a log elsewhere is not restored by a resume (state_run_read), so it is
+// written as "log_outside", for the message only.
+static int log_meta_write(StWriter *w, const TrainConfig *c) {
+    if (!c->log) return st_writer_meta(w, "log", "");
+    const char *slash = strrchr(c->log, '/'), *base = slash ? slash + 1 : c->log;
+    char *dir = slash ? strndup(c->log, (size_t)(slash - c->log + (slash == c->log))) : xstrdup(".");
+    CHECK(dir, "out of memory");
+    struct stat a, b;
+    int inside = *base && stat(dir, &a) == 0 && stat(c->out, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+    free(dir);
+    return inside ? st_writer_meta(w, "log", base) : st_writer_meta(w, "log_outside", c->log);
+}
+
 // Every hyperparameter that shapes the run, so that a resume continues the same run.
 static int state_meta_write(StWriter *w, const Trainer *tr) {
     const TrainConfig *c = &tr->cfg;
@@ -191,8 +225,18 @@ static int state_meta_write(StWriter *w, const Trainer *tr) {
     rc |= meta_set(w, "save_every", "%d", c->save_every);
     rc |= meta_set(w, "moments_every", "%d", c->moments_every);
     rc |= meta_set(w, "save_masks", "%d", c->save_masks);
-    rc |= st_writer_meta(w, "log", c->log ? c->log : "");
+    rc |= log_meta_write(w, c);
+    rc |= meta_set(w, "config_hash", "%016llx", (unsigned long long)config_hash(tr->m.config_json, tr->m.config_len));
     return rc ? -1 : 0;
+}
+
+// The last key of a state file (one rank's, or a shard): the content hash of all the
+// rest (io/safetensors.h), checked on --resume; into *hash for the manifest.
+static int state_seal(StWriter *w, uint64_t *hash) {
+    TRY(st_writer_content_hash(hash, w, "content_hash"));
+    char hex[17];
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)*hash);
+    return st_writer_meta(w, "content_hash", hex);
 }
 
 // The run options of a state (train.h) into tr->cfg, except those given (each is
@@ -222,11 +266,22 @@ static int state_run_read(Trainer *tr, const SafeTensors *st) {
     struct stat a, b;
     int same_dir = c->out && stat(c->out, &a) == 0 && stat(c->resume, &b) == 0 && a.st_dev == b.st_dev &&
                    a.st_ino == b.st_ino;
-    const char *v = st_meta(st, "log");
+    const char *v = st_meta(st, "log"), *outside = st_meta(st, "log_outside");
+    // a name in OUT, nothing else: a state from elsewhere must not name a file to cut back
+    if (v && (strchr(v, '/') || strcmp(v, ".") == 0 || strcmp(v, "..") == 0))
+        return ERR("%s: metadata log = \"%s\" is not a file name inside the run's folder", st->path, v);
     if (v && !(c->given & TRAIN_OPT_LOG) && same_dir) {
-        c->log = *v ? own(tr, v) : NULL;
+        char *path = *v ? path_join(c->out, v) : NULL;
+        c->log = path ? own(tr, path) : NULL;
+        free(path);
         tr->restored |= TRAIN_OPT_LOG;
+        struct stat l;
+        if (c->log && lstat(c->log, &l) == 0 && !S_ISREG(l.st_mode))
+            return ERR("%s: the run's log is not a regular file (a link or a device?); give --log", c->log);
     }
+    if (outside && !v && !(c->given & TRAIN_OPT_LOG) && same_dir && !c->quiet && dist_rank() == 0)
+        fprintf(stderr, "best-train: the run logged to %s, outside %s: that log is not continued (give --log %s to "
+                "continue it); logging to %s/log.jsonl\n", outside, c->out, outside, c->out);
     return 0;
 }
 
@@ -323,6 +378,7 @@ static int state_load_single(Trainer *tr, const SafeTensors *st) {
         TRY(tensor_copy_part(tr->opt.m + d, st, name, p, a, b));
         snprintf(name, sizeof name, "%s.exp_avg_sq", p->name);
         TRY(tensor_copy_part(tr->opt.v + d, st, name, p, a, b));
+        TRY(params_check_moments(st->path, p->name, tr->opt.m + d, tr->opt.v + d, a, b - a));
         if (!p->prunable) continue;
         snprintf(name, sizeof name, "%s.mask", p->name);
         const StTensor *t = st_find(st, name);
@@ -391,8 +447,12 @@ static int state_find(SafeTensors *st, ShardManifest *mf, int *sharded, const ch
             *sharded = 1;
             rc = st_open(st, mf->files[0]);
             opened = rc == 0;
+            if (rc == 0) rc = shards_check(st, mf, 0);
         }
     }
+    // what the state says, it said when it was saved (the hash of a shard is checked
+    // with the manifest's above; shards_read checks every shard it reads)
+    if (rc == 0 && !*sharded) rc = st_check_content_hash(st, "content_hash");
     if (rc < 0 && opened) st_close(st);
     if (rc < 0 || !*sharded) shards_manifest_free(mf);
     free(sdir);
@@ -434,7 +494,9 @@ static int save_single(Trainer *tr, const char *sdir) {
         snprintf(name, sizeof name, "%s.mask", p->name);
         if (rc == 0 && p->prunable) rc = st_writer_add(&w, name, ST_BOOL, p->ndim, p->shape, tr->mask + p->offset);
     }
+    uint64_t hash;
     if (rc == 0) rc = state_meta_write(&w, tr);
+    if (rc == 0) rc = state_seal(&w, &hash);
     char *path = path_join(sdir, "state.safetensors");
     if (rc == 0) rc = st_writer_write(&w, path);
     if (rc < 0) path_unmake(made, sdir);
@@ -464,14 +526,20 @@ static int save_shards(Trainer *tr, const char *sdir) {
     st_writer_init(&w);
     rc = shard_add(&w, m->params + tr->lo, tr->opt.m, tr->opt.v, tr->mask, rank, dist_size(), tr->lo, tr->hi,
                    m->n_params);
+    uint64_t *hashes = xcalloc((size_t)dist_size(), sizeof *hashes); // every rank's, for the manifest
     if (rc == 0) rc = state_meta_write(&w, tr);
+    if (rc == 0) rc = state_seal(&w, &hashes[rank]);
     if (rc == 0) rc = st_writer_write(&w, path);
     st_writer_free(&w);
     free(path);
     free(dir);
-    TRY(dist_agree(rc));
+    if (dist_agree(rc) < 0) {
+        free(hashes);
+        return -1;
+    }
+    dist_sum_u64(hashes, (size_t)dist_size());
     if (rank == 0) {
-        rc = shards_manifest_write(sdir, tr->step, dist_size(), m->n_params);
+        rc = shards_manifest_write(sdir, tr->step, dist_size(), m->n_params, hashes);
         if (rc == 0) { // the earlier saves, of either kind, are now stale
             char *one = path_join(sdir, "state.safetensors");
             unlink(one);
@@ -479,6 +547,7 @@ static int save_shards(Trainer *tr, const char *sdir) {
             shards_prune(sdir, tr->step);
         }
     }
+    free(hashes);
     return dist_agree(rc);
 }
 
@@ -656,6 +725,30 @@ static int out_lock(Trainer *tr, const char *out, int create) {
     }
     free(path);
     return rc;
+}
+
+// BEST_TEST_PAUSE=POINT: the process stops itself (SIGSTOP) at POINT, so that a test can
+// do something at exactly that moment and then let it go on (SIGCONT); how
+// tests/t_train.sh makes the race of two fresh runs on one new OUT deterministic.
+// Points: "train-lock" (a fresh run, its checks done, before it takes OUT's lock).
+static void test_pause(const char *point) {
+    const char *p = getenv("BEST_TEST_PAUSE");
+    if (p && strcmp(p, point) == 0) raise(SIGSTOP);
+}
+
+// A fresh run (no --resume) refuses an OUT that holds a state: checked before anything
+// is read, and again once OUT's lock is taken (another fresh run may have made OUT and
+// saved into it between the two: it held the lock while it did).
+static int out_check_fresh(const TrainConfig *c) {
+    if (c->resume || !c->out) return 0;
+    char *one = path_fmt("%s/state/state.safetensors", c->out), *man = path_fmt("%s/state/manifest.json", c->out);
+    int exists = access(one, F_OK) == 0 || access(man, F_OK) == 0;
+    free(one);
+    free(man);
+    if (exists)
+        return ERR("%s: holds a training state already; continue it with --resume %s, or choose another --out", c->out,
+                   c->out);
+    return 0;
 }
 
 static int config_check(const TrainConfig *c) {
@@ -847,6 +940,16 @@ static int open_read(Trainer *tr, const TrainConfig *cfg, int *sharded) {
         rc = model_load(&tr->m, md);
         free(md);
         if (rc < 0) goto fail;
+        // the config the state was trained with: an edited OUT/model/config.json
+        // (rope_theta, say) would go on training another model
+        uint64_t want;
+        if (meta_u64(&st, "config_hash", 16, &want) < 0) goto fail;
+        if (config_hash(tr->m.config_json, tr->m.config_len) != want) {
+            ERR("%s/model/config.json: not the config this state was trained with (its hash is not the state's "
+                "config_hash %016llx): restore it, or start a new run from %s/model", c->resume,
+                (unsigned long long)want, c->resume);
+            goto fail;
+        }
     } else if (c->init_config) {
         if (model_create(&tr->m, c->init_config) < 0) goto fail;
         train_init_random(&tr->m, c->seed, 0.02);
@@ -864,17 +967,7 @@ static int open_read(Trainer *tr, const TrainConfig *cfg, int *sharded) {
     // the run's threads: the resumed state's unless given (state_run_read), else those in force
     if (tr->restored & TRAIN_OPT_THREADS) omp_set_num_threads(c->threads);
     c->threads = omp_get_max_threads();
-    if (!c->resume && c->out) {
-        char *one = path_fmt("%s/state/state.safetensors", c->out), *man = path_fmt("%s/state/manifest.json", c->out);
-        int exists = access(one, F_OK) == 0 || access(man, F_OK) == 0;
-        free(one);
-        free(man);
-        if (exists) {
-            ERR("%s: holds a training state already; continue it with --resume %s, or choose another --out", c->out,
-                c->out);
-            goto fail;
-        }
-    }
+    if (out_check_fresh(c) < 0) goto fail;
     Model *m = &tr->m;
     c->device = on_cuda ? TRAIN_DEVICE_CUDA : TRAIN_DEVICE_CPU;
     if (on_cuda && device_check() < 0) goto fail;
@@ -943,12 +1036,19 @@ int train_open(Trainer *tr, const TrainConfig *cfg) {
         rc = path_check_not_input(logp);
         if (rc == 0) rc = model_check_save_dir(saved);
         free(saved);
-        if (rc == 0) rc = path_mkdir_p(c->out);
-        if (rc == 0 && tr->lock_fd < 0) rc = out_lock(tr, c->out, 1);
+        if (rc == 0) rc = path_mkdir_made(&tr->out_made, c->out);
+        if (rc == 0 && tr->lock_fd < 0) {
+            test_pause("train-lock");
+            rc = out_lock(tr, c->out, 1);
+            if (rc == 0) rc = out_check_fresh(c);
+        }
         if (rc == 0 && c->resume) {
             remove_stale_temps(c->out);
             rc = log_truncate(logp, tr->step);
         }
+        struct stat ls;
+        tr->log_made = !c->resume && lstat(logp, &ls) < 0 && errno == ENOENT;
+        tr->saved = c->resume != NULL;
         if (rc == 0) {
             tr->log = fopen(logp, c->resume ? "a" : "w");
             if (!tr->log) rc = ERR("%s: cannot open the log: %s", logp, strerror(errno));
@@ -972,6 +1072,7 @@ void train_close(Trainer *tr) {
     if (tr->log) fclose(tr->log);
     free(tr->log_path);
     if (tr->lock_fd >= 0) close(tr->lock_fd);
+    free(tr->out_made);
     if (tr->m.params) model_free(&tr->m);
     if (tr->opt.m) adamw_free(&tr->opt);
     if (tr->acts.block) model_acts_free(&tr->acts);
@@ -1197,6 +1298,45 @@ static int log_stats(FILE *f, const char *path, const StepStats *s) {
     return 0;
 }
 
+// train.h: what a fresh run whose first save failed had written goes again (rank 0).
+static void fresh_run_unmake(Trainer *tr) {
+    const char *out = tr->cfg.out;
+    char *mdir = path_join(out, "model");
+    model_unlink_saved(mdir);
+    rmdir(mdir);
+    free(mdir);
+    static const char *const sub[] = {"moments", "masks", "state"};
+    for (int i = 0; i < 3; i++) {
+        for (int t = 1; i < 2 && t <= tr->step; t++) {
+            char *p = path_fmt("%s/%s/step-%d.safetensors", out, sub[i], t);
+            unlink(p);
+            free(p);
+        }
+        char *d = path_join(out, sub[i]);
+        rmdir(d); // when empty: what else is there, the run did not write
+        free(d);
+    }
+    if (tr->log_made && tr->log_path) unlink(tr->log_path);
+    char *lock = path_join(out, ".lock"); // OUT holds no state: nothing to guard
+    unlink(lock);
+    free(lock);
+    if (tr->out_made) {
+        path_unmake(tr->out_made, out);
+        tr->out_made = NULL;
+    }
+}
+
+// A save (moments 0: train_save; 1: train_save_moments); when one fails before a save of
+// a fresh run finished, fresh_run_unmake.
+static int save_or_unmake(Trainer *tr, int moments) {
+    if ((moments ? train_save_moments(tr) : train_save(tr)) == 0) {
+        tr->saved |= !moments;
+        return 0;
+    }
+    if (!tr->saved && dist_rank() == 0) fresh_run_unmake(tr);
+    return -1;
+}
+
 int train_run(Trainer *tr) {
     const TrainConfig *c = &tr->cfg;
     int last = c->stop_at > 0 && c->stop_at < c->steps ? c->stop_at : c->steps;
@@ -1221,8 +1361,8 @@ int train_run(Trainer *tr) {
                  s.lr, s.tokens_per_s, s.sparsity);
         progress_update(&tr->prog, (uint64_t)tr->step);
         if (c->moments_every > 0 && (tr->step % c->moments_every == 0 || tr->step == last))
-            TRY(train_save_moments(tr));
-        if (tr->step == last || (c->save_every > 0 && tr->step % c->save_every == 0)) TRY(train_save(tr));
+            TRY(save_or_unmake(tr, 1));
+        if (tr->step == last || (c->save_every > 0 && tr->step % c->save_every == 0)) TRY(save_or_unmake(tr, 0));
     }
     progress_finish(&tr->prog);
     return 0;

@@ -140,6 +140,9 @@ typedef struct {
     const char **data_list;  // the shard list in use (cfg.data points here)
     unsigned restored;       // TRAIN_OPT_* bits: run options taken from the resumed state
     int lock_fd;             // OUT/.lock, held (flock) until train_close or exit; -1: none
+    char *out_made;          // OUT's topmost folder this run created (NULL: OUT was there)
+    int log_made;            // the log is a regular file this run created
+    int saved;               // a save of this run finished (or the run is a resume)
     double mem_need, mem_ram; // host memory: the estimate for this run (bytes, all ranks of this
                               // machine) and the machine's RAM (train_print_config shows both)
     // --device cuda: the step runs on the device (model.h's DevModel, with its own
@@ -158,7 +161,10 @@ typedef struct {
 // nothing is touched. The kernel drops the lock when the process ends, however.
 int train_open(Trainer *tr, const TrainConfig *cfg);
 // Runs steps until cfg.steps (or cfg.stop_at), saving as configured. -1 after ERR
-// (a diverged loss included); the last saved state is left as it was.
+// (a diverged loss included); the last saved state is left as it was. A fresh run whose
+// first save or a moment dump before it fails (a full disk) leaves OUT as it found it:
+// the model folder, log, moment dumps, masks and lock file it wrote are removed, and OUT
+// when the run made it.
 int train_run(Trainer *tr);
 // One step (1-6 above, without saves); stats may be NULL.
 int train_step(Trainer *tr, StepStats *stats);

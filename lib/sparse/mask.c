@@ -162,14 +162,7 @@ static int chunk_error(const Scorer *sc, const ParamInfo *p, size_t off, size_t 
     const char *wf = sc->spec->weights_from ? sc->spec->weights_from : "the weights";
     const char *mf = sc->mo && sc->mo->is_file ? sc->mo->st.path : "the Adam moments";
     TRY(params_check_finite(wf, p, w, off, n));
-    const float *x = m ? m : v;
-    const char *what = m ? "exp_avg" : "exp_avg_sq";
-    for (size_t i = 0; x && i < n; i++)
-        if (!isfinite(x[i]))
-            return ERR("%s: tensor %s.%s: element %zu is %s", mf, p->name, what, off + i, isnan(x[i]) ? "nan" : "inf");
-    for (size_t i = 0; v && i < n; i++)
-        if (v[i] < 0.0f)
-            return ERR("%s: tensor %s.exp_avg_sq: element %zu is negative (%g)", mf, p->name, off + i, (double)v[i]);
+    TRY(params_check_moments(mf, p->name, m, v, off, n));
     err_prefix("%s: tensor %s", wf, p->name);
     return -1;
 }
