@@ -16,6 +16,7 @@
 // (weight.h; the last section of this file).
 #include "nn/model.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
@@ -539,6 +540,17 @@ int model_save(const Model *m, const char *dir, int dtype) {
     free(ctx);
     if (rc == 0) rc = save_config(m, dir, dt);
     if (rc == 0 && m->src_dir) rc = copy_tokenizer_files(m->src_dir, dir);
+    if (rc == 0) { // a file an earlier save wrote, which this one did not: stale (a tokenizer.json
+                   // beside this model's tokenizer.model would take precedence over it)
+        const char *written[N_SAVED_FILES];
+        int n = 0;
+        for (size_t i = 0; i < N_SAVED_FILES; i++) {
+            char *from = m->src_dir && i >= FIRST_TOKENIZER_FILE ? path_join(m->src_dir, saved_files[i]) : NULL;
+            if (i < FIRST_TOKENIZER_FILE || (from && access(from, R_OK) == 0)) written[n++] = saved_files[i];
+            free(from);
+        }
+        model_unlink_unsaved(dir, written, n);
+    }
     if (rc < 0 && made) { // a folder of our own: what is in it, we wrote
         model_unlink_saved(dir);
         path_unmake(made, dir);
@@ -548,6 +560,17 @@ int model_save(const Model *m, const char *dir, int dtype) {
     return rc;
 }
 
+// A name model_save writes, or a temporary of one (".NAME.tmp.XXXXXX", fileio.h).
+static int is_saved_name(const char *name) {
+    for (size_t i = 0; i < N_SAVED_FILES; i++) {
+        size_t n = strlen(saved_files[i]);
+        if (strcmp(name, saved_files[i]) == 0) return 1;
+        if (name[0] == '.' && strncmp(name + 1, saved_files[i], n) == 0 && strncmp(name + 1 + n, ".tmp.", 5) == 0)
+            return 1;
+    }
+    return 0;
+}
+
 int model_check_save_dir(const char *dir) {
     int rc = 0;
     for (size_t i = 0; i < N_SAVED_FILES && rc == 0; i++) {
@@ -555,7 +578,24 @@ int model_check_save_dir(const char *dir) {
         rc = path_check_not_input(path);
         free(path);
     }
+    DIR *d = rc == 0 ? opendir(dir) : NULL; // no folder yet: nothing to mix with
+    for (struct dirent *e; d && rc == 0 && (e = readdir(d));)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 && !is_saved_name(e->d_name))
+            rc = ERR("%s: holds %s, which is not part of a model folder: a model is saved into a new or empty "
+                     "folder, or over one saved before (never mixed with other files)", dir, e->d_name);
+    if (d) closedir(d);
     return rc;
+}
+
+void model_unlink_unsaved(const char *dir, const char *const *written, int n_written) {
+    for (size_t i = 0; i < N_SAVED_FILES; i++) {
+        int kept = 0;
+        for (int j = 0; j < n_written && !kept; j++) kept = strcmp(written[j], saved_files[i]) == 0;
+        if (kept) continue;
+        char *path = path_join(dir, saved_files[i]);
+        unlink(path);
+        free(path);
+    }
 }
 
 void model_unlink_saved(const char *dir) {

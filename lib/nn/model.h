@@ -114,13 +114,20 @@ int model_need_folder(const Model *m, const char *what);
 // folder. Creates dir if needed; every file goes through temp + rename. A save that
 // fails removes the folders it created (with what it wrote there), never a folder that
 // was there before. ERR for a model with stored weights (best-pack --unpack writes a
-// pack's folder).
+// pack's folder). Files an earlier save left in dir that this one does not write (a
+// tokenizer file the source has not) are removed.
 int model_save(const Model *m, const char *dir, int dtype);
 // Unlinks from dir every file model_save writes (after a failed save into a new folder).
 void model_unlink_saved(const char *dir);
 // 0, or ERR when a file model_save would write into dir is one of the run's inputs
-// (fileio.h's path_note_input: `--model M --out-model M`), checked before any work.
+// (fileio.h's path_note_input: `--model M --out-model M`), or when dir exists and holds
+// anything but the files model_save writes (and their temporaries): a model folder is
+// never mixed with foreign files. Checked before any work.
 int model_check_save_dir(const char *dir);
+// Unlinks from dir the files model_save writes that are not among written (n_written
+// names): what an earlier save into dir left and this one did not write again. model_save
+// calls it; an unpack, which adds the pack's files after model_save, calls it again.
+void model_unlink_unsaved(const char *dir, const char *const *written, int n_written);
 
 // The table entry of a HF tensor name, or NULL.
 const ParamInfo *model_param(const Model *m, const char *name);

@@ -672,6 +672,15 @@ int pack_unpack(const char *dir, const Pack *p) {
     }
     if (m.params) model_free(&m);
     if (rc == 0) rc = afile_commit(&f);
+    if (rc == 0) { // the folder holds the pack's files and weights, nothing an earlier save left
+        const char **written = xcalloc((size_t)p->n_members + 1, sizeof *written);
+        int n = 0;
+        written[n++] = "model.safetensors";
+        for (int i = 0; i < p->n_members; i++)
+            if (pack_is_file_name(p->members[i].name)) written[n++] = p->members[i].name;
+        model_unlink_unsaved(dir, written, n);
+        free(written);
+    }
     else if (opened) afile_abort(&f);
     if (rc < 0 && made) { // a folder of our own: what is in it, we wrote
         model_unlink_saved(dir);

@@ -199,6 +199,7 @@ int main(int argc, char **argv) {
     path_note_input(o.model ? o.model : o.unpack ? o.unpack : o.info ? o.info : o.verify);
     if (o.model) TRY_OR_DIE(path_check_out_file(o.out, NULL));
     if (o.unpack) TRY_OR_DIE(path_check_out_dir(o.out));
+    if (o.unpack) TRY_OR_DIE(model_check_save_dir(o.out)); // a model folder: never mixed with foreign files
 
     double t0 = now_seconds();
     if (o.model) {
