@@ -79,6 +79,17 @@ expect_error "best-train --model: 954437177 layers" 1 "$L" "$TR" --model "$TMP/l
 expect_error "best-train --init random: 954437177 layers" 1 "$L" "$TR" --init random --config "$TMP/layers/config.json" \
     --data "$TMP/toks.bin" --out "$TMP/never.train" --steps 1 --seq 8 --batch 1 --quiet
 expect_error "best-pack --model: 954437177 layers" 1 "$L" "$P" --model "$TMP/layers" --out "$TMP/never.pack"
+# one position predicts nothing; the tools cap --seq at it, and blamed --seq ("--seq must be
+# at least 2 (got 1)") for a value that only the config had
+mkdir -p "$TMP/pos1"
+cp $D/model.safetensors "$TMP/pos1/"
+python3 -c "
+import json, sys; c = json.load(open(sys.argv[1])); c['max_position_embeddings'] = 1; json.dump(c, open(sys.argv[2], 'w'))" \
+    $D/config.json "$TMP/pos1/config.json"
+P1="pos1/config.json: max_position_embeddings 1: a model needs at least 2 positions"
+expect_error "best-eval: max_position_embeddings 1 names the config, not --seq" 1 "$P1" "$E" --model "$TMP/pos1" --data "$TMP/toks.bin"
+expect_error "best-train: max_position_embeddings 1 names the config, not --seq" 1 "$P1" "$TR" --model "$TMP/pos1" \
+    --data "$TMP/toks.bin" --out "$TMP/never.train" --steps 1 --seq 8 --batch 1 --quiet
 expect_error "best-eval: vocab_size 2^31-1" 1 "vocab_size 2147483647 is out of range \[1, 16777216\]" \
     "$E" --model "$TMP/vocab" --data "$TMP/toks.bin"
 # In range but not the tensors' shape: refused from the file's header, before the 6.4 GB

@@ -56,6 +56,15 @@ assert got == want + '\\n' and j['text'] == want[4:] and want[4] == ' ', (got, w
     else
         skip "--generate's first space against sentencepiece: python3 sentencepiece missing"
     fi
+    # A prompt of invalid UTF-8: a usage error before the model is read. sentencepiece
+    # encodes the bytes, so until now it was generated (streamed without --json) and
+    # --json failed only at the end (exit 1, "cannot encode the result").
+    BADP=$(printf 'Once \377 upon')
+    for j in --json ""; do
+        expect_error "--generate \"Once <0xff> upon\" $j (sentencepiece): exit 2 at byte 5" 2 \
+            "--generate: the prompt is not valid UTF-8 (byte 5)" "$E" --model "$S" --generate "$BADP" --max-new-tokens 200 $j --quiet
+        check "... and nothing was generated (stdout empty)" test ! -s "$TMP/out"
+    done
 else
     skip "stories260K perplexity and generation: $SHARED not found"
 fi
@@ -106,6 +115,9 @@ import json, sys; p = json.load(sys.stdin)['protocol']
 assert p['input'] == 'text' and p['documents'] == 40 and p['join'] == ' ' and p['bos'] == 'none' and len(p['tokenizer']) == 16, p\""
 
 # Usage errors (2) and bad input (1, one line naming the file).
+expect_error "--generate of invalid UTF-8 (byte-level BPE): a usage error naming the byte" 2 \
+    "--generate: the prompt is not valid UTF-8 (byte 6)" "$E" --model "$TMP/tiny/model" --generate "$(printf 'alpha \300\200')" --json --quiet
+check "... and no JSON on stdout" test ! -s "$TMP/out"
 expect_error "no --model" 2 "usage error" "$E" --data x.bin
 expect_error "neither --data nor --generate" 2 "exactly one" "$E" --model tests/fixtures/model/qwen3
 expect_error "--tasks without --task-dir" 2 "needs --task-dir" "$E" --model tests/fixtures/model/qwen3 --tasks arc_easy

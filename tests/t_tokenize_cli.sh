@@ -1,7 +1,8 @@
 #!/bin/sh
 # t_tokenize_cli.sh: best-tokenize as a user drives it: shards vs --ids, stdin and
-# compressed inputs, thread-count independence, decode round trips, and every kind
-# of bad input (clear one-line error, exit 1 or 2, no output file left behind).
+# compressed inputs, thread-count independence, decode round trips, inputs read as
+# their names say (a tar only by name or --format tar; a NUL byte is an error), and
+# every kind of bad input (clear one-line error, exit 1 or 2, no output file left behind).
 # Runs without ../shared on a small byte-level BPE tokenizer made by pipelines/make_tokenizer.py.
 . tests/lib.sh
 T="$BIN/best-tokenize"
@@ -137,6 +138,27 @@ expect_error "a .tar that is not an archive" 1 "notar.tar: not a tar archive" \
 expect_error "a tar inside a tar names the member" 1 "outer.tar:docs.tar: a tar inside a tar" \
     "$T" --tokenizer "$TOK" --quiet --out "$TMP/fake.bin" "$TMP/outer.tar"
 check "no shard left after the refused inputs" test ! -e "$TMP/fake.bin"
+# Inputs are read as their names say, not as their bytes look (issue 33): a tar only by
+# its name or --format tar, and a NUL byte is no text. Before, a .jsonl whose first 8 KB
+# were zeros was an empty tar (0 documents, exit 0) and a tar named .txt was walked.
+{ head -c 8192 /dev/zero; tail -c +8193 "$TMP/docs.jsonl"; } >"$TMP/zeroed.jsonl"
+expect_error "a .jsonl whose first 8 KB are zeros: the file and offset 0, not 0 documents" 1 \
+    "zeroed.jsonl: a NUL byte at offset 0 (not text" "$T" --tokenizer "$TOK" --quiet --out "$TMP/z.bin" "$TMP/zeroed.jsonl"
+expect_error "... among other inputs the run fails, naming it" 1 "zeroed.jsonl: a NUL byte at offset 0" \
+    "$T" --tokenizer "$TOK" --quiet --out "$TMP/z.bin" "$TMP/docs.jsonl" "$TMP/zeroed.jsonl" "$TMP/docs.jsonl.gz"
+check "... and no shard is left" test ! -e "$TMP/z.bin"
+printf 'hello\000world' >"$TMP/nul.txt"
+expect_error "a NUL in a .txt: its offset" 1 "nul.txt: a NUL byte at offset 5 " "$T" --tokenizer "$TOK" --ids "$TMP/nul.txt"
+cp "$TMP/docs.tar" "$TMP/tar.txt"
+expect_error "a tar named .txt is text (refused for its NUL bytes), its members not read" 1 \
+    "tar.txt: a NUL byte at offset [0-9]* (not text; a tar archive?" "$T" --tokenizer "$TOK" --ids "$TMP/tar.txt"
+expect_error "a tar on stdin is text (refused)" 1 "<stdin>: a NUL byte at offset" \
+    sh -c "'$T' --tokenizer '$TOK' --ids --quiet - <'$TMP/docs.tar'"
+"$T" --tokenizer "$TOK" --ids --quiet --format tar - <"$TMP/docs.tar" >"$TMP/idstarin.txt"
+check "--format tar reads a tar from stdin: the same ids" cmp "$TMP/ids1.txt" "$TMP/idstarin.txt"
+expect_error "--format tar of text: refused" 1 "<stdin>: not a tar archive, as --format tar says" \
+    sh -c "'$T' --tokenizer '$TOK' --ids --quiet --format tar - <'$TMP/docs.jsonl'"
+expect_error "--format bogus: a usage error" 2 "auto, text, jsonl or tar" "$T" --tokenizer "$TOK" --ids --format zip "$TMP/docs.jsonl"
 cp "$TMP/a.bin" "$TMP/flip.bin"
 printf 'X' | dd of="$TMP/flip.bin" bs=1 seek=100 conv=notrunc 2>/dev/null
 expect_error "shard with a flipped byte" 1 "checksum" "$T" --tokenizer "$TOK" --decode "$TMP/flip.bin"

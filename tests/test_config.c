@@ -247,6 +247,9 @@ static void test_ranges(void) {
         snprintf(want, sizeof want, "%s %lld is out of range [1, %d]", cases[i].key, cases[i].bad, cases[i].hi);
         expect_bad(want, json, want);
     }
+    // the tools cap --seq at it: 1 was reported as "--seq must be at least 2 (got 1)"
+    expect_bad("max_position_embeddings 1", "{'model_type': 'llama', 'max_position_embeddings': 1}",
+               "max_position_embeddings 1: a model needs at least 2 positions");
     expect_bad("head_dim past the limit",
                "{'model_type': 'qwen3', 'num_attention_heads': 8, 'num_key_value_heads': 8, "
                "'head_dim': 300000}", "head_dim 300000 is out of range");

@@ -229,6 +229,12 @@ static int parse_root(ModelConfig *c, const char *file, json_t *root) {
                 q && !kv ? 32 : nh, 1, CONFIG_MAX_HEADS, 1));
     TRY(get_int(&c->max_position_embeddings, file, root, "max_position_embeddings",
                 q ? 32768 : 2048, 1, CONFIG_MAX_POSITIONS, 0));
+    // One position predicts nothing: a window, a training sequence, a calibration sample
+    // needs a token and the next. Said here, naming the file: the tools cap --seq at this
+    // value, and their "--seq must be at least 2 (got 1)" blamed an option never given.
+    if (c->max_position_embeddings < 2)
+        return ERR("%s: max_position_embeddings %d: a model needs at least 2 positions (one token to predict "
+                   "the next from)", file, c->max_position_embeddings);
     json_t *hd = json_object_get(root, "head_dim");
     if (!q && (!hd || json_is_null(hd))) {
         if (c->hidden_size % nh != 0)

@@ -28,7 +28,7 @@ typedef enum { ARCH_LLAMA, ARCH_QWEN3 } ModelArch;
                                        // num_attention_heads x head_dim
 #define CONFIG_MAX_LAYERS 1024         // num_hidden_layers
 #define CONFIG_MAX_HEADS 1024          // num_attention_heads, num_key_value_heads
-#define CONFIG_MAX_POSITIONS (1 << 24) // max_position_embeddings
+#define CONFIG_MAX_POSITIONS (1 << 24) // max_position_embeddings (and at least 2)
 
 typedef struct {
     ModelArch arch;

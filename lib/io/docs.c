@@ -31,6 +31,8 @@ struct DocReader {
     char *buf;             // member bytes not yet consumed: [pos, len)
     size_t pos, len, cap;
     int eof;               // current member fully read into buf
+    uint64_t mread;        // bytes of the current member read so far (decompressed)
+    int magic;             // what the member's first bytes look like: MAGIC_*
     uint64_t line;         // JSON lines: number of the last line returned
     ByteVec doc;           // the current JSON document's text
     // a .parquet file: its row groups decoded `threads` at a time into groups[0..n_dec)
@@ -50,6 +52,10 @@ static la_ssize_t inner_read_cb(struct archive *a, void *ud, const void **out) {
     return n;
 }
 
+// A reader of raw bytes (one member: the whole file), with every compression undone;
+// tar_too: a tar is walked member by member (the name, or the caller, said tar). Never
+// both sniffed: a .jsonl whose first blocks are zeros (a file after a crash) would be
+// an empty tar, and a tar named .txt would have its members read.
 static struct archive *archive_new_reader(int tar_too) {
     struct archive *a = archive_read_new();
     CHECK(a, "out of memory");
@@ -61,6 +67,7 @@ static struct archive *archive_new_reader(int tar_too) {
 }
 
 static int has_suffix(const char *s, size_t n, const char *suf);
+static int name_is_tar(const char *name);
 
 // A .parquet file: read through parquet.h, not libarchive.
 static int open_parquet(DocReader *r) {
@@ -94,7 +101,7 @@ static int open_reader(DocReader **out, const char *path, FILE *f, const char *f
         *out = r;
         return 0;
     }
-    r->outer = archive_new_reader(1);
+    r->outer = archive_new_reader(format == DOC_TAR || (strcmp(path, "-") != 0 && name_is_tar(path)));
     if (!f && strcmp(path, "-") == 0) f = stdin;
     int rc = f ? archive_read_open_FILE(r->outer, f) : archive_read_open_filename(r->outer, path, BLOCK);
     if (rc != ARCHIVE_OK) {
@@ -183,7 +190,22 @@ static int check_compression(struct archive *a, const char *path, const char *wh
     return 0;
 }
 
-// Reads more member bytes into buf; sets eof at the end of the member.
+enum { MAGIC_NONE, MAGIC_TAR, MAGIC_PARQUET };
+
+// A NUL byte at offset at of the current member: no text has one (JSON escapes it as
+// \u0000), so the input is damaged (zeroed blocks after a crash) or binary. The first
+// bytes say which binary, when they can.
+static int nul_error(const DocReader *r, uint64_t at) {
+    if (r->magic == MAGIC_PARQUET)
+        return ERR("%s: Parquet data: give the .parquet file's path (its footer is at the end; it is not read "
+                   "from stdin or under another name)", r->name);
+    return ERR("%s: a NUL byte at offset %llu (not text; %s)", r->name, (unsigned long long)at,
+               r->magic == MAGIC_TAR ? "a tar archive? one is read as such only by its name: .tar, .tgz, ..."
+                                     : "a damaged file?");
+}
+
+// Reads more member bytes into buf; sets eof at the end of the member. Every byte read
+// is checked not to be NUL (nul_error).
 static int fill(DocReader *r) {
     if (r->pos > 0) { // keep only the unconsumed tail
         memmove(r->buf, r->buf + r->pos, r->len - r->pos);
@@ -198,6 +220,14 @@ static int fill(DocReader *r) {
     la_ssize_t n = archive_read_data(r->cur, r->buf + r->len, r->cap - r->len);
     if (n < 0) return ERR("%s: %s", r->name, archive_error_string(r->cur));
     if (n == 0) r->eof = 1;
+    const char *got = r->buf + r->len;
+    if (r->mread == 0 && n >= 4) // (a tar's "ustar" magic is at 257 of its first header)
+        r->magic = memcmp(got, "PAR1", 4) == 0                      ? MAGIC_PARQUET
+                   : n >= 262 && memcmp(got + 257, "ustar", 5) == 0 ? MAGIC_TAR
+                                                                    : MAGIC_NONE;
+    const char *nul = memchr(got, 0, (size_t)n);
+    if (nul) return nul_error(r, r->mread + (uint64_t)(nul - got));
+    r->mread += (uint64_t)n;
     r->len += (size_t)n;
     return 0;
 }
@@ -208,6 +238,8 @@ static void member_end(DocReader *r) {
     r->in_member = 0;
     r->pos = r->len = 0;
     r->eof = 0;
+    r->mread = 0;
+    r->magic = MAGIC_NONE;
 }
 
 // Opens the next regular member; returns 1, or 0 when the input is exhausted.
@@ -222,6 +254,8 @@ static int member_next(DocReader *r) {
         if (!r->checked) { // once: the file's compression, and that a .tar is one
             TRY(check_compression(r->outer, r->path, r->path));
             if (r->is_raw && name_is_tar(r->path)) return ERR("%s: not a tar archive, as its name says", r->path);
+            if (r->is_raw && r->format == DOC_TAR)
+                return ERR("%s: not a tar archive, as --format tar says", strcmp(r->path, "-") ? r->path : "<stdin>");
             r->checked = 1;
         }
         if (!r->is_raw && archive_entry_filetype(e) != AE_IFREG) continue;
@@ -245,7 +279,7 @@ static int member_next(DocReader *r) {
             snprintf(r->name, sizeof r->name, "%s:%s", r->path, mname);
             r->mformat = format_of_name(mname, &compressed);
         }
-        if (r->format != DOC_AUTO) r->mformat = r->format;
+        if (r->format == DOC_TEXT || r->format == DOC_JSONL) r->mformat = r->format;
         r->cur = r->outer;
         if (compressed) {
             r->inner = archive_new_reader(0);
@@ -266,6 +300,8 @@ static int member_next(DocReader *r) {
         r->in_member = 1;
         r->pos = r->len = 0;
         r->eof = 0;
+        r->mread = 0;
+        r->magic = MAGIC_NONE;
         r->line = 0;
         return 1;
     }

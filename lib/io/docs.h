@@ -1,9 +1,11 @@
 // docs.h: documents out of files, archives and stdin, one at a time.
 //
 // Built on libarchive, so any compression it knows (.gz, .zst, .xz, .bz2) is
-// undone on the fly and a .tar (itself compressed or not) is walked member by
-// member; a member may itself be compressed (a .tar of .jsonl.zst). Each file or
-// member is read by its name once compression suffixes are stripped:
+// undone on the fly. Each input is read as what its name says once compression
+// suffixes are stripped, never as what its bytes look like:
+//   .tar .tgz .tbz2 .txz .tzst   a tar archive, walked member by member; each member
+//                          is read by its own name the same way (a member may itself
+//                          be compressed: a .tar of .jsonl.zst)
 //   .jsonl .json .ndjson   one JSON object per line; the document is its string
 //                          field (default "text"); blank lines are skipped
 //   .txt .text .md         the whole file is one document
@@ -11,9 +13,14 @@
 //                          "text"; io/parquet.h); read from its path (the footer is at
 //                          the end: not from stdin, nor inside an archive); null rows
 //                          are skipped and counted (docs_nulls)
-//   anything else, stdin   sniffed: first non-blank byte '{' means JSON lines
+//   anything else, stdin   text, sniffed: first non-blank byte '{' means JSON lines;
+//                          never a tar (DOC_TAR asks for one: stdin, another name)
+// Only a name (or DOC_TAR) makes a tar: a .jsonl whose first blocks are zeros (a file
+// after a crash) is not an empty tar, and a tar named .txt is not walked. Zip is not read.
 // A name must keep its promise: a compression suffix the data does not match, a
 // .tar that is not an archive, and a tar inside a tar are errors (never read as text).
+// No text holds a NUL byte: one is an error naming the file (or file:member) and its
+// offset in the decompressed bytes ("a.jsonl: a NUL byte at offset 0 (not text; ...)").
 // Memory is bounded by the largest document, not by the input. Every document
 // is checked to be valid UTF-8; errors name the file (and the line).
 #ifndef BEST_DOCS_H
@@ -23,7 +30,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-typedef enum { DOC_AUTO = 0, DOC_TEXT, DOC_JSONL } DocFormat;
+// DOC_AUTO: by name (above). DOC_TEXT, DOC_JSONL: every file or member read so (a .tar
+// is still walked). DOC_TAR: the input is a tar whatever its name, its members by name.
+typedef enum { DOC_AUTO = 0, DOC_TEXT, DOC_JSONL, DOC_TAR } DocFormat;
 
 typedef struct DocReader DocReader;
 

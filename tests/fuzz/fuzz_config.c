@@ -41,7 +41,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             c.num_hidden_layers > CONFIG_MAX_LAYERS || c.num_attention_heads <= 0 ||
             c.num_attention_heads > CONFIG_MAX_HEADS || c.num_key_value_heads <= 0 ||
             c.head_dim <= 0 || (long long)c.num_attention_heads * c.head_dim > CONFIG_MAX_DIM ||
-            c.max_position_embeddings <= 0 || c.max_position_embeddings > CONFIG_MAX_POSITIONS ||
+            c.max_position_embeddings < 2 || c.max_position_embeddings > CONFIG_MAX_POSITIONS ||
             c.num_attention_heads % c.num_key_value_heads != 0 || !(c.rms_norm_eps > 0) ||
             !(c.rope_theta > 0) || c.n_eos < 0 || c.n_eos > CONFIG_MAX_EOS ||
             (c.arch != ARCH_LLAMA && c.arch != ARCH_QWEN3) || strlen(c.torch_dtype) == 0)

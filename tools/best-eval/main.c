@@ -23,7 +23,7 @@
 #include "base/progress.h"   // defines: Progress, now_seconds
 #include "io/shard.h"        // defines: Shard, shard_sniff
 #include "tok/tokenizer.h"   // defines: Tokenizer
-#include "base/utf8.h"       // defines: utf8_repair
+#include "base/utf8.h"       // defines: utf8_repair, utf8_valid
 #include "run/tasks.h"       // defines: Task, task_load, task_known
 #include "run/zeroshot.h"    // defines: zeroshot_score, zeroshot_metrics
 
@@ -557,6 +557,12 @@ int main(int argc, char **argv) {
     if (!(o.max_new_tokens >= 1)) args_usage_error(&spec, "--max-new-tokens %d must be at least 1", o.max_new_tokens);
     if (!(o.temperature >= 0)) args_usage_error(&spec, "--temperature %g must be >= 0", o.temperature);
     if (!(o.top_p > 0 && o.top_p <= 1)) args_usage_error(&spec, "--top-p %g is outside (0, 1]", o.top_p);
+    size_t bad;
+    // Checked before the model is loaded: the JSON of the result holds the prompt, and a
+    // sentencepiece tokenizer would encode the bytes anyway, so the error came only after
+    // generating (byte-level BPE refused it, with exit 1).
+    if (o.generate && !utf8_valid(o.generate, strlen(o.generate), &bad))
+        args_usage_error(&spec, "--generate: the prompt is not valid UTF-8 (byte %zu)", bad);
     if (o.device && strcmp(o.device, "cuda") != 0 && strcmp(o.device, "cpu") != 0)
         args_usage_error(&spec, "unknown --device %s (cuda, cpu)", o.device);
     int want_cuda = o.device && strcmp(o.device, "cuda") == 0;

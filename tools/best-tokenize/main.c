@@ -44,7 +44,10 @@ static void run_encode(const Opts *o, const Tokenizer *tok, char **inputs, int n
     int eos = o->eos < 0 ? (tok->add_eos ? tok->eos_id : -1) : (o->eos ? tok->eos_id : -1);
     if (o->bos == 1 && tok->bos_id < 0) DIE("%s: this tokenizer has no BOS token", tok->path);
     if (o->eos == 1 && tok->eos_id < 0) DIE("%s: this tokenizer has no EOS token", tok->path);
-    DocFormat fmt = strcmp(o->format, "text") == 0 ? DOC_TEXT : strcmp(o->format, "jsonl") == 0 ? DOC_JSONL : DOC_AUTO;
+    DocFormat fmt = strcmp(o->format, "text") == 0    ? DOC_TEXT
+                    : strcmp(o->format, "jsonl") == 0 ? DOC_JSONL
+                    : strcmp(o->format, "tar") == 0   ? DOC_TAR
+                                                      : DOC_AUTO;
 
     ShardWriter sw;
     AFile idsf;
@@ -196,7 +199,8 @@ int main(int argc, char **argv) {
         {"decode", OPT_FLAG, &o.decode, NULL, "turn ids (lines of ids, or shards) back into text, one document per line"},
         {"jsonl", OPT_FLAG, &o.jsonl, NULL, "with --decode: write each document as a JSON line {\"text\": ...}"},
         {"field", OPT_STRING, &o.field, "NAME", "JSON field that holds a document's text"},
-        {"format", OPT_STRING, &o.format, "auto|text|jsonl", "how to read inputs: by file name (auto), whole file, JSON lines"},
+        {"format", OPT_STRING, &o.format, "auto|text|jsonl|tar", "how to read inputs: by file name (auto), whole file, JSON lines, "
+                                                                  "or as a tar whatever the name (stdin), members by name"},
         {"threads", OPT_INT, &o.threads, "N", "threads for encoding; 0 = all cores, at most 4 per core (output is the same for any N)"},
         {"bos", OPT_FLAG, &o.bos, NULL, "put BOS before each document (LLaMA's default)"},
         {"no-bos", OPT_FLAG_OFF, &o.bos, NULL, "no BOS before documents"},
@@ -218,8 +222,8 @@ int main(int argc, char **argv) {
     if (!o.tokenizer) args_usage_error(&spec, "--tokenizer is required");
     if (o.ids && o.decode) args_usage_error(&spec, "--ids and --decode exclude each other");
     if (!o.ids && !o.decode && !o.out) args_usage_error(&spec, "say where the shard goes with --out FILE, or print ids with --ids");
-    if (strcmp(o.format, "auto") && strcmp(o.format, "text") && strcmp(o.format, "jsonl"))
-        args_usage_error(&spec, "--format must be auto, text or jsonl");
+    if (strcmp(o.format, "auto") && strcmp(o.format, "text") && strcmp(o.format, "jsonl") && strcmp(o.format, "tar"))
+        args_usage_error(&spec, "--format must be auto, text, jsonl or tar");
     if (o.batch_docs < 1) args_usage_error(&spec, "--batch-docs must be positive");
     o.threads = args_threads(&spec, o.threads);
     static char *stdin_only[] = {"-", NULL};
