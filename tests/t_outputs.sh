@@ -239,6 +239,34 @@ if [ -n "$SHARD" ]; then
         "tmix/model: holds extra.bin, which is not part of a model folder" $TRAIN --out "$TMP/tmix"
 fi
 
+# --- temporaries a kill -9 left behind (".NAME.tmp.XXXXXX"): the next write of the same
+# output removes them, but never one a live writer holds (its flock; issue 33: they stayed
+# forever, except in a best-train OUT on --resume)
+mkdir "$TMP/st" && : >"$TMP/st/.m.pack.tmp.AbC123" && : >"$TMP/st/.other.tmp.AbC123"
+if command -v flock >/dev/null 2>&1; then
+    : >"$TMP/st/.m.pack.tmp.LiVe00"
+    flock "$TMP/st/.m.pack.tmp.LiVe00" sh -c "touch '$TMP/st.held'; while [ ! -e '$TMP/st.release' ]; do sleep 0.05; done" &
+    holder=$!
+    i=0
+    while [ ! -e "$TMP/st.held" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+fi
+"$BIN/best-pack" --model $D --out "$TMP/st/m.pack" --quiet
+check "a stale temporary of the output is removed by the next write of it" test ! -e "$TMP/st/.m.pack.tmp.AbC123"
+check "  ... not one of another output" test -e "$TMP/st/.other.tmp.AbC123"
+if command -v flock >/dev/null 2>&1; then
+    check "  ... nor one a live writer holds" test -e "$TMP/st/.m.pack.tmp.LiVe00"
+    touch "$TMP/st.release"
+    wait $holder
+else
+    skip "a temporary a live writer holds: no flock command"
+fi
+if [ -n "$SHARD" ]; then
+    mkdir -p "$TMP/tst/model" && : >"$TMP/tst/model/.config.json.tmp.AbC123" && : >"$TMP/tst/.log.jsonl.tmp.AbC123"
+    $TRAIN --out "$TMP/tst"
+    check "best-train: a fresh run into OUT removes a killed run's temporaries there" sh -c "
+        test ! -e '$TMP/tst/model/.config.json.tmp.AbC123' && test ! -e '$TMP/tst/.log.jsonl.tmp.AbC123'"
+fi
+
 # --- an output that is also an input: refused with one line before anything is written ------
 # (by device and inode: a link or another name to an input counts; until 2026-11-28 each of
 # these exited 0 with the input gone, or died of SIGBUS with the shard cut to 0 bytes)

@@ -561,6 +561,16 @@ else
     if [ "${SAN:-0}" = 1 ]; then skip "stories260K short run: not in the sanitizer pass (minutes under ASan)"
     else skip "stories260K short run: $SHARED/models/stories260K not found"; fi
 fi
+# A collapsed model is said (issue 33: --lr 1e5 left the loss at ln V = ln 97 = 4.5747 and
+# the gradient at 0 from step 3 on, exit 0 without a word): once, after the warmup.
+$TR --model $D --data "$TMP/rand.bin" --seq 16 --batch 2 --micro-batch 1 --threads 2 --quiet --steps 8 --lr 1e5 \
+    --out "$TMP/collapse" 2>"$TMP/collapse.err"
+check "--lr 1e5: one warning that the model collapsed (loss ln V, gradient 0)" sh -c "
+    test \$(grep -c 'warning: step [0-9]*: the loss is ln V = 4.5747 (uniform predictions) and the gradient norm 0' '$TMP/collapse.err') = 1"
+$TR --model $D --data "$TMP/rand.bin" --seq 16 --batch 2 --micro-batch 1 --threads 2 --quiet --steps 8 --lr 1e-3 \
+    --out "$TMP/nocollapse" 2>"$TMP/nocollapse.err"
+check "... and none for a run that trains" sh -c "! grep -q warning '$TMP/nocollapse.err'"
+
 # Before a run that cannot finish: the memory estimate refuses LLaMA-2-7B's paper settings on
 # this machine's RAM (before reading anything big), the banner shows the estimate, and after
 # three steps one line projects the rest.

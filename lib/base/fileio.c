@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <sys/file.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -241,6 +242,31 @@ int path_check_out_dir(const char *dir) {
     return rc;
 }
 
+// Removes the temporaries of path (".NAME.tmp.XXXXXX") that no live writer holds: each
+// writer holds an flock on its temporary until it renames or removes it, and the kernel
+// drops the lock when the writer dies (kill -9 included), so a temporary whose lock can
+// be taken is the leftover of a run that is over.
+static void remove_stale_temps_of(const char *path, size_t dirlen) {
+    char *dir = dirlen ? strndup(path, dirlen) : xstrdup(".");
+    CHECK(dir, "out of memory");
+    const char *name = path + dirlen;
+    size_t n = strlen(name);
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (e->d_name[0] != '.' || strncmp(e->d_name + 1, name, n) != 0 || strncmp(e->d_name + 1 + n, ".tmp.", 5) != 0 ||
+            strlen(e->d_name + 1 + n + 5) != 6)
+            continue;
+        char *p = path_join(dir, e->d_name);
+        int fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+        struct stat st;
+        if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && flock(fd, LOCK_EX | LOCK_NB) == 0) unlink(p);
+        if (fd >= 0) close(fd);
+        free(p);
+    }
+    if (d) closedir(d);
+    free(dir);
+}
+
 int afile_open(AFile *f, const char *path) {
     memset(f, 0, sizeof *f);
     if (strcmp(path, "-") == 0) {
@@ -266,6 +292,7 @@ int afile_open(AFile *f, const char *path) {
     }
     const char *slash = strrchr(path, '/');
     size_t dirlen = slash ? (size_t)(slash - path + 1) : 0;
+    remove_stale_temps_of(path, dirlen);
     size_t n = strlen(path) + 32;
     char *tmp = xmalloc(n);
     snprintf(tmp, n, "%.*s.%s.tmp.XXXXXX", (int)dirlen, path, path + dirlen);
@@ -274,7 +301,7 @@ int afile_open(AFile *f, const char *path) {
     sigemptyset(&block);
     for (size_t i = 0; i < sizeof cleanup_signals / sizeof *cleanup_signals; i++) sigaddset(&block, cleanup_signals[i]);
     pthread_sigmask(SIG_BLOCK, &block, &old);
-    int fd = mkstemp(tmp), e = errno;
+    int fd = mkostemp(tmp, O_CLOEXEC), e = errno;
     if (fd >= 0) temps_add(tmp);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (fd < 0) {
@@ -282,6 +309,7 @@ int afile_open(AFile *f, const char *path) {
         return ERR("%s: cannot create: %s", path, strerror(e));
     }
     fchmod(fd, 0644);
+    flock(fd, LOCK_EX | LOCK_NB); // held while it is written: not stale (remove_stale_temps_of)
     f->fp = fdopen(fd, "wb");
     if (!f->fp) {
         close(fd);
@@ -306,11 +334,12 @@ int afile_commit(AFile *f) {
     }
     if (fflush(f->fp) != 0 || ferror(f->fp) || fsync(fileno(f->fp)) != 0)
         rc = ERR("%s: write failed: %s", f->path, strerror(errno));
-    if (fclose(f->fp) != 0 && rc == 0) rc = ERR("%s: close failed: %s", f->path, strerror(errno));
     if (rc == 0) rc = path_check_not_input(f->path); // (an input noted since afile_open)
+    // renamed while still open: its lock says "in use" until it has its final name
     if (rc == 0 && rename(f->tmp, f->path) != 0)
         rc = ERR("%s: cannot rename into place: %s", f->path, strerror(errno));
     if (rc != 0) unlink(f->tmp);
+    if (fclose(f->fp) != 0 && rc == 0) rc = ERR("%s: close failed: %s", f->path, strerror(errno));
     temps_remove(f->tmp);
     free(f->tmp);
     free(f->path);

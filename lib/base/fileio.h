@@ -9,7 +9,9 @@
 // to stdout directly (no rename possible; documented per tool), and so does a path that
 // exists and is not a regular file, nor a link to one: a device (/dev/null), a FIFO,
 // /dev/stdout or /proc/self/fd/1 is written in place, never replaced by a file (a
-// folder or a socket is an error).
+// folder or a socket is an error). A writer holds an flock on its temp file until the
+// rename; kill -9 leaves the temp behind, unlocked: the next afile_open of the same path
+// removes those of its temps that no live process holds.
 #ifndef BEST_FILEIO_H
 #define BEST_FILEIO_H
 

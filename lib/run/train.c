@@ -663,7 +663,7 @@ static int log_truncate(const char *path, int step) {
 }
 
 // Removes the temp files (".NAME.tmp.XXXXXX", fileio.h) a killed run left in OUT's
-// folders; only called on resume, when that run is known to be over.
+// folders; called under OUT's lock, when that run is known to be over.
 static void remove_stale_temps(const char *out) {
     static const char *const sub[] = {"", "model", "state", "moments", "masks"};
     for (size_t i = 0; i < sizeof sub / sizeof *sub; i++) {
@@ -1042,10 +1042,8 @@ int train_open(Trainer *tr, const TrainConfig *cfg) {
             rc = out_lock(tr, c->out, 1);
             if (rc == 0) rc = out_check_fresh(c);
         }
-        if (rc == 0 && c->resume) {
-            remove_stale_temps(c->out);
-            rc = log_truncate(logp, tr->step);
-        }
+        if (rc == 0) remove_stale_temps(c->out); // under OUT's lock: no run of ours writes them
+        if (rc == 0 && c->resume) rc = log_truncate(logp, tr->step);
         struct stat ls;
         tr->log_made = !c->resume && lstat(logp, &ls) < 0 && errno == ENOENT;
         tr->saved = c->resume != NULL;
@@ -1342,13 +1340,24 @@ int train_run(Trainer *tr) {
     int last = c->stop_at > 0 && c->stop_at < c->steps ? c->stop_at : c->steps;
     progress_init(&tr->prog, "train", (uint64_t)c->steps, "steps", c->quiet || dist_rank() > 0);
     tr->prog.done = (uint64_t)tr->step;
-    int first = tr->step;
+    int first = tr->step, collapsed = 0;
     double t_first = now_seconds();
     while (tr->step < last) {
         StepStats s;
         TRY(train_step(tr, &s));
         // rank 0's; every rank stops when it cannot be written (a collective, as each step is)
         if (dist_agree(tr->log ? log_stats(tr->log, tr->log_path, &s) : 0) < 0) return -1;
+        // a collapsed model (an --lr far too high zeroed the weights the output depends on):
+        // uniform predictions, loss ln V, and a zero gradient no later step can leave.
+        // Finite, so not an error: said once, after the warmup
+        double lnv = log((double)tr->m.V);
+        if (!collapsed && s.grad_norm == 0 && fabs(s.loss - lnv) < 1e-4 * lnv && tr->step > c->warmup * c->steps) {
+            collapsed = 1;
+            if (dist_rank() == 0)
+                fprintf(stderr, "%sbest-train: warning: step %d: the loss is ln V = %.4f (uniform predictions) and the "
+                        "gradient norm 0: the model has collapsed and will not train on (--lr %g too high?)\n",
+                        tr->prog.tty ? "\n" : "", tr->step, lnv, c->lr);
+        }
         if (tr->step == first + 3 && last - tr->step > 3 && !c->quiet && dist_rank() == 0) {
             // once, after a few steps: what the whole run will take at this pace
             double per = (now_seconds() - t_first) / 3;
