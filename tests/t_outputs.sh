@@ -265,6 +265,14 @@ if [ -n "$SHARD" ]; then
     $TRAIN --out "$TMP/tst"
     check "best-train: a fresh run into OUT removes a killed run's temporaries there" sh -c "
         test ! -e '$TMP/tst/model/.config.json.tmp.AbC123' && test ! -e '$TMP/tst/.log.jsonl.tmp.AbC123'"
+    # the masks and moment dumps of an earlier run that never saved (it diverged) belong to
+    # no state: a fresh run removes them (a pipeline takes the last mask in OUT/masks)
+    mkdir -p "$TMP/tsm/masks" "$TMP/tsm/moments"
+    : >"$TMP/tsm/masks/step-99.safetensors" && : >"$TMP/tsm/moments/step-99.safetensors" && : >"$TMP/tsm/masks/mine.txt"
+    $TRAIN --out "$TMP/tsm"
+    check "best-train: a fresh run removes the masks and moments an earlier stateless run left; other files stay" sh -c "
+        test ! -e '$TMP/tsm/masks/step-99.safetensors' && test ! -e '$TMP/tsm/moments/step-99.safetensors' &&
+        test -f '$TMP/tsm/masks/mine.txt'"
 fi
 
 # --- an output that is also an input: refused with one line before anything is written ------

@@ -680,6 +680,30 @@ static void remove_stale_temps(const char *out) {
     }
 }
 
+// A fresh run into an OUT without a state: the moment dumps and masks (step-N.safetensors)
+// an earlier run left there before it ever saved (a diverged run) belong to no state, and
+// would mix with this run's (a pipeline takes the last mask of OUT/masks): removed, under
+// OUT's lock. Other files there are not ours, and stay.
+static void remove_stale_steps(const char *out) {
+    static const char *const sub[] = {"moments", "masks"};
+    for (int i = 0; i < 2; i++) {
+        char *dir = path_join(out, sub[i]);
+        DIR *d = opendir(dir);
+        for (struct dirent *e; d && (e = readdir(d));) {
+            int n = 0;
+            size_t len = strlen(e->d_name);
+            if (sscanf(e->d_name, "step-%*d%n", &n) < 0 || n == 0 || strcmp(e->d_name + n, ".safetensors") != 0 ||
+                len != (size_t)n + 12)
+                continue;
+            char *p = path_join(dir, e->d_name);
+            unlink(p);
+            free(p);
+        }
+        if (d) closedir(d);
+        free(dir);
+    }
+}
+
 // --- open, step, run, close -------------------------------------------------------------
 
 // Takes OUT/.lock: an exclusive flock, waited for up to LOCK_WAIT_MS (a run killed a
@@ -1043,6 +1067,7 @@ int train_open(Trainer *tr, const TrainConfig *cfg) {
             if (rc == 0) rc = out_check_fresh(c);
         }
         if (rc == 0) remove_stale_temps(c->out); // under OUT's lock: no run of ours writes them
+        if (rc == 0 && !c->resume) remove_stale_steps(c->out);
         if (rc == 0 && c->resume) rc = log_truncate(logp, tr->step);
         struct stat ls;
         tr->log_made = !c->resume && lstat(logp, &ls) < 0 && errno == ENOENT;
