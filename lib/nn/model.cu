@@ -967,6 +967,8 @@ BEST_KAPI void devmodel_adamw(DevModel *d, const AdamWHyper *h, int t, int maske
     devmodel_share_weights(d, 0, d->n_params); // each rank updated its slice: all of them to all
 }
 
+BEST_KAPI void devmodel_sync(DevModel *d) { CUDA_CHECK(cudaStreamSynchronize(d->ctx->stream)); }
+
 BEST_KAPI double devmodel_sparsity(DevModel *d) {
     size_t total = 0;
     int any = 0;

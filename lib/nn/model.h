@@ -506,6 +506,9 @@ void devmodel_grad_scale(DevModel *d, float s);
 void devmodel_adamw(DevModel *d, const AdamWHyper *h, int t, int masked);
 // Zeros among the prunable weights, over their count (train.c's count_sparsity).
 double devmodel_sparsity(DevModel *d);
+// Waits until the device has done everything enqueued on d's stream (the optimizer's
+// update, say), so that a clock read after it times the work and not its launch.
+void devmodel_sync(DevModel *d);
 #endif
 
 #ifdef __cplusplus

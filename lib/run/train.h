@@ -110,7 +110,8 @@ enum { TRAIN_DEVICE_DEFAULT, TRAIN_DEVICE_CPU, TRAIN_DEVICE_CUDA };
 // What step t measured (also the JSON line of the log).
 typedef struct {
     int step;
-    double loss, lr, target, sparsity, grad_norm, tokens_per_s;
+    double loss, lr, target, sparsity, grad_norm;
+    double tokens_per_s;     // batch x seq over the whole step's time, optimizer and mask update included
     double mask_seconds;     // time of this step's mask update (scoring, select, apply), or 0
     double mask_bytes;       // payload this rank put into collectives in that update (dist.h:
                              // counts only; 0 on one rank)
