@@ -10,13 +10,21 @@ lr 1e-4, clip 1.0, no warmup.
            autocast, SDPA attention (flash), torch.optim.AdamW(fused=True), gradient
            clipping; eager, and torch.compile of the model: the faster one counts
   best     bin/best-train --device cuda on the same folder and shard; tokens/s from its
-           log.jsonl (the step alone, as best-train measures it)
+           log.jsonl (the whole step, optimizer and mask update included, after the
+           device finished it: best-train's own clock)
 
 Each side times `--steps` steps after `--warmup` untimed ones and reports the median
 step. MFU = achieved model FLOP/s / the bf16 matrix-product peak measured here (an
 8192^3 torch.matmul, median of 10): model FLOPs per token = 6 x (parameters of the
 matrix products, lm_head included) + 6 x L x T x Q (causal attention, forward and
 backward). ratio = best / PyTorch.
+
+Peers stored: the PyTorch side's numbers are kept in bench/peers/train_gpu.json (GPU name,
+config, shapes, versions, date) so that a rare GPU run spends its minutes on best-train;
+an entry that matches this GPU and these shapes is used instead of running PyTorch (the
+output says "stored", with its date and versions). PEERS=1 in the environment (or
+--peers run) measures them again in this script, as before; --save-peers then writes the
+new figures into that file.
 
 --block: one LLaMA-2-7B decoder block instead: models of LLaMA-2-7B's shape with 1 and
 with 2 layers, each side timed on both, and a block's forward + backward + AdamW is the
@@ -25,6 +33,7 @@ difference of the two step times (the embedding, the head and the loss cancel ou
 usage: python3 bench/train_gpu.py [--configs llama-1.1b,qwen3-1.1b | --block] [--batch 8]
            [--micro-batch 8] [--seq 2048] [--steps 10] [--warmup 3] [--device cuda]
            [--bin bin/best-train] [--sparsity 0] [--no-compile] [--json FILE]
+           [--peers stored|run] [--save-peers]
 `--device cpu` runs both sides on the CPU at a tiny config (--configs tiny): it checks
 the script, not the speed. Results on an H200: docs/benchmarks.md.
 """
@@ -151,6 +160,31 @@ def sync(torch, dev):
         torch.cuda.synchronize()
 
 
+PEERS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers", "train_gpu.json")
+
+
+def peers_load():
+    try:
+        with open(PEERS_FILE) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {"entries": []}
+
+
+def peer_key(e):
+    return (e["device"], e["config"], e["batch"], e["micro_batch"], e["seq"])
+
+
+def stored_peer(store, device, cname, args):
+    # the stored PyTorch figures for this GPU and shapes (dense only: --sparsity runs eager
+    # PyTorch on a dense model, the same as a dense entry's eager figure)
+    want = (device, cname, args.batch, args.micro_batch, args.seq)
+    for e in store["entries"]:
+        if peer_key(e) == want and e.get("compile") is not None:
+            return e
+    return None
+
+
 def best_run(args, model_dir, shard, out):
     cmd = [args.bin, "--model", model_dir, "--data", shard, "--out", out, "--device", args.device,
            "--steps", str(args.warmup + args.steps), "--batch", str(args.batch),
@@ -181,6 +215,10 @@ def main():
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--block", action="store_true", help="one LLaMA-2-7B block (the 2-layer model less the 1-layer)")
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--peers", choices=["stored", "run"],
+                    default="run" if os.environ.get("PEERS") == "1" else "stored",
+                    help="PyTorch's figures: stored ones when they match (default), or measured now (PEERS=1)")
+    ap.add_argument("--save-peers", action="store_true", help="with --peers run: write them to " + PEERS_FILE)
     args = ap.parse_args()
     args.micro_batch = args.micro_batch or args.batch
     if args.block:
@@ -198,6 +236,7 @@ def main():
           % (name, torch.__version__, transformers.__version__, peak / 1e12, args.batch, args.micro_batch,
              args.seq))
     results = []
+    store = peers_load()
     for cname in args.configs.split(","):
         cfg = dict(CONFIGS[cname], **COMMON)
         torch.manual_seed(0)
@@ -213,19 +252,35 @@ def main():
             shard = os.path.join(tmp, "data.bin")
             write_shard(shard, tokens, cfg["vocab_size"])
             best_tps, best_loss0, rows = best_run(args, mdir, shard, os.path.join(tmp, "out"))
-        eager_tps, torch_loss0 = torch_run(torch, model, tokens, args, False)
-        comp_tps = float("nan")
-        if not args.no_compile:
-            model2 = transformers.AutoModelForCausalLM.from_config(hf_cfg, attn_implementation="sdpa")
-            comp_tps, _ = torch_run(torch, model2.float().to(args.device), tokens, args, True)
-        torch_tps = max(eager_tps, comp_tps) if comp_tps == comp_tps else eager_tps
+        stored = stored_peer(store, name, cname, args) if args.peers == "stored" else None
+        if stored:
+            eager_tps = stored["eager"] if stored["eager"] is not None else float("nan")
+            comp_tps = float("nan") if args.no_compile else stored["compile"]
+            torch_loss0 = stored["loss_step1"] if stored["loss_step1"] is not None else best_loss0
+            print("%s: PyTorch's figures stored on %s (torch %s, transformers %s; PEERS=1 measures them again)"
+                  % (cname, stored["date"], stored["torch"], stored["transformers"]))
+        else:
+            eager_tps, torch_loss0 = torch_run(torch, model, tokens, args, False)
+            comp_tps = float("nan")
+            if not args.no_compile:
+                model2 = transformers.AutoModelForCausalLM.from_config(hf_cfg, attn_implementation="sdpa")
+                comp_tps, _ = torch_run(torch, model2.float().to(args.device), tokens, args, True)
+            if args.save_peers and args.device == "cuda":
+                e = dict(device=name, date=time.strftime("%Y-%m-%d"), torch=torch.__version__,
+                         transformers=transformers.__version__, config=cname, batch=args.batch,
+                         micro_batch=args.micro_batch, seq=args.seq, eager=eager_tps,
+                         compile=None if comp_tps != comp_tps else comp_tps, loss_step1=torch_loss0)
+                store["entries"] = [x for x in store["entries"] if peer_key(x) != peer_key(e)] + [e]
+                with open(PEERS_FILE, "w") as f:
+                    json.dump(store, f, indent=1)
+        torch_tps = max(x for x in (eager_tps, comp_tps) if x == x)
         fpt = model_flops_per_token(cfg, args.seq)
         res = dict(config=cname, device=name, batch=args.batch, micro_batch=args.micro_batch, seq=args.seq,
                    best_tokens_per_s=best_tps, torch_eager_tokens_per_s=eager_tps,
                    torch_compile_tokens_per_s=comp_tps, ratio=best_tps / torch_tps,
                    best_mfu=best_tps * fpt / peak, torch_mfu=torch_tps * fpt / peak,
                    best_loss_step1=best_loss0, torch_loss_step1=torch_loss0, peak_flops=peak,
-                   sparsity=args.sparsity)
+                   sparsity=args.sparsity, peers="stored " + stored["date"] if stored else "measured")
         if args.sparsity > 0:
             res["best_tokens_per_s_by_step"] = [(r["step"], r["sparsity"], r["tokens_per_s"]) for r in rows]
         results.append(res)
@@ -244,8 +299,7 @@ def main():
         step = lambda r, k: args.batch * args.seq / r[k]
         one, two = results
         best_ms = 1e3 * (step(two, "best_tokens_per_s") - step(one, "best_tokens_per_s"))
-        torch_k = lambda r: max(r["torch_eager_tokens_per_s"], r["torch_compile_tokens_per_s"]) \
-            if r["torch_compile_tokens_per_s"] == r["torch_compile_tokens_per_s"] else r["torch_eager_tokens_per_s"]
+        torch_k = lambda r: max(x for x in (r["torch_eager_tokens_per_s"], r["torch_compile_tokens_per_s"]) if x == x)
         torch_ms = 1e3 * (args.batch * args.seq / torch_k(two) - args.batch * args.seq / torch_k(one))
         block = dict(config="block:" + two["config"], best_block_ms=best_ms, torch_block_ms=torch_ms,
                      ratio=torch_ms / best_ms if best_ms > 0 else float("nan"), batch=args.batch, seq=args.seq)

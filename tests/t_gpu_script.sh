@@ -53,6 +53,25 @@ if GD=cpu sh tests/gpu/eval_check.sh >"$TMP/ec.out" 2>&1; then
 else
     fail "tests/gpu/eval_check.sh with GD=cpu: $(grep -m 1 '^not ok' "$TMP/ec.out" || tail -n 1 "$TMP/ec.out")"
 fi
+# run.sh's deadline (issue 34): with BUDGET_S=0 no step starts, each says so and counts
+# as a failure, and summary.txt holds the totals; a SIGTERM mid-run (the device tool's
+# limit) writes summary.txt with the step it cut off, packs the logs and exits 124
+BUDGET_S=0 OUT="$TMP/g0" env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL sh tests/gpu/run.sh >"$TMP/g0.out" 2>&1
+rc=$?
+check "run.sh BUDGET_S=0: nothing starts, each step 'not run: the budget is spent', exit 1" sh -c "
+    [ $rc = 1 ] && grep -q '^not ok - build: not run: the budget is spent (BUDGET_S=0)' '$TMP/g0.out' &&
+    grep -q '^not ok - test_step_gpu: not run: the budget is spent' '$TMP/g0.out' && [ ! -e '$TMP/g0/build.log' ]"
+check "... and summary.txt holds the totals of the last line" sh -c "
+    [ \"\$(cat '$TMP/g0/summary.txt')\" = \"\$(tail -n 1 '$TMP/g0.out')\" ]"
+OUT="$TMP/g1" env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL sh tests/gpu/run.sh >"$TMP/g1.out" 2>&1 &
+g1=$!
+i=0
+while ! grep -q 'running: test_' "$TMP/g1/summary.txt" 2>/dev/null && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done
+kill -TERM $g1 2>/dev/null
+wait $g1
+rc=$?
+check "run.sh cut off by SIGTERM: exit 124, summary.txt says where ('cut off during: test_...')" sh -c "
+    [ $rc = 124 ] && grep -q '^[0-9]* passed, [0-9]* failed, cut off during: test_' '$TMP/g1/summary.txt'"
 flags=$(env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s cuda-flags 2>&1)
 case "$flags" in
 *"CUDA=1"*)

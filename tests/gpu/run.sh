@@ -2,10 +2,21 @@
 # tests/gpu/run.sh: every GPU test of the repository in one call on a lent GPU (the
 # device tool's `run`, docs/cuda.md), from the repository root:
 #
-#   sh tests/gpu/run.sh [tests|bench|all]   logs under $OUT (default out/gpu), packed into
-#                                           $OUT/logs.tar.gz past 7 (LOGS_MAX - 1); last line
-#                                           "N passed, N failed"; tests (default): steps 1-3,
-#                                           bench: steps 1, 2, 4; all: everything
+#   sh tests/gpu/run.sh [tests|bench|all|quick]   logs under $OUT (default out/gpu), packed
+#                                           into $OUT/logs.tar.gz past 7 (LOGS_MAX - 1); last
+#                                           line "N passed, N failed"; tests (default): steps
+#                                           1-3, bench: steps 1, 2, 4; all: everything; quick:
+#                                           the build, test_cuda, test_kernels_gpu,
+#                                           test_step_gpu, train_check and our tokens/s on
+#                                           the 1.1B LLaMA with the stored peers (BENCH=train)
+#
+# The deadline: BUDGET_S (default 540: a device call has 600 s, start-up and the copy back
+# take the rest) counts from the start; each step runs under `timeout` of what is left, and
+# a step that finds less than 20 s left is not run and counts as a failure ("not run: the
+# budget is spent"). summary.txt is written after every step ("N passed, N failed, running:
+# NAME"), and a SIGTERM or SIGINT (the device tool's limit) packs the logs and writes it
+# before the script dies, so a cut-off call still returns what it did. TESTS names the test
+# programs of step 3 and their order (put what has never run on a GPU first).
 #
 # 1. the device: nvidia-smi, nvcc, the kernel (device.txt)
 # 2. the build: `make all` with nvcc (build.log). A device machine may lack the Debian
@@ -50,12 +61,46 @@
 # GPU_FALLBACK=1 forces the fallback build (to try it on a machine that has the packages).
 set -u
 MODE=${1:-tests}
-case "$MODE" in tests | bench | all) ;; *) echo "usage: sh tests/gpu/run.sh [tests|bench|all]" >&2; exit 2 ;; esac
+case "$MODE" in tests | bench | all | quick) ;; *) echo "usage: sh tests/gpu/run.sh [tests|bench|all|quick]" >&2; exit 2 ;; esac
 OUT=${OUT:-out/gpu}
 mkdir -p "$OUT"
-pass=0 fail=0
-ok() { echo "ok - $*"; pass=$((pass + 1)); }
-notok() { echo "not ok - $*"; fail=$((fail + 1)); }
+pass=0 fail=0 current=start
+BUDGET_S=${BUDGET_S:-540}
+DEADLINE=$(($(date +%s) + BUDGET_S))
+left() { echo $((DEADLINE - $(date +%s))); }
+summary() { echo "$pass passed, $fail failed${1:-, running: $current}" >"$OUT/summary.txt"; }
+ok() { echo "ok - $*"; pass=$((pass + 1)); summary; }
+notok() { echo "not ok - $*"; fail=$((fail + 1)); summary; }
+# budget NAME: 0 when NAME may start (20 s or more left), else records it as not run
+budget() {
+    current=$1
+    if [ "$(left)" -ge 20 ]; then summary; return 0; fi
+    notok "$1: not run: the budget is spent (BUDGET_S=$BUDGET_S)"
+    return 1
+}
+# limit CMD...: CMD under timeout of what is left of the budget (exit 124 when it is cut)
+limit() {
+    l=$(left)
+    [ "$l" -ge 1 ] || l=1 # (timeout 0 would mean none)
+    timeout -k 5 "$l" "$@"
+}
+# The device tool brings back at most 8 files from OUT (LOGS_MAX; a full run writes ~25):
+# past that, every file but summary.txt goes into OUT/logs.tar.gz (`tar xzf logs.tar.gz`)
+pack_logs() {
+    n=$(cd "$OUT" && find . -type f ! -name summary.txt ! -name logs.tar.gz | wc -l)
+    if [ "$n" -ge "${LOGS_MAX:-8}" ]; then
+        if (cd "$OUT" && find . -type f ! -name summary.txt ! -name logs.tar.gz | sort >.files &&
+            tar czf logs.tar.gz.tmp -T .files && mv logs.tar.gz.tmp logs.tar.gz &&
+            xargs rm -f <.files && rm -f .files && find . -mindepth 1 -type d -empty -delete); then
+            echo "# $n files under $OUT packed into $OUT/logs.tar.gz"
+        else
+            echo "# packing the logs under $OUT failed; they stay as files"
+        fi
+    fi
+}
+# cut off (the device tool's limit, Ctrl-C): what was done comes back all the same
+trap 'trap - TERM INT; summary ", cut off during: $current"; pack_logs; exit 124' TERM INT
+summary
 
 # run_prog NAME CMD...: runs a test program, logs to $OUT/NAME.log, adds its ok / not ok
 # lines to the totals (a non-zero exit without a "not ok" line is one failure; a skip is
@@ -63,9 +108,11 @@ notok() { echo "not ok - $*"; fail=$((fail + 1)); }
 run_prog() {
     name=$1
     shift
+    budget "$name" || return 0
     start=$(date +%s)
-    "$@" >"$OUT/$name.log" 2>&1
+    limit "$@" >"$OUT/$name.log" 2>&1
     rc=$?
+    if [ "$rc" = 124 ]; then echo "not ok - $name cut off at the budget (BUDGET_S=$BUDGET_S)" >>"$OUT/$name.log"; fi
     p=$(grep -c '^ok - ' "$OUT/$name.log")
     f=$(grep -c '^not ok - ' "$OUT/$name.log")
     s=$(grep -c '^skip - ' "$OUT/$name.log")
@@ -75,13 +122,15 @@ run_prog() {
     fail=$((fail + f))
     echo "== $name: $p passed, $f failed ($s skipped) in $(($(date +%s) - start))s"
     grep -E '^(not ok|skip) - ' "$OUT/$name.log" | head -n 20 | sed 's/^/   /'
+    summary
 }
 
 # sanitize TOOL NAME BIN: BIN under compute-sanitizer --tool TOOL; passes when the tool
 # reports 0 errors and the program passed.
 sanitize() {
     log="$OUT/$2-$1.log"
-    "$CSAN" --tool "$1" --error-exitcode 97 "$3" >"$log" 2>&1
+    budget "compute-sanitizer $1 $2" || return 0
+    limit "$CSAN" --tool "$1" --error-exitcode 97 "$3" >"$log" 2>&1
     rc=$?
     summary=$(grep -m 1 'ERROR SUMMARY' "$log")
     if [ "$rc" = 0 ] && ! grep -q '^not ok - ' "$log"; then ok "compute-sanitizer $1 $2: ${summary:-no summary}"
@@ -111,9 +160,11 @@ jobs=$(nproc 2>/dev/null || echo 4)
 TB=build/tests
 start=$(date +%s)
 built=""
-if [ "${GPU_FALLBACK:-0}" = 1 ]; then
+if ! budget build; then
+    : # nothing is built: every step below is not run either
+elif [ "${GPU_FALLBACK:-0}" = 1 ]; then
     echo "# GPU_FALLBACK=1: the fallback build only"
-elif make -j"$jobs" all >"$OUT/build.log" 2>&1; then
+elif limit make -j"$jobs" all >"$OUT/build.log" 2>&1; then
     ok "make all: $(head -n 1 "$OUT/build.log") ($(($(date +%s) - start))s)"
     built=build.log
 elif ls .gpudeps/*.deb >/dev/null 2>&1; then
@@ -133,7 +184,7 @@ else
 fi
 if [ -n "$built" ]; then
     if ! grep -q '^cuda: nvcc' "$OUT/$built"; then notok "make all found no nvcc: the GPU tests cannot be built"; fi
-else
+elif budget "fallback build"; then
     # the fallback: the GPU tests' sources only, with the Makefile's flags
     TB=build-gpu
     mkdir -p "$TB"
@@ -170,7 +221,11 @@ fi
 # --- 3. the tests ----------------------------------------------------------------------------
 if [ "$MODE" != bench ]; then
     CSAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
-    for t in test_cuda test_kernels_gpu test_step_gpu test_spmv_cuda_gpu; do
+    if [ "$MODE" = quick ]; then
+        TESTS=${TESTS:-test_cuda test_kernels_gpu test_step_gpu}
+        CSAN="" # quick: no sanitizers
+    fi
+    for t in ${TESTS:-test_cuda test_kernels_gpu test_step_gpu test_spmv_cuda_gpu}; do
         # the device step and pack tests need the whole library: not in the fallback build
         case "$t" in test_step_gpu | test_spmv_cuda_gpu)
             if [ "$TB" = build-gpu ]; then echo "# $t: not in the fallback build"; continue; fi ;;
@@ -178,14 +233,16 @@ if [ "$MODE" != bench ]; then
         if [ ! -x "$TB/$t" ]; then notok "$TB/$t was not built"; continue; fi
         run_prog "$t" "$TB/$t"
     done
-    if [ -x "$TB/test_kernels_gpu" ] && grep -q '^ok - ' "$OUT/test_kernels_gpu.log"; then
+    if [ -x "$TB/test_kernels_gpu" ] && grep -q '^ok - ' "$OUT/test_kernels_gpu.log" 2>/dev/null; then
         if [ -n "$CSAN" ]; then
             for tool in memcheck racecheck synccheck; do sanitize "$tool" test_kernels_gpu "$TB/test_kernels_gpu"; done
+        elif [ "$MODE" = quick ]; then
+            echo "# quick: kernels not sanitized"
         else
             echo "# compute-sanitizer not found: kernels not sanitized"
         fi
     fi
-    if [ "$TB" = build/tests ] && [ -x build/tests/test_kernels ]; then
+    if [ "$TB" = build/tests ] && [ -x build/tests/test_kernels ] && [ "$MODE" != quick ]; then
         run_prog test_kernels_emulated build/tests/test_kernels
     fi
     # the tools on the GPU, and the gradients against transformers (full build only)
@@ -195,18 +252,21 @@ if [ "$MODE" != bench ]; then
         notok "train_check, eval_check, hf_grad: not run (no GPU)"
     else
         run_prog train_check env OUT="$OUT" sh tests/gpu/train_check.sh
-        # ../shared does not travel to the device; a shared/ folder inside the checkout does
-        # (tests/gpu/shared.sh copies what eval_check reads into it)
-        sh_dir=${SHARED:-../shared}
-        [ -d "$sh_dir" ] || sh_dir=shared
-        run_prog eval_check env SHARED="$sh_dir" sh tests/gpu/eval_check.sh
-        run_prog hf_grad python3 tests/hf_grad_check.py --bin build/tests/hf_grads --device cuda
+        if [ "$MODE" != quick ]; then
+            # ../shared does not travel to the device; a shared/ folder inside the checkout does
+            # (tests/gpu/shared.sh copies what eval_check reads into it)
+            sh_dir=${SHARED:-../shared}
+            [ -d "$sh_dir" ] || sh_dir=shared
+            run_prog eval_check env SHARED="$sh_dir" sh tests/gpu/eval_check.sh
+            run_prog hf_grad python3 tests/hf_grad_check.py --bin build/tests/hf_grads --device cuda
+        fi
     fi
 fi # tests
 
 # --- 4. the benchmarks (sh tests/gpu/run.sh bench, or all) ----------------------------------
 # Their own call by default: the device tool gives a command 10 minutes. Results as JSON
 # under OUT, for docs/benchmarks.md.
+if [ "$MODE" = quick ]; then BENCH=${BENCH:-train}; QUICK_CONFIGS=llama-1.1b; fi
 BENCH=${BENCH:-mask spmv train block sparse zeroshot decode}
 want() { case " $BENCH " in *" $1 "*) return 0 ;; esac; return 1; }
 if [ "$MODE" != tests ] && [ -n "$gpu" ] && want mask && [ -x build/bench/bench_mask_gpu ]; then
@@ -216,7 +276,8 @@ if [ "$MODE" != tests ] && [ -n "$gpu" ] && want mask && [ -x build/bench/bench_
     layers=32
     if [ "${mem:-0}" -lt 130000 ]; then layers=16; fi
     start=$(date +%s)
-    if build/bench/bench_mask_gpu --layers $layers --json "$OUT/bench-mask.json" bench/configs/llama2-7b.json \
+    budget bench_mask_gpu &&
+    if limit build/bench/bench_mask_gpu --layers $layers --json "$OUT/bench-mask.json" bench/configs/llama2-7b.json \
         >"$OUT/bench-mask.log" 2>&1; then
         ok "bench_mask_gpu llama2-7b, $layers layers ($(($(date +%s) - start))s): $(grep -m 1 '^mask update to 0.95' "$OUT/bench-mask.log")"
     else
@@ -226,13 +287,15 @@ fi
 if [ "$MODE" != tests ] && [ -n "$gpu" ] && want spmv && [ -x build/bench/bench_spmv_gpu ]; then
     # packed products at LLaMA-2-7B's shapes against cuBLASLt dense and cuSPARSE CSR
     start=$(date +%s)
-    if build/bench/bench_spmv_gpu --json "$OUT/bench-spmv.json" >"$OUT/bench-spmv.log" 2>&1; then
+    budget bench_spmv_gpu &&
+    if limit build/bench/bench_spmv_gpu --json "$OUT/bench-spmv.json" >"$OUT/bench-spmv.log" 2>&1; then
         ok "bench_spmv_gpu ($(($(date +%s) - start))s): $(grep -m 1 '^4096x11008 *95%' "$OUT/bench-spmv.log")"
     else
         notok "bench_spmv_gpu: $(tail -n 1 "$OUT/bench-spmv.log")"
     fi
     # the same shapes packed as sell (the AVX2 encoding; its device kernel: a thread per row)
-    if build/bench/bench_spmv_gpu --index sell --json "$OUT/bench-spmv-sell.json" >"$OUT/bench-spmv-sell.log" 2>&1; then
+    budget "bench_spmv_gpu --index sell" &&
+    if limit build/bench/bench_spmv_gpu --index sell --json "$OUT/bench-spmv-sell.json" >"$OUT/bench-spmv-sell.log" 2>&1; then
         ok "bench_spmv_gpu --index sell: $(grep -m 1 '^4096x11008 *95%' "$OUT/bench-spmv-sell.log")"
     else
         notok "bench_spmv_gpu --index sell: $(tail -n 1 "$OUT/bench-spmv-sell.log")"
@@ -240,7 +303,8 @@ if [ "$MODE" != tests ] && [ -n "$gpu" ] && want spmv && [ -x build/bench/bench_
 fi
 if [ "$MODE" != tests ] && [ -n "$gpu" ] && want block && [ -x bin/best-train ]; then
     start=$(date +%s)
-    if PYTHONUNBUFFERED=1 python3 bench/train_gpu.py --block --batch 1 --seq 2048 --steps 6 --warmup 2 \
+    budget "train_gpu.py --block" &&
+    if PYTHONUNBUFFERED=1 limit python3 bench/train_gpu.py --block --batch 1 --seq 2048 --steps 6 --warmup 2 \
         --json "$OUT/bench-block.json" >"$OUT/bench-block.log" 2>&1; then
         ok "bench/train_gpu.py --block ($(($(date +%s) - start))s): $(grep -m 1 '^one decoder block' "$OUT/bench-block.log")"
     else
@@ -248,9 +312,10 @@ if [ "$MODE" != tests ] && [ -n "$gpu" ] && want block && [ -x bin/best-train ];
     fi
 fi
 if [ "$MODE" != tests ] && [ -n "$gpu" ] && want train && [ -x bin/best-train ]; then
-    for c in llama-1.1b qwen3-1.1b; do
+    for c in ${QUICK_CONFIGS:-llama-1.1b qwen3-1.1b}; do
         start=$(date +%s)
-        if PYTHONUNBUFFERED=1 python3 bench/train_gpu.py --configs $c --batch 8 --micro-batch 4 --seq 2048 \
+        budget "train_gpu.py $c" || continue
+        if PYTHONUNBUFFERED=1 limit python3 bench/train_gpu.py --configs $c --batch 8 --micro-batch 4 --seq 2048 \
             --steps 6 --warmup 2 --json "$OUT/bench-train-$c.json" >"$OUT/bench-train-$c.log" 2>&1; then
             ok "bench/train_gpu.py $c ($(($(date +%s) - start))s): $(grep -m 1 "^$c" "$OUT/bench-train-$c.log")"
         else
@@ -261,7 +326,8 @@ fi
 
 if [ "$MODE" != tests ] && [ -n "$gpu" ] && want sparse && [ -x bin/best-train ]; then
     start=$(date +%s)
-    if PYTHONUNBUFFERED=1 python3 bench/train_gpu.py --configs llama-1.1b --sparsity 0.9 --batch 8 --micro-batch 4 \
+    budget "train_gpu.py --sparsity 0.9" &&
+    if PYTHONUNBUFFERED=1 limit python3 bench/train_gpu.py --configs llama-1.1b --sparsity 0.9 --batch 8 --micro-batch 4 \
         --seq 2048 --steps 20 --warmup 2 --no-compile --json "$OUT/bench-sparse.json" >"$OUT/bench-sparse.log" 2>&1; then
         ok "bench/train_gpu.py --sparsity 0.9 ($(($(date +%s) - start))s): $(grep -m 1 '^llama-1.1b' "$OUT/bench-sparse.log")"
     else
@@ -272,7 +338,8 @@ if [ "$MODE" != tests ] && [ -n "$gpu" ] && want zeroshot && [ -x bin/best-eval 
     # the six tasks of shared/ (1000 documents each at most) on a LLaMA-2-7B-shaped model
     # (4 of its 32 layers), against transformers batching the same requests as the harness
     start=$(date +%s)
-    if LAYERS=${LAYERS:-4} OUT="$OUT/zeroshot" sh bench/zeroshot_gpu.sh >"$OUT/bench-zeroshot.log" 2>&1; then
+    budget zeroshot_gpu.sh &&
+    if LAYERS=${LAYERS:-4} OUT="$OUT/zeroshot" limit sh bench/zeroshot_gpu.sh >"$OUT/bench-zeroshot.log" 2>&1; then
         ok "bench/zeroshot_gpu.sh ($(($(date +%s) - start))s): $(grep -m 1 '^| all' "$OUT/bench-zeroshot.log")"
     else
         notok "bench/zeroshot_gpu.sh: $(tail -n 1 "$OUT/bench-zeroshot.log")"
@@ -282,24 +349,14 @@ if [ "$MODE" != tests ] && [ -n "$gpu" ] && want decode && [ -x bin/best-eval ];
     # end to end: a LLaMA-2-7B-shaped model (LAYERS of its 32 layers; 8 fits one call),
     # our dense bf16 path and transformers against packs at 70 to 99%
     start=$(date +%s)
-    if LAYERS=${LAYERS:-8} OUT="$OUT/decode" sh bench/decode_gpu.sh >"$OUT/bench-decode.log" 2>&1; then
+    budget decode_gpu.sh &&
+    if LAYERS=${LAYERS:-8} OUT="$OUT/decode" limit sh bench/decode_gpu.sh >"$OUT/bench-decode.log" 2>&1; then
         ok "bench/decode_gpu.sh ($(($(date +%s) - start))s): $(grep -m 1 '^| packed 0.95' "$OUT/bench-decode.log")"
     else
         notok "bench/decode_gpu.sh: $(tail -n 1 "$OUT/bench-decode.log")"
     fi
 fi
 
-# The device tool brings back at most 8 files from OUT (LOGS_MAX; a full run writes ~25):
-# past that, every file but summary.txt goes into OUT/logs.tar.gz (`tar xzf logs.tar.gz`)
-n=$(cd "$OUT" && find . -type f ! -name summary.txt ! -name logs.tar.gz | wc -l)
-if [ "$n" -ge "${LOGS_MAX:-8}" ]; then
-    if (cd "$OUT" && find . -type f ! -name summary.txt ! -name logs.tar.gz | sort >.files &&
-        tar czf logs.tar.gz.tmp -T .files && mv logs.tar.gz.tmp logs.tar.gz &&
-        xargs rm -f <.files && rm -f .files && find . -mindepth 1 -type d -empty -delete); then
-        echo "# $n files under $OUT packed into $OUT/logs.tar.gz"
-    else
-        echo "# packing the logs under $OUT failed; they stay as files"
-    fi
-fi
+pack_logs
 echo "$pass passed, $fail failed" | tee "$OUT/summary.txt"
 [ "$fail" = 0 ]
