@@ -37,6 +37,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <ucontext.h>
@@ -190,8 +191,10 @@ static inline cudaError_t cudaDeviceSynchronize(void) {
     return cudaSuccess;
 }
 // Streams and events order nothing here (every operation has finished when its call
-// returns): a stream or an event is a distinct pointer, and waiting on one is a no-op.
-struct CUevent_st;
+// returns): a stream or an event is a distinct pointer, and waiting on one is a no-op. An
+// event keeps the host's clock at its record, so that elapsed times (--profile) are
+// those of the emulated work: they mean nothing for a GPU, but the code runs.
+struct CUevent_st { double t; };
 typedef CUevent_st *cudaEvent_t;
 enum { cudaStreamNonBlocking = 1, cudaEventDisableTiming = 2 };
 static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) {
@@ -200,11 +203,22 @@ static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) {
 }
 static inline cudaError_t cudaStreamDestroy(cudaStream_t s) { free(s); return cudaSuccess; }
 static inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned) {
-    *e = (cudaEvent_t)malloc(1);
+    *e = (cudaEvent_t)calloc(1, sizeof(CUevent_st));
     return cudaSuccess;
 }
+static inline cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, 0); }
 static inline cudaError_t cudaEventDestroy(cudaEvent_t e) { free(e); return cudaSuccess; }
-static inline cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t = 0) { return cudaSuccess; }
+static inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t = 0) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    e->t = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return cudaSuccess;
+}
+static inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+static inline cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
+    *ms = (float)(1e3 * (b->t - a->t));
+    return cudaSuccess;
+}
 static inline cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned = 0) { return cudaSuccess; }
 
 #define CUDA_CHECK(call)                                                                 \

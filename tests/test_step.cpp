@@ -1148,6 +1148,69 @@ static int step_ranks_main(int argc, char **argv) {
 }
 #endif
 
+// --profile: 3 steps with the profile on give the same bits as without (the events read
+// nothing), and its table names every phase a step has, each with calls (the emulator's
+// times mean nothing; on a GPU they are the device's), the shares summing to 100%.
+static void check_profile(const char *name) {
+    Model m;
+    if (!load_fixture(&m, name)) return;
+    size_t n = m.n_params;
+    std::vector<uint8_t> mask(n, 1);
+    std::vector<float> plain(n), profiled(n);
+    for (int on = 0; on < 2; on++) {
+        AdamW o;
+        adamw_init(&o, n);
+        DevModel d;
+        devmodel_init(&d, ctx_get(), &m, B, T, CE_ROWS, 0);
+        devmodel_upload(&d, m.params, &o, mask.data());
+        if (on) devmodel_profile_start(&d);
+        for (int t = 1; t <= 3; t++) {
+            dev_step(&d, &o, t);
+            devmodel_profile_step(&d);
+        }
+        devmodel_download(&d, on ? profiled.data() : plain.data(), &o);
+        if (on) {
+            char *text = NULL;
+            size_t len = 0;
+            FILE *f = open_memstream(&text, &len);
+            devmodel_profile_write(&d, f, 12.5);
+            fclose(f);
+            static const char *const want[] = {"zero grads", "embedding", "rmsnorm", "q|k|v", "rope", "attention",
+                "o proj", "gate|up", "swiglu", "down", "head + loss", "bwd head + loss", "bwd down", "bwd swiglu",
+                "bwd gate|up", "bwd rmsnorm", "bwd o proj", "bwd attention", "bwd rope", "bwd q|k|v",
+                "bwd embedding", "clip (grad norm)", "optimizer"};
+            int missing = 0;
+            double pct = 0;
+            for (const char *w : want) {
+                const char *line = strstr(text, w);
+                double ms, share, calls;
+                // "NAME  ms  %  calls ..." after the name's padding
+                if (!line || sscanf(line + 22, "%lf %lf %lf", &ms, &share, &calls) != 3 || calls < 1) {
+                    printf("# profile: no line with calls for \"%s\"\n", w);
+                    missing++;
+                }
+            }
+            for (const char *line = strchr(text, '\n'); line; line = strchr(line + 1, '\n')) {
+                double ms, share, calls;
+                if (line[1] && line[1] != '#' && strncmp(line + 1, "phase", 5) != 0 &&
+                    sscanf(line + 1 + 22, "%lf %lf %lf", &ms, &share, &calls) == 3)
+                    pct += share;
+            }
+            T_OK(missing == 0 && strstr(text, "mean of 2 steps after the first") && strstr(text, "12.500 ms on the host") &&
+                     fabs(pct - 100) < 0.1,
+                 "%s: --profile's table: every phase of a step with its calls, 2 steps after the first, shares "
+                 "summing to %.2f%%", name, pct);
+            if (missing || fabs(pct - 100) >= 0.1 || getenv("SHOW_PROFILE")) printf("%s", text);
+            free(text);
+        }
+        devmodel_free(&d);
+        adamw_free(&o);
+    }
+    T_OK(memcmp(plain.data(), profiled.data(), n * sizeof(float)) == 0,
+         "%s: 3 device steps with --profile's events: the same weights, bitwise", name);
+    model_free(&m);
+}
+
 int main(int argc, char **argv) {
 #ifdef TEST_RANKS // build/tests/step_ranks (tests/t_mpi.sh)
     return step_ranks_main(argc, argv);
@@ -1171,6 +1234,7 @@ int main(int argc, char **argv) {
     if (getenv("ONLY_MASK")) T_DONE();
     for (int i = 0; i < 2; i++) check_training(fixtures[i]); // LLaMA and Qwen3 (tied)
     check_resume("llama_tied");
+    check_profile("qwen3");
     check_ranks("llama", GROUP_GLOBAL); // one rank here; several: build/tests/step_ranks
     check_ranks("qwen3", GROUP_LAYER);
     T_DONE();

@@ -260,6 +260,116 @@ static void weights_rebase_rep(DevModel *d) {
     }
 }
 
+// --- the profile (--profile) -----------------------------------------------------------------
+
+// Events recorded at the phase boundaries of a step: interval i (from mark i to mark i+1)
+// belongs to phase[i]. Full (a long step), the intervals so far are folded in and the last
+// mark starts the next batch.
+#define PROF_MARKS 2048
+typedef struct DevProf DevProf;
+struct DevProf {
+    cudaEvent_t ev[PROF_MARKS];
+    int phase[PROF_MARKS];
+    int n;                          // marks of this step so far
+    double ms[DP_N], flops[DP_N];   // summed over the counted steps
+    double calls[DP_N];
+    double step_ms[DP_N];           // this step's, added to ms when the step counts
+    double step_flops[DP_N], step_calls[DP_N];
+    int steps, counted;             // steps seen; steps summed (all but the first, when more)
+    double first_ms[DP_N], first_flops[DP_N], first_calls[DP_N];
+};
+
+static const char *const PROF_NAMES[DP_N] = {
+    "zero grads", "embedding", "rmsnorm", "q|k|v (+qk norm)", "rope", "attention", "o proj", "gate|up",
+    "swiglu", "down", "head + loss", "bwd head + loss", "bwd down", "bwd swiglu", "bwd gate|up", "bwd rmsnorm",
+    "bwd o proj", "bwd attention", "bwd rope (+qk norm)", "bwd q|k|v", "bwd embedding", "collectives (wait)",
+    "clip (grad norm)", "optimizer", "mask update",
+};
+
+static void prof_free(DevProf *p) {
+    if (!p) return;
+    for (int i = 0; i < PROF_MARKS; i++) CUDA_CHECK(cudaEventDestroy(p->ev[i]));
+    free(p);
+}
+
+BEST_KAPI void devmodel_profile_start(DevModel *d) {
+    DevProf *p = (DevProf *)xcalloc(1, sizeof *p);
+    for (int i = 0; i < PROF_MARKS; i++) CUDA_CHECK(cudaEventCreate(&p->ev[i]));
+    d->prof = p;
+}
+
+// The intervals between the marks so far into this step's sums; the last mark stays as
+// the first of the next ones.
+static void prof_fold(DevProf *p) {
+    if (p->n < 2) return;
+    CUDA_CHECK(cudaEventSynchronize(p->ev[p->n - 1]));
+    for (int i = 0; i + 1 < p->n; i++) {
+        float ms;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, p->ev[i], p->ev[i + 1]));
+        p->step_ms[p->phase[i]] += ms;
+    }
+    cudaEvent_t last = p->ev[p->n - 1];
+    p->ev[p->n - 1] = p->ev[0];
+    p->ev[0] = last;
+    p->phase[0] = p->phase[p->n - 1];
+    p->n = 1;
+}
+
+BEST_KAPI void devmodel_profile_mark(DevModel *d, int phase, double flops) {
+    DevProf *p = d->prof;
+    if (!p) return;
+    if (p->n == PROF_MARKS) prof_fold(p);
+    CUDA_CHECK(cudaEventRecord(p->ev[p->n], d->ctx->stream));
+    p->phase[p->n++] = phase;
+    p->step_flops[phase] += flops;
+    p->step_calls[phase] += 1;
+}
+
+BEST_KAPI void devmodel_profile_step(DevModel *d) {
+    DevProf *p = d->prof;
+    if (!p) return;
+    devmodel_profile_mark(d, DP_ZERO, 0); // the end of the last interval (a mark with no time after it)
+    p->step_calls[DP_ZERO] -= 1;
+    prof_fold(p);
+    p->n = 0;
+    // the first step (cuBLASLt's first calls, the caches) stays apart while there are others
+    if (p->steps++ == 0) {
+        memcpy(p->first_ms, p->step_ms, sizeof p->step_ms);
+        memcpy(p->first_flops, p->step_flops, sizeof p->step_flops);
+        memcpy(p->first_calls, p->step_calls, sizeof p->step_calls);
+    } else {
+        for (int i = 0; i < DP_N; i++) {
+            p->ms[i] += p->step_ms[i];
+            p->flops[i] += p->step_flops[i];
+            p->calls[i] += p->step_calls[i];
+        }
+        p->counted++;
+    }
+    memset(p->step_ms, 0, sizeof p->step_ms);
+    memset(p->step_flops, 0, sizeof p->step_flops);
+    memset(p->step_calls, 0, sizeof p->step_calls);
+}
+
+BEST_KAPI void devmodel_profile_write(const DevModel *d, FILE *f, double wall_ms) {
+    const DevProf *p = d->prof;
+    if (!p) return;
+    int k = p->counted ? p->counted : 1;
+    const double *ms = p->counted ? p->ms : p->first_ms, *fl = p->counted ? p->flops : p->first_flops;
+    const double *calls = p->counted ? p->calls : p->first_calls;
+    double total = 0;
+    for (int i = 0; i < DP_N; i++) total += ms[i];
+    fprintf(f, "# best-train --profile: device time per phase of a step (CUDA events), mean of %d step%s%s\n", k,
+            k == 1 ? "" : "s", p->counted ? " after the first" : " (the only one)");
+    fprintf(f, "# step: %.3f ms on the device (the phases' sum), %.3f ms on the host's clock\n", total / k, wall_ms);
+    fprintf(f, "%-22s %12s %8s %8s %12s %9s\n", "phase", "ms/step", "% step", "calls", "GFLOP/step", "TFLOP/s");
+    for (int i = 0; i < DP_N; i++) {
+        double m = ms[i] / k, g = fl[i] / k / 1e9;
+        fprintf(f, "%-22s %12.4f %8.2f %8.0f ", PROF_NAMES[i], m, total > 0 ? 100 * ms[i] / total : 0, calls[i] / k);
+        if (fl[i] > 0) fprintf(f, "%12.4g %9.4g\n", g, m > 0 ? g / m : 0); // GFLOP / ms = TFLOP/s
+        else fprintf(f, "%12s %9s\n", "-", "-");
+    }
+}
+
 BEST_KAPI void devmodel_free(DevModel *d) {
     void *bufs[] = {d->params, d->grads, d->adam_m, d->adam_v, d->wbf, d->mask, d->acts, d->wdec, d->rep};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
@@ -272,6 +382,7 @@ BEST_KAPI void devmodel_free(DevModel *d) {
     if (d->host_logits) CUDA_CHECK(cudaFreeHost(d->host_logits));
     free(d->dw);
     free(d->layer);
+    prof_free(d->prof);
     memset(d, 0, sizeof *d);
 }
 
@@ -558,7 +669,9 @@ static void block_qkv(DevModel *d, size_t l, LayerActs *s, size_t N) {
     cudaStream_t st = d->ctx->stream;
     size_t C = m->C, Q = m->Q, KVD = m->KVD, HD = m->HD, NH = m->NH, KV = m->KV;
     float eps = (float)m->cfg.rms_norm_eps;
+    devmodel_profile_mark(d, DP_NORM, 0);
     rmsnorm_forward_cuda(s->xn1, s->rstd1, s->res, w->attn_norm + l * C, N, C, eps, st);
+    devmodel_profile_mark(d, DP_QKV, 2.0 * N * C * (Q + 2 * KVD));
     operand(d, s->xn1, N, C);
     float *q = m->qk_norm ? s->qraw : s->q, *k = m->qk_norm ? s->kraw : s->k;
     linear(d, q, d->xbf, MW_Q, l, LW(w->bq, Q), N, C, Q, 0);
@@ -580,15 +693,20 @@ static void block_out(DevModel *d, size_t l, LayerActs *s, size_t N, float *out)
     cudaStream_t st = d->ctx->stream;
     size_t C = m->C, Q = m->Q, I = m->I;
     float eps = (float)m->cfg.rms_norm_eps;
+    devmodel_profile_mark(d, DP_O, 2.0 * N * Q * C);
     CUDA_CHECK(cudaMemcpyAsync(s->res2, s->res, N * C * sizeof(float), cudaMemcpyDeviceToDevice, st));
     operand(d, s->att, N, Q);
     linear(d, s->res2, d->xbf, MW_O, l, LW(w->bo, C), N, Q, C, 1);
+    devmodel_profile_mark(d, DP_NORM, 0);
     rmsnorm_forward_cuda(s->xn2, s->rstd2, s->res2, w->mlp_norm + l * C, N, C, eps, st);
+    devmodel_profile_mark(d, DP_GATE_UP, 4.0 * N * C * I);
     operand(d, s->xn2, N, C);
     linear(d, s->gate, d->xbf, MW_GATE, l, LW(w->bgate, I), N, C, I, 0);
     linear(d, s->up, d->xbf, MW_UP, l, LW(w->bup, I), N, C, I, 0);
     if (!out) return;
+    devmodel_profile_mark(d, DP_SWIGLU, 0);
     swiglu_forward_cuda(d->h, s->gate, s->up, N * I, st);
+    devmodel_profile_mark(d, DP_DOWN, 2.0 * N * I * C);
     CUDA_CHECK(cudaMemcpyAsync(out, s->res2, N * C * sizeof(float), cudaMemcpyDeviceToDevice, st));
     operand(d, d->h, N, I);
     linear(d, out, d->xbf, MW_DOWN, l, LW(w->bdown, C), N, I, C, 1);
@@ -602,8 +720,11 @@ static void block_forward(DevModel *d, size_t l, float *out) {
     cudaStream_t st = d->ctx->stream;
     size_t B = (size_t)d->B, T = (size_t)d->T, N = d->N;
     block_qkv(d, l, s, N);
+    devmodel_profile_mark(d, DP_ROPE, 0);
     rope_forward_cuda(s->q, d->rope_cos, d->rope_sin, B, T, m->NH, m->HD, st);
     rope_forward_cuda(s->k, d->rope_cos, d->rope_sin, B, T, m->KV, m->HD, st);
+    // causal: Q K^T and P V over the (T + 1) / 2 keys a query sees on average
+    devmodel_profile_mark(d, DP_ATTN, 4.0 * B * m->NH * m->HD * (double)T * (T + 1) / 2);
     attention_forward_cuda(s->att, s->lse, s->q, s->k, s->v, B, T, T, 0, m->NH, m->KV, m->HD, st);
     block_out(d, l, s, N, out);
 }
@@ -643,6 +764,7 @@ static void forward_head(DevModel *d, size_t N) {
     const Model *m = d->m;
     cudaStream_t st = d->ctx->stream;
     size_t C = m->C, V = m->V;
+    devmodel_profile_mark(d, DP_HEAD, d->has_targets ? 2.0 * N * C * V : 0);
     rmsnorm_forward_cuda(d->xnf, d->rstdf, d->resf, d->w.final_norm, N, C, (float)m->cfg.rms_norm_eps, st);
     if (!d->has_targets) {
         CUDA_CHECK(cudaStreamSynchronize(st)); // the host's tokens may change on return
@@ -663,6 +785,7 @@ static void forward_head(DevModel *d, size_t N) {
 
 BEST_KAPI int devmodel_forward(DevModel *d, const int32_t *tokens, const int32_t *targets) {
     TRY(forward_inputs(d, tokens, targets, d->N));
+    devmodel_profile_mark(d, DP_EMBED, 0);
     embed(d, d->layer[0].res, d->tokens, d->N);
     for (size_t l = 0; l < d->m->L; l++)
         block_forward(d, l, l + 1 == d->m->L ? d->resf : d->layer[l + 1].res);
@@ -812,20 +935,28 @@ static void block_backward(DevModel *d, size_t l) {
     size_t C = m->C, Q = m->Q, KVD = m->KVD, I = m->I, HD = m->HD, NH = m->NH, KV = m->KV;
 #define LW(p, size) ((p) ? (p) + l * (size) : NULL)
     // MLP: out = res2 + down(silu(gate) * up); h recomputed
+    devmodel_profile_mark(d, DP_BWD_DOWN, 4.0 * N * I * C);
     swiglu_forward_cuda(d->h, s->gate, s->up, N * I, st);
     cast_bf16_cuda(d->xbf, d->h, N * I, st);
     linear_back(d, d->dh, woff(d, hw->wdown) + l * C * I, LW(g->bdown, C), d->dres, I, C, 0);
+    devmodel_profile_mark(d, DP_BWD_SWIGLU, 0);
     swiglu_backward_cuda(d->dgate, d->dup, d->dh, s->gate, s->up, N * I, st);
+    devmodel_profile_mark(d, DP_BWD_GATE_UP, 8.0 * N * C * I);
     cast_bf16_cuda(d->xbf, s->xn2, N * C, st);
     linear_back(d, d->dxn, woff(d, hw->wgate) + l * I * C, LW(g->bgate, I), d->dgate, C, I, 0);
     linear_back(d, d->dxn, woff(d, hw->wup) + l * I * C, LW(g->bup, I), d->dup, C, I, 1);
+    devmodel_profile_mark(d, DP_BWD_NORM, 0);
     rmsnorm_backward_cuda(d->dres, g->mlp_norm + l * C, d->scratch, d->dxn, s->res2, s->rstd2,
                           w->mlp_norm + l * C, N, C, 1, st); // dres is now d(res2)
     // attention: res2 = res + o_proj(att)
+    devmodel_profile_mark(d, DP_BWD_O, 4.0 * N * Q * C);
     cast_bf16_cuda(d->xbf, s->att, N * Q, st);
     linear_back(d, d->datt, woff(d, hw->wo) + l * C * Q, LW(g->bo, C), d->dres, Q, C, 0);
+    // dV, dP (recomputed P), dQ, dK: 2.5 times the forward's products
+    devmodel_profile_mark(d, DP_BWD_ATTN, 10.0 * B * NH * HD * (double)T * (T + 1) / 2);
     attention_backward_cuda(d->dq, d->dk, d->dv, d->dkh, d->dvh, d->datt, s->q, s->k, s->v, s->att, s->lse,
                             B, T, NH, KV, HD, st);
+    devmodel_profile_mark(d, DP_BWD_ROPE, 0);
     rope_backward_cuda(d->dq, d->rope_cos, d->rope_sin, B, T, NH, HD, st);
     rope_backward_cuda(d->dk, d->rope_cos, d->rope_sin, B, T, KV, HD, st);
     if (m->qk_norm) { // in place: d(q after norm) -> d(q_proj output)
@@ -834,10 +965,12 @@ static void block_backward(DevModel *d, size_t l) {
         rmsnorm_backward_cuda(d->dk, g->k_norm + l * HD, d->scratch, d->dk, s->kraw, s->krstd,
                               w->k_norm + l * HD, N * KV, HD, 0, st);
     }
+    devmodel_profile_mark(d, DP_BWD_QKV, 4.0 * N * C * (Q + 2 * KVD));
     cast_bf16_cuda(d->xbf, s->xn1, N * C, st);
     linear_back(d, d->dxn, woff(d, hw->wq) + l * Q * C, LW(g->bq, Q), d->dq, C, Q, 0);
     linear_back(d, d->dxn, woff(d, hw->wk) + l * KVD * C, LW(g->bk, KVD), d->dk, C, KVD, 1);
     linear_back(d, d->dxn, woff(d, hw->wv) + l * KVD * C, LW(g->bv, KVD), d->dv, C, KVD, 1);
+    devmodel_profile_mark(d, DP_BWD_NORM, 0);
     rmsnorm_backward_cuda(d->dres, g->attn_norm + l * C, d->scratch, d->dxn, s->res, s->rstd1,
                           w->attn_norm + l * C, N, C, 1, st); // dres is now d(res)
 #undef LW
@@ -873,6 +1006,7 @@ static void grads_sum_last(DevModel *d, size_t summed) {
     summed += grads_sum(d, d->m->L);
     CHECK(summed == d->n_params, "devmodel_backward_sum: %zu of %zu gradients summed (a family missing)", summed,
           d->n_params);
+    devmodel_profile_mark(d, DP_COLLECTIVE, 0);
     devcomm_wait(d->comm, d->ctx->stream);
 }
 
@@ -893,6 +1027,7 @@ static void backward(DevModel *d, float loss_scale, int sum) {
     // the head, chunk by chunk: logits again, dlogits = scale * (softmax - onehot) in
     // place, then d(xnf) rows and lm_head's gradient (tied: the embedding's)
     float scale = loss_scale / (float)d->n_valid;
+    devmodel_profile_mark(d, DP_BWD_HEAD, 6.0 * N * C * V); // the logits again, then dx and dW
     cast_bf16_cuda(d->xbf, d->xnf, N * C, st);
     for (size_t r0 = 0; r0 < N; r0 += d->ce_rows) {
         size_t nr = N - r0 < d->ce_rows ? N - r0 : d->ce_rows;
@@ -902,6 +1037,7 @@ static void backward(DevModel *d, float loss_scale, int sum) {
         matmul_backward_cuda(d->ctx, d->dxn + r0 * C, d->g.lm_head, d->logits_bf, d->xbf + r0 * C,
                              d->wbf + woff(d, m->w.lm_head), nr, C, V, 0);
     }
+    devmodel_profile_mark(d, DP_BWD_NORM, 0);
     rmsnorm_backward_cuda(d->dres, d->g.final_norm, d->scratch, d->dxn, d->resf, d->rstdf, d->w.final_norm,
                           N, C, 0, st);
     for (size_t l = m->L; l-- > 0;) {
@@ -909,6 +1045,7 @@ static void backward(DevModel *d, float loss_scale, int sum) {
         block_backward(d, l);
         if (sum) summed += grads_sum(d, l); // while the layers below go on
     }
+    devmodel_profile_mark(d, DP_BWD_EMBED, 0);
     embedding_backward_cuda(d->g.embed, d->dres, d->tokens, N, C, st);
     if (sum) grads_sum_last(d, summed);
 }
@@ -920,10 +1057,12 @@ BEST_KAPI void devmodel_backward_sum(DevModel *d, float loss_scale) { backward(d
 
 BEST_KAPI void devmodel_zero_grad(DevModel *d) {
     CHECK(!d->eval, "devmodel_zero_grad: an evaluation DevModel has no gradients");
+    devmodel_profile_mark(d, DP_ZERO, 0);
     CUDA_CHECK(cudaMemsetAsync(d->grads, 0, d->n_params * sizeof(float), d->ctx->stream));
 }
 
 BEST_KAPI double devmodel_grad_sumsq(DevModel *d, int masked) {
+    devmodel_profile_mark(d, DP_CLIP, 0);
     size_t n = d->own_hi - d->own_lo;
     float *g = d->grads + d->own_lo;
     if (masked) masked_fill_cuda(g, d->mask, 0.0f, n, d->ctx->stream);
@@ -961,6 +1100,7 @@ BEST_KAPI void devmodel_share_weights(DevModel *d, size_t a, size_t b) {
 }
 
 BEST_KAPI void devmodel_adamw(DevModel *d, const AdamWHyper *h, int t, int masked) {
+    devmodel_profile_mark(d, DP_OPTIM, 0);
     size_t lo = d->own_lo, n = d->own_hi - d->own_lo;
     adamw_update_cuda(d->params, d->adam_m, d->adam_v, d->grads + lo, masked ? d->mask : NULL, h, t, n,
                       d->ctx->stream);

@@ -28,6 +28,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "io/config.h"      // defines: ModelConfig
 #include "io/safetensors.h" // defines: StDtype
@@ -409,7 +410,18 @@ typedef struct DevModel {
     size_t n_rows;              // and its rows (N, or devmodel_forward_packed's n)
     float loss;                 // mean NLL of the last forward (0 without a target)
     double nll_sum;             // its sum over the targets, in double (perplexity)
+    struct DevProf *prof;       // --profile: events at the phase boundaries (NULL: off)
 } DevModel;
+
+// The phases of a training step that devmodel_profile times (docs/best-train.md,
+// "--profile"): the forward per layer, the head, the backward per layer, and the step's
+// parts around them (train.c marks clip, optimizer and mask update).
+enum {
+    DP_ZERO, DP_EMBED, DP_NORM, DP_QKV, DP_ROPE, DP_ATTN, DP_O, DP_GATE_UP, DP_SWIGLU, DP_DOWN, DP_HEAD,
+    DP_BWD_HEAD, DP_BWD_DOWN, DP_BWD_SWIGLU, DP_BWD_GATE_UP, DP_BWD_NORM, DP_BWD_O, DP_BWD_ATTN, DP_BWD_ROPE,
+    DP_BWD_QKV, DP_BWD_EMBED, DP_COLLECTIVE, DP_CLIP, DP_OPTIM, DP_MASK,
+    DP_N
+};
 
 // devmodel_init's flags.
 enum {
@@ -509,6 +521,17 @@ double devmodel_sparsity(DevModel *d);
 // Waits until the device has done everything enqueued on d's stream (the optimizer's
 // update, say), so that a clock read after it times the work and not its launch.
 void devmodel_sync(DevModel *d);
+// --profile: from here on, d records a CUDA event at each phase boundary of a step
+// (devmodel_profile_mark; the forward, head and backward mark their own) and
+// devmodel_profile_step, at the end of each step, adds each interval's device time to
+// its phase; devmodel_profile_write prints the table: per phase the mean ms per step
+// (steps after the first, when there are more), its share of the step, the calls, and
+// for the products and attention the FLOPs and TFLOP/s. wall_ms: the host clock's mean
+// step, shown beside the device's. Freed by devmodel_free.
+void devmodel_profile_start(DevModel *d);
+void devmodel_profile_mark(DevModel *d, int phase, double flops);
+void devmodel_profile_step(DevModel *d);
+void devmodel_profile_write(const DevModel *d, FILE *f, double wall_ms);
 #endif
 
 #ifdef __cplusplus

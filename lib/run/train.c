@@ -869,6 +869,7 @@ static int device_open(Trainer *tr) {
         return -1;
     }
     devmodel_upload(tr->dev, tr->m.params, &tr->opt, tr->masked ? tr->mask : NULL);
+    if (c->profile) devmodel_profile_start(tr->dev);
     return 0;
 #else
     (void)tr;
@@ -999,6 +1000,10 @@ static int open_read(Trainer *tr, const TrainConfig *cfg, int *sharded) {
         ERR("--recompute is for --device cuda (the CPU path keeps every layer's activations)");
         goto fail;
     }
+    if (!on_cuda && c->profile) {
+        ERR("--profile %s: it times the device's phases of a step; it needs --device cuda", c->profile);
+        goto fail;
+    }
     if (!on_cuda) model_grads_init(m); // the device has its own
     dist_slice(&tr->lo, &tr->hi, m->n_params, dist_rank(), ranks);
     adamw_init(&tr->opt, tr->hi - tr->lo);
@@ -1058,6 +1063,8 @@ int train_open(Trainer *tr, const TrainConfig *cfg) {
         char *logp = c->log ? xstrdup(c->log) : path_join(c->out, "log.jsonl");
         char *saved = path_join(c->out, "model"); // (--model OUT/model)
         rc = path_check_not_input(logp);
+        if (rc == 0 && c->profile) rc = path_check_out_file(c->profile, c->out);
+        if (rc == 0 && c->profile) rc = path_check_not_input(c->profile);
         if (rc == 0) rc = model_check_save_dir(saved);
         free(saved);
         if (rc == 0) rc = path_mkdir_made(&tr->out_made, c->out);
@@ -1283,6 +1290,9 @@ static int step(Trainer *tr, StepStats *stats) {
 #endif
     double tm = now_seconds(), mask_seconds = 0, mask_bytes = 0;
     if (schedule_update_at(&tr->sched, t)) {
+#ifdef BEST_CUDA
+        if (tr->dev) devmodel_profile_mark(tr->dev, DP_MASK, 0);
+#endif
         TRY(mask_update(tr, schedule_sparsity(&tr->sched, t), &mask_bytes));
 #ifdef BEST_CUDA
         if (tr->dev) devmodel_sync(tr->dev);
@@ -1291,6 +1301,14 @@ static int step(Trainer *tr, StepStats *stats) {
     }
     // each rank updated (and masked) its slice of the weights: all-gather them
     if (!tr->dev) dist_gather(m->params, m->params + tr->lo, m->n_params, sizeof *m->params, 1);
+#ifdef BEST_CUDA
+    if (tr->dev && tr->dev->prof) {
+        devmodel_profile_step(tr->dev);
+        double wall = now_seconds() - t0;
+        if (tr->prof_steps++ == 0) tr->prof_first = wall;
+        else tr->prof_wall += wall;
+    }
+#endif
     if (stats) {
         double dt = now_seconds() - t0; // the whole step: forward to optimizer, mask update, all-gather
 #ifdef BEST_CUDA
@@ -1357,6 +1375,26 @@ static void fresh_run_unmake(Trainer *tr) {
     }
 }
 
+// --profile FILE: the table of the device's phases (rank 0's), written at the end of the run.
+static int profile_write(Trainer *tr) {
+    int rc = 0;
+#ifdef BEST_CUDA
+    const char *path = tr->cfg.profile;
+    if (!path || !tr->dev || dist_rank() > 0 || tr->prof_steps == 0) return dist_agree(0);
+    double wall_ms = 1e3 * (tr->prof_steps > 1 ? tr->prof_wall / (tr->prof_steps - 1) : tr->prof_first);
+    AFile f;
+    rc = afile_open(&f, path);
+    if (rc == 0) {
+        devmodel_profile_write(tr->dev, f.fp, wall_ms);
+        rc = afile_commit(&f);
+    }
+    if (rc == 0 && !tr->cfg.quiet) fprintf(stderr, "best-train: the profile of the device's step: %s\n", path);
+#else
+    (void)tr;
+#endif
+    return dist_agree(rc);
+}
+
 // A save (moments 0: train_save; 1: train_save_moments); when one fails before a save of
 // a fresh run finished, fresh_run_unmake.
 static int save_or_unmake(Trainer *tr, int moments) {
@@ -1407,7 +1445,7 @@ int train_run(Trainer *tr) {
         if (tr->step == last || (c->save_every > 0 && tr->step % c->save_every == 0)) TRY(save_or_unmake(tr, 0));
     }
     progress_finish(&tr->prog);
-    return 0;
+    return profile_write(tr);
 }
 
 void train_print_config(FILE *f, const Trainer *tr) {

@@ -88,6 +88,8 @@ typedef struct {
                                // else cpu. Not restored on resume: a state moves between
                                // machines, and either device continues it (train.c)
     int recompute;             // --device cuda: activation recomputation (model.h)
+    const char *profile;       // --device cuda: the device time of each phase of a step, as a
+                               // table written here at the end (devmodel_profile_write), or NULL
     int quiet;
     int stop_at;               // stop (and save) after this step; 0 = run to the end
     int ignore_memory;         // start even when the memory estimate exceeds this machine's RAM
@@ -153,6 +155,8 @@ typedef struct {
     DevModel *dev;
     struct DevComm *comm;    // under mpirun: the GPU ranks' NCCL communicator (dist_nccl.h)
     int host_stale;          // the device's weights and moments are ahead of the host's
+    double prof_wall, prof_first; // --profile: the host clock's seconds of the steps after the
+    int prof_steps;               // first, of the first, and the steps timed
 } Trainer;
 
 // Checks and opens everything (model or state, shards, mask) before writing

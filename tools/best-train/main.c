@@ -104,6 +104,8 @@ int main(int argc, char **argv) {
                                                   "visible, else cpu; not taken from a resumed state)"},
         {"recompute", OPT_FLAG, &c.recompute, NULL, "--device cuda: keep only each layer's input and run its forward "
                                                     "again in the backward (less memory, the same numbers)"},
+        {"profile", OPT_STRING, &c.profile, "FILE", "--device cuda: the device time of each phase of a step "
+                                                     "(CUDA events), a table written at the end (default $BEST_PROFILE)"},
         {"ignore-memory", OPT_FLAG, &c.ignore_memory, NULL, "start even when the run's memory estimate exceeds "
                                                              "this machine's RAM"},
         {"quiet", OPT_FLAG, &c.quiet, NULL, "nothing on stderr but errors"},
@@ -164,6 +166,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof run_opts / sizeof *run_opts; i++)
         if (args_given(&spec, run_opts[i].opt)) c.given |= run_opts[i].bit;
 
+    if (!c.profile && getenv("BEST_PROFILE") && *getenv("BEST_PROFILE")) c.profile = getenv("BEST_PROFILE");
     if (dist_rank() > 0) c.quiet = 1; // rank 0 speaks for the run
     Trainer tr;
     c.steps_given = args_given(&spec, "steps");
