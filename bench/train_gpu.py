@@ -185,13 +185,15 @@ def stored_peer(store, device, cname, args):
     return None
 
 
-def best_run(args, model_dir, shard, out):
+def best_run(args, model_dir, shard, out, cname):
     cmd = [args.bin, "--model", model_dir, "--data", shard, "--out", out, "--device", args.device,
            "--steps", str(args.warmup + args.steps), "--batch", str(args.batch),
            "--micro-batch", str(args.micro_batch), "--seq", str(args.seq), "--lr", "1e-4",
            "--warmup", "0", "--clip", "1.0", "--quiet"]
     if args.sparsity > 0:
         cmd += ["--sparsity", str(args.sparsity), "--prune-start", "0", "--prune-end", "0.5"]
+    if args.profile and args.device == "cuda":
+        cmd += ["--profile", args.profile.replace("CONFIG", cname)]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit("best-train failed (%d): %s\n%s" % (r.returncode, " ".join(cmd), r.stderr.strip()))
@@ -215,6 +217,7 @@ def main():
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--block", action="store_true", help="one LLaMA-2-7B block (the 2-layer model less the 1-layer)")
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--profile", help="best-train --profile FILE (the device's phases; CONFIG in FILE: the config's name)")
     ap.add_argument("--peers", choices=["stored", "run"],
                     default="run" if os.environ.get("PEERS") == "1" else "stored",
                     help="PyTorch's figures: stored ones when they match (default), or measured now (PEERS=1)")
@@ -251,7 +254,7 @@ def main():
             model.save_pretrained(mdir, safe_serialization=True)
             shard = os.path.join(tmp, "data.bin")
             write_shard(shard, tokens, cfg["vocab_size"])
-            best_tps, best_loss0, rows = best_run(args, mdir, shard, os.path.join(tmp, "out"))
+            best_tps, best_loss0, rows = best_run(args, mdir, shard, os.path.join(tmp, "out"), cname)
         stored = stored_peer(store, name, cname, args) if args.peers == "stored" else None
         if stored:
             eager_tps = stored["eager"] if stored["eager"] is not None else float("nan")

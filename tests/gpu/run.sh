@@ -8,7 +8,8 @@
 #                                           1-3, bench: steps 1, 2, 4; all: everything; quick:
 #                                           the build, test_cuda, test_kernels_gpu,
 #                                           test_step_gpu, train_check and our tokens/s on
-#                                           the 1.1B LLaMA with the stored peers (BENCH=train)
+#                                           the 1.1B LLaMA with the stored peers and its
+#                                           profile (BENCH=train: profile-CONFIG.txt)
 #
 # The deadline: BUDGET_S (default 540: a device call has 600 s, start-up and the copy back
 # take the rest) counts from the start; each step runs under `timeout` of what is left, and
@@ -316,7 +317,8 @@ if [ "$MODE" != tests ] && [ -n "$gpu" ] && want train && [ -x bin/best-train ];
         start=$(date +%s)
         budget "train_gpu.py $c" || continue
         if PYTHONUNBUFFERED=1 limit python3 bench/train_gpu.py --configs $c --batch 8 --micro-batch 4 --seq 2048 \
-            --steps 6 --warmup 2 --json "$OUT/bench-train-$c.json" >"$OUT/bench-train-$c.log" 2>&1; then
+            --steps 6 --warmup 2 --json "$OUT/bench-train-$c.json" --profile "$OUT/profile-$c.txt" \
+            >"$OUT/bench-train-$c.log" 2>&1; then
             ok "bench/train_gpu.py $c ($(($(date +%s) - start))s): $(grep -m 1 "^$c" "$OUT/bench-train-$c.log")"
         else
             notok "bench/train_gpu.py $c: $(tail -n 1 "$OUT/bench-train-$c.log")"
