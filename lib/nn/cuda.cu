@@ -82,6 +82,14 @@ int cuda_ctx_create(CudaCtx **out, int device, size_t workspace_bytes) {
     return 0;
 }
 
+size_t cuda_mem_in_use(const CudaCtx *c) {
+    if (!c) return 0;
+    size_t free_b = 0, total = 0;
+    CUDA_CHECK(cudaSetDevice(c->device));
+    CUDA_CHECK(cudaMemGetInfo(&free_b, &total));
+    return total - free_b;
+}
+
 void cuda_ctx_free(CudaCtx *c) {
     if (!c) return;
     if (c->workspace) CUDA_CHECK(cudaFree(c->workspace));

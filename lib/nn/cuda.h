@@ -37,6 +37,9 @@ typedef struct CudaCtx CudaCtx;
 // -1 after ERR ("no CUDA device: ...", "built without CUDA", out of device memory).
 int cuda_ctx_create(CudaCtx **out, int device, size_t workspace_bytes);
 void cuda_ctx_free(CudaCtx *c); // NULL is fine
+// Bytes in use on c's device now (cudaMemGetInfo: total - free: this process's
+// allocations and CUDA context, and any other process's on that GPU); 0 without CUDA.
+size_t cuda_mem_in_use(const CudaCtx *c);
 
 #ifdef __cplusplus
 }

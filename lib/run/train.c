@@ -1302,6 +1302,7 @@ static int step(Trainer *tr, StepStats *stats) {
     // each rank updated (and masked) its slice of the weights: all-gather them
     if (!tr->dev) dist_gather(m->params, m->params + tr->lo, m->n_params, sizeof *m->params, 1);
 #ifdef BEST_CUDA
+    if (tr->dev && !tr->dev_mem) tr->dev_mem = cuda_mem_in_use(tr->cuda); // all allocated by now
     if (tr->dev && tr->dev->prof) {
         devmodel_profile_step(tr->dev);
         double wall = now_seconds() - t0;
@@ -1375,6 +1376,27 @@ static void fresh_run_unmake(Trainer *tr) {
     }
 }
 
+#ifdef BEST_CUDA
+// What devmodel_init computes this run's DevModel takes (docs/best-train.md's table).
+static size_t device_bytes_computed(const Trainer *tr) {
+    size_t acts;
+    return devmodel_bytes(&acts, &tr->m, tr->cfg.micro_batch, tr->cfg.seq, 0,
+                          tr->cfg.recompute ? DEVMODEL_RECOMPUTE : 0, dist_size());
+}
+#endif
+
+// The device memory of the run (rank 0's GPU), measured against computed, at its end.
+static void device_memory_say(const Trainer *tr) {
+#ifdef BEST_CUDA
+    if (!tr->dev || !tr->dev_mem || tr->cfg.quiet || dist_rank() > 0) return;
+    fprintf(stderr, "best-train: device memory: %.2f GiB in use after the first step (cudaMemGetInfo: the model, "
+            "activations, workspaces and CUDA's own), %.2f GiB computed for the model and activations\n",
+            (double)tr->dev_mem / (1 << 30), (double)device_bytes_computed(tr) / (1 << 30));
+#else
+    (void)tr;
+#endif
+}
+
 // --profile FILE: the table of the device's phases (rank 0's), written at the end of the run.
 static int profile_write(Trainer *tr) {
     int rc = 0;
@@ -1386,6 +1408,8 @@ static int profile_write(Trainer *tr) {
     rc = afile_open(&f, path);
     if (rc == 0) {
         devmodel_profile_write(tr->dev, f.fp, wall_ms);
+        fprintf(f.fp, "# device memory: %.3f GiB in use after the first step (cudaMemGetInfo), %.3f GiB computed "
+                "(devmodel_bytes)\n", (double)tr->dev_mem / (1 << 30), (double)device_bytes_computed(tr) / (1 << 30));
         rc = afile_commit(&f);
     }
     if (rc == 0 && !tr->cfg.quiet) fprintf(stderr, "best-train: the profile of the device's step: %s\n", path);
@@ -1445,6 +1469,7 @@ int train_run(Trainer *tr) {
         if (tr->step == last || (c->save_every > 0 && tr->step % c->save_every == 0)) TRY(save_or_unmake(tr, 0));
     }
     progress_finish(&tr->prog);
+    device_memory_say(tr);
     return profile_write(tr);
 }
 

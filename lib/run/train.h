@@ -155,6 +155,7 @@ typedef struct {
     DevModel *dev;
     struct DevComm *comm;    // under mpirun: the GPU ranks' NCCL communicator (dist_nccl.h)
     int host_stale;          // the device's weights and moments are ahead of the host's
+    size_t dev_mem;          // --device cuda: bytes in use on the GPU after the first step (cudaMemGetInfo)
     double prof_wall, prof_first; // --profile: the host clock's seconds of the steps after the
     int prof_steps;               // first, of the first, and the steps timed
 } Trainer;
