@@ -185,7 +185,7 @@ def stored_peer(store, device, cname, args):
     return None
 
 
-def best_run(args, model_dir, shard, out, cname):
+def best_run(args, model_dir, shard, out, cname, env=None):
     cmd = [args.bin, "--model", model_dir, "--data", shard, "--out", out, "--device", args.device,
            "--steps", str(args.warmup + args.steps), "--batch", str(args.batch),
            "--micro-batch", str(args.micro_batch), "--seq", str(args.seq), "--lr", "1e-4",
@@ -194,7 +194,7 @@ def best_run(args, model_dir, shard, out, cname):
         cmd += ["--sparsity", str(args.sparsity), "--prune-start", "0", "--prune-end", "0.5"]
     if args.profile and args.device == "cuda":
         cmd += ["--profile", args.profile.replace("CONFIG", cname)]
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    r = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, **(env or {})))
     if r.returncode != 0:
         sys.exit("best-train failed (%d): %s\n%s" % (r.returncode, " ".join(cmd), r.stderr.strip()))
     with open(os.path.join(out, "log.jsonl")) as f:
@@ -217,6 +217,8 @@ def main():
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--block", action="store_true", help="one LLaMA-2-7B block (the 2-layer model less the 1-layer)")
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--variant", action="append", default=[],
+                    help="NAME=VALUE: best-train again with it in the environment (e.g. BEST_LT_TUNE=1)")
     ap.add_argument("--profile", help="best-train --profile FILE (the device's phases; CONFIG in FILE: the config's name)")
     ap.add_argument("--peers", choices=["stored", "run"],
                     default="run" if os.environ.get("PEERS") == "1" else "stored",
@@ -255,6 +257,14 @@ def main():
             shard = os.path.join(tmp, "data.bin")
             write_shard(shard, tokens, cfg["vocab_size"])
             best_tps, best_loss0, rows = best_run(args, mdir, shard, os.path.join(tmp, "out"), cname)
+            # candidates the device decides among (--variant NAME=VALUE: best-train again with that
+            # in its environment, e.g. BEST_LT_TUNE=1), each beside the default's tokens/s
+            variants = {}
+            for v in args.variant:
+                k, _, val = v.partition("=")
+                tps, _, _ = best_run(args, mdir, shard, os.path.join(tmp, "out-" + k), cname + "-" + k, {k: val})
+                variants[v] = tps
+                print("%s: best-train with %s: %.0f tok/s (%.3fx the default's)" % (cname, v, tps, tps / best_tps))
         stored = stored_peer(store, name, cname, args) if args.peers == "stored" else None
         if stored:
             eager_tps = stored["eager"] if stored["eager"] is not None else float("nan")
@@ -284,6 +294,8 @@ def main():
                    best_mfu=best_tps * fpt / peak, torch_mfu=torch_tps * fpt / peak,
                    best_loss_step1=best_loss0, torch_loss_step1=torch_loss0, peak_flops=peak,
                    sparsity=args.sparsity, peers="stored " + stored["date"] if stored else "measured")
+        if variants:
+            res["best_tokens_per_s_variants"] = variants
         if args.sparsity > 0:
             res["best_tokens_per_s_by_step"] = [(r["step"], r["sparsity"], r["tokens_per_s"]) for r in rows]
         results.append(res)

@@ -21,13 +21,20 @@
 //
 // The heuristic is asked once per distinct product (shape, transposes, bias, beta,
 // alignments, device, workspace size); answers are kept in a small table (ALGO_CACHE entries; past
-// that, the heuristic is asked each time). Descriptors are created per call: host
+// that, the heuristic is asked each time). By default its first choice is used: the same
+// algorithm in every process, so the same bits (stop and resume, --recompute, ranks).
+// BEST_LT_TUNE=1 asks it for its best LT_TUNE_CANDIDATES instead and times each on the
+// product's own operands (into a scratch output: C is left as it was; one warm-up, then
+// the median of 3 runs, CUDA events), keeping the fastest for the process; which one wins
+// can differ between processes, so results are then not bitwise across a resume.
+// BEST_LT_TUNE=1 has never run on a GPU (2026-11-29). Descriptors are created per call: host
 // work of a few microseconds against products of milliseconds. Not thread-safe: one
 // host thread drives a device (DESIGN.md: one process per device).
 //
 // Not here: the bias gradient and the bf16 cast (layers.cu), attention's products.
 // None of this has run on a GPU yet (docs/cuda.md).
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "nn/cuda.h"       // defines: CudaCtx, CUBLAS_CHECK, BEST_KAPI
@@ -55,10 +62,72 @@ static struct {
 } algo_cache[ALGO_CACHE];
 static int algo_cached;
 
-// The algorithm for this product: from the table, or the heuristic's first choice.
+#define LT_TUNE_CANDIDATES 8
+
+// BEST_LT_TUNE=1 in the environment: time the heuristic's candidates (above).
+static int lt_tune(void) {
+    static int v = -1;
+    if (v < 0) v = getenv("BEST_LT_TUNE") && strcmp(getenv("BEST_LT_TUNE"), "1") == 0;
+    return v;
+}
+
+// One product, as lt_matmul runs it, with a given algorithm into out (C's copy or C).
+typedef struct {
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc;
+    const float *alpha, *beta;
+    const uint16_t *A, *B;
+    const float *C;
+    size_t c_bytes;
+} LtRun;
+
+// The index among cands[0..n) of the fastest algorithm on run's operands: each runs into a
+// scratch copy of C (beta may read it), one warm-up and 3 timed; one that fails to launch
+// is skipped (the heuristic's first, index 0, when none else works).
+static int lt_fastest(CudaCtx *c, const LtRun *run, const cublasLtMatmulHeuristicResult_t *cands, int n) {
+    cudaStreamCaptureStatus cap;
+    CUDA_CHECK(cudaStreamIsCapturing(c->stream, &cap));
+    if (cap != cudaStreamCaptureStatusNone) return 0; // inside a CUDA graph's capture: nothing may sync
+    float *out = NULL;
+    if (cudaMalloc(&out, run->c_bytes) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0; // no room to try: the first
+    }
+    cudaEvent_t e0, e1;
+    CUDA_CHECK(cudaEventCreate(&e0));
+    CUDA_CHECK(cudaEventCreate(&e1));
+    int best = 0, have = 0;
+    float best_ms = 0;
+    for (int i = 0; i < n; i++) {
+        if (cands[i].state != CUBLAS_STATUS_SUCCESS) continue;
+        float t[3];
+        int ok = 1;
+        for (int r = 0; r < 4 && ok; r++) {
+            CUDA_CHECK(cudaMemcpyAsync(out, run->C, run->c_bytes, cudaMemcpyDeviceToDevice, c->stream));
+            CUDA_CHECK(cudaEventRecord(e0, c->stream));
+            ok = cublasLtMatmul(c->lt, run->op, run->alpha, run->A, run->la, run->B, run->lb, run->beta, out, run->lc,
+                                out, run->lc, &cands[i].algo, c->workspace, c->workspace_bytes,
+                                c->stream) == CUBLAS_STATUS_SUCCESS;
+            CUDA_CHECK(cudaEventRecord(e1, c->stream));
+            CUDA_CHECK(cudaEventSynchronize(e1));
+            if (ok && r > 0) CUDA_CHECK(cudaEventElapsedTime(&t[r - 1], e0, e1));
+        }
+        if (!ok) continue;
+        float lo = t[0] < t[1] ? t[0] : t[1], hi = t[0] < t[1] ? t[1] : t[0];
+        float med = t[2] < lo ? lo : t[2] > hi ? hi : t[2];
+        if (!have || med < best_ms) best = i, best_ms = med, have = 1;
+    }
+    CUDA_CHECK(cudaEventDestroy(e0));
+    CUDA_CHECK(cudaEventDestroy(e1));
+    CUDA_CHECK(cudaFree(out));
+    return best;
+}
+
+// The algorithm for this product: from the table, or the heuristic's first choice (with
+// BEST_LT_TUNE=1 the fastest of its candidates on run's operands).
 static cublasLtMatmulAlgo_t algo_for(CudaCtx *c, const AlgoKey *key, cublasLtMatmulDesc_t op,
                                      cublasLtMatrixLayout_t la, cublasLtMatrixLayout_t lb,
-                                     cublasLtMatrixLayout_t lc) {
+                                     cublasLtMatrixLayout_t lc, const LtRun *run) {
     for (int i = 0; i < algo_cached; i++)
         if (memcmp(&algo_cache[i].key, key, sizeof *key) == 0) return algo_cache[i].algo;
     cublasLtMatmulPreference_t pref;
@@ -73,10 +142,12 @@ static cublasLtMatmulAlgo_t algo_for(CudaCtx *c, const AlgoKey *key, cublasLtMat
                                                       &key->align_c, sizeof key->align_c));
     CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
                                                       &key->align_c, sizeof key->align_c));
-    cublasLtMatmulHeuristicResult_t res;
-    int found = 0;
-    CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(c->lt, op, la, lb, lc, lc, pref, 1, &res, &found));
+    cublasLtMatmulHeuristicResult_t cands[LT_TUNE_CANDIDATES];
+    int found = 0, want = lt_tune() ? LT_TUNE_CANDIDATES : 1;
+    CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(c->lt, op, la, lb, lc, lc, pref, want, cands, &found));
     CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+    cublasLtMatmulHeuristicResult_t res = cands[0];
+    if (found > 1) res = cands[lt_fastest(c, run, cands, found)];
     if (found == 0 || res.state != CUBLAS_STATUS_SUCCESS)
         DIE("cuBLASLt has no algorithm for a bf16 product m=%zu n=%zu k=%zu (lda %zu, ldb %zu, ldc "
             "%zu, transa %d, transb %d, bias %d) with buffers aligned to %u, %u, %u bytes",
@@ -123,7 +194,8 @@ static void lt_matmul(CudaCtx *c, const MatmulMap *p, const uint16_t *A, const u
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, ar, ac, (int64_t)p->lda));
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, br, bc, (int64_t)p->ldb));
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, p->m, p->n, (int64_t)p->ldc));
-    cublasLtMatmulAlgo_t algo = algo_for(c, &key, op, la, lb, lc);
+    LtRun run = {op, la, lb, lc, &p->alpha, &p->beta, A, B, C, p->ldc * p->n * sizeof(float)};
+    cublasLtMatmulAlgo_t algo = algo_for(c, &key, op, la, lb, lc, &run);
     CUBLAS_CHECK(cublasLtMatmul(c->lt, op, &p->alpha, A, la, B, lb, &p->beta, C, lc, C, lc, &algo,
                                 c->workspace, c->workspace_bytes, c->stream));
     CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(lc));

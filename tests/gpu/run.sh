@@ -318,6 +318,7 @@ if [ "$MODE" != tests ] && [ -n "$gpu" ] && want train && [ -x bin/best-train ];
         budget "train_gpu.py $c" || continue
         if PYTHONUNBUFFERED=1 limit python3 bench/train_gpu.py --configs $c --batch 8 --micro-batch 4 --seq 2048 \
             --steps 6 --warmup 2 --json "$OUT/bench-train-$c.json" --profile "$OUT/profile-$c.txt" \
+            --variant BEST_LT_TUNE=1 \
             >"$OUT/bench-train-$c.log" 2>&1; then
             ok "bench/train_gpu.py $c ($(($(date +%s) - start))s): $(grep -m 1 "^$c" "$OUT/bench-train-$c.log")"
         else
