@@ -1173,7 +1173,11 @@ static void check_profile(const char *name) {
             char *text = NULL;
             size_t len = 0;
             FILE *f = open_memstream(&text, &len);
+            setenv("BEST_PEAK_TFLOPS", "1e-3", 1); // the emulator's rates: floors the table can show
+            setenv("BEST_PEAK_TBS", "1e-3", 1);
             devmodel_profile_write(&d, f, 12.5);
+            unsetenv("BEST_PEAK_TFLOPS");
+            unsetenv("BEST_PEAK_TBS");
             fclose(f);
             static const char *const want[] = {"zero grads", "embedding", "rmsnorm", "q|k|v", "rope", "attention",
                 "o proj", "gate|up", "swiglu", "down", "head + loss", "bwd head + loss", "bwd down", "bwd swiglu",
@@ -1196,8 +1200,16 @@ static void check_profile(const char *name) {
                     sscanf(line + 1 + 22, "%lf %lf %lf", &ms, &share, &calls) == 3)
                     pct += share;
             }
+            // a floor for every phase that has FLOPs or bytes (here: all but collectives and the mask update)
+            int floors = 0;
+            for (const char *line = strchr(text, '\n'); line; line = strchr(line + 1, '\n')) {
+                const char *end = strchr(line + 1, '\n');
+                // a phase's row whose last field (x floor) is a number, not "-"
+                if (end && line[1] != '#' && strncmp(line + 1, "phase", 5) != 0 && end[-1] != '-') floors++;
+            }
+            T_OK(floors >= 22, "%s: --profile: a floor (FLOPs or bytes at the given rates) for %d phases", name, floors);
             T_OK(missing == 0 && strstr(text, "mean of 2 steps after the first") && strstr(text, "12.500 ms on the host") &&
-                     fabs(pct - 100) < 0.1,
+                     strstr(text, "the phases' floors add to") && fabs(pct - 100) < 0.1,
                  "%s: --profile's table: every phase of a step with its calls, 2 steps after the first, shares "
                  "summing to %.2f%%", name, pct);
             if (missing || fabs(pct - 100) >= 0.1 || getenv("SHOW_PROFILE")) printf("%s", text);

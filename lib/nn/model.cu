@@ -350,9 +350,38 @@ BEST_KAPI void devmodel_profile_step(DevModel *d) {
     memset(p->step_calls, 0, sizeof p->step_calls);
 }
 
+// The bytes one call of a phase must move at least (its floor's other half), for the
+// phases that are not products: fp32 reads and writes of its tensors at d's N rows; 0
+// where the FLOPs decide (the products, attention, the head) or the phase is the host's.
+static double prof_bytes(const DevModel *d, int phase) {
+    const Model *m = d->m;
+    double N = (double)d->N, C = (double)m->C, Q = (double)m->Q, KVD = (double)m->KVD, I = (double)m->I;
+    double P = (double)d->n_params, S = (double)(d->own_hi - d->own_lo);
+    switch (phase) {
+    case DP_ZERO: return 4 * P;                          // the gradients set to 0
+    case DP_EMBED: case DP_BWD_EMBED: return 8 * N * C;  // rows read, rows written
+    case DP_NORM: return 8 * N * C;                      // x read, x-hat written
+    case DP_BWD_NORM: return 16 * N * C;                 // dy, x read, dres read and written
+    case DP_ROPE: case DP_BWD_ROPE: return 8 * N * (Q + KVD); // q and k read and written
+    case DP_SWIGLU: return 12 * N * I;                   // gate, up read, h written
+    case DP_BWD_SWIGLU: return 20 * N * I;               // dh, gate, up read, dgate, dup written
+    case DP_CLIP: return 13 * S;                         // mask and gradients read, masked ones written
+    case DP_OPTIM: return 31 * S;                        // w, m, v, g, mask read; w, m, v, bf16 w written
+    default: return 0;
+    }
+}
+
+// A positive number from the environment, or 0.
+static double env_positive(const char *name) {
+    const char *v = getenv(name);
+    double x = v ? atof(v) : 0;
+    return x > 0 ? x : 0;
+}
+
 BEST_KAPI void devmodel_profile_write(const DevModel *d, FILE *f, double wall_ms) {
     const DevProf *p = d->prof;
     if (!p) return;
+    double peak_tf = env_positive("BEST_PEAK_TFLOPS"), peak_tbs = env_positive("BEST_PEAK_TBS");
     int k = p->counted ? p->counted : 1;
     const double *ms = p->counted ? p->ms : p->first_ms, *fl = p->counted ? p->flops : p->first_flops;
     const double *calls = p->counted ? p->calls : p->first_calls;
@@ -361,13 +390,30 @@ BEST_KAPI void devmodel_profile_write(const DevModel *d, FILE *f, double wall_ms
     fprintf(f, "# best-train --profile: device time per phase of a step (CUDA events), mean of %d step%s%s\n", k,
             k == 1 ? "" : "s", p->counted ? " after the first" : " (the only one)");
     fprintf(f, "# step: %.3f ms on the device (the phases' sum), %.3f ms on the host's clock\n", total / k, wall_ms);
-    fprintf(f, "%-22s %12s %8s %8s %12s %9s\n", "phase", "ms/step", "% step", "calls", "GFLOP/step", "TFLOP/s");
+    if (peak_tf > 0 && peak_tbs > 0)
+        fprintf(f, "# floor: FLOPs at %.4g TFLOP/s or bytes at %.4g TB/s (BEST_PEAK_TFLOPS, BEST_PEAK_TBS), the larger\n",
+                peak_tf, peak_tbs);
+    else
+        fprintf(f, "# floor: not computed (set BEST_PEAK_TFLOPS and BEST_PEAK_TBS: the GPU's bf16 product rate and "
+                "memory bandwidth)\n");
+    fprintf(f, "%-22s %12s %8s %8s %12s %9s %10s %8s %10s %8s\n", "phase", "ms/step", "% step", "calls", "GFLOP/step",
+            "TFLOP/s", "GB/step", "TB/s", "floor ms", "x floor");
+    double floor_total = 0;
     for (int i = 0; i < DP_N; i++) {
-        double m = ms[i] / k, g = fl[i] / k / 1e9;
+        double m = ms[i] / k, g = fl[i] / k / 1e9, gb = prof_bytes(d, i) * calls[i] / k / 1e9;
         fprintf(f, "%-22s %12.4f %8.2f %8.0f ", PROF_NAMES[i], m, total > 0 ? 100 * ms[i] / total : 0, calls[i] / k);
-        if (fl[i] > 0) fprintf(f, "%12.4g %9.4g\n", g, m > 0 ? g / m : 0); // GFLOP / ms = TFLOP/s
-        else fprintf(f, "%12s %9s\n", "-", "-");
+        if (fl[i] > 0) fprintf(f, "%12.4g %9.4g ", g, m > 0 ? g / m : 0); // GFLOP / ms = TFLOP/s
+        else fprintf(f, "%12s %9s ", "-", "-");
+        if (gb > 0) fprintf(f, "%10.4g %8.4g ", gb, m > 0 ? gb / m : 0); // GB / ms = TB/s
+        else fprintf(f, "%10s %8s ", "-", "-");
+        double fl_ms = peak_tf > 0 ? g / peak_tf : 0, by_ms = peak_tbs > 0 ? gb / peak_tbs : 0;
+        double floor_ms = fl_ms > by_ms ? fl_ms : by_ms;
+        floor_total += floor_ms;
+        if (floor_ms > 0 && peak_tf > 0 && peak_tbs > 0) fprintf(f, "%10.4f %8.2f\n", floor_ms, m / floor_ms);
+        else fprintf(f, "%10s %8s\n", "-", "-");
     }
+    if (floor_total > 0)
+        fprintf(f, "# the phases' floors add to %.4f ms a step: the step is %.2fx that\n", floor_total, total / k / floor_total);
 }
 
 BEST_KAPI void devmodel_free(DevModel *d) {

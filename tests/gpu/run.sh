@@ -268,6 +268,13 @@ fi # tests
 # Their own call by default: the device tool gives a command 10 minutes. Results as JSON
 # under OUT, for docs/benchmarks.md.
 if [ "$MODE" = quick ]; then BENCH=${BENCH:-train}; QUICK_CONFIGS=llama-1.1b; fi
+# the rates best-train --profile computes each phase's floor at (unless given): an H200's
+# measured bf16 product rate (bench/train_gpu.py, 2026-11-26) and its memory bandwidth; an
+# H100's datasheet figures (SXM: dense bf16, HBM3), not measured here
+case "$gpu" in
+*H200*) export BEST_PEAK_TFLOPS=${BEST_PEAK_TFLOPS:-791} BEST_PEAK_TBS=${BEST_PEAK_TBS:-4.8} ;;
+*H100*) export BEST_PEAK_TFLOPS=${BEST_PEAK_TFLOPS:-989} BEST_PEAK_TBS=${BEST_PEAK_TBS:-3.35} ;;
+esac
 BENCH=${BENCH:-mask spmv train block sparse zeroshot decode}
 want() { case " $BENCH " in *" $1 "*) return 0 ;; esac; return 1; }
 if [ "$MODE" != tests ] && [ -n "$gpu" ] && want mask && [ -x build/bench/bench_mask_gpu ]; then
