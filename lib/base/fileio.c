@@ -242,20 +242,23 @@ int path_check_out_dir(const char *dir) {
     return rc;
 }
 
-// Removes the temporaries of path (".NAME.tmp.XXXXXX") that no live writer holds: each
-// writer holds an flock on its temporary until it renames or removes it, and the kernel
-// drops the lock when the writer dies (kill -9 included), so a temporary whose lock can
-// be taken is the leftover of a run that is over.
-static void remove_stale_temps_of(const char *path, size_t dirlen) {
-    char *dir = dirlen ? strndup(path, dirlen) : xstrdup(".");
-    CHECK(dir, "out of memory");
-    const char *name = path + dirlen;
-    size_t n = strlen(name);
+int path_is_temp_of(const char *entry, const char *name) {
+    if (entry[0] != '.') return 0;
+    const char *tail = NULL;
+    if (name) {
+        size_t n = strlen(name);
+        if (strncmp(entry + 1, name, n) == 0) tail = entry + 1 + n;
+    } else {
+        tail = strstr(entry + 1, ".tmp.");
+        while (tail && strstr(tail + 1, ".tmp.")) tail = strstr(tail + 1, ".tmp."); // the last one
+    }
+    return tail && tail > entry + 1 && strncmp(tail, ".tmp.", 5) == 0 && strlen(tail + 5) == 6;
+}
+
+void path_remove_stale_temps(const char *dir, const char *name) {
     DIR *d = opendir(dir);
     for (struct dirent *e; d && (e = readdir(d));) {
-        if (e->d_name[0] != '.' || strncmp(e->d_name + 1, name, n) != 0 || strncmp(e->d_name + 1 + n, ".tmp.", 5) != 0 ||
-            strlen(e->d_name + 1 + n + 5) != 6)
-            continue;
+        if (!path_is_temp_of(e->d_name, name)) continue;
         char *p = path_join(dir, e->d_name);
         int fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
         struct stat st;
@@ -264,7 +267,6 @@ static void remove_stale_temps_of(const char *path, size_t dirlen) {
         free(p);
     }
     if (d) closedir(d);
-    free(dir);
 }
 
 int afile_open(AFile *f, const char *path) {
@@ -292,7 +294,10 @@ int afile_open(AFile *f, const char *path) {
     }
     const char *slash = strrchr(path, '/');
     size_t dirlen = slash ? (size_t)(slash - path + 1) : 0;
-    remove_stale_temps_of(path, dirlen);
+    char *dir = dirlen ? strndup(path, dirlen) : xstrdup(".");
+    CHECK(dir, "out of memory");
+    path_remove_stale_temps(dir, path + dirlen);
+    free(dir);
     size_t n = strlen(path) + 32;
     char *tmp = xmalloc(n);
     snprintf(tmp, n, "%.*s.%s.tmp.XXXXXX", (int)dirlen, path, path + dirlen);
@@ -309,7 +314,7 @@ int afile_open(AFile *f, const char *path) {
         return ERR("%s: cannot create: %s", path, strerror(e));
     }
     fchmod(fd, 0644);
-    flock(fd, LOCK_EX | LOCK_NB); // held while it is written: not stale (remove_stale_temps_of)
+    flock(fd, LOCK_EX | LOCK_NB); // held while it is written: not stale (path_remove_stale_temps)
     f->fp = fdopen(fd, "wb");
     if (!f->fp) {
         close(fd);

@@ -29,6 +29,12 @@ int afile_open(AFile *f, const char *path);  // "-" = stdout
 int afile_commit(AFile *f);                  // flush, fsync, rename; closes
 // Whether f can be rewound (a file, a device like /dev/null; not a FIFO or pipe).
 int afile_seekable(const AFile *f);
+// Whether a folder entry is one of afile_open's temporaries (".NAME.tmp.XXXXXX") of the
+// output named name (NULL: of any output).
+int path_is_temp_of(const char *entry, const char *name);
+// Removes from dir the temporaries of name (NULL: of every output) that no live writer
+// holds (its flock, taken at afile_open: the kernel drops it when the writer dies).
+void path_remove_stale_temps(const char *dir, const char *name);
 void afile_abort(AFile *f);                  // close and unlink the temp file
 
 // Reads a whole file into a fresh NUL-terminated buffer. Errors name the path.

@@ -562,12 +562,8 @@ int model_save(const Model *m, const char *dir, int dtype) {
 
 // A name model_save writes, or a temporary of one (".NAME.tmp.XXXXXX", fileio.h).
 static int is_saved_name(const char *name) {
-    for (size_t i = 0; i < N_SAVED_FILES; i++) {
-        size_t n = strlen(saved_files[i]);
-        if (strcmp(name, saved_files[i]) == 0) return 1;
-        if (name[0] == '.' && strncmp(name + 1, saved_files[i], n) == 0 && strncmp(name + 1 + n, ".tmp.", 5) == 0)
-            return 1;
-    }
+    for (size_t i = 0; i < N_SAVED_FILES; i++)
+        if (strcmp(name, saved_files[i]) == 0 || path_is_temp_of(name, saved_files[i])) return 1;
     return 0;
 }
 

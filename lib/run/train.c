@@ -150,6 +150,12 @@ static int meta_u64(const SafeTensors *st, const char *key, int base, uint64_t *
     return 0;
 }
 
+// a and b name the same file or folder (device and inode).
+static int same_file(const char *a, const char *b) {
+    struct stat x, y;
+    return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
 // The hash of a config.json as a run reads it: xxh64 of its JSON with sorted keys and
 // no spaces, without the "best" block train_save adds (so that a config saved into
 // OUT/model hashes as the one the run started from). Text that is not a JSON object
@@ -176,8 +182,7 @@ static int log_meta_write(StWriter *w, const TrainConfig *c) {
     const char *slash = strrchr(c->log, '/'), *base = slash ? slash + 1 : c->log;
     char *dir = slash ? strndup(c->log, (size_t)(slash - c->log + (slash == c->log))) : xstrdup(".");
     CHECK(dir, "out of memory");
-    struct stat a, b;
-    int inside = *base && stat(dir, &a) == 0 && stat(c->out, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+    int inside = *base && same_file(dir, c->out);
     free(dir);
     return inside ? st_writer_meta(w, "log", base) : st_writer_meta(w, "log_outside", c->log);
 }
@@ -263,9 +268,7 @@ static int state_run_read(Trainer *tr, const SafeTensors *st) {
     if ((tr->restored & TRAIN_OPT_THREADS) && c->threads > most)
         return ERR("%s: metadata threads = %d: more than this machine's %d cores run (at most %d); give --threads",
                    st->path, c->threads, omp_get_num_procs(), most);
-    struct stat a, b;
-    int same_dir = c->out && stat(c->out, &a) == 0 && stat(c->resume, &b) == 0 && a.st_dev == b.st_dev &&
-                   a.st_ino == b.st_ino;
+    int same_dir = c->out && same_file(c->out, c->resume);
     const char *v = st_meta(st, "log"), *outside = st_meta(st, "log_outside");
     // a name in OUT, nothing else: a state from elsewhere must not name a file to cut back
     if (v && (strchr(v, '/') || strcmp(v, ".") == 0 || strcmp(v, "..") == 0))
@@ -668,14 +671,7 @@ static void remove_stale_temps(const char *out) {
     static const char *const sub[] = {"", "model", "state", "moments", "masks"};
     for (size_t i = 0; i < sizeof sub / sizeof *sub; i++) {
         char *dir = path_join(out, sub[i]);
-        DIR *d = opendir(dir);
-        for (struct dirent *e; d && (e = readdir(d));) {
-            if (e->d_name[0] != '.' || !strstr(e->d_name, ".tmp.")) continue;
-            char *p = path_join(dir, e->d_name);
-            unlink(p);
-            free(p);
-        }
-        if (d) closedir(d);
+        path_remove_stale_temps(dir, NULL);
         free(dir);
     }
 }
@@ -691,9 +687,7 @@ static void remove_stale_steps(const char *out) {
         DIR *d = opendir(dir);
         for (struct dirent *e; d && (e = readdir(d));) {
             int n = 0;
-            size_t len = strlen(e->d_name);
-            if (sscanf(e->d_name, "step-%*d%n", &n) < 0 || n == 0 || strcmp(e->d_name + n, ".safetensors") != 0 ||
-                len != (size_t)n + 12)
+            if (sscanf(e->d_name, "step-%*d%n", &n) < 0 || n == 0 || strcmp(e->d_name + n, ".safetensors") != 0)
                 continue;
             char *p = path_join(dir, e->d_name);
             unlink(p);
@@ -1355,13 +1349,9 @@ static void fresh_run_unmake(Trainer *tr) {
     model_unlink_saved(mdir);
     rmdir(mdir);
     free(mdir);
+    remove_stale_steps(out); // (the run removed earlier ones at its start: these are its own)
     static const char *const sub[] = {"moments", "masks", "state"};
     for (int i = 0; i < 3; i++) {
-        for (int t = 1; i < 2 && t <= tr->step; t++) {
-            char *p = path_fmt("%s/%s/step-%d.safetensors", out, sub[i], t);
-            unlink(p);
-            free(p);
-        }
         char *d = path_join(out, sub[i]);
         rmdir(d); // when empty: what else is there, the run did not write
         free(d);
