@@ -288,6 +288,8 @@ check "--seq beyond max_position_embeddings: the run is --seq 64's" cmp "$TMP/ca
 expect_error "an existing state without --resume" 1 "--resume" $RUN --data "$TMP/rand.bin" --out "$TMP/sp"
 expect_error "--resume of a folder without a state" 1 "state.safetensors" "$TR" --resume "$TMP/nowhere"
 expect_error "--device bogus" 2 "unknown --device bogus (cuda, cpu)" $RUN --data "$TMP/rand.bin" --out "$O" --device bogus
+expect_error "BEST_OPTIM=bogus" 2 "BEST_OPTIM=bogus in the environment: expected fused, fused1 or passes" \
+    env BEST_OPTIM=bogus $RUN --data "$TMP/rand.bin" --out "$O"
 if nvidia-smi -L >/dev/null 2>&1; then
     skip "--device cuda without a GPU: this machine has one (tests/gpu/run.sh runs the device step)"
 else # a CUDA build without a driver or GPU, or a build without CUDA (the sanitizer pass)

@@ -843,6 +843,64 @@ static void dev_step(DevModel *d, AdamW *opt, int t) {
     devmodel_adamw(d, &h, ++opt->t, 1);
 }
 
+// One step as dev_step, with the one-pass optimizer (vec 4 or 1) instead of the passes.
+static void dev_step_fused(DevModel *d, AdamW *opt, int t, int vec) {
+    size_t N = d->N;
+    std::vector<int32_t> tok(N), tgt(N);
+    batch_make(tok.data(), tgt.data(), N, d->m->V, 500 + t);
+    devmodel_zero_grad(d);
+    devmodel_forward(d, tok.data(), tgt.data());
+    devmodel_backward(d, 1.0f);
+    devmodel_grad_sumsq_start(d, 1);
+    AdamWHyper h = {1e-3, 0.9, 0.999, 1e-8, 0.01};
+    devmodel_optimize(d, &h, ++opt->t, 1, 0.5, vec);
+}
+
+// The one-pass optimizer against the passes it replaces (masked fill, the sum fetched,
+// clip, scale, AdamW, bf16 cast) over 4 steps under a fixed mask, with clipping active:
+// weights, moments and the bf16 copy bit for bit, and the sum of squares it leaves the
+// same as devmodel_grad_sumsq's. Both vector widths.
+static void check_optim_fused(const char *name) {
+    Model m;
+    if (!load_fixture(&m, name)) return;
+    size_t n = m.n_params;
+    std::vector<uint8_t> mask(n, 1);
+    for (size_t i = 0; i < n; i += 3) mask[i] = 0;
+    mask_apply(m.params, mask.data(), n);
+    std::vector<float> w[3], mo[3], vo[3];
+    std::vector<uint16_t> bf[3];
+    double sums[3] = {0, 0, 0};
+    int clipped = 0; // steps whose norm is above the 0.5 of dev_step: the coefficient below 1
+    for (int run = 0; run < 3; run++) { // the passes, vec 4, vec 1
+        AdamW o;
+        adamw_init(&o, n);
+        DevModel d;
+        devmodel_init(&d, ctx_get(), &m, B, T, CE_ROWS, 0);
+        devmodel_upload(&d, m.params, &o, mask.data());
+        for (int t = 1; t <= 4; t++) {
+            if (run == 0) dev_step(&d, &o, t);
+            else dev_step_fused(&d, &o, t, run == 1 ? 4 : 1);
+            double s2 = devmodel_grad_sumsq_get(&d); // (the passes' devmodel_grad_sumsq left it there too)
+            sums[run] += s2;
+            clipped += run == 0 && sqrt(s2) > 0.5;
+        }
+        w[run].resize(n);
+        devmodel_download(&d, w[run].data(), &o);
+        mo[run].assign(o.m, o.m + n);
+        vo[run].assign(o.v, o.v + n);
+        bf[run] = download_bf16(&d);
+        devmodel_free(&d);
+        adamw_free(&o);
+    }
+    for (int run = 1; run < 3; run++)
+        T_OK(w[run] == w[0] && mo[run] == mo[0] && vo[run] == vo[0] && bf[run] == bf[0] && sums[run] == sums[0],
+             "%s: the one-pass optimizer (%s) == the passes over 4 clipped masked steps: weights, exp_avg, exp_avg_sq, "
+             "bf16 copy and the sums of squares bitwise (%d of 4 steps clipped)", name,
+             run == 1 ? "16-byte loads" : "an element a thread", clipped);
+    T_OK(clipped > 0, "%s: the fused optimizer's check clipped at least one step (%d)", name, clipped);
+    model_free(&m);
+}
+
 // 4 steps straight == 2 steps, everything downloaded (as a save does), a new DevModel
 // given the weights, moments and mask (as a resume does), 2 more steps: the same bits.
 static void check_resume(const char *name) {
@@ -980,16 +1038,32 @@ static int run_ranks(RanksLog *log, const char *name, MaskGroup group, int R, De
             CUDA_CHECK(cudaMemcpyAsync(d.grads, g.data(), n * sizeof(float), cudaMemcpyHostToDevice, d.ctx->stream));
             CUDA_CHECK(cudaStreamSynchronize(d.ctx->stream)); // (g is pageable, and written again below)
         }
-        double part[2] = {loss, devmodel_grad_sumsq(&d, masked)};
-        if (comm) dist_sum_f64(part, 2);
+        // the ranks take best-train's one-pass optimizer (the sum of squares summed over
+        // the ranks on the host, then given back to the device), the one model the passes
+        // it replaces: the two agree bit for bit
+        double part[2] = {loss, 0};
+        if (comm) {
+            devmodel_grad_sumsq_start(&d, masked);
+            part[1] = devmodel_grad_sumsq_get(&d);
+            dist_sum_f64(part, 2);
+            devmodel_grad_sumsq_put(&d, part[1]);
+        } else {
+            part[1] = devmodel_grad_sumsq(&d, masked);
+        }
         log->loss.push_back(part[0]);
         log->sumsq.push_back(part[1]);
         devmodel_download_grads(&d, g.data());
+        for (size_t i = 0; comm && masked && i < own; i++) // (the one pass reads them as 0, leaves them)
+            if (!mask[i]) g[d.own_lo + i] = 0.0f;
         log->grads.insert(log->grads.end(), g.begin() + d.own_lo, g.begin() + d.own_hi);
-        float coef = grad_clip_coef(sqrt(part[1]), 0.5);
-        if (coef < 1.0f) devmodel_grad_scale(&d, coef);
         AdamWHyper h = {lr_at(3e-3, 0.1, STEPS_R, t), 0.9, 0.999, 1e-8, 0.01};
-        devmodel_adamw(&d, &h, t, masked);
+        if (comm) {
+            devmodel_optimize(&d, &h, t, masked, 0.5, 4);
+        } else {
+            float coef = grad_clip_coef(sqrt(part[1]), 0.5);
+            if (coef < 1.0f) devmodel_grad_scale(&d, coef);
+            devmodel_adamw(&d, &h, t, masked);
+        }
         if (!schedule_update_at(&sched, t)) continue;
         MaskSpec spec = {SAL_SECOND, group, schedule_sparsity(&sched, t), NULL, 0};
         masked = 1;
@@ -1246,6 +1320,7 @@ int main(int argc, char **argv) {
     if (getenv("ONLY_MASK")) T_DONE();
     for (int i = 0; i < 2; i++) check_training(fixtures[i]); // LLaMA and Qwen3 (tied)
     check_resume("llama_tied");
+    check_optim_fused("qwen3");
     check_profile("qwen3");
     check_ranks("llama", GROUP_GLOBAL); // one rank here; several: build/tests/step_ranks
     check_ranks("qwen3", GROUP_LAYER);

@@ -70,10 +70,7 @@ double grad_sumsq(const float *g, size_t n) {
     return total;
 }
 
-float grad_clip_coef(double norm, double max_norm) {
-    double c = max_norm / (norm + 1e-6);
-    return c < 1.0 ? (float)c : 1.0f;
-}
+float grad_clip_coef(double norm, double max_norm) { return km_clip_coef(norm, max_norm); }
 
 void grad_scale(float *g, float s, size_t n) {
 #pragma omp parallel for schedule(static) if (n > PAR_MIN_WORK)

@@ -48,7 +48,8 @@ void adamw_step(AdamW *o, float *w, const float *g, const uint8_t *mask, const A
 // Sum of squares of g (n) in double, in a fixed order (the same for any thread count).
 // Ranks add theirs before the square root.
 double grad_sumsq(const float *g, size_t n);
-// clip_grad_norm_'s factor: min(1, max_norm / (norm + 1e-6)).
+// clip_grad_norm_'s factor: min(1, max_norm / (norm + 1e-6)); 1 for max_norm <= 0
+// (no clipping). The same function as the device's (kernel_math.h's km_clip_coef).
 float grad_clip_coef(double norm, double max_norm);
 // g (n) *= s.
 void grad_scale(float *g, float s, size_t n);
@@ -60,6 +61,16 @@ struct CUstream_st; // cudaStream_t
 // adamw_update on device arrays (adamw.cu); mask may be NULL.
 void adamw_update_cuda(float *w, float *m, float *v, const float *g, const uint8_t *mask,
                        const AdamWHyper *h, int t, size_t n, struct CUstream_st *stream);
+// The one-pass optimizer: over n elements, g times the clip coefficient that
+// grad_clip_coef(sqrt(*sumsq), max_norm) gives (sumsq: a device double, the sum of
+// squares of every rank's masked gradients), adamw_update's step, and wbf (n) = the new
+// weights in bf16; bitwise what the passes grad_scale, adamw_update and a bf16 cast give.
+// A non-finite *sumsq changes nothing. vec 4 takes 16-byte loads where every pointer is
+// aligned for them (the last n % 4 one at a time); vec 1 one element a thread throughout.
+// g is only read.
+void adamw_fused_cuda(float *w, float *m, float *v, uint16_t *wbf, const float *g, const uint8_t *mask,
+                      const double *sumsq, double max_norm, const AdamWHyper *h, int t, size_t n, int vec,
+                      struct CUstream_st *stream);
 #endif
 
 #ifdef __cplusplus

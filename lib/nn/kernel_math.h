@@ -194,6 +194,18 @@ KM_HD void km_adamw(float *w, float *m, float *v, float g, int keep, const AdamW
     *w = keep ? wi : 0.0f;
 }
 
+// 1 unless x is NaN or infinite (x - x is 0 exactly for every finite double).
+KM_HD int km_finite_d(double x) { return x - x == 0.0; }
+
+// clip_grad_norm_'s factor for a gradient of norm `norm`: min(1, max_norm / (norm + 1e-6)),
+// formed in double and rounded to float; 1 without clipping (max_norm <= 0). The host's
+// grad_clip_coef and the device's one-pass optimizer (adamw.cu) both call this.
+KM_HD float km_clip_coef(double norm, double max_norm) {
+    if (max_norm <= 0) return 1.0f;
+    double c = max_norm / (norm + 1e-6);
+    return c < 1.0 ? (float)c : 1.0f;
+}
+
 // --- saliency (sparse/saliency.h) ------------------------------------------------------------
 // A pruned weight (w == 0) scores +0, and no score is -0, so the scores' bits sort like
 // the floats. Inputs are not checked here (the callers count non-finite ones).

@@ -72,11 +72,12 @@ static __global__ void dev_scale_kernel(float *g, float s, size_t n) {
 }
 
 // part (gridDim.x) = per block, the sum over its grid-stride share of x (n) of x, x^2, or
-// (x == 0), in double. A fixed grid for a given n: the same bits every run.
-static __global__ void dev_reduce_kernel(double *part, const float *x, size_t n, int op) {
+// (x == 0), in double; with a mask (n, or NULL) positions of mask 0 count as x = 0 (the
+// bits of a sum over x after mask_apply). A fixed grid for a given n: the same bits every run.
+static __global__ void dev_reduce_kernel(double *part, const float *x, const uint8_t *mask, size_t n, int op) {
     double s = 0;
     DEV_GRID_STRIDE(i, n) {
-        double v = x[i];
+        double v = mask && !mask[i] ? 0.0 : x[i];
         s += op == RED_SUM ? v : op == RED_SUMSQ ? v * v : (double)(x[i] == 0.0f);
     }
     s = block_sum(s); // cuda_reduce.cuh's, in double
@@ -90,11 +91,12 @@ static __global__ void dev_reduce_final_kernel(double *out, const double *part, 
     *out = acc ? *out + s : s;
 }
 
-// d->scalars[slot] (= or += with acc) the reduction op of x (n); stays on the device.
-static void reduce_into(DevModel *d, int slot, const float *x, size_t n, int op, int acc) {
+// d->scalars[slot] (= or += with acc) the reduction op of x (n), masked by mask (n) or
+// NULL as dev_reduce_kernel; stays on the device.
+static void reduce_into(DevModel *d, int slot, const float *x, const uint8_t *mask, size_t n, int op, int acc) {
     cudaStream_t st = d->ctx->stream;
     unsigned blocks = km_blocks(n, KM_THREADS, DEV_RED_BLOCKS);
-    LAUNCH(dev_reduce_kernel, blocks, KM_THREADS, st, d->part, x, n, op);
+    LAUNCH(dev_reduce_kernel, blocks, KM_THREADS, st, d->part, x, mask, n, op);
     CUDA_CHECK(cudaGetLastError());
     LAUNCH(dev_reduce_final_kernel, 1, 1, st, d->scalars + slot, (const double *)d->part, blocks, acc);
     CUDA_CHECK(cudaGetLastError());
@@ -365,7 +367,7 @@ static double prof_bytes(const DevModel *d, int phase) {
     case DP_ROPE: case DP_BWD_ROPE: return 8 * N * (Q + KVD); // q and k read and written
     case DP_SWIGLU: return 12 * N * I;                   // gate, up read, h written
     case DP_BWD_SWIGLU: return 20 * N * I;               // dh, gate, up read, dgate, dup written
-    case DP_CLIP: return 13 * S;                         // mask and gradients read, masked ones written
+    case DP_CLIP: return 5 * S;                          // gradients and mask read
     case DP_OPTIM: return 31 * S;                        // w, m, v, g, mask read; w, m, v, bf16 w written
     default: return 0;
     }
@@ -822,7 +824,7 @@ static void forward_head(DevModel *d, size_t N) {
         linear(d, d->logits, d->xbf + r0 * C, MW_HEAD, 0, NULL, nr, C, V, 0);
         crossentropy_chunk_cuda(NULL, d->nll + r0, NULL, d->logits, d->targets + r0, 1.0f, nr, V, st);
     }
-    reduce_into(d, SLOT_LOSS, d->nll, N, RED_SUM, 0);
+    reduce_into(d, SLOT_LOSS, d->nll, NULL, N, RED_SUM, 0);
     double sum = fetch_scalar(d, SLOT_LOSS);
     d->nll_sum = sum;
     // no valid target: 0, as model_forward
@@ -1113,7 +1115,7 @@ BEST_KAPI double devmodel_grad_sumsq(DevModel *d, int masked) {
     float *g = d->grads + d->own_lo;
     if (masked) masked_fill_cuda(g, d->mask, 0.0f, n, d->ctx->stream);
     if (n == 0) return 0; // a rank with an empty slice (more ranks than parameters)
-    reduce_into(d, SLOT_SUMSQ, g, n, RED_SUMSQ, 0);
+    reduce_into(d, SLOT_SUMSQ, g, NULL, n, RED_SUMSQ, 0);
     return fetch_scalar(d, SLOT_SUMSQ);
 }
 
@@ -1125,11 +1127,13 @@ BEST_KAPI void devmodel_grad_scale(DevModel *d, float s) {
     CUDA_CHECK(cudaGetLastError());
 }
 
-BEST_KAPI void devmodel_share_weights(DevModel *d, size_t a, size_t b) {
+// devmodel_share_weights; with cast 0 the bf16 copy of this rank's part is already written
+// (the one-pass optimizer's).
+static void share_weights(DevModel *d, size_t a, size_t b, int cast) {
     cudaStream_t st = d->ctx->stream;
     size_t lo, hi; // this rank's part
     dist_part(&lo, &hi, a, b, d->own_lo, d->own_hi);
-    cast_bf16_cuda(d->wbf + lo, d->params + (lo - d->own_lo), hi - lo, st);
+    if (cast) cast_bf16_cuda(d->wbf + lo, d->params + (lo - d->own_lo), hi - lo, st);
     if (!d->comm) return;
     devcomm_share(d->comm, d->wbf + a, sizeof(uint16_t), d->n_params, a, b, st);
     size_t c = 0;
@@ -1145,12 +1149,38 @@ BEST_KAPI void devmodel_share_weights(DevModel *d, size_t a, size_t b) {
     devcomm_wait(d->comm, st);
 }
 
+BEST_KAPI void devmodel_share_weights(DevModel *d, size_t a, size_t b) { share_weights(d, a, b, 1); }
+
 BEST_KAPI void devmodel_adamw(DevModel *d, const AdamWHyper *h, int t, int masked) {
     devmodel_profile_mark(d, DP_OPTIM, 0);
     size_t lo = d->own_lo, n = d->own_hi - d->own_lo;
     adamw_update_cuda(d->params, d->adam_m, d->adam_v, d->grads + lo, masked ? d->mask : NULL, h, t, n,
                       d->ctx->stream);
     devmodel_share_weights(d, 0, d->n_params); // each rank updated its slice: all of them to all
+}
+
+// --- the one-pass optimizer (adamw.cu's adamw_fused_cuda) ---------------------------------
+
+BEST_KAPI void devmodel_grad_sumsq_start(DevModel *d, int masked) {
+    devmodel_profile_mark(d, DP_CLIP, 0);
+    size_t n = d->own_hi - d->own_lo; // 0: a rank with an empty slice, whose sum is 0
+    reduce_into(d, SLOT_SUMSQ, d->grads + d->own_lo, masked ? d->mask : NULL, n, RED_SUMSQ, 0);
+}
+
+BEST_KAPI double devmodel_grad_sumsq_get(DevModel *d) { return fetch_scalar(d, SLOT_SUMSQ); }
+
+BEST_KAPI void devmodel_grad_sumsq_put(DevModel *d, double total) {
+    d->sumsq_total = total; // (a copy from pageable memory is staged before the call returns)
+    CUDA_CHECK(cudaMemcpyAsync(d->scalars + SLOT_SUMSQ, &d->sumsq_total, sizeof(double), cudaMemcpyHostToDevice,
+                               d->ctx->stream));
+}
+
+BEST_KAPI void devmodel_optimize(DevModel *d, const AdamWHyper *h, int t, int masked, double max_norm, int vec) {
+    devmodel_profile_mark(d, DP_OPTIM, 0);
+    size_t lo = d->own_lo, n = d->own_hi - d->own_lo;
+    adamw_fused_cuda(d->params, d->adam_m, d->adam_v, d->wbf + lo, d->grads + lo, masked ? d->mask : NULL,
+                     d->scalars + SLOT_SUMSQ, max_norm, h, t, n, vec, d->ctx->stream);
+    share_weights(d, 0, d->n_params, 0); // the bf16 copy of the slice is written: to every rank
 }
 
 BEST_KAPI void devmodel_sync(DevModel *d) { CUDA_CHECK(cudaStreamSynchronize(d->ctx->stream)); }
@@ -1161,7 +1191,7 @@ BEST_KAPI double devmodel_sparsity(DevModel *d) {
     for (int r = 0; r < d->n_pr; r++) {
         size_t a, b; // this rank's part
         dist_part(&a, &b, d->pr_off[r], d->pr_off[r] + d->pr_len[r], d->own_lo, d->own_hi);
-        if (a < b) reduce_into(d, SLOT_ZEROS, d->params + (a - d->own_lo), b - a, RED_ZEROS, any++ > 0);
+        if (a < b) reduce_into(d, SLOT_ZEROS, d->params + (a - d->own_lo), NULL, b - a, RED_ZEROS, any++ > 0);
         total += d->pr_len[r];
     }
     double zeros = any ? fetch_scalar(d, SLOT_ZEROS) : 0.0;

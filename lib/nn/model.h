@@ -410,6 +410,7 @@ typedef struct DevModel {
     size_t n_rows;              // and its rows (N, or devmodel_forward_packed's n)
     float loss;                 // mean NLL of the last forward (0 without a target)
     double nll_sum;             // its sum over the targets, in double (perplexity)
+    double sumsq_total;         // devmodel_grad_sumsq_put's, the source of its copy
     struct DevProf *prof;       // --profile: events at the phase boundaries (NULL: off)
 } DevModel;
 
@@ -516,6 +517,20 @@ void devmodel_grad_scale(DevModel *d, float s);
 // adamw_step's update number t of the slice on the device (with the device mask when
 // masked), the weights shared among GPU ranks, then the bf16 copy refreshed.
 void devmodel_adamw(DevModel *d, const AdamWHyper *h, int t, int masked);
+// The one-pass optimizer (train.c's default; the three calls above stay as its reference):
+// devmodel_grad_sumsq_start enqueues the slice's sum of squares of the gradients, masked
+// as devmodel_grad_sumsq's (the same bits) but without writing them, and leaves it on the
+// device; devmodel_grad_sumsq_get waits for it and returns it; with ranks,
+// devmodel_grad_sumsq_put gives the device the sum of every rank's. devmodel_optimize
+// then clips by max_norm (<= 0: no clipping) with the coefficient formed on the device
+// from that sum, and runs masked AdamW and the bf16 copy in one kernel
+// (adamw_fused_cuda; vec 4 or 1), and shares the weights as devmodel_adamw: the bits of
+// devmodel_grad_sumsq, grad_clip_coef, devmodel_grad_scale and devmodel_adamw. A
+// non-finite sum leaves weights and moments as they were. No host round trip on one rank.
+void devmodel_grad_sumsq_start(DevModel *d, int masked);
+double devmodel_grad_sumsq_get(DevModel *d);
+void devmodel_grad_sumsq_put(DevModel *d, double total);
+void devmodel_optimize(DevModel *d, const AdamWHyper *h, int t, int masked, double max_norm, int vec);
 // Zeros among the prunable weights, over their count (train.c's count_sparsity).
 double devmodel_sparsity(DevModel *d);
 // Waits until the device has done everything enqueued on d's stream (the optimizer's

@@ -1215,9 +1215,10 @@ static int grads_cpu(Trainer *tr, int t, double *loss, double *sumsq) {
 }
 
 #ifdef BEST_CUDA
-// grads_cpu on the device: the tokens go up, the losses and the sum of squares come back.
-// With GPU ranks the last micro-batch's backward sums the gradients onto their owners
-// (devmodel_backward_sum, over NCCL).
+// grads_cpu on the device: the tokens go up, the losses and the sum of squares come back;
+// for the one-pass optimizer on one rank the sum stays on the device (*sumsq NaN: known
+// after the step). With GPU ranks the last micro-batch's backward sums the gradients onto
+// their owners (devmodel_backward_sum, over NCCL).
 static int grads_cuda(Trainer *tr, int t, double *loss, double *sumsq) {
     TrainConfig *c = &tr->cfg;
     DevModel *d = tr->dev;
@@ -1238,10 +1239,28 @@ static int grads_cuda(Trainer *tr, int t, double *loss, double *sumsq) {
         else devmodel_backward(d, scale);
     }
     loader_skip(&tr->data, (uint64_t)(ranks - 1 - dist_rank()) * (uint64_t)per);
-    *sumsq = devmodel_grad_sumsq(d, tr->masked);
+    if (c->optim == TRAIN_OPTIM_PASSES) {
+        *sumsq = devmodel_grad_sumsq(d, tr->masked);
+        return 0;
+    }
+    devmodel_grad_sumsq_start(d, tr->masked);
+    *sumsq = ranks > 1 ? devmodel_grad_sumsq_get(d) : NAN; // the ranks add theirs on the host
     return 0;
 }
 #endif
+
+int train_optim_parse(const char *s) {
+    if (!s || !*s || strcmp(s, "fused") == 0) return TRAIN_OPTIM_FUSED;
+    if (strcmp(s, "fused1") == 0) return TRAIN_OPTIM_FUSED1;
+    if (strcmp(s, "passes") == 0) return TRAIN_OPTIM_PASSES;
+    return -1;
+}
+
+// The error of a step whose loss or gradient norm is not finite.
+static int diverged(int t, double loss, double norm) {
+    return ERR("step %d: the %s is %g: training diverged (try a lower --lr); stopped, the last saved state "
+               "is kept", t, isfinite(loss) ? "gradient norm" : "loss", isfinite(loss) ? norm : loss);
+}
 
 static int step(Trainer *tr, StepStats *stats) {
     TrainConfig *c = &tr->cfg;
@@ -1249,7 +1268,10 @@ static int step(Trainer *tr, StepStats *stats) {
     int t = tr->step + 1;
     double t0 = now_seconds();
     double loss, sumsq;
+    // the one-pass optimizer on one rank: the norm stays on the device until the step is done
+    int norm_later = 0;
 #ifdef BEST_CUDA
+    norm_later = tr->dev && c->optim != TRAIN_OPTIM_PASSES && dist_size() == 1;
     if (tr->dev) TRY(grads_cuda(tr, t, &loss, &sumsq));
     else
 #endif
@@ -1259,29 +1281,36 @@ static int step(Trainer *tr, StepStats *stats) {
     dist_sum_f64(part, 2);
     loss = part[0];
     double norm = sqrt(part[1]);
-    float coef = c->clip > 0 ? grad_clip_coef(norm, c->clip) : 1.0f;
-    if (!isfinite(loss) || !isfinite(norm))
-        return ERR("step %d: the %s is %g: training diverged (try a lower --lr); stopped, the last saved state "
-                   "is kept", t, isfinite(loss) ? "gradient norm" : "loss", isfinite(loss) ? norm : loss);
+    if (!isfinite(loss) || (!norm_later && !isfinite(norm))) return diverged(t, loss, norm);
     AdamWHyper h = {lr_at(c->lr, c->warmup, c->steps, t), c->beta1, c->beta2, c->eps, c->weight_decay};
 #ifdef BEST_CUDA
-    if (tr->dev) {
+    if (tr->dev && c->optim != TRAIN_OPTIM_PASSES) {
+        if (!norm_later) devmodel_grad_sumsq_put(tr->dev, part[1]); // every rank's
+        devmodel_optimize(tr->dev, &h, tr->opt.t + 1, tr->masked, c->clip, c->optim == TRAIN_OPTIM_FUSED ? 4 : 1);
+    } else if (tr->dev) {
+        float coef = c->clip > 0 ? grad_clip_coef(norm, c->clip) : 1.0f;
         if (coef < 1.0f) devmodel_grad_scale(tr->dev, coef);
-        devmodel_adamw(tr->dev, &h, ++tr->opt.t, tr->masked);
+        devmodel_adamw(tr->dev, &h, tr->opt.t + 1, tr->masked);
+    }
+    // the device's optimizer is only enqueued here: wait for it, so that the clock times the
+    // work (until 2026-11-29 tokens/s left the device's AdamW out, and the mask update)
+    if (tr->dev) {
+        devmodel_sync(tr->dev);
+        if (norm_later) {
+            norm = sqrt(devmodel_grad_sumsq_get(tr->dev));
+            if (!isfinite(norm)) return diverged(t, loss, norm); // (the kernel changed nothing)
+        }
+        tr->opt.t++;
         tr->host_stale = 1;
     } else
 #endif
     {
+        float coef = c->clip > 0 ? grad_clip_coef(norm, c->clip) : 1.0f;
         size_t lo = tr->lo, n = tr->hi - tr->lo;
         if (coef < 1.0f) grad_scale(m->grads + lo, coef, n);
         adamw_step(&tr->opt, m->params + lo, m->grads + lo, tr->masked ? tr->mask : NULL, &h);
     }
     tr->step = t;
-    // the device's optimizer is only enqueued here: wait for it, so that the clock times the
-    // work (until 2026-11-29 tokens/s left the device's AdamW out, and the mask update)
-#ifdef BEST_CUDA
-    if (tr->dev) devmodel_sync(tr->dev);
-#endif
     double tm = now_seconds(), mask_seconds = 0, mask_bytes = 0;
     if (schedule_update_at(&tr->sched, t)) {
 #ifdef BEST_CUDA

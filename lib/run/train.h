@@ -90,6 +90,7 @@ typedef struct {
     int recompute;             // --device cuda: activation recomputation (model.h)
     const char *profile;       // --device cuda: the device time of each phase of a step, as a
                                // table written here at the end (devmodel_profile_write), or NULL
+    int optim;                 // --device cuda: TRAIN_OPTIM_* (BEST_OPTIM in the environment)
     int quiet;
     int stop_at;               // stop (and save) after this step; 0 = run to the end
     int ignore_memory;         // start even when the memory estimate exceeds this machine's RAM
@@ -108,6 +109,14 @@ enum {
 
 // Where the step runs (TrainConfig.device).
 enum { TRAIN_DEVICE_DEFAULT, TRAIN_DEVICE_CPU, TRAIN_DEVICE_CUDA };
+
+// The device's optimizer (TrainConfig.optim; the same bits each way, model.h): one pass
+// with 16-byte loads (BEST_OPTIM=fused, the default), one pass an element a thread
+// (fused1), or the passes it replaces (passes: masked fill, a sum fetched to the host,
+// scale, AdamW, bf16 cast). For a GPU run to time them against each other.
+enum { TRAIN_OPTIM_FUSED, TRAIN_OPTIM_FUSED1, TRAIN_OPTIM_PASSES };
+// BEST_OPTIM's value as a TRAIN_OPTIM_*, or -1 (unset or empty: TRAIN_OPTIM_FUSED).
+int train_optim_parse(const char *s);
 
 // What step t measured (also the JSON line of the log).
 typedef struct {

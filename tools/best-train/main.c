@@ -167,6 +167,9 @@ int main(int argc, char **argv) {
         if (args_given(&spec, run_opts[i].opt)) c.given |= run_opts[i].bit;
 
     if (!c.profile && getenv("BEST_PROFILE") && *getenv("BEST_PROFILE")) c.profile = getenv("BEST_PROFILE");
+    c.optim = train_optim_parse(getenv("BEST_OPTIM"));
+    if (c.optim < 0) args_usage_error(&spec, "BEST_OPTIM=%s in the environment: expected fused, fused1 or passes",
+                                      getenv("BEST_OPTIM"));
     if (dist_rank() > 0) c.quiet = 1; // rank 0 speaks for the run
     Trainer tr;
     c.steps_given = args_given(&spec, "steps");
