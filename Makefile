@@ -15,6 +15,7 @@
 #   make install    PREFIX=/usr/local (DESTDIR=STAGE): the tools, their man pages, this
 #                   manual and the recipes (tests/t_install.sh)
 #   make cuda-flags the CUDA settings found, as shell assignments (tests/gpu/run.sh)
+#   make cudnn-frontend  the cuDNN frontend's headers into .deps/ (pip): BEST_ATTN=cudnn
 #
 # EXTRA_CFLAGS, EXTRA_CXXFLAGS, EXTRA_NVCCFLAGS and EXTRA_LDFLAGS (from the environment or
 # the command line) are added to the compilers' and the links' flags; on a lent GPU
@@ -61,7 +62,7 @@ PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 PKG_MISSING := $(shell pkg-config --exists $(PKGS) openblas 2>/dev/null || \
                  for p in $(PKGS) openblas; do pkg-config --exists $$p 2>/dev/null || echo $$p; done)
 ifneq ($(PKG_MISSING),)
-ifneq ($(filter-out deps test demo clean cuda-flags,$(or $(MAKECMDGOALS),all)),)
+ifneq ($(filter-out deps test demo clean cuda-flags cudnn-frontend,$(or $(MAKECMDGOALS),all)),)
 $(error missing pkg-config packages: $(PKG_MISSING); run 'make deps' to install them (or 'make demo' / 'make test', which do))
 endif
 endif
@@ -117,6 +118,19 @@ CUDA_LINE += ; nccl: $(NCCL_LIB): GPU ranks under mpirun
 else
 CUDA_LINE += ; nccl: off, no nccl.h and libnccl under $(NCCL_HOME) (NCCL_HOME=DIR): one GPU rank
 endif
+# cuDNN's fused attention (lib/nn/attention_cudnn.cpp, host C++ built by $(CXX)): with the
+# cuDNN frontend's headers (`make cudnn-frontend` unpacks them into .deps/; CUDNN_FE=DIR
+# names others) and cudnn.h (under CUDNN_HOME/include or the toolkit's include). Nothing
+# links cuDNN: libcudnn.so.9 is loaded when BEST_ATTN=cudnn asks for it. Without them the
+# file builds stubs that say so.
+CUDNN_FE ?= .deps/cudnn-frontend/include
+CUDNN_INC := $(firstword $(foreach d,$(CUDNN_HOME) $(CUDA_HOME),$(if $(wildcard $(d)/include/cudnn.h),$(d)/include)))
+ifneq ($(and $(wildcard $(CUDNN_FE)/cudnn_frontend.h),$(CUDNN_INC)),)
+CUDNN_CXXFLAGS := -DBEST_CUDNN=1 -DNV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING -isystem $(CUDNN_FE) -isystem $(CUDNN_INC)
+CUDA_LINE += ; cudnn attention: built (frontend $(CUDNN_FE), cudnn.h in $(CUDNN_INC); BEST_ATTN=cudnn loads libcudnn.so.9)
+else
+CUDA_LINE += ; cudnn attention: off, $(if $(CUDNN_INC),no cuDNN frontend headers in $(CUDNN_FE) (make cudnn-frontend),no cudnn.h (CUDNN_HOME=DIR))
+endif
 else
 CUDA_LINE := cuda: off, $(CUDA_WHY): CPU build only
 endif
@@ -159,6 +173,9 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 # CUDA objects are NAME.cu.o: layers.cu is layers.c's twin, beside it
 LIB_CU  := $(if $(filter 1,$(CUDA)),$(wildcard lib/*/*.cu))
 LIB_OBJ += $(LIB_CU:%.cu=$(BUILD)/%.cu.o)
+# host C++ of the CUDA build (cuDNN's attention): NAME.cpp.o
+LIB_CXX := $(if $(filter 1,$(CUDA)),$(wildcard lib/*/*.cpp))
+LIB_OBJ += $(LIB_CXX:%.cpp=$(BUILD)/%.cpp.o)
 TOOLS   := $(notdir $(wildcard tools/best-*))
 BINS    := $(TOOLS:%=$(BINDIR)/%)
 TEST_SRC := $(wildcard tests/test_*.c)
@@ -179,7 +196,7 @@ TEST_BINS += $(if $(filter 1,$(MPI)),$(BUILD)/tests/dist_check $(BUILD)/tests/st
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BINS := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all tools test deps fuzz fuzz-build bench demo report install clean cuda-flags FORCE
+.PHONY: all tools test deps fuzz fuzz-build bench demo report install clean cuda-flags cudnn-frontend FORCE
 # keep objects made through pattern chains (tests, fuzz targets): no "rm *.o" after a build
 .SECONDARY:
 all: $(LIBA) $(BINS) $(TEST_BINS) $(BENCH_BINS)
@@ -209,6 +226,26 @@ build-fuzz/lib/base/version.o: FUZZ_CFLAGS += -DBEST_VERSION='"$(BEST_VERSION)"'
 $(BUILD)/%.cu.o: %.cu $(CUDA_STAMP)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+# (-O1 and no -g: glue around the cuDNN frontend's templates, whose compile time -O2
+# doubles and whose debug information adds 36 MB to each program; the stamp rebuilds it
+# when the frontend is found or lost)
+CUDNN_STAMP := $(BUILD)/cudnn.stamp
+$(CUDNN_STAMP): FORCE
+	@mkdir -p $(dir $@) && echo '$(CUDNN_CXXFLAGS)' | cmp -s - $@ || echo '$(CUDNN_CXXFLAGS)' >$@
+$(BUILD)/lib/%.cpp.o: lib/%.cpp $(CUDA_STAMP) $(CUDNN_STAMP)
+	@mkdir -p $(dir $@)
+	$(CXX) $(filter-out -O2 -g,$(CXXFLAGS)) -O1 -DBEST_CUDA=1 -isystem $(CUDA_INC) $(CUDNN_CXXFLAGS) -c $< -o $@
+
+# The cuDNN frontend's headers (header-only C++, MIT), pinned, from PyPI's wheel.
+CUDNN_FE_VERSION := 1.32.0
+cudnn-frontend:
+	@mkdir -p .deps/wheels
+	python3 -m pip download -q --no-deps --only-binary=:all: -d .deps/wheels nvidia-cudnn-frontend==$(CUDNN_FE_VERSION)
+	rm -rf .deps/cudnn-frontend.tmp && mkdir -p .deps/cudnn-frontend.tmp
+	cd .deps/cudnn-frontend.tmp && unzip -q ../wheels/nvidia_cudnn_frontend-$(CUDNN_FE_VERSION)-*.whl 'include/*'
+	rm -rf .deps/cudnn-frontend && mv .deps/cudnn-frontend.tmp .deps/cudnn-frontend
+	@echo "cuDNN frontend $(CUDNN_FE_VERSION) headers in .deps/cudnn-frontend/include: rebuild (make)"
 
 $(BUILD)/tests/%.o: tests/%.cpp $(CUDA_STAMP)
 	@mkdir -p $(dir $@)

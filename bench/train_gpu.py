@@ -321,6 +321,12 @@ def main():
         results.append(block)
         print("one decoder block of %s, forward + backward + AdamW, B %d x T %d: best %.2f ms, torch %.2f ms, "
               "speed ratio %.2f" % (two["config"], args.batch, args.seq, best_ms, torch_ms, block["ratio"]))
+        for v in args.variant:  # the block with each variant's two runs
+            tv = lambda r: args.batch * args.seq / r["best_tokens_per_s_variants"][v]
+            ms = 1e3 * (tv(two) - tv(one))
+            block.setdefault("best_block_ms_variants", {})[v] = ms
+            print("one decoder block with %s: best %.2f ms (speed ratio %.2f against torch)"
+                  % (v, ms, torch_ms / ms if ms > 0 else float("nan")))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)

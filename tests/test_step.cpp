@@ -65,6 +65,7 @@
 #ifdef TEST_ON_GPU
 #include "nn/cuda.h"     // defines: cuda_ctx_create, cuda_device_count
 #include "nn/layers.h"   // defines: layers_init
+#include "nn/attention_cudnn.h" // defines: attn_cudnn_* (cuDNN's attention, BEST_CUDA)
 #include "nn/model.h"    // defines: DevModel and its devmodel_ functions (BEST_CUDA)
 #include "sparse/mask.h" // defines: mask_update_cuda (BEST_CUDA)
 #include "dist/dist_nccl.h" // defines: devcomm_init (BEST_CUDA)
@@ -125,6 +126,53 @@ static void matmul_backward_cuda(CudaCtx *, float *dx, float *dw, const uint16_t
 // Attention: the real kernels (attention.cu, emulated) everywhere, the 20-step runs and
 // the resume check included (test_kernels checks attention.cu itself at more shapes).
 #include "nn/attention.cu"
+
+// cuDNN's attention (attention_cudnn.h, BEST_ATTN=cudnn), which the emulator cannot load:
+// a stand-in computing what cuDNN is asked for on the same bf16 operands (the CPU attention
+// of layers.c on their values, o, dq, dk, dv rounded to bf16, its lse as the statistics),
+// so that the emulator runs model.cu's side of the seam: the casts, the scratch, the
+// statistics kept per layer, --recompute. emu_cudnn_refuse: prepare fails (the fallback).
+static int emu_cudnn_refuse;
+static std::vector<float> emu_widen(const uint16_t *x, size_t n) {
+    std::vector<float> f(n);
+    for (size_t i = 0; i < n; i++) f[i] = km_float_from_bf16(x[i]);
+    return f;
+}
+static void emu_narrow(uint16_t *out, const std::vector<float> &f) {
+    for (size_t i = 0; i < f.size(); i++) out[i] = km_bf16_from_float(f[i]);
+}
+static int attn_cudnn_prepare(size_t, size_t, size_t, size_t, size_t HD, float scale, int deterministic) {
+    if (emu_cudnn_refuse) return ERR("cuDNN attention: refused (the emulator's stand-in, emu_cudnn_refuse)");
+    if (scale != 1.0f / sqrtf((float)HD) || !deterministic) return ERR("stand-in: unexpected scale or mode");
+    return 0;
+}
+static int attn_cudnn_forward(uint16_t *o, float *stats, const uint16_t *q, const uint16_t *k, const uint16_t *v,
+                              size_t B, size_t T, size_t NH, size_t KV, size_t HD, float, cudaStream_t) {
+    emu_enqueue([=] {
+        size_t Q = NH * HD, KVD = KV * HD, N = B * T;
+        std::vector<float> qf = emu_widen(q, N * Q), kf = emu_widen(k, N * KVD), vf = emu_widen(v, N * KVD), of(N * Q);
+        std::vector<float> scratch(attention_scratch(T));
+        attention_forward(of.data(), stats, qf.data(), kf.data(), vf.data(), scratch.data(), B, T, T, 0, NH, KV, HD, 1);
+        emu_narrow(o, of);
+    });
+    return 0;
+}
+static int attn_cudnn_backward(uint16_t *dq, uint16_t *dk, uint16_t *dv, const uint16_t *dout, const uint16_t *q,
+                               const uint16_t *k, const uint16_t *v, const uint16_t *o, const float *stats, size_t B,
+                               size_t T, size_t NH, size_t KV, size_t HD, float, int, cudaStream_t) {
+    emu_enqueue([=] {
+        size_t Q = NH * HD, KVD = KV * HD, N = B * T;
+        std::vector<float> qf = emu_widen(q, N * Q), kf = emu_widen(k, N * KVD), vf = emu_widen(v, N * KVD);
+        std::vector<float> of = emu_widen(o, N * Q), df = emu_widen(dout, N * Q);
+        std::vector<float> dqf(N * Q), dkf(N * KVD), dvf(N * KVD), dkh(N * Q), dvh(N * Q), scratch(attention_scratch(T));
+        attention_backward(dqf.data(), dkf.data(), dvf.data(), dkh.data(), dvh.data(), df.data(), qf.data(), kf.data(),
+                           vf.data(), of.data(), stats, scratch.data(), B, T, NH, KV, HD, 1);
+        emu_narrow(dq, dqf);
+        emu_narrow(dk, dkf);
+        emu_narrow(dv, dvf);
+    });
+    return 0;
+}
 
 // the step uses most of layers.cu, not all of it (residual_forward_cuda)
 #pragma GCC diagnostic push
@@ -572,6 +620,197 @@ static void check_pack_device(const char *name, int steps, int n_indexes) {
     }
     model_free(&m);
 }
+
+// --- attention through cuDNN (BEST_ATTN=cudnn) -------------------------------------------------
+
+// Two micro-batches with the training step's attention through cuDNN against the same with
+// attention.cu: the losses within 1e-3 relative and every gradient tensor at cosine >=
+// 0.999 (cuDNN's operands are bf16: q, k, v, o, dout, dq, dk, dv rounded once each; the
+// products' operands are bf16 already); --recompute gives the same bits. In the emulator
+// cuDNN is a stand-in (above); on a GPU the real one, or a skip saying why it is not used
+// (the fixtures' head dimensions of 12 are not ones cuDNN takes; llama_tied's 8 is). And
+// the fallback: BEST_ATTN=cudnn where cuDNN refuses runs attention.cu, BEST_ATTN=bogus is
+// an error.
+static void check_attn_cudnn(const char *name) {
+    Model m;
+    if (!load_fixture(&m, name)) return;
+    size_t N = (size_t)B * T;
+    int32_t tok[2][B * T], tgt[2][B * T];
+    for (int i = 0; i < 2; i++) batch_make(tok[i], tgt[i], N, m.V, 31 + i);
+    std::vector<float> g[3];
+    float loss[3][2];
+    for (int run = 0; run < 3; run++) { // attention.cu; cuDNN; cuDNN with --recompute
+        setenv("BEST_ATTN", run ? "cudnn" : "own", 1);
+        DevModel d;
+        int rc = devmodel_init(&d, ctx_get(), &m, B, T, CE_ROWS, run == 2 ? DEVMODEL_RECOMPUTE : 0);
+        unsetenv("BEST_ATTN");
+        if (!T_OK(rc == 0, "%s: devmodel_init (BEST_ATTN=%s)%s%s", name, run ? "cudnn" : "own", rc ? ": " : "",
+                  rc ? err_msg() : "")) {
+            model_free(&m);
+            return;
+        }
+        if (run && !d.attn_cudnn) {
+            T_SKIP("%s: BEST_ATTN=cudnn: cuDNN is not used here (the note above says why)", name);
+            devmodel_free(&d);
+            model_free(&m);
+            return;
+        }
+        for (int i = 0; i < 2; i++) {
+            devmodel_forward(&d, tok[i], tgt[i]);
+            loss[run][i] = d.loss;
+            devmodel_backward(&d, 0.5f);
+        }
+        g[run].resize(m.n_params);
+        devmodel_download_grads(&d, g[run].data());
+        devmodel_free(&d);
+    }
+    double worst = 1, lerr = 0;
+    const char *worst_name = "";
+    for (int i = 0; i < 2; i++) lerr = fmax(lerr, fabs(loss[1][i] - loss[0][i]) / fabs(loss[0][i]));
+    for (int i = 0; i < m.n_info; i++) {
+        const ParamInfo *p = &m.info[i];
+        double c = cosine(g[1].data() + p->offset, g[0].data() + p->offset, p->numel);
+        if (!(c >= worst)) worst = c, worst_name = p->name;
+    }
+    T_OK(lerr <= 1e-3 && worst >= 0.999, "%s: attention through cuDNN%s against attention.cu, 2 micro-batches: losses "
+         "within %.1e (at most 1e-3), all %d gradient tensors at cosine >= 0.999 (lowest %.6f, %s)", name,
+#ifdef TEST_ON_GPU
+         "",
+#else
+         " (the emulator's stand-in)",
+#endif
+         lerr, m.n_info, worst, worst_name);
+    T_OK(g[2] == g[1] && loss[2][0] == loss[1][0] && loss[2][1] == loss[1][1],
+         "%s: cuDNN's attention with --recompute: the same losses and gradients, bitwise", name);
+    DevModel d;
+    int rc;
+#ifndef TEST_ON_GPU
+    emu_cudnn_refuse = 1;
+    setenv("BEST_ATTN", "cudnn", 1);
+    rc = devmodel_init(&d, ctx_get(), &m, B, T, CE_ROWS, 0);
+    T_OK(rc == 0 && !d.attn_cudnn && !d.attn_bf, "%s: BEST_ATTN=cudnn where cuDNN refuses: attention.cu, no scratch",
+         name);
+    if (rc == 0) devmodel_free(&d);
+    emu_cudnn_refuse = 0;
+#endif
+    setenv("BEST_ATTN", "bogus", 1);
+    rc = devmodel_init(&d, ctx_get(), &m, B, T, CE_ROWS, 0);
+    T_OK(rc < 0 && strstr(err_msg(), "BEST_ATTN=bogus in the environment: expected own or cudnn"),
+         "%s: BEST_ATTN=bogus: devmodel_init fails saying so (%s)", name, rc < 0 ? err_msg() : "it did not");
+    unsetenv("BEST_ATTN");
+    model_free(&m);
+}
+
+#ifdef TEST_ON_GPU
+// ||a - b|| / ||b|| over n.
+static double rel_norm(const std::vector<float> &a, const std::vector<float> &b) {
+    double d = 0, w = 0;
+    for (size_t i = 0; i < a.size(); i++) d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]), w += (double)b[i] * b[i];
+    return w > 0 ? sqrt(d / w) : sqrt(d);
+}
+
+// cuDNN's fused attention itself at the shapes of LLaMA-2 (HD 128, 32 heads at T 2048) and
+// of GQA (8 query heads over 2), against attention.cu on the same bf16-rounded operands
+// (fp32 arithmetic): o within 1e-2 and dq, dk, dv within 2e-2, normwise (cuDNN rounds P to
+// bf16 before P V and writes bf16); the backward twice, bitwise (the deterministic engine).
+static void check_cudnn_kernels(void) {
+    if (attn_cudnn_open() < 0) {
+        T_SKIP("cuDNN's attention: %s", err_msg());
+        return;
+    }
+    printf("# cuDNN %ld loaded\n", attn_cudnn_version());
+    static const struct { size_t B, T, NH, KV, HD; } shapes[] = {{2, 256, 8, 2, 64}, {1, 512, 16, 4, 128},
+                                                                 {1, 2048, 32, 32, 128}};
+    cudaStream_t st = ctx_get()->stream;
+    for (const auto &c : shapes) {
+        size_t N = c.B * c.T, Q = c.NH * c.HD, KVD = c.KV * c.HD;
+        float scale = 1.0f / sqrtf((float)c.HD);
+        if (attn_cudnn_prepare(c.B, c.T, c.NH, c.KV, c.HD, scale, 1) < 0) {
+            T_OK(0, "cuDNN attention B %zu T %zu NH %zu KV %zu HD %zu: %s", c.B, c.T, c.NH, c.KV, c.HD, err_msg());
+            continue;
+        }
+        std::vector<float> h[4]; // q, k, v, dout, rounded to bf16 values
+        size_t len[4] = {N * Q, N * KVD, N * KVD, N * Q};
+        uint64_t r = 0x9E3779B97F4A7C15ull;
+        for (int t = 0; t < 4; t++) {
+            h[t].resize(len[t]);
+            for (auto &x : h[t]) {
+                r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+                x = km_float_from_bf16(km_bf16_from_float((float)((double)(r >> 11) / 9007199254740992.0 * 4 - 2)));
+            }
+        }
+        float *f[4], *out, *lse, *dq, *dk, *dv, *dkh, *dvh, *stats;
+        uint16_t *b[4], *ob, *dqb, *dkb, *dvb;
+        for (int t = 0; t < 4; t++) {
+            CUDA_CHECK(cudaMalloc(&f[t], len[t] * 4));
+            CUDA_CHECK(cudaMalloc(&b[t], len[t] * 2));
+            CUDA_CHECK(cudaMemcpy(f[t], h[t].data(), len[t] * 4, cudaMemcpyHostToDevice));
+            cast_bf16_cuda(b[t], f[t], len[t], st);
+        }
+        CUDA_CHECK(cudaMalloc(&out, N * Q * 4));
+        CUDA_CHECK(cudaMalloc(&lse, N * c.NH * 4));
+        CUDA_CHECK(cudaMalloc(&stats, N * c.NH * 4));
+        CUDA_CHECK(cudaMalloc(&dq, N * Q * 4));
+        CUDA_CHECK(cudaMalloc(&dk, N * KVD * 4));
+        CUDA_CHECK(cudaMalloc(&dv, N * KVD * 4));
+        CUDA_CHECK(cudaMalloc(&dkh, N * Q * 4));
+        CUDA_CHECK(cudaMalloc(&dvh, N * Q * 4));
+        CUDA_CHECK(cudaMalloc(&ob, N * Q * 2));
+        CUDA_CHECK(cudaMalloc(&dqb, N * Q * 2));
+        CUDA_CHECK(cudaMalloc(&dkb, N * KVD * 2));
+        CUDA_CHECK(cudaMalloc(&dvb, N * KVD * 2));
+        // the reference: attention.cu in fp32 on the bf16 values
+        attention_forward_cuda(out, lse, f[0], f[1], f[2], c.B, c.T, c.T, 0, c.NH, c.KV, c.HD, st);
+        attention_backward_cuda(dq, dk, dv, dkh, dvh, f[3], f[0], f[1], f[2], out, lse, c.B, c.T, c.NH, c.KV, c.HD, st);
+        auto get = [&](const float *p, size_t n) {
+            std::vector<float> v(n);
+            CUDA_CHECK(cudaMemcpy(v.data(), p, n * 4, cudaMemcpyDeviceToHost));
+            return v;
+        };
+        auto getb = [&](const uint16_t *p, size_t n) {
+            std::vector<uint16_t> v(n);
+            CUDA_CHECK(cudaMemcpy(v.data(), p, n * 2, cudaMemcpyDeviceToHost));
+            std::vector<float> w(n);
+            for (size_t i = 0; i < n; i++) w[i] = km_float_from_bf16(v[i]);
+            return w;
+        };
+        std::vector<float> want_o = get(out, N * Q), want_dq = get(dq, N * Q), want_dk = get(dk, N * KVD),
+                           want_dv = get(dv, N * KVD), want_lse = get(lse, N * c.NH);
+        int rc = attn_cudnn_forward(ob, stats, b[0], b[1], b[2], c.B, c.T, c.NH, c.KV, c.HD, scale, st);
+        // its backward from its own o and statistics, dout as bf16
+        if (rc == 0)
+            rc = attn_cudnn_backward(dqb, dkb, dvb, b[3], b[0], b[1], b[2], ob, stats, c.B, c.T, c.NH, c.KV, c.HD,
+                                     scale, 1, st);
+        std::vector<float> got_dq, again_dq;
+        if (rc == 0) {
+            got_dq = getb(dqb, N * Q);
+            rc = attn_cudnn_backward(dqb, dkb, dvb, b[3], b[0], b[1], b[2], ob, stats, c.B, c.T, c.NH, c.KV, c.HD,
+                                     scale, 1, st);
+            again_dq = getb(dqb, N * Q);
+        }
+        if (T_OK(rc == 0, "cuDNN attention B %zu T %zu NH %zu KV %zu HD %zu runs%s%s", c.B, c.T, c.NH, c.KV, c.HD,
+                 rc ? ": " : "", rc ? err_msg() : "")) {
+            double eo = rel_norm(getb(ob, N * Q), want_o), eq = rel_norm(got_dq, want_dq);
+            double ek = rel_norm(getb(dkb, N * KVD), want_dk), ev = rel_norm(getb(dvb, N * KVD), want_dv);
+            std::vector<float> got_stats = get(stats, N * c.NH);
+            double ls = 0;
+            for (size_t i = 0; i < got_stats.size(); i++) ls = fmax(ls, fabs(got_stats[i] - want_lse[i]));
+            T_OK(eo <= 1e-2 && eq <= 2e-2 && ek <= 2e-2 && ev <= 2e-2,
+                 "cuDNN attention B %zu T %zu NH %zu KV %zu HD %zu against attention.cu: o %.1e (at most 1e-2), dq "
+                 "%.1e, dk %.1e, dv %.1e (at most 2e-2), normwise; statistics against attention.cu's lse: %.1e at most",
+                 c.B, c.T, c.NH, c.KV, c.HD, eo, eq, ek, ev, ls);
+            T_OK(got_dq == again_dq, "cuDNN attention B %zu T %zu HD %zu: the backward twice, bitwise", c.B, c.T,
+                 c.HD);
+        }
+        for (int t = 0; t < 4; t++) {
+            CUDA_CHECK(cudaFree(f[t]));
+            CUDA_CHECK(cudaFree(b[t]));
+        }
+        void *bufs[] = {out, lse, stats, dq, dk, dv, dkh, dvh, ob, dqb, dkb, dvb};
+        for (void *p : bufs) CUDA_CHECK(cudaFree(p));
+    }
+}
+#endif
 
 // --- the mask update on the device -----------------------------------------------------------
 
@@ -1307,6 +1546,9 @@ int main(int argc, char **argv) {
 #endif
     layers_init();
     printf("# the device step %s\n", MODE);
+#ifdef TEST_ON_GPU
+    check_cudnn_kernels(); // (never run on a GPU before: first)
+#endif
     const char *fixtures[] = {"llama", "qwen3", "llama_tied"};
     for (const char *f : fixtures) check_grads(f);
     for (const char *f : fixtures) check_decode(f);
@@ -1316,6 +1558,7 @@ int main(int argc, char **argv) {
 #else // (the emulator's time: 0.07 s a token)
     for (const char *f : fixtures) check_pack_device(f, 24, 3);
 #endif
+    for (const char *f : fixtures) check_attn_cudnn(f);
     for (const char *f : fixtures) check_mask_update(f);
     if (getenv("ONLY_MASK")) T_DONE();
     for (int i = 0; i < 2; i++) check_training(fixtures[i]); // LLaMA and Qwen3 (tied)

@@ -38,6 +38,7 @@
 #include "dist/dist.h"        // defines: dist_slice
 #include "dist/dist_nccl.h"   // defines: devcomm_sum, devcomm_share, devcomm_wait
 #include "nn/adamw.h"         // defines: adamw_update_cuda
+#include "nn/attention_cudnn.h" // defines: attn_cudnn_* (the emulator: test_step's stand-ins)
 #include "nn/cuda.h"          // defines: CUDA_CHECK, LAUNCH, BEST_KAPI, CudaCtx
 #include "nn/cuda_reduce.cuh" // defines: block_sum
 #include "nn/kernel_math.h"   // defines: km_blocks, km_thread_index, km_rmsnorm_dw_chunks
@@ -419,7 +420,8 @@ BEST_KAPI void devmodel_profile_write(const DevModel *d, FILE *f, double wall_ms
 }
 
 BEST_KAPI void devmodel_free(DevModel *d) {
-    void *bufs[] = {d->params, d->grads, d->adam_m, d->adam_v, d->wbf, d->mask, d->acts, d->wdec, d->rep};
+    void *bufs[] = {d->params, d->grads, d->adam_m, d->adam_v, d->wbf, d->mask, d->acts, d->wdec, d->rep,
+                    d->attn_bf};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         if (bufs[i]) CUDA_CHECK(cudaFree(bufs[i]));
     if (d->dw)
@@ -548,6 +550,66 @@ static int stored_upload(DevModel *d) {
     return 0;
 }
 
+// --- attention through cuDNN (attention_cudnn.h; BEST_ATTN=cudnn) -------------------------
+
+// The scale of the scores, as attention.cu and the CPU form it.
+static float attn_scale(size_t HD) { return 1.0f / sqrtf((float)HD); }
+
+// BEST_ATTN in the environment: own (attention.cu; also when unset) or cudnn, which a
+// training DevModel takes when cuDNN loads and has a deterministic forward and backward for
+// its shape (else one line says why, and attention.cu runs). 0, or -1 after ERR for
+// another value or no device memory for cuDNN's bf16 operands (N (4 Q + 4 KVD) of them).
+static int attn_choose(DevModel *d) {
+    const char *a = getenv("BEST_ATTN");
+    if (!a || !*a || strcmp(a, "own") == 0) return 0;
+    if (strcmp(a, "cudnn") != 0) return ERR("BEST_ATTN=%s in the environment: expected own or cudnn", a);
+    const Model *m = d->m;
+    if (attn_cudnn_prepare((size_t)d->B, (size_t)d->T, m->NH, m->KV, m->HD, attn_scale(m->HD), 1) < 0) {
+        fprintf(stderr, "note: BEST_ATTN=cudnn: %s; attention.cu instead\n", err_msg());
+        return 0;
+    }
+    TRY(dev_malloc((void **)&d->attn_bf, d->N * (4 * m->Q + 4 * m->KVD) * sizeof(uint16_t),
+                   "cuDNN attention's bf16 operands"));
+    d->attn_cudnn = 1;
+    return 0;
+}
+
+// The forward of layer s's attention through cuDNN: q, k, v to bf16, s->att and s->lse
+// (cuDNN's statistics) from it.
+static void attn_forward_cudnn(DevModel *d, LayerActs *s) {
+    const Model *m = d->m;
+    cudaStream_t st = d->ctx->stream;
+    size_t N = d->N, Q = m->Q, KVD = m->KVD;
+    uint16_t *qb = d->attn_bf, *ob = qb + N * Q, *kb = ob + N * Q, *vb = kb + N * KVD;
+    cast_bf16_cuda(qb, s->q, N * Q, st);
+    cast_bf16_cuda(kb, s->k, N * KVD, st);
+    cast_bf16_cuda(vb, s->v, N * KVD, st);
+    if (attn_cudnn_forward(ob, s->lse, qb, kb, vb, (size_t)d->B, (size_t)d->T, m->NH, m->KV, m->HD,
+                           attn_scale(m->HD), st) < 0)
+        DIE("%s", err_msg()); // (its graph was built at init: a failure now is cuDNN's at run time)
+    widen_bf16_cuda(s->att, ob, N * Q, st); // exact: the o projection's bf16 operand is ob again
+}
+
+// The backward of layer s's attention through cuDNN: d->dq, dk, dv from d->datt.
+static void attn_backward_cudnn(DevModel *d, const LayerActs *s) {
+    const Model *m = d->m;
+    cudaStream_t st = d->ctx->stream;
+    size_t N = d->N, Q = m->Q, KVD = m->KVD;
+    uint16_t *qb = d->attn_bf, *ob = qb + N * Q, *kb = ob + N * Q, *vb = kb + N * KVD;
+    uint16_t *dob = vb + N * KVD, *dqb = dob + N * Q, *dkb = dqb + N * Q, *dvb = dkb + N * KVD;
+    cast_bf16_cuda(qb, s->q, N * Q, st);
+    cast_bf16_cuda(kb, s->k, N * KVD, st);
+    cast_bf16_cuda(vb, s->v, N * KVD, st);
+    cast_bf16_cuda(ob, s->att, N * Q, st); // the forward's bf16 output, bit for bit
+    cast_bf16_cuda(dob, d->datt, N * Q, st);
+    if (attn_cudnn_backward(dqb, dkb, dvb, dob, qb, kb, vb, ob, s->lse, (size_t)d->B, (size_t)d->T, m->NH, m->KV,
+                            m->HD, attn_scale(m->HD), 1, st) < 0)
+        DIE("%s", err_msg());
+    widen_bf16_cuda(d->dq, dqb, N * Q, st);
+    widen_bf16_cuda(d->dk, dkb, N * KVD, st);
+    widen_bf16_cuda(d->dv, dvb, N * KVD, st);
+}
+
 BEST_KAPI int devmodel_init_ranks(DevModel *d, CudaCtx *c, const Model *m, int B, int T, size_t ce_rows,
                                   int flags, DevComm *comm) {
     memset(d, 0, sizeof *d);
@@ -601,6 +663,7 @@ BEST_KAPI int devmodel_init_ranks(DevModel *d, CudaCtx *c, const Model *m, int B
         d->no_graph = g && strcmp(g, "0") == 0;
     }
     if (rc == 0 && !d->eval) rc = dev_malloc((void **)&d->mask, own ? own : 1, "the mask");
+    if (rc == 0 && !d->eval) rc = attn_choose(d);
     if (rc == 0) rc = dev_malloc((void **)&d->acts, cv.used, "the activations");
     if (rc < 0) {
         devmodel_free(d);
@@ -773,7 +836,8 @@ static void block_forward(DevModel *d, size_t l, float *out) {
     rope_forward_cuda(s->k, d->rope_cos, d->rope_sin, B, T, m->KV, m->HD, st);
     // causal: Q K^T and P V over the (T + 1) / 2 keys a query sees on average
     devmodel_profile_mark(d, DP_ATTN, 4.0 * B * m->NH * m->HD * (double)T * (T + 1) / 2);
-    attention_forward_cuda(s->att, s->lse, s->q, s->k, s->v, B, T, T, 0, m->NH, m->KV, m->HD, st);
+    if (d->attn_cudnn) attn_forward_cudnn(d, s);
+    else attention_forward_cuda(s->att, s->lse, s->q, s->k, s->v, B, T, T, 0, m->NH, m->KV, m->HD, st);
     block_out(d, l, s, N, out);
 }
 #undef LW
@@ -1002,8 +1066,11 @@ static void block_backward(DevModel *d, size_t l) {
     linear_back(d, d->datt, woff(d, hw->wo) + l * C * Q, LW(g->bo, C), d->dres, Q, C, 0);
     // dV, dP (recomputed P), dQ, dK: 2.5 times the forward's products
     devmodel_profile_mark(d, DP_BWD_ATTN, 10.0 * B * NH * HD * (double)T * (T + 1) / 2);
-    attention_backward_cuda(d->dq, d->dk, d->dv, d->dkh, d->dvh, d->datt, s->q, s->k, s->v, s->att, s->lse,
-                            B, T, NH, KV, HD, st);
+    if (d->attn_cudnn)
+        attn_backward_cudnn(d, s);
+    else
+        attention_backward_cuda(d->dq, d->dk, d->dv, d->dkh, d->dvh, d->datt, s->q, s->k, s->v, s->att, s->lse,
+                                B, T, NH, KV, HD, st);
     devmodel_profile_mark(d, DP_BWD_ROPE, 0);
     rope_backward_cuda(d->dq, d->rope_cos, d->rope_sin, B, T, NH, HD, st);
     rope_backward_cuda(d->dk, d->rope_cos, d->rope_sin, B, T, KV, HD, st);

@@ -412,6 +412,9 @@ typedef struct DevModel {
     double nll_sum;             // its sum over the targets, in double (perplexity)
     double sumsq_total;         // devmodel_grad_sumsq_put's, the source of its copy
     struct DevProf *prof;       // --profile: events at the phase boundaries (NULL: off)
+    int attn_cudnn;             // the training step's attention runs through cuDNN (BEST_ATTN=cudnn,
+                                // attention_cudnn.h; never run on a GPU): s->lse then holds its statistics
+    uint16_t *attn_bf;          // with it: (N (4 Q + 4 KVD)) bf16 q, o, k, v, dout, dq, dk, dv
 } DevModel;
 
 // The phases of a training step that devmodel_profile times (docs/best-train.md,

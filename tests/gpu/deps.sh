@@ -6,7 +6,8 @@
 #                                `apt-get download` of the .deb files below into .gpudeps/
 #                                (git-ignored; the device tool's run carries it: carry
 #                                [".gpudeps"]), checks that the list is closed under
-#                                Depends, prints the total size
+#                                Depends, prints the total size; and the cuDNN frontend's
+#                                headers (make cudnn-frontend) into .gpudeps/cudnn-frontend
 #   sh tests/gpu/deps.sh use     on the GPU machine (tests/gpu/run.sh does it when `make all`
 #                                fails): `dpkg -x` of every .gpudeps/*.deb into .gpudeps/root
 #                                (never into /), a pkg-config wrapper in .gpudeps/bin, and
@@ -66,6 +67,9 @@ fetch() {
         { apt-get update -qq && apt-get download -q $sandbox $ALL_PKGS; }; }) >/dev/null
     # plain names for the transfer: the epoch (zlib1g_1%3a1.2.13...) dropped
     for f in "$GPUDEPS"/*%3a*.deb; do [ -e "$f" ] && mv "$f" "$(echo "$f" | sed 's/_[0-9]*%3a/_/')"; done
+    # the cuDNN frontend's headers (BEST_ATTN=cudnn; tests/gpu/run.sh points CUDNN_FE here)
+    [ -f .deps/cudnn-frontend/include/cudnn_frontend.h ] || make -s cudnn-frontend >/dev/null
+    rm -rf "$GPUDEPS/cudnn-frontend" && cp -r .deps/cudnn-frontend "$GPUDEPS/cudnn-frontend"
     n=$(ls "$GPUDEPS"/*.deb | wc -l)
     [ "$n" = "$(echo $ALL_PKGS | wc -w)" ] || { echo "deps.sh fetch: $n .deb files for $(echo $ALL_PKGS | wc -w) packages" >&2; exit 1; }
     for f in "$GPUDEPS"/*.deb; do echo "$(wc -c <"$f") $(basename "$f")"; done >"$GPUDEPS/MANIFEST"

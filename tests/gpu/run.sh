@@ -157,6 +157,24 @@ if [ -z "${NCCL_HOME:-}" ] && [ ! -f /usr/local/cuda/include/nccl.h ]; then
     d=$(python3 -c "import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])" 2>/dev/null)
     if [ -n "$d" ] && [ -f "$d/include/nccl.h" ]; then export NCCL_HOME="$d"; fi
 fi
+# cuDNN's attention (BEST_ATTN=cudnn, lib/nn/attention_cudnn.cpp): the frontend's headers
+# travel in .gpudeps (deps.sh fetch); cudnn.h, libcudnn.so.9 and the NVRTC its runtime-
+# compiled engines load come from PyTorch's pip packages (nvidia-cudnn-cu13,
+# nvidia-cuda-nvrtc) when the toolkit has none: their folders go on LD_LIBRARY_PATH, the
+# libraries torch itself loads
+if [ -z "${CUDNN_FE:-}" ] && [ -f .gpudeps/cudnn-frontend/include/cudnn_frontend.h ]; then
+    export CUDNN_FE="$(pwd)/.gpudeps/cudnn-frontend/include"
+fi
+if [ -z "${CUDNN_HOME:-}" ] && [ ! -f /usr/local/cuda/include/cudnn.h ]; then
+    d=$(python3 -c "import nvidia.cudnn; print(list(nvidia.cudnn.__path__)[0])" 2>/dev/null)
+    if [ -n "$d" ] && [ -f "$d/include/cudnn.h" ]; then export CUDNN_HOME="$d"; fi
+fi
+if [ -z "${BEST_CUDNN_LIB:-}" ] && [ -n "${CUDNN_HOME:-}" ] && [ -f "$CUDNN_HOME/lib/libcudnn.so.9" ]; then
+    export BEST_CUDNN_LIB="$CUDNN_HOME/lib/libcudnn.so.9"
+    d=$(python3 -c "import nvidia.cuda_nvrtc; print(list(nvidia.cuda_nvrtc.__path__)[0])" 2>/dev/null)
+    export LD_LIBRARY_PATH="$CUDNN_HOME/lib${d:+:$d/lib}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+echo "# cuDNN: frontend ${CUDNN_FE:-none carried}, CUDNN_HOME ${CUDNN_HOME:-the toolkit's}, BEST_CUDNN_LIB ${BEST_CUDNN_LIB:-libcudnn.so.9 by name}"
 jobs=$(nproc 2>/dev/null || echo 4)
 TB=build/tests
 start=$(date +%s)
@@ -313,6 +331,7 @@ if [ "$MODE" != tests ] && [ -n "$gpu" ] && want block && [ -x bin/best-train ];
     start=$(date +%s)
     budget "train_gpu.py --block" &&
     if PYTHONUNBUFFERED=1 limit python3 bench/train_gpu.py --block --batch 1 --seq 2048 --steps 6 --warmup 2 \
+        --variant BEST_ATTN=cudnn \
         --json "$OUT/bench-block.json" >"$OUT/bench-block.log" 2>&1; then
         ok "bench/train_gpu.py --block ($(($(date +%s) - start))s): $(grep -m 1 '^one decoder block' "$OUT/bench-block.log")"
     else
@@ -325,7 +344,7 @@ if [ "$MODE" != tests ] && [ -n "$gpu" ] && want train && [ -x bin/best-train ];
         budget "train_gpu.py $c" || continue
         if PYTHONUNBUFFERED=1 limit python3 bench/train_gpu.py --configs $c --batch 8 --micro-batch 4 --seq 2048 \
             --steps 6 --warmup 2 --json "$OUT/bench-train-$c.json" --profile "$OUT/profile-$c.txt" \
-            --variant BEST_LT_TUNE=1 \
+            --variant BEST_LT_TUNE=1 --variant BEST_ATTN=cudnn \
             >"$OUT/bench-train-$c.log" 2>&1; then
             ok "bench/train_gpu.py $c ($(($(date +%s) - start))s): $(grep -m 1 "^$c" "$OUT/bench-train-$c.log")"
         else
