@@ -82,15 +82,11 @@ void output(const std::shared_ptr<fe::graph::Tensor_attributes> &t, int64_t uid,
 std::vector<int64_t> stats_dim(size_t B, size_t T, size_t NH) { return {(int64_t)B, (int64_t)NH, (int64_t)T, 1}; }
 std::vector<int64_t> stats_stride(size_t T, size_t NH) { return {(int64_t)(NH * T), (int64_t)T, 1, 1}; }
 
-// The graph of key, built, or NULL after ERR with cuDNN's reason.
-Built *graph_for(const GraphKey &key) {
-    for (int i = 0; i < n_graphs; i++)
-        if (graphs[i].key == key) return &graphs[i];
-    if (n_graphs == MAX_GRAPHS) {
-        ERR("cuDNN attention: more than %d shapes in one process", MAX_GRAPHS);
-        return NULL;
-    }
+// The graph of key, described (not validated, not built); for a GPU of compute capability
+// sm (90: Hopper), or the current device's with sm 0.
+std::shared_ptr<fe::graph::Graph> graph_make(const GraphKey &key, int sm) {
     auto g = std::make_shared<fe::graph::Graph>();
+    if (sm > 0) g->set_sm_version(sm); // (before the nodes: each copies the graph's context)
     g->set_io_data_type(fe::DataType_t::BFLOAT16)
         .set_intermediate_data_type(fe::DataType_t::FLOAT)
         .set_compute_data_type(fe::DataType_t::FLOAT);
@@ -126,10 +122,24 @@ Built *graph_for(const GraphKey &key) {
         output(dK, UID_DK, key.B, key.T, key.KV, key.HD);
         output(dV, UID_DV, key.B, key.T, key.KV, key.HD);
     }
+    return g;
+}
+
+const char *what(const GraphKey &key) { return key.backward ? "backward" : "forward"; }
+
+// The graph of key, built, or NULL after ERR with cuDNN's reason.
+Built *graph_for(const GraphKey &key) {
+    for (int i = 0; i < n_graphs; i++)
+        if (graphs[i].key == key) return &graphs[i];
+    if (n_graphs == MAX_GRAPHS) {
+        ERR("cuDNN attention: more than %d shapes in one process", MAX_GRAPHS);
+        return NULL;
+    }
+    auto g = graph_make(key, 0);
     auto st = g->build(handle, {fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK});
     if (!st.is_good()) {
         ERR("cuDNN has no %s attention for B %zu, T %zu, %zu query heads over %zu, head dimension %zu%s: %s",
-            key.backward ? "backward" : "forward", key.B, key.T, key.NH, key.KV, key.HD,
+            what(key), key.B, key.T, key.NH, key.KV, key.HD,
             key.deterministic ? " (deterministic)" : "", st.get_message().c_str());
         return NULL;
     }
@@ -167,13 +177,10 @@ int run(const GraphKey &key, std::unordered_map<int64_t, void *> &ptrs, cudaStre
     return 0;
 }
 
-} // namespace
-
-extern "C" int attn_cudnn_open(void) {
-    if (open_rc <= 0) {
-        if (open_rc < 0) ERR("%s", open_why);
-        return open_rc;
-    }
+// libcudnn loaded and its version read, into open_why on failure (a handle is open's).
+int lib_rc = 1;
+void lib_load() {
+    if (lib_rc <= 0) return;
     const char *lib = getenv("BEST_CUDNN_LIB");
     if (!lib || !*lib) lib = "libcudnn.so.9";
     // the frontend loads the CUDA runtime for a few calls: ours, not another major version
@@ -192,21 +199,52 @@ extern "C" int attn_cudnn_open(void) {
             if (version < 90000)
                 snprintf(open_why, sizeof open_why, "cuDNN attention: %s is version %ld; 9.0 or later is needed", lib,
                          version);
-            else if (fe::detail::create_handle(&handle) != CUDNN_STATUS_SUCCESS)
-                snprintf(open_why, sizeof open_why, "cuDNN attention: cudnnCreate failed (%s)", lib);
         } catch (const std::exception &e) {
             snprintf(open_why, sizeof open_why, "cuDNN attention: %s: %s", lib, e.what());
         }
     }
-    open_rc = open_why[0] ? -1 : 0;
-    if (open_rc < 0) {
-        version = 0;
-        ERR("%s", open_why);
+    lib_rc = open_why[0] ? -1 : 0;
+}
+
+} // namespace
+
+extern "C" int attn_cudnn_open(void) {
+    if (open_rc <= 0) {
+        if (open_rc < 0) ERR("%s", open_why);
+        return open_rc;
     }
+    lib_load();
+    if (lib_rc == 0) {
+        try {
+            if (fe::detail::create_handle(&handle) != CUDNN_STATUS_SUCCESS)
+                snprintf(open_why, sizeof open_why, "cuDNN attention: cudnnCreate failed (no GPU?)");
+        } catch (const std::exception &e) {
+            snprintf(open_why, sizeof open_why, "cuDNN attention: %s", e.what());
+        }
+    }
+    open_rc = open_why[0] ? -1 : 0;
+    if (open_rc < 0) ERR("%s", open_why);
     return open_rc;
 }
 
-extern "C" long attn_cudnn_version(void) { return open_rc == 0 ? version : 0; }
+extern "C" long attn_cudnn_version(void) { return lib_rc == 0 ? version : 0; }
+
+extern "C" int attn_cudnn_validate(size_t B, size_t T, size_t NH, size_t KV, size_t HD, float scale) {
+    lib_load();
+    if (lib_rc < 0) return ERR("%s", open_why);
+    try {
+        for (int bwd = 0; bwd < 2; bwd++) {
+            GraphKey key = {bwd, bwd, B, T, NH, KV, HD, scale};
+            auto st = graph_make(key, 90)->validate(); // Hopper's rules, with no device to ask
+            if (!st.is_good())
+                return ERR("cuDNN attention: the %s graph for B %zu, T %zu, %zu heads over %zu, HD %zu does not "
+                           "validate: %s", what(key), B, T, NH, KV, HD, st.get_message().c_str());
+        }
+    } catch (const std::exception &e) {
+        return ERR("cuDNN attention: %s", e.what());
+    }
+    return 0;
+}
 
 extern "C" int attn_cudnn_prepare(size_t B, size_t T, size_t NH, size_t KV, size_t HD, float scale,
                                   int deterministic) {
@@ -247,6 +285,10 @@ extern "C" int attn_cudnn_open(void) {
                "then rebuild)");
 }
 extern "C" long attn_cudnn_version(void) { return 0; }
+extern "C" int attn_cudnn_validate(size_t B, size_t T, size_t NH, size_t KV, size_t HD, float scale) {
+    (void)B, (void)T, (void)NH, (void)KV, (void)HD, (void)scale;
+    return attn_cudnn_open();
+}
 extern "C" int attn_cudnn_prepare(size_t B, size_t T, size_t NH, size_t KV, size_t HD, float scale,
                                   int deterministic) {
     (void)B, (void)T, (void)NH, (void)KV, (void)HD, (void)scale, (void)deterministic;

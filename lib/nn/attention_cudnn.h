@@ -37,8 +37,12 @@ struct CUstream_st;
 // ERR saying why not (not built with the frontend, no libcudnn.so.9, ...). Once per
 // process; later calls return the first answer.
 int attn_cudnn_open(void);
-// The loaded library's version (91900 for 9.19.0), 0 before a successful open.
+// The loaded library's version (91900 for 9.19.0), 0 before it loaded.
 long attn_cudnn_version(void);
+// The forward and backward graphs of a shape described and checked by the frontend's
+// validate() for an sm_90 GPU, which needs the library but no GPU or handle: 0, or -1 after ERR with the
+// frontend's reason (tests/test_attn_cudnn.c runs it on machines without a GPU).
+int attn_cudnn_validate(size_t B, size_t T, size_t NH, size_t KV, size_t HD, float scale);
 
 // o (B, T, NH, HD) bf16 and stats (B, NH, T) fp32 = causal softmax(q k^T * scale) v.
 // 0, or -1 after ERR (cuDNN has no engine for this shape, ...): nothing was enqueued.
