@@ -161,6 +161,24 @@ static void check_embedding() {
     embedding_backward_cuda(d_dembed.p, d_dx.p, d_tok.p, N, C, stream);
     embedding_backward(dwant.data(), dx.data(), tok.data(), N, C);
     expect_equal("embedding backward (tokens repeated, added in row order)", d_dembed.get(), dwant);
+    // from the host's index of each token's rows: the same bits, and the index itself
+    std::vector<int32_t> index(3 * N + 1, -7);
+    size_t U = embedding_index(index.data(), tok.data(), N);
+    std::vector<int32_t> uniq(tok);
+    std::sort(uniq.begin(), uniq.end());
+    uniq.erase(std::unique(uniq.begin(), uniq.end()), uniq.end());
+    int good = U == uniq.size() && std::equal(uniq.begin(), uniq.end(), index.begin()) && index[U] == 0 &&
+               index[2 * U] == (int32_t)N;
+    for (size_t u = 0; good && u < U; u++) // each token's rows, ascending, and nothing else
+        for (int32_t i = index[U + u]; i < index[U + u + 1]; i++) {
+            int32_t row = index[2 * U + 1 + i];
+            good &= tok[row] == index[u] && (i == index[U + u] || row > index[2 * U + 1 + i - 1]);
+        }
+    T_OK(good, "embedding_index: %zu distinct tokens ascending, each one's rows in row order", U);
+    Dev<int32_t> d_index(index);
+    Dev<float> d_dembed2(dembed);
+    embedding_backward_index_cuda(d_dembed2.p, d_dx.p, d_index.p, U, N, C, stream);
+    expect_equal("embedding backward from the rows of each token (embedding_index)", d_dembed2.get(), dwant);
 }
 
 static void check_rmsnorm() {

@@ -21,12 +21,13 @@
 #include <omp.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #if defined(__x86_64__) || defined(__i386__)
 #include <xmmintrin.h> // _mm_getcsr, _mm_setcsr
 #endif
 
-#include "base/error.h" // defines: CHECK
+#include "base/error.h" // defines: CHECK, xmalloc
 #include "nn/kernel_math.h" // defines: km_exp and the per-element arithmetic of each kernel
 
 // OpenMP loops fork only when there is enough work: a fork-join costs a few
@@ -739,6 +740,32 @@ void embedding_backward(float *dembed, const float *dx, const int32_t *tokens,
         const float *g = dx + n * C;
         for (size_t c = 0; c < C; c++) d[c] += g[c];
     }
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+size_t embedding_index(int32_t *index, const int32_t *tokens, size_t N) {
+    // (token, row) pairs sorted: by token, each token's rows in order
+    uint64_t *key = xmalloc((N ? N : 1) * sizeof *key);
+    for (size_t n = 0; n < N; n++) key[n] = (uint64_t)(uint32_t)tokens[n] << 32 | (uint64_t)n;
+    qsort(key, N, sizeof *key, cmp_u64);
+    size_t U = 0;
+    for (size_t n = 0; n < N; n++) U += n == 0 || key[n] >> 32 != key[n - 1] >> 32;
+    int32_t *uniq = index, *off = index + U, *rows = index + 2 * U + 1;
+    size_t u = 0;
+    for (size_t n = 0; n < N; n++) {
+        if (n == 0 || key[n] >> 32 != key[n - 1] >> 32) {
+            uniq[u] = (int32_t)(key[n] >> 32);
+            off[u++] = (int32_t)n;
+        }
+        rows[n] = (int32_t)(key[n] & 0xffffffffu);
+    }
+    off[U] = (int32_t)N;
+    free(key);
+    return U;
 }
 
 // --- cross-entropy ----------------------------------------------------------------------

@@ -57,6 +57,28 @@ static __global__ void embedding_backward_kernel(float *dembed, const float *dx,
     }
 }
 
+// dembed rows of the U tokens of index (embedding_index's) += their dx rows in row order:
+// block (u, chunk) owns channels chunk * blockDim.x + threadIdx.x of token u.
+static __global__ void embedding_backward_index_kernel(float *dembed, const float *dx, const int32_t *index,
+                                                       size_t U, size_t C) {
+    size_t u = blockIdx.x, c = km_thread_index(blockIdx.y, blockDim.x, threadIdx.x);
+    if (c >= C) return;
+    const int32_t *off = index + U, *rows = index + 2 * U + 1;
+    float *d = dembed + (size_t)index[u] * C + c;
+    float acc = *d;
+    for (int32_t i = off[u]; i < off[u + 1]; i++) acc += dx[(size_t)rows[i] * C + c];
+    *d = acc;
+}
+
+BEST_KAPI void embedding_backward_index_cuda(float *dembed, const float *dx, const int32_t *index, size_t U,
+                                             size_t N, size_t C, cudaStream_t stream) {
+    if (N * C == 0 || U == 0) return;
+    unsigned threads = km_row_threads(C, 256); // (U <= N rows: far inside grid.x's 2^31 - 1; C / 256 inside y's 65535)
+    dim3 grid((unsigned)U, km_blocks(C, threads, 65535u));
+    LAUNCH(embedding_backward_index_kernel, grid, threads, stream, dembed, dx, index, U, C);
+    CUDA_CHECK(cudaGetLastError());
+}
+
 BEST_KAPI void embedding_forward_cuda(float *x, const int32_t *tokens, const float *embed,
                                       size_t N, size_t C, cudaStream_t stream) {
     if (N * C == 0) return;

@@ -118,6 +118,10 @@ void embedding_forward(float *x, const int32_t *tokens, const float *embed, size
 // dembed (V, C) += dx rows at tokens (a token seen twice gets both rows, in order).
 void embedding_backward(float *dembed, const float *dx, const int32_t *tokens,
                         size_t N, size_t C);
+// The rows of tokens (N) grouped by token, for embedding_backward_index_cuda: index
+// (3 N + 1) = the U distinct tokens ascending, then U + 1 offsets into the rows that
+// follow, then the N row numbers, each token's in row order. Returns U.
+size_t embedding_index(int32_t *index, const int32_t *tokens, size_t N);
 
 // --- cross-entropy, as torch.nn.functional.cross_entropy(ignore_index=-1) -----------
 
@@ -142,6 +146,11 @@ void embedding_forward_cuda(float *x, const int32_t *tokens, const float *embed,
                             size_t C, struct CUstream_st *stream);
 void embedding_backward_cuda(float *dembed, const float *dx, const int32_t *tokens, size_t N,
                              size_t C, struct CUstream_st *stream);
+// embedding_backward_cuda from embedding_index's index (3 N + 1, on the device) of U
+// distinct tokens: a block row per token adds its rows in row order, N x C adds in all
+// (the scan's C x 64 threads each read all N tokens); the same bits.
+void embedding_backward_index_cuda(float *dembed, const float *dx, const int32_t *index, size_t U, size_t N,
+                                   size_t C, struct CUstream_st *stream);
 void rmsnorm_forward_cuda(float *y, float *rstd, const float *x, const float *w, size_t N,
                           size_t C, float eps, struct CUstream_st *stream);
 // scratch (km_rmsnorm_dw_chunks(N) * C floats): the weight gradient's partial sums.

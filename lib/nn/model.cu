@@ -181,6 +181,7 @@ static void acts_layout(DevModel *d, DevCarver *cv) {
     d->scalars = (double *)dev_take(cv, N_SLOTS * sizeof(double));
     d->tokens = (int32_t *)dev_take(cv, N * sizeof(int32_t));
     d->targets = (int32_t *)dev_take(cv, N * sizeof(int32_t));
+    if (!d->eval) d->emb_index = (int32_t *)dev_take(cv, (3 * N + 1) * sizeof(int32_t));
     if (d->eval && !d->decode) { // devmodel_forward_packed's rows
         d->rows_pos = (int32_t *)dev_take(cv, N * sizeof(int32_t));
         d->rows_vis = (int32_t *)dev_take(cv, 3 * N * sizeof(int32_t));
@@ -431,6 +432,7 @@ BEST_KAPI void devmodel_free(DevModel *d) {
     if (d->host_in) CUDA_CHECK(cudaFreeHost(d->host_in));
     if (d->host_logits) CUDA_CHECK(cudaFreeHost(d->host_logits));
     free(d->dw);
+    free(d->host_index);
     free(d->layer);
     prof_free(d->prof);
     memset(d, 0, sizeof *d);
@@ -664,6 +666,7 @@ BEST_KAPI int devmodel_init_ranks(DevModel *d, CudaCtx *c, const Model *m, int B
     }
     if (rc == 0 && !d->eval) rc = dev_malloc((void **)&d->mask, own ? own : 1, "the mask");
     if (rc == 0 && !d->eval) rc = attn_choose(d);
+    if (rc == 0 && !d->eval) d->host_index = (int32_t *)xmalloc((3 * d->N + 1) * sizeof(int32_t));
     if (rc == 0) rc = dev_malloc((void **)&d->acts, cv.used, "the activations");
     if (rc < 0) {
         devmodel_free(d);
@@ -863,6 +866,12 @@ static int forward_inputs(DevModel *d, const int32_t *tokens, const int32_t *tar
     d->loss = 0;
     d->nll_sum = 0;
     CUDA_CHECK(cudaMemcpyAsync(d->tokens, tokens, N * sizeof(int32_t), cudaMemcpyHostToDevice, st));
+    if (!d->eval) { // the embedding's backward, from the rows of each token (host_index is reused
+        // at the next forward, after the device has taken this copy: pageable memory is staged)
+        d->n_uniq = embedding_index(d->host_index, tokens, N);
+        CUDA_CHECK(cudaMemcpyAsync(d->emb_index, d->host_index, (3 * N + 1) * sizeof(int32_t),
+                                   cudaMemcpyHostToDevice, st));
+    }
     if (targets) {
         CUDA_CHECK(cudaMemcpyAsync(d->targets, targets, N * sizeof(int32_t), cudaMemcpyHostToDevice, st));
         for (size_t n = 0; n < N; n++) d->n_valid += targets[n] >= 0;
@@ -1161,7 +1170,7 @@ static void backward(DevModel *d, float loss_scale, int sum) {
         if (sum) summed += grads_sum(d, l); // while the layers below go on
     }
     devmodel_profile_mark(d, DP_BWD_EMBED, 0);
-    embedding_backward_cuda(d->g.embed, d->dres, d->tokens, N, C, st);
+    embedding_backward_index_cuda(d->g.embed, d->dres, d->emb_index, d->n_uniq, N, C, st);
     if (sum) grads_sum_last(d, summed);
 }
 

@@ -403,6 +403,9 @@ typedef struct DevModel {
     double *part;               // (DEV_RED_BLOCKS) partial sums of a reduction
     double *scalars;            // (4) reduction results, copied to the host
     int32_t *tokens, *targets;  // (N)
+    int32_t *emb_index;         // training: (3 N + 1) the rows of each token (embedding_index), for the
+    int32_t *host_index;        // embedding's backward; and its host copy, built by the forward
+    size_t n_uniq;              // the distinct tokens of the last forward
     int32_t *rows_pos, *rows_vis; // DEVMODEL_EVAL: (N), (N, 3) devmodel_forward_packed's positions and keys
     float *acts;                // the one allocation behind the activations above
     size_t acts_bytes;
