@@ -621,6 +621,46 @@ static void check_pack_device(const char *name, int steps, int n_indexes) {
     model_free(&m);
 }
 
+// --- the head's backward in the forward (devmodel_forward_backward) --------------------------
+
+// Three micro-batches (the second with no valid target: no head gradient) by
+// devmodel_forward_backward against devmodel_forward then devmodel_backward: the losses
+// and every gradient bitwise, with one lm_head product fewer a micro-batch.
+static void check_forward_backward(const char *name) {
+    Model m;
+    if (!load_fixture(&m, name)) return;
+    size_t N = (size_t)B * T;
+    int32_t tok[3][B * T], tgt[3][B * T];
+    for (int i = 0; i < 3; i++) batch_make(tok[i], tgt[i], N, m.V, 51 + i);
+    for (size_t n = 0; n < N; n++) tgt[1][n] = -1;
+    DevModel d;
+    if (!T_OK(devmodel_init(&d, ctx_get(), &m, B, T, CE_ROWS, 0) == 0, "%s: devmodel_init", name)) {
+        model_free(&m);
+        return;
+    }
+    std::vector<float> g[2];
+    float loss[2][3];
+    for (int fused = 0; fused < 2; fused++) {
+        devmodel_zero_grad(&d);
+        for (int i = 0; i < 3; i++) {
+            if (fused) {
+                devmodel_forward_backward(&d, tok[i], tgt[i], 1.0f / 3, 0);
+            } else {
+                devmodel_forward(&d, tok[i], tgt[i]);
+                devmodel_backward(&d, 1.0f / 3);
+            }
+            loss[fused][i] = d.loss;
+        }
+        g[fused].resize(m.n_params);
+        devmodel_download_grads(&d, g[fused].data());
+    }
+    T_OK(memcmp(loss[0], loss[1], sizeof loss[0]) == 0 && g[0] == g[1],
+         "%s: devmodel_forward_backward (the head's backward in the forward's chunks) == forward then backward: 3 "
+         "micro-batches (one without a valid target), losses and all gradients bitwise", name);
+    devmodel_free(&d);
+    model_free(&m);
+}
+
 // --- attention through cuDNN (BEST_ATTN=cudnn) -------------------------------------------------
 
 // Two micro-batches with the training step's attention through cuDNN against the same with
@@ -1262,12 +1302,13 @@ static int run_ranks(RanksLog *log, const char *name, MaskGroup group, int R, De
             if (comm && r != me) continue;
             batch_make(tok.data(), tgt.data(), N, mo.V, 1000 * t + r);
             devmodel_zero_grad(&d);
-            devmodel_forward(&d, tok.data(), tgt.data());
-            loss += d.loss / R;
-            if (comm) {
-                devmodel_backward_sum(&d, 1.0f / R);
+            if (comm) { // best-train's call: the head's backward in the forward, the sums over the ranks
+                devmodel_forward_backward(&d, tok.data(), tgt.data(), 1.0f / R, 1);
+                loss += d.loss / R;
                 continue;
             }
+            devmodel_forward(&d, tok.data(), tgt.data());
+            loss += d.loss / R;
             devmodel_backward(&d, 1.0f / R); // one model: this micro-batch's gradients, summed as the ranks' are
             devmodel_download_grads(&d, g.data());
             for (size_t i = 0; i < n; i++) sum[i] = r ? sum[i] + g[i] : g[i];
@@ -1558,6 +1599,7 @@ int main(int argc, char **argv) {
 #else // (the emulator's time: 0.07 s a token)
     for (const char *f : fixtures) check_pack_device(f, 24, 3);
 #endif
+    for (const char *f : fixtures) check_forward_backward(f);
     for (const char *f : fixtures) check_attn_cudnn(f);
     for (const char *f : fixtures) check_mask_update(f);
     if (getenv("ONLY_MASK")) T_DONE();

@@ -881,11 +881,15 @@ static int forward_inputs(DevModel *d, const int32_t *tokens, const int32_t *tar
 
 // After the last block (its output in d->resf, N rows): the final norm, and with targets
 // the loss, ce_rows rows of logits at a time; waits for the device.
-static void forward_head(DevModel *d, size_t N) {
+// head_scale > 0 (devmodel_forward_backward): the head's backward too, chunk by chunk while
+// the chunk's logits are there: dlogits = head_scale (softmax - onehot), d(xnf) rows into
+// dxn, lm_head's gradient (the backward then skips its head).
+static void forward_head(DevModel *d, size_t N, float head_scale) {
     const Model *m = d->m;
     cudaStream_t st = d->ctx->stream;
     size_t C = m->C, V = m->V;
-    devmodel_profile_mark(d, DP_HEAD, d->has_targets ? 2.0 * N * C * V : 0);
+    int grad = head_scale > 0 && d->has_targets;
+    devmodel_profile_mark(d, DP_HEAD, d->has_targets ? (grad ? 6.0 : 2.0) * N * C * V : 0);
     rmsnorm_forward_cuda(d->xnf, d->rstdf, d->resf, d->w.final_norm, N, C, (float)m->cfg.rms_norm_eps, st);
     if (!d->has_targets) {
         CUDA_CHECK(cudaStreamSynchronize(st)); // the host's tokens may change on return
@@ -895,7 +899,14 @@ static void forward_head(DevModel *d, size_t N) {
     for (size_t r0 = 0; r0 < N; r0 += d->ce_rows) {
         size_t nr = N - r0 < d->ce_rows ? N - r0 : d->ce_rows;
         linear(d, d->logits, d->xbf + r0 * C, MW_HEAD, 0, NULL, nr, C, V, 0);
-        crossentropy_chunk_cuda(NULL, d->nll + r0, NULL, d->logits, d->targets + r0, 1.0f, nr, V, st);
+        if (!grad) {
+            crossentropy_chunk_cuda(NULL, d->nll + r0, NULL, d->logits, d->targets + r0, 1.0f, nr, V, st);
+            continue;
+        }
+        crossentropy_chunk_cuda(d->logits, d->nll + r0, NULL, d->logits, d->targets + r0, head_scale, nr, V, st);
+        cast_bf16_cuda(d->logits_bf, d->logits, nr * V, st);
+        matmul_backward_cuda(d->ctx, d->dxn + r0 * C, d->g.lm_head, d->logits_bf, d->xbf + r0 * C,
+                             d->wbf + woff(d, m->w.lm_head), nr, C, V, 0);
     }
     reduce_into(d, SLOT_LOSS, d->nll, NULL, N, RED_SUM, 0);
     double sum = fetch_scalar(d, SLOT_LOSS);
@@ -910,7 +921,7 @@ BEST_KAPI int devmodel_forward(DevModel *d, const int32_t *tokens, const int32_t
     embed(d, d->layer[0].res, d->tokens, d->N);
     for (size_t l = 0; l < d->m->L; l++)
         block_forward(d, l, l + 1 == d->m->L ? d->resf : d->layer[l + 1].res);
-    forward_head(d, d->N);
+    forward_head(d, d->N, 0);
     return 0;
 }
 
@@ -964,7 +975,7 @@ BEST_KAPI int devmodel_forward_packed(DevModel *d, const int32_t *tokens, const 
         attention_packed_cuda(s->att, s->q, s->k, s->v, d->rows_vis, n, m->NH, m->KV, m->HD, st);
         block_out(d, l, s, n, l + 1 == m->L ? d->resf : res);
     }
-    forward_head(d, n); // waits for the device: vis may go
+    forward_head(d, n, 0); // waits for the device: vis may go
     free(vis);
     return 0;
 }
@@ -1135,7 +1146,8 @@ static void grads_sum_last(DevModel *d, size_t summed) {
 }
 
 // devmodel_backward, and with sum (and ranks) devmodel_backward_sum.
-static void backward(DevModel *d, float loss_scale, int sum) {
+// head_done: the forward did the head's backward (devmodel_forward_backward).
+static void backward(DevModel *d, float loss_scale, int sum, int head_done) {
     CHECK(!d->eval, "devmodel_backward: an evaluation DevModel has no gradients");
     CHECK(d->has_targets, "devmodel_backward needs a forward with targets");
     sum = sum && d->comm;
@@ -1151,9 +1163,9 @@ static void backward(DevModel *d, float loss_scale, int sum) {
     // the head, chunk by chunk: logits again, dlogits = scale * (softmax - onehot) in
     // place, then d(xnf) rows and lm_head's gradient (tied: the embedding's)
     float scale = loss_scale / (float)d->n_valid;
-    devmodel_profile_mark(d, DP_BWD_HEAD, 6.0 * N * C * V); // the logits again, then dx and dW
-    cast_bf16_cuda(d->xbf, d->xnf, N * C, st);
-    for (size_t r0 = 0; r0 < N; r0 += d->ce_rows) {
+    devmodel_profile_mark(d, DP_BWD_HEAD, head_done ? 0 : 6.0 * N * C * V); // the logits again, then dx and dW
+    if (!head_done) cast_bf16_cuda(d->xbf, d->xnf, N * C, st);
+    for (size_t r0 = 0; r0 < N && !head_done; r0 += d->ce_rows) {
         size_t nr = N - r0 < d->ce_rows ? N - r0 : d->ce_rows;
         linear(d, d->logits, d->xbf + r0 * C, MW_HEAD, 0, NULL, nr, C, V, 0);
         crossentropy_chunk_cuda(d->logits, d->nll + r0, NULL, d->logits, d->targets + r0, scale, nr, V, st);
@@ -1174,8 +1186,22 @@ static void backward(DevModel *d, float loss_scale, int sum) {
     if (sum) grads_sum_last(d, summed);
 }
 
-BEST_KAPI void devmodel_backward(DevModel *d, float loss_scale) { backward(d, loss_scale, 0); }
-BEST_KAPI void devmodel_backward_sum(DevModel *d, float loss_scale) { backward(d, loss_scale, 1); }
+BEST_KAPI void devmodel_backward(DevModel *d, float loss_scale) { backward(d, loss_scale, 0, 0); }
+BEST_KAPI void devmodel_backward_sum(DevModel *d, float loss_scale) { backward(d, loss_scale, 1, 0); }
+
+BEST_KAPI int devmodel_forward_backward(DevModel *d, const int32_t *tokens, const int32_t *targets,
+                                        float loss_scale, int sum) {
+    CHECK(!d->eval && targets, "devmodel_forward_backward: a training DevModel and targets");
+    TRY(forward_inputs(d, tokens, targets, d->N));
+    devmodel_profile_mark(d, DP_EMBED, 0);
+    embed(d, d->layer[0].res, d->tokens, d->N);
+    for (size_t l = 0; l < d->m->L; l++)
+        block_forward(d, l, l + 1 == d->m->L ? d->resf : d->layer[l + 1].res);
+    // the backward's scale of the logits (no valid target: no head gradient, as backward)
+    forward_head(d, d->N, d->n_valid ? loss_scale / (float)d->n_valid : 0.0f);
+    backward(d, loss_scale, sum, 1);
+    return 0;
+}
 
 // --- the optimizer ------------------------------------------------------------------------
 

@@ -513,6 +513,12 @@ void devmodel_backward(DevModel *d, float loss_scale);
 // are then summed over the ranks onto their owners (dist_nccl.h) while the backward goes
 // on; the slice's gradients are the step's when the next call on d's stream runs.
 void devmodel_backward_sum(DevModel *d, float loss_scale);
+// devmodel_forward then devmodel_backward (sum 0) or devmodel_backward_sum (sum 1), with
+// the head's backward done in the forward while each chunk's logits are there, so the
+// lm_head product runs 3 times a micro-batch instead of 4: the same bits (test_step).
+// best-train's step. -1 after ERR (a token or target out of range).
+int devmodel_forward_backward(DevModel *d, const int32_t *tokens, const int32_t *targets, float loss_scale,
+                              int sum);
 void devmodel_zero_grad(DevModel *d);
 // With masked, the slice's gradients of pruned weights are set to 0 first (as
 // mask_apply); then the slice's sum of squares in double, a fixed-order reduction (the

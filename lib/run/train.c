@@ -1229,14 +1229,13 @@ static int grads_cuda(Trainer *tr, int t, double *loss, double *sumsq) {
     for (int i = 0; i < n_micro / ranks; i++) {
         for (int b = 0; b < c->micro_batch; b++)
             loader_next(&tr->data, tr->tokens + (size_t)b * c->seq, tr->targets + (size_t)b * c->seq);
-        if (devmodel_forward(d, tr->tokens, tr->targets) < 0) {
+        // forward and backward; the last micro-batch's sums the gradients over GPU ranks
+        float scale = (float)c->micro_batch / (float)c->batch;
+        if (devmodel_forward_backward(d, tr->tokens, tr->targets, scale, i == n_micro / ranks - 1) < 0) {
             err_prefix("step %d", t);
             return -1;
         }
         *loss += d->loss / n_micro;
-        float scale = (float)c->micro_batch / (float)c->batch;
-        if (i == n_micro / ranks - 1) devmodel_backward_sum(d, scale);
-        else devmodel_backward(d, scale);
     }
     loader_skip(&tr->data, (uint64_t)(ranks - 1 - dist_rank()) * (uint64_t)per);
     if (c->optim == TRAIN_OPTIM_PASSES) {
