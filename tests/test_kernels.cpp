@@ -200,6 +200,18 @@ static void check_rmsnorm() {
         expect_close(what, d_y.get(), y, TOL_ROW);
         snprintf(what, sizeof what, "rmsnorm forward C=%zu: rstd", C);
         expect_close(what, d_rstd.get(), rstd, TOL_ROW);
+        { // writing bf16: the bits of the fp32 kernel's output cast, and the same rstd
+            Dev<uint16_t> d_yb(N * C);
+            Dev<float> d_rstd2(N);
+            d_yb.poison();
+            rmsnorm_forward_bf16_cuda(d_yb.p, d_rstd2.p, d_x.p, d_w.p, N, C, eps, stream);
+            std::vector<float> yf = d_y.get();
+            std::vector<uint16_t> yb = d_yb.get();
+            size_t bad = 0;
+            for (size_t i = 0; i < N * C; i++) bad += yb[i] != km_bf16_from_float(yf[i]);
+            T_OK(bad == 0 && d_rstd2.get() == d_rstd.get(), "%s rmsnorm forward C=%zu into bf16: the fp32 kernel's "
+                 "output cast, bit for bit, and its rstd (%zu differ)", MODE, C, bad);
+        }
         // backward: dx overwritten, then accumulated, then in place over dy; dw added into
         Dev<float> d_rs(rstd), d_scratch(km_rmsnorm_dw_chunks(N) * C);
         for (int mode = 0; mode < 3; mode++) {
@@ -295,6 +307,17 @@ static void check_elementwise() {
     expect_close("swiglu forward", d_h.get(), h, TOL_ELEM);
     expect_close("swiglu backward: dgate", d_dg.get(), dg, TOL_ELEM);
     expect_close("swiglu backward: dup", d_du.get(), du, TOL_ELEM);
+    { // into bf16: the fp32 kernel's output cast, bit for bit
+        Dev<uint16_t> d_hb(n);
+        d_hb.poison();
+        swiglu_forward_bf16_cuda(d_hb.p, d_g.p, d_u.p, n, stream);
+        std::vector<float> hf = d_h.get();
+        std::vector<uint16_t> hb = d_hb.get();
+        size_t bad = 0;
+        for (size_t i = 0; i < n; i++) bad += hb[i] != km_bf16_from_float(hf[i]);
+        T_OK(bad == 0, "%s swiglu forward into bf16: the fp32 kernel's output cast, bit for bit (%zu differ)", MODE,
+             bad);
+    }
     // residual: out = a + b, and in place (out = a)
     Dev<float> d_out(n);
     d_out.poison();

@@ -99,7 +99,13 @@ BEST_KAPI void embedding_backward_cuda(float *dembed, const float *dx, const int
 // --- RMSNorm ----------------------------------------------------------------------------
 // A block per row (rows in grid-stride steps), C spread over its threads.
 
-static __global__ void rmsnorm_forward_kernel(float *y, float *rstd, const float *x,
+// One output element: fp32 as is, or its bf16 bits (a product's operand, with no cast pass:
+// the bits of cast_bf16_cuda after the fp32 kernel).
+static __device__ __forceinline__ void store_out(float *p, float v) { *p = v; }
+static __device__ __forceinline__ void store_out(uint16_t *p, float v) { *p = km_bf16_from_float(v); }
+
+template <typename Out>
+static __global__ void rmsnorm_forward_kernel(Out *y, float *rstd, const float *x,
                                               const float *w, size_t N, size_t C, float eps) {
     for (size_t n = blockIdx.x; n < N; n += gridDim.x) {
         const float *xr = x + n * C;
@@ -107,7 +113,7 @@ static __global__ void rmsnorm_forward_kernel(float *y, float *rstd, const float
         for (size_t c = threadIdx.x; c < C; c += blockDim.x) ss += xr[c] * xr[c];
         float r = km_rmsnorm_rstd(block_sum(ss) / (float)C, eps);
         if (threadIdx.x == 0) rstd[n] = r;
-        for (size_t c = threadIdx.x; c < C; c += blockDim.x) y[n * C + c] = km_rmsnorm_y(xr[c], r, w[c]);
+        for (size_t c = threadIdx.x; c < C; c += blockDim.x) store_out(y + n * C + c, km_rmsnorm_y(xr[c], r, w[c]));
     }
 }
 
@@ -154,7 +160,15 @@ static __global__ void chunks_sum_kernel(float *out, const float *part, size_t c
 BEST_KAPI void rmsnorm_forward_cuda(float *y, float *rstd, const float *x, const float *w,
                                     size_t N, size_t C, float eps, cudaStream_t stream) {
     if (N * C == 0) return;
-    LAUNCH(rmsnorm_forward_kernel, km_blocks(N, 1, KM_GRID_CAP), km_row_threads(C, ROW_THREADS_MAX),
+    LAUNCH(rmsnorm_forward_kernel<float>, km_blocks(N, 1, KM_GRID_CAP), km_row_threads(C, ROW_THREADS_MAX),
+           stream, y, rstd, x, w, N, C, eps);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+BEST_KAPI void rmsnorm_forward_bf16_cuda(uint16_t *y, float *rstd, const float *x, const float *w, size_t N,
+                                         size_t C, float eps, cudaStream_t stream) {
+    if (N * C == 0) return;
+    LAUNCH(rmsnorm_forward_kernel<uint16_t>, km_blocks(N, 1, KM_GRID_CAP), km_row_threads(C, ROW_THREADS_MAX),
            stream, y, rstd, x, w, N, C, eps);
     CUDA_CHECK(cudaGetLastError());
 }
@@ -275,8 +289,9 @@ BEST_KAPI void kv_append_cuda(float *kc, float *vc, const float *k, const float 
 
 // --- SwiGLU, residual, masked fill, bf16 cast: elementwise ----------------------------------------------
 
-static __global__ void swiglu_forward_kernel(float *h, const float *gate, const float *up, size_t n) {
-    GRID_STRIDE(i, n) h[i] = km_swiglu_forward(gate[i], up[i]);
+template <typename Out>
+static __global__ void swiglu_forward_kernel(Out *h, const float *gate, const float *up, size_t n) {
+    GRID_STRIDE(i, n) store_out(h + i, km_swiglu_forward(gate[i], up[i]));
 }
 
 static __global__ void swiglu_backward_kernel(float *dgate, float *dup, const float *dh,
@@ -308,7 +323,15 @@ static __global__ void widen_bf16_kernel(float *out, const uint16_t *in, size_t 
 BEST_KAPI void swiglu_forward_cuda(float *h, const float *gate, const float *up, size_t n,
                                    cudaStream_t stream) {
     if (n == 0) return;
-    LAUNCH(swiglu_forward_kernel, km_blocks(n, KM_THREADS, KM_GRID_CAP), KM_THREADS, stream, h,
+    LAUNCH(swiglu_forward_kernel<float>, km_blocks(n, KM_THREADS, KM_GRID_CAP), KM_THREADS, stream, h,
+           gate, up, n);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+BEST_KAPI void swiglu_forward_bf16_cuda(uint16_t *h, const float *gate, const float *up, size_t n,
+                                        cudaStream_t stream) {
+    if (n == 0) return;
+    LAUNCH(swiglu_forward_kernel<uint16_t>, km_blocks(n, KM_THREADS, KM_GRID_CAP), KM_THREADS, stream, h,
            gate, up, n);
     CUDA_CHECK(cudaGetLastError());
 }

@@ -153,6 +153,10 @@ void embedding_backward_index_cuda(float *dembed, const float *dx, const int32_t
                                    size_t C, struct CUstream_st *stream);
 void rmsnorm_forward_cuda(float *y, float *rstd, const float *x, const float *w, size_t N,
                           size_t C, float eps, struct CUstream_st *stream);
+// rmsnorm_forward_cuda writing y (N, C) as bf16 bits: a product's operand with no cast
+// pass, the bits of cast_bf16_cuda after the fp32 kernel.
+void rmsnorm_forward_bf16_cuda(uint16_t *y, float *rstd, const float *x, const float *w, size_t N, size_t C,
+                               float eps, struct CUstream_st *stream);
 // scratch (km_rmsnorm_dw_chunks(N) * C floats): the weight gradient's partial sums.
 void rmsnorm_backward_cuda(float *dx, float *dw, float *scratch, const float *dy, const float *x,
                            const float *rstd, const float *w, size_t N, size_t C, int dx_acc,
@@ -171,6 +175,9 @@ void kv_append_cuda(float *kc, float *vc, const float *k, const float *v, const 
                     size_t KVD, struct CUstream_st *stream);
 void swiglu_forward_cuda(float *h, const float *gate, const float *up, size_t n,
                          struct CUstream_st *stream);
+// swiglu_forward_cuda writing h (n) as bf16 bits (the down projection's operand).
+void swiglu_forward_bf16_cuda(uint16_t *h, const float *gate, const float *up, size_t n,
+                              struct CUstream_st *stream);
 void swiglu_backward_cuda(float *dgate, float *dup, const float *dh, const float *gate,
                           const float *up, size_t n, struct CUstream_st *stream);
 // out (n) = a + b (out may be a or b): the residual connections.

@@ -147,7 +147,7 @@ static void acts_layout(DevModel *d, DevCarver *cv) {
         memset(s, 0, sizeof *s);
         s->res = TAKE_F(cv, N * C);
         s->rstd1 = TAKE_F(cv, N);
-        s->xn1 = TAKE_F(cv, N * C);
+        if (!d->eval) s->xn1b = (uint16_t *)dev_take(cv, N * C * sizeof(uint16_t)); // (evaluating: d->xbf)
         if (m->qk_norm) {
             s->qraw = TAKE_F(cv, N * Q);
             s->qrstd = TAKE_F(cv, N * m->NH);
@@ -161,7 +161,7 @@ static void acts_layout(DevModel *d, DevCarver *cv) {
         s->att = TAKE_F(cv, N * Q);
         s->res2 = TAKE_F(cv, N * C);
         s->rstd2 = TAKE_F(cv, N);
-        s->xn2 = TAKE_F(cv, N * C);
+        if (!d->eval) s->xn2b = (uint16_t *)dev_take(cv, N * C * sizeof(uint16_t));
         s->gate = TAKE_F(cv, N * I);
         s->up = TAKE_F(cv, N * I);
     }
@@ -171,7 +171,6 @@ static void acts_layout(DevModel *d, DevCarver *cv) {
     d->logits = TAKE_F(cv, d->ce_rows * V);
     d->logits_bf = (uint16_t *)dev_take(cv, d->ce_rows * V * sizeof(uint16_t));
     d->nll = TAKE_F(cv, N);
-    d->h = TAKE_F(cv, N * I);
     d->rope_cos = TAKE_F(cv, (size_t)d->T * HD / 2);
     d->rope_sin = TAKE_F(cv, (size_t)d->T * HD / 2);
     size_t widest = max3(C, Q, I);
@@ -741,6 +740,16 @@ static void operand(DevModel *d, const float *x, size_t N, size_t n) {
     if (d->dw && d->decode) widen_bf16_cuda(d->xr, d->xbf, n, st);
 }
 
+// operand's second half, for an operand a kernel wrote in bf16 itself (xb is d->xbf when
+// decoding: evaluation has no per-layer operands).
+static void operand_widen(DevModel *d, const uint16_t *xb, size_t n) {
+    if (d->dw && d->decode) widen_bf16_cuda(d->xr, xb, n, d->ctx->stream);
+}
+
+// Where a norm writes the products' bf16 operand: the layer's own (training: the backward
+// reads it again), else d->xbf.
+static uint16_t *norm_out(DevModel *d, uint16_t *own) { return own ? own : d->xbf; }
+
 // y (N, OC) = or += (acc) xbf (N, IC) @ W^T + b, W (OC, IC) = matrix w of layer l: its bf16
 // copy; a stored weight (d->dw): decoded to bf16 into d->wdec for the same product
 // (evaluation: the very operand of the unpacked folder when the stored values are bf16,
@@ -784,13 +793,14 @@ static void block_qkv(DevModel *d, size_t l, LayerActs *s, size_t N) {
     size_t C = m->C, Q = m->Q, KVD = m->KVD, HD = m->HD, NH = m->NH, KV = m->KV;
     float eps = (float)m->cfg.rms_norm_eps;
     devmodel_profile_mark(d, DP_NORM, 0);
-    rmsnorm_forward_cuda(s->xn1, s->rstd1, s->res, w->attn_norm + l * C, N, C, eps, st);
+    uint16_t *xb = norm_out(d, s->xn1b);
+    rmsnorm_forward_bf16_cuda(xb, s->rstd1, s->res, w->attn_norm + l * C, N, C, eps, st);
     devmodel_profile_mark(d, DP_QKV, 2.0 * N * C * (Q + 2 * KVD));
-    operand(d, s->xn1, N, C);
+    operand_widen(d, xb, C);
     float *q = m->qk_norm ? s->qraw : s->q, *k = m->qk_norm ? s->kraw : s->k;
-    linear(d, q, d->xbf, MW_Q, l, LW(w->bq, Q), N, C, Q, 0);
-    linear(d, k, d->xbf, MW_K, l, LW(w->bk, KVD), N, C, KVD, 0);
-    linear(d, s->v, d->xbf, MW_V, l, LW(w->bv, KVD), N, C, KVD, 0);
+    linear(d, q, xb, MW_Q, l, LW(w->bq, Q), N, C, Q, 0);
+    linear(d, k, xb, MW_K, l, LW(w->bk, KVD), N, C, KVD, 0);
+    linear(d, s->v, xb, MW_V, l, LW(w->bv, KVD), N, C, KVD, 0);
     if (m->qk_norm) {
         rmsnorm_forward_cuda(s->q, s->qrstd, s->qraw, w->q_norm + l * HD, N * NH, HD, eps, st);
         rmsnorm_forward_cuda(s->k, s->krstd, s->kraw, w->k_norm + l * HD, N * KV, HD, eps, st);
@@ -812,17 +822,18 @@ static void block_out(DevModel *d, size_t l, LayerActs *s, size_t N, float *out)
     operand(d, s->att, N, Q);
     linear(d, s->res2, d->xbf, MW_O, l, LW(w->bo, C), N, Q, C, 1);
     devmodel_profile_mark(d, DP_NORM, 0);
-    rmsnorm_forward_cuda(s->xn2, s->rstd2, s->res2, w->mlp_norm + l * C, N, C, eps, st);
+    uint16_t *xb = norm_out(d, s->xn2b);
+    rmsnorm_forward_bf16_cuda(xb, s->rstd2, s->res2, w->mlp_norm + l * C, N, C, eps, st);
     devmodel_profile_mark(d, DP_GATE_UP, 4.0 * N * C * I);
-    operand(d, s->xn2, N, C);
-    linear(d, s->gate, d->xbf, MW_GATE, l, LW(w->bgate, I), N, C, I, 0);
-    linear(d, s->up, d->xbf, MW_UP, l, LW(w->bup, I), N, C, I, 0);
+    operand_widen(d, xb, C);
+    linear(d, s->gate, xb, MW_GATE, l, LW(w->bgate, I), N, C, I, 0);
+    linear(d, s->up, xb, MW_UP, l, LW(w->bup, I), N, C, I, 0);
     if (!out) return;
     devmodel_profile_mark(d, DP_SWIGLU, 0);
-    swiglu_forward_cuda(d->h, s->gate, s->up, N * I, st);
+    swiglu_forward_bf16_cuda(d->xbf, s->gate, s->up, N * I, st); // h, straight into the down projection's operand
     devmodel_profile_mark(d, DP_DOWN, 2.0 * N * I * C);
     CUDA_CHECK(cudaMemcpyAsync(out, s->res2, N * C * sizeof(float), cudaMemcpyDeviceToDevice, st));
-    operand(d, d->h, N, I);
+    operand_widen(d, d->xbf, I);
     linear(d, out, d->xbf, MW_DOWN, l, LW(w->bdown, C), N, I, C, 1);
 }
 
@@ -1046,13 +1057,13 @@ BEST_KAPI int devmodel_forward_token(float *logits, DevModel *d, int32_t token, 
 
 // db (OC) += column sums of dy (N, OC), when the model has that bias.
 // The backward of one Linear y = x @ W^T + b, W the matrix at offset w of the block (its
-// bf16 copy), its input already bf16 in d->xbf: dy (N, OC) fp32 cast to bf16 into d->dybf;
+// bf16 copy), its input x (N, IC) in bf16: dy (N, OC) fp32 cast to bf16 into d->dybf;
 // dx (N, IC) = or += (dx_acc) dy @ W; dW += dy^T @ x, dW at offset w of d->grads; db (OC)
 // += column sums of dy when db is not NULL.
-static void linear_back(DevModel *d, float *dx, size_t w, float *db, const float *dy, size_t IC, size_t OC,
-                        int dx_acc) {
+static void linear_back(DevModel *d, float *dx, size_t w, float *db, const float *dy, const uint16_t *x,
+                        size_t IC, size_t OC, int dx_acc) {
     cast_bf16_cuda(d->dybf, dy, d->N * OC, d->ctx->stream);
-    matmul_backward_cuda(d->ctx, dx, d->grads + w, d->dybf, d->xbf, d->wbf + w, d->N, IC, OC, dx_acc);
+    matmul_backward_cuda(d->ctx, dx, d->grads + w, d->dybf, x, d->wbf + w, d->N, IC, OC, dx_acc);
     if (db) bias_backward_cuda(db, d->scratch, dy, d->N, OC, d->ctx->stream);
 }
 
@@ -1068,22 +1079,20 @@ static void block_backward(DevModel *d, size_t l) {
 #define LW(p, size) ((p) ? (p) + l * (size) : NULL)
     // MLP: out = res2 + down(silu(gate) * up); h recomputed
     devmodel_profile_mark(d, DP_BWD_DOWN, 4.0 * N * I * C);
-    swiglu_forward_cuda(d->h, s->gate, s->up, N * I, st);
-    cast_bf16_cuda(d->xbf, d->h, N * I, st);
-    linear_back(d, d->dh, woff(d, hw->wdown) + l * C * I, LW(g->bdown, C), d->dres, I, C, 0);
+    swiglu_forward_bf16_cuda(d->xbf, s->gate, s->up, N * I, st);
+    linear_back(d, d->dh, woff(d, hw->wdown) + l * C * I, LW(g->bdown, C), d->dres, d->xbf, I, C, 0);
     devmodel_profile_mark(d, DP_BWD_SWIGLU, 0);
     swiglu_backward_cuda(d->dgate, d->dup, d->dh, s->gate, s->up, N * I, st);
     devmodel_profile_mark(d, DP_BWD_GATE_UP, 8.0 * N * C * I);
-    cast_bf16_cuda(d->xbf, s->xn2, N * C, st);
-    linear_back(d, d->dxn, woff(d, hw->wgate) + l * I * C, LW(g->bgate, I), d->dgate, C, I, 0);
-    linear_back(d, d->dxn, woff(d, hw->wup) + l * I * C, LW(g->bup, I), d->dup, C, I, 1);
+    linear_back(d, d->dxn, woff(d, hw->wgate) + l * I * C, LW(g->bgate, I), d->dgate, s->xn2b, C, I, 0);
+    linear_back(d, d->dxn, woff(d, hw->wup) + l * I * C, LW(g->bup, I), d->dup, s->xn2b, C, I, 1);
     devmodel_profile_mark(d, DP_BWD_NORM, 0);
     rmsnorm_backward_cuda(d->dres, g->mlp_norm + l * C, d->scratch, d->dxn, s->res2, s->rstd2,
                           w->mlp_norm + l * C, N, C, 1, st); // dres is now d(res2)
     // attention: res2 = res + o_proj(att)
     devmodel_profile_mark(d, DP_BWD_O, 4.0 * N * Q * C);
     cast_bf16_cuda(d->xbf, s->att, N * Q, st);
-    linear_back(d, d->datt, woff(d, hw->wo) + l * C * Q, LW(g->bo, C), d->dres, Q, C, 0);
+    linear_back(d, d->datt, woff(d, hw->wo) + l * C * Q, LW(g->bo, C), d->dres, d->xbf, Q, C, 0);
     // dV, dP (recomputed P), dQ, dK: 2.5 times the forward's products
     devmodel_profile_mark(d, DP_BWD_ATTN, 10.0 * B * NH * HD * (double)T * (T + 1) / 2);
     if (d->attn_cudnn)
@@ -1101,10 +1110,9 @@ static void block_backward(DevModel *d, size_t l) {
                               w->k_norm + l * HD, N * KV, HD, 0, st);
     }
     devmodel_profile_mark(d, DP_BWD_QKV, 4.0 * N * C * (Q + 2 * KVD));
-    cast_bf16_cuda(d->xbf, s->xn1, N * C, st);
-    linear_back(d, d->dxn, woff(d, hw->wq) + l * Q * C, LW(g->bq, Q), d->dq, C, Q, 0);
-    linear_back(d, d->dxn, woff(d, hw->wk) + l * KVD * C, LW(g->bk, KVD), d->dk, C, KVD, 1);
-    linear_back(d, d->dxn, woff(d, hw->wv) + l * KVD * C, LW(g->bv, KVD), d->dv, C, KVD, 1);
+    linear_back(d, d->dxn, woff(d, hw->wq) + l * Q * C, LW(g->bq, Q), d->dq, s->xn1b, C, Q, 0);
+    linear_back(d, d->dxn, woff(d, hw->wk) + l * KVD * C, LW(g->bk, KVD), d->dk, s->xn1b, C, KVD, 1);
+    linear_back(d, d->dxn, woff(d, hw->wv) + l * KVD * C, LW(g->bv, KVD), d->dv, s->xn1b, C, KVD, 1);
     devmodel_profile_mark(d, DP_BWD_NORM, 0);
     rmsnorm_backward_cuda(d->dres, g->attn_norm + l * C, d->scratch, d->dxn, s->res, s->rstd1,
                           w->attn_norm + l * C, N, C, 1, st); // dres is now d(res)

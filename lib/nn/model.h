@@ -187,6 +187,8 @@ typedef struct {
     float *xn2;    // (N, C)    post_attention_layernorm(res2)
     float *gate;   // (N, I)
     float *up;     // (N, I)
+    uint16_t *xn1b, *xn2b; // the device's training step: xn1, xn2 kept as the products' bf16
+                           // operands only (the norms write them; NULL on the CPU)
 } LayerActs;
 
 typedef struct {
@@ -390,7 +392,6 @@ typedef struct DevModel {
     float *logits;              // (ce_rows, V) one chunk; dlogits in the backward
     uint16_t *logits_bf;        // (ce_rows, V) the chunk's dlogits as bf16
     float *nll;                 // (N)
-    float *h;                   // (N, I) silu(gate) * up
     float *rope_cos, *rope_sin; // (T, HD/2)
     float *dres, *dxn;          // (N, C)
     float *datt, *dq;           // (N, Q)
