@@ -363,10 +363,10 @@ static double prof_bytes(const DevModel *d, int phase) {
     switch (phase) {
     case DP_ZERO: return 4 * P;                          // the gradients set to 0
     case DP_EMBED: case DP_BWD_EMBED: return 8 * N * C;  // rows read, rows written
-    case DP_NORM: return 8 * N * C;                      // x read, x-hat written
+    case DP_NORM: return 6 * N * C;                      // x read, x-hat written in bf16
     case DP_BWD_NORM: return 16 * N * C;                 // dy, x read, dres read and written
     case DP_ROPE: case DP_BWD_ROPE: return 8 * N * (Q + KVD); // q and k read and written
-    case DP_SWIGLU: return 12 * N * I;                   // gate, up read, h written
+    case DP_SWIGLU: return 10 * N * I;                   // gate, up read, h written in bf16
     case DP_BWD_SWIGLU: return 20 * N * I;               // dh, gate, up read, dgate, dup written
     case DP_CLIP: return 5 * S;                          // gradients and mask read
     case DP_OPTIM: return 31 * S;                        // w, m, v, g, mask read; w, m, v, bf16 w written
