@@ -317,6 +317,16 @@ static void check_elementwise() {
         for (size_t i = 0; i < n; i++) bad += hb[i] != km_bf16_from_float(hf[i]);
         T_OK(bad == 0, "%s swiglu forward into bf16: the fp32 kernel's output cast, bit for bit (%zu differ)", MODE,
              bad);
+        Dev<uint16_t> d_dgb(n), d_dub(n);
+        d_dgb.poison();
+        d_dub.poison();
+        swiglu_backward_bf16_cuda(d_dgb.p, d_dub.p, d_dh.p, d_g.p, d_u.p, n, stream);
+        std::vector<float> dgf = d_dg.get(), duf = d_du.get();
+        std::vector<uint16_t> dgb = d_dgb.get(), dub = d_dub.get();
+        bad = 0;
+        for (size_t i = 0; i < n; i++) bad += dgb[i] != km_bf16_from_float(dgf[i]) || dub[i] != km_bf16_from_float(duf[i]);
+        T_OK(bad == 0, "%s swiglu backward into bf16: dgate and dup the fp32 kernel's cast, bit for bit (%zu differ)",
+             MODE, bad);
     }
     // residual: out = a + b, and in place (out = a)
     Dev<float> d_out(n);

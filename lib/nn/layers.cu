@@ -294,13 +294,14 @@ static __global__ void swiglu_forward_kernel(Out *h, const float *gate, const fl
     GRID_STRIDE(i, n) store_out(h + i, km_swiglu_forward(gate[i], up[i]));
 }
 
-static __global__ void swiglu_backward_kernel(float *dgate, float *dup, const float *dh,
+template <typename Out>
+static __global__ void swiglu_backward_kernel(Out *dgate, Out *dup, const float *dh,
                                               const float *gate, const float *up, size_t n) {
     GRID_STRIDE(i, n) {
         float dg, du;
         km_swiglu_backward(&dg, &du, dh[i], gate[i], up[i]);
-        dgate[i] = dg;
-        dup[i] = du;
+        store_out(dgate + i, dg);
+        store_out(dup + i, du);
     }
 }
 
@@ -339,7 +340,15 @@ BEST_KAPI void swiglu_forward_bf16_cuda(uint16_t *h, const float *gate, const fl
 BEST_KAPI void swiglu_backward_cuda(float *dgate, float *dup, const float *dh, const float *gate,
                                     const float *up, size_t n, cudaStream_t stream) {
     if (n == 0) return;
-    LAUNCH(swiglu_backward_kernel, km_blocks(n, KM_THREADS, KM_GRID_CAP), KM_THREADS, stream,
+    LAUNCH(swiglu_backward_kernel<float>, km_blocks(n, KM_THREADS, KM_GRID_CAP), KM_THREADS, stream,
+           dgate, dup, dh, gate, up, n);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+BEST_KAPI void swiglu_backward_bf16_cuda(uint16_t *dgate, uint16_t *dup, const float *dh, const float *gate,
+                                         const float *up, size_t n, cudaStream_t stream) {
+    if (n == 0) return;
+    LAUNCH(swiglu_backward_kernel<uint16_t>, km_blocks(n, KM_THREADS, KM_GRID_CAP), KM_THREADS, stream,
            dgate, dup, dh, gate, up, n);
     CUDA_CHECK(cudaGetLastError());
 }

@@ -180,6 +180,11 @@ void swiglu_forward_bf16_cuda(uint16_t *h, const float *gate, const float *up, s
                               struct CUstream_st *stream);
 void swiglu_backward_cuda(float *dgate, float *dup, const float *dh, const float *gate,
                           const float *up, size_t n, struct CUstream_st *stream);
+// swiglu_backward_cuda writing dgate, dup (n) as bf16 bits: the gate and up projections'
+// backward operands, with no cast pass (a model without their biases, whose gradients
+// would read them in fp32).
+void swiglu_backward_bf16_cuda(uint16_t *dgate, uint16_t *dup, const float *dh, const float *gate,
+                               const float *up, size_t n, struct CUstream_st *stream);
 // out (n) = a + b (out may be a or b): the residual connections.
 void residual_forward_cuda(float *out, const float *a, const float *b, size_t n,
                            struct CUstream_st *stream);

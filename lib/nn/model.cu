@@ -367,7 +367,8 @@ static double prof_bytes(const DevModel *d, int phase) {
     case DP_BWD_NORM: return 16 * N * C;                 // dy, x read, dres read and written
     case DP_ROPE: case DP_BWD_ROPE: return 8 * N * (Q + KVD); // q and k read and written
     case DP_SWIGLU: return 10 * N * I;                   // gate, up read, h written in bf16
-    case DP_BWD_SWIGLU: return 20 * N * I;               // dh, gate, up read, dgate, dup written
+    case DP_BWD_SWIGLU: // dh, gate, up read, dgate, dup written (in bf16 without MLP biases)
+        return (d->g.bgate || d->g.bup ? 20 : 16) * N * I;
     case DP_CLIP: return 5 * S;                          // gradients and mask read
     case DP_OPTIM: return 31 * S;                        // w, m, v, g, mask read; w, m, v, bf16 w written
     default: return 0;
@@ -1082,10 +1083,19 @@ static void block_backward(DevModel *d, size_t l) {
     swiglu_forward_bf16_cuda(d->xbf, s->gate, s->up, N * I, st);
     linear_back(d, d->dh, woff(d, hw->wdown) + l * C * I, LW(g->bdown, C), d->dres, d->xbf, I, C, 0);
     devmodel_profile_mark(d, DP_BWD_SWIGLU, 0);
-    swiglu_backward_cuda(d->dgate, d->dup, d->dh, s->gate, s->up, N * I, st);
-    devmodel_profile_mark(d, DP_BWD_GATE_UP, 8.0 * N * C * I);
-    linear_back(d, d->dxn, woff(d, hw->wgate) + l * I * C, LW(g->bgate, I), d->dgate, s->xn2b, C, I, 0);
-    linear_back(d, d->dxn, woff(d, hw->wup) + l * I * C, LW(g->bup, I), d->dup, s->xn2b, C, I, 1);
+    if (!g->bgate && !g->bup) { // no biases to read dgate, dup in fp32: straight into bf16, in their buffers
+        uint16_t *dgb = (uint16_t *)d->dgate, *dub = (uint16_t *)d->dup;
+        swiglu_backward_bf16_cuda(dgb, dub, d->dh, s->gate, s->up, N * I, st);
+        devmodel_profile_mark(d, DP_BWD_GATE_UP, 8.0 * N * C * I);
+        size_t wg = woff(d, hw->wgate) + l * I * C, wu = woff(d, hw->wup) + l * I * C;
+        matmul_backward_cuda(d->ctx, d->dxn, d->grads + wg, dgb, s->xn2b, d->wbf + wg, N, C, I, 0);
+        matmul_backward_cuda(d->ctx, d->dxn, d->grads + wu, dub, s->xn2b, d->wbf + wu, N, C, I, 1);
+    } else {
+        swiglu_backward_cuda(d->dgate, d->dup, d->dh, s->gate, s->up, N * I, st);
+        devmodel_profile_mark(d, DP_BWD_GATE_UP, 8.0 * N * C * I);
+        linear_back(d, d->dxn, woff(d, hw->wgate) + l * I * C, LW(g->bgate, I), d->dgate, s->xn2b, C, I, 0);
+        linear_back(d, d->dxn, woff(d, hw->wup) + l * I * C, LW(g->bup, I), d->dup, s->xn2b, C, I, 1);
+    }
     devmodel_profile_mark(d, DP_BWD_NORM, 0);
     rmsnorm_backward_cuda(d->dres, g->mlp_norm + l * C, d->scratch, d->dxn, s->res2, s->rstd2,
                           w->mlp_norm + l * C, N, C, 1, st); // dres is now d(res2)
