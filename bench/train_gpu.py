@@ -29,10 +29,15 @@ new figures into that file.
 --block: one LLaMA-2-7B decoder block instead: models of LLaMA-2-7B's shape with 1 and
 with 2 layers, each side timed on both, and a block's forward + backward + AdamW is the
 difference of the two step times (the embedding, the head and the loss cancel out).
+With --recompute (best-train's activation recomputation; PyTorch's side is unchanged) it
+also gives best-train's device memory (cudaMemGetInfo after the first step, from its
+"device memory" line) of each, and both step time and memory extrapolated to LLaMA-2-7B's
+32 layers as the 1-layer model plus 31 blocks: an extrapolation, said so, not a run of
+the whole model.
 
 usage: python3 bench/train_gpu.py [--configs llama-1.1b,qwen3-1.1b | --block] [--batch 8]
            [--micro-batch 8] [--seq 2048] [--steps 10] [--warmup 3] [--device cuda]
-           [--bin bin/best-train] [--sparsity 0] [--no-compile] [--json FILE]
+           [--bin bin/best-train] [--sparsity 0] [--no-compile] [--json FILE] [--recompute]
            [--peers stored|run] [--save-peers]
 `--device cpu` runs both sides on the CPU at a tiny config (--configs tiny): it checks
 the script, not the speed. Results on an H200: docs/benchmarks.md.
@@ -189,17 +194,26 @@ def best_run(args, model_dir, shard, out, cname, env=None):
     cmd = [args.bin, "--model", model_dir, "--data", shard, "--out", out, "--device", args.device,
            "--steps", str(args.warmup + args.steps), "--batch", str(args.batch),
            "--micro-batch", str(args.micro_batch), "--seq", str(args.seq), "--lr", "1e-4",
-           "--warmup", "0", "--clip", "1.0", "--quiet"]
+           "--warmup", "0", "--clip", "1.0"]
     if args.sparsity > 0:
         cmd += ["--sparsity", str(args.sparsity), "--prune-start", "0", "--prune-end", "0.5"]
     if args.profile and args.device == "cuda":
         cmd += ["--profile", args.profile.replace("CONFIG", cname)]
+    if args.recompute and args.device == "cuda":
+        cmd += ["--recompute"]
     r = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, **(env or {})))
     if r.returncode != 0:
         sys.exit("best-train failed (%d): %s\n%s" % (r.returncode, " ".join(cmd), r.stderr.strip()))
     with open(os.path.join(out, "log.jsonl")) as f:
         rows = [json.loads(line) for line in f]
     tps = statistics.median(r["tokens_per_s"] for r in rows[args.warmup:])
+    # "best-train: device memory: X GiB in use after the first step (...), Y GiB computed ..."
+    mem = None
+    for line in r.stderr.splitlines():
+        if "device memory:" in line and "GiB in use" in line:
+            w = line.split("device memory:")[1].split()
+            mem = dict(measured_gib=float(w[0]), computed_gib=float(line.split("), ")[1].split()[0]))
+    rows[0]["device_memory"] = mem
     return tps, rows[0]["loss"], rows
 
 
@@ -216,6 +230,8 @@ def main():
     ap.add_argument("--sparsity", type=float, default=0.0, help="best-train with BEST to this sparsity")
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--block", action="store_true", help="one LLaMA-2-7B block (the 2-layer model less the 1-layer)")
+    ap.add_argument("--recompute", action="store_true", help="best-train --recompute (with --block: the memory too)")
+    ap.add_argument("--best-only", action="store_true", help="no PyTorch side (best-train's time and memory alone)")
     ap.add_argument("--json", help="also write the results here")
     ap.add_argument("--variant", action="append", default=[],
                     help="NAME=VALUE: best-train again with it in the environment (e.g. BEST_LT_TUNE=1)")
@@ -266,7 +282,9 @@ def main():
                 variants[v] = tps
                 print("%s: best-train with %s: %.0f tok/s (%.3fx the default's)" % (cname, v, tps, tps / best_tps))
         stored = stored_peer(store, name, cname, args) if args.peers == "stored" else None
-        if stored:
+        if args.best_only:
+            eager_tps = comp_tps = torch_loss0 = float("nan")
+        elif stored:
             eager_tps = stored["eager"] if stored["eager"] is not None else float("nan")
             comp_tps = float("nan") if args.no_compile else stored["compile"]
             torch_loss0 = stored["loss_step1"] if stored["loss_step1"] is not None else best_loss0
@@ -286,9 +304,10 @@ def main():
                 store["entries"] = [x for x in store["entries"] if peer_key(x) != peer_key(e)] + [e]
                 with open(PEERS_FILE, "w") as f:
                     json.dump(store, f, indent=1)
-        torch_tps = max(x for x in (eager_tps, comp_tps) if x == x)
+        torch_tps = max([x for x in (eager_tps, comp_tps) if x == x] or [float("nan")])
         fpt = model_flops_per_token(cfg, args.seq)
         res = dict(config=cname, device=name, batch=args.batch, micro_batch=args.micro_batch, seq=args.seq,
+                   recompute=args.recompute, best_device_memory=rows[0].get("device_memory"),
                    best_tokens_per_s=best_tps, torch_eager_tokens_per_s=eager_tps,
                    torch_compile_tokens_per_s=comp_tps, ratio=best_tps / torch_tps,
                    best_mfu=best_tps * fpt / peak, torch_mfu=torch_tps * fpt / peak,
@@ -306,7 +325,7 @@ def main():
         # a sanity check, not a comparison of the computations: with random weights both
         # first losses are near ln(V) whatever the batch (the two sides draw their first
         # batch differently); a broken model (NaN, wrong shapes, no learning) misses it
-        if abs(best_loss0 - torch_loss0) > 2e-2 * abs(torch_loss0):
+        if not args.best_only and abs(best_loss0 - torch_loss0) > 2e-2 * abs(torch_loss0):
             sys.exit("train_gpu.py: first-step losses differ (best %.5f, torch %.5f): not the same computation"
                      % (best_loss0, torch_loss0))
         del model
@@ -314,13 +333,25 @@ def main():
         step = lambda r, k: args.batch * args.seq / r[k]
         one, two = results
         best_ms = 1e3 * (step(two, "best_tokens_per_s") - step(one, "best_tokens_per_s"))
-        torch_k = lambda r: max(x for x in (r["torch_eager_tokens_per_s"], r["torch_compile_tokens_per_s"]) if x == x)
+        torch_k = lambda r: max([x for x in (r["torch_eager_tokens_per_s"], r["torch_compile_tokens_per_s"]) if x == x]
+                                or [float("nan")])
         torch_ms = 1e3 * (args.batch * args.seq / torch_k(two) - args.batch * args.seq / torch_k(one))
         block = dict(config="block:" + two["config"], best_block_ms=best_ms, torch_block_ms=torch_ms,
                      ratio=torch_ms / best_ms if best_ms > 0 else float("nan"), batch=args.batch, seq=args.seq)
         results.append(block)
         print("one decoder block of %s, forward + backward + AdamW, B %d x T %d: best %.2f ms, torch %.2f ms, "
               "speed ratio %.2f" % (two["config"], args.batch, args.seq, best_ms, torch_ms, block["ratio"]))
+        mem = lambda r: (r.get("best_device_memory") or {}).get("measured_gib")
+        if mem(one) is not None and mem(two) is not None:  # 32 layers = 1 layer + 31 blocks (extrapolated)
+            per_gib, per_ms = mem(two) - mem(one), best_ms
+            t1_ms = 1e3 * args.batch * args.seq / one["best_tokens_per_s"]
+            block["best_block_gib"] = per_gib
+            block["extrapolated_32_layers"] = dict(step_ms=t1_ms + 31 * per_ms, device_gib=mem(one) + 31 * per_gib,
+                                                   recompute=args.recompute)
+            print("best-train%s, device memory: 1 layer %.2f GiB, 2 layers %.2f GiB: %.2f GiB a block; extrapolated "
+                  "(not run) to 32 layers: %.1f GiB, a step of %.0f ms at B %d x T %d"
+                  % (" --recompute" if args.recompute else "", mem(one), mem(two), per_gib,
+                     mem(one) + 31 * per_gib, t1_ms + 31 * per_ms, args.batch, args.seq))
         for v in args.variant:  # the block with each variant's two runs
             tv = lambda r: args.batch * args.seq / r["best_tokens_per_s_variants"][v]
             ms = 1e3 * (tv(two) - tv(one))

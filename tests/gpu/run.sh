@@ -50,7 +50,9 @@
 #    LLaMA-2-7B's 32 by default here); and bench/zeroshot_gpu.sh (best-eval --tasks on
 #    the six tasks of shared/, 1000 documents each at most, LAYERS=4 of LLaMA-2-7B,
 #    against transformers batching the same requests as lm-evaluation-harness does).
-#    BENCH="mask spmv train block sparse zeroshot decode" (the default) picks which: a
+#    BENCH="mask spmv train block memory sparse zeroshot decode" (the default; memory:
+#    LLaMA-2-7B --recompute at micro-batch 4, best-train's device memory and step of 1 and 2
+#    layers extrapolated to 32, train_gpu.py --block --recompute --best-only) picks which: a
 #    call of the device tool has 10 minutes, so run them in several calls (BENCH="mask
 #    spmv block", BENCH=train, BENCH=sparse, BENCH="zeroshot decode").
 #
@@ -293,7 +295,7 @@ case "$gpu" in
 *H200*) export BEST_PEAK_TFLOPS=${BEST_PEAK_TFLOPS:-791} BEST_PEAK_TBS=${BEST_PEAK_TBS:-4.8} ;;
 *H100*) export BEST_PEAK_TFLOPS=${BEST_PEAK_TFLOPS:-989} BEST_PEAK_TBS=${BEST_PEAK_TBS:-3.35} ;;
 esac
-BENCH=${BENCH:-mask spmv train block sparse zeroshot decode}
+BENCH=${BENCH:-mask spmv train block memory sparse zeroshot decode}
 want() { case " $BENCH " in *" $1 "*) return 0 ;; esac; return 1; }
 if [ "$MODE" != tests ] && [ -n "$gpu" ] && want mask && [ -x build/bench/bench_mask_gpu ]; then
     # the mask update at LLaMA-2-7B's size: all 32 layers need 128 GB of DevModel (H200);
@@ -336,6 +338,18 @@ if [ "$MODE" != tests ] && [ -n "$gpu" ] && want block && [ -x bin/best-train ];
         ok "bench/train_gpu.py --block ($(($(date +%s) - start))s): $(grep -m 1 '^one decoder block' "$OUT/bench-block.log")"
     else
         notok "bench/train_gpu.py --block: $(tail -n 1 "$OUT/bench-block.log")"
+    fi
+fi
+if [ "$MODE" != tests ] && [ -n "$gpu" ] && want memory && [ -x bin/best-train ]; then
+    # issue 34, item 7: LLaMA-2-7B with --recompute at micro-batch 4: best-train's measured
+    # device memory and step of 1 and 2 layers, extrapolated to 32 (said so)
+    start=$(date +%s)
+    budget "train_gpu.py --block --recompute" &&
+    if PYTHONUNBUFFERED=1 limit python3 bench/train_gpu.py --block --recompute --best-only --batch 4 --seq 2048 \
+        --steps 3 --warmup 1 --json "$OUT/bench-memory.json" >"$OUT/bench-memory.log" 2>&1; then
+        ok "bench/train_gpu.py --block --recompute ($(($(date +%s) - start))s): $(grep -m 1 'extrapolated' "$OUT/bench-memory.log")"
+    else
+        notok "bench/train_gpu.py --block --recompute: $(tail -n 1 "$OUT/bench-memory.log")"
     fi
 fi
 if [ "$MODE" != tests ] && [ -n "$gpu" ] && want train && [ -x bin/best-train ]; then
