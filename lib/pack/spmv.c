@@ -1068,3 +1068,41 @@ void spmv_embed(float *x, const int32_t *tokens, const PackTensor *t, size_t N) 
 #pragma omp parallel for schedule(static) if (N * t->cols > PAR_MIN_WORK)
     for (size_t n = 0; n < N; n++) row_decode(x + n * t->cols, t, (size_t)tokens[n]);
 }
+
+// --- the device's pairs layout (spmv.h: DEVPACK_PAIRS), built here on the host -------------
+
+size_t devpack_pairs_build(uint32_t *pair_off, uint32_t *pairs, const PackTensor *t) {
+    if (t->val != PACK_BF16 || t->enc == PACK_DENSE || t->cols > 65536 || t->rows == 0) return 0;
+    float *row = xmalloc(t->cols * sizeof *row);
+    size_t groups = 0;
+    pair_off[0] = 0;
+    for (size_t r = 0; r < t->rows; r++) {
+        pack_decode_rows(row, t, r, r + 1); // a stored element has nonzero bits: so has its fp32
+        uint32_t *w = pairs ? pairs + 4 * groups : NULL;
+        size_t k = 0;
+        for (size_t c = 0; c < t->cols; c++) {
+            uint32_t bits;
+            memcpy(&bits, &row[c], sizeof bits);
+            if (!bits) continue;
+            if (w) w[k] = (uint32_t)c | (bits & 0xffff0000u); // a bf16 value's fp32 has 16 zero low bits
+            k++;
+        }
+        for (; w && k % 4; k++) w[k] = 0; // padding: skipped by the kernel
+        groups += (k + 3) / 4;
+        if (groups > 0xffffffffu) { // (offsets are u32: 16 GiB of pairs in one tensor)
+            free(row);
+            return 0;
+        }
+        pair_off[r + 1] = (uint32_t)groups;
+    }
+    free(row);
+    return 4 * groups;
+}
+
+int devpack_layout_env(void) {
+    const char *v = getenv("BEST_SPMV_LAYOUT");
+    if (!v || !*v || strcmp(v, "streams") == 0) return 0;
+    if (strcmp(v, "pairs") == 0) return 1;
+    if (strcmp(v, "auto") == 0) return 2;
+    return -1;
+}

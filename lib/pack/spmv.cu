@@ -263,6 +263,28 @@ static __global__ void spmv_sell_kernel(float *y, const float *x, DevPackTensor 
     }
 }
 
+// The pairs layout (spmv.h): a warp per row, each lane taking 16 bytes (4 words) at a time
+// from the row's groups, every load of the row issued without waiting on another (x is
+// read through L1, 16 to 44 KB for the model's shapes); the lanes' sums added by a butterfly.
+static __device__ float pairs_dot(uint4 g, const float *x) {
+    uint32_t w[4] = {g.x, g.y, g.z, g.w};
+    float s = 0;
+    for (int i = 0; i < 4; i++)
+        if (w[i]) s += km_float_from_bf16((uint16_t)(w[i] >> 16)) * x[w[i] & 0xffffu];
+    return s;
+}
+
+static __global__ void spmv_pairs_kernel(float *y, const float *x, DevPackTensor t, const float *b, int acc) {
+    unsigned lane = threadIdx.x % 32;
+    const uint4 *g = (const uint4 *)t.pairs;
+    for (size_t r = warp_id(); r < t.rows; r += warp_count()) {
+        float s = 0;
+        for (size_t k = t.pair_off[r] + lane; k < t.pair_off[r + 1]; k += 32) s += pairs_dot(g[k], x);
+        s = warp_sum(s);
+        if (lane == 0) y_put(y, r, s, NULL, b, acc);
+    }
+}
+
 // The kernel of encoding ENC for value type VAL, launched.
 template <int VAL>
 static void launch_val(float *y, const float *x, const DevPackTensor *t, const float *b, int acc, cudaStream_t st) {
@@ -296,6 +318,12 @@ static void launch_val(float *y, const float *x, const DevPackTensor *t, const f
 BEST_KAPI void spmv_forward_cuda(float *y, const float *x, const DevPackTensor *t, const float *b, int acc,
                                  cudaStream_t stream) {
     if (t->rows == 0) return;
+    if (t->layout == DEVPACK_PAIRS) {
+        LAUNCH(spmv_pairs_kernel, km_blocks(t->rows, SPMV_WARPS, KM_GRID_CAP), SPMV_THREADS, stream, y, x, *t, b,
+               acc);
+        CUDA_CHECK(cudaGetLastError());
+        return;
+    }
     switch (t->val) {
     case PACK_F32: launch_val<PACK_F32>(y, x, t, b, acc, stream); break;
     case PACK_BF16: launch_val<PACK_BF16>(y, x, t, b, acc, stream); break;
@@ -326,6 +354,16 @@ static __global__ void spmv_decode_kernel(void *out, const int32_t *ids, size_t 
     for (size_t u = blockIdx.x; u < n; u += gridDim.x) {
         size_t r = ids ? (size_t)ids[u] : u, base = u * t.cols;
         float sc = t.scales ? t.scales[r] : 1.0f;
+        if (t.layout == DEVPACK_PAIRS) { // zeros, then the row's words, a lane each
+            for (size_t c = lane; c < t.cols; c += 32) out_put<BF>(out, base + c, 0.0f);
+            __syncthreads();
+            for (size_t k = 4 * (size_t)t.pair_off[r] + lane; k < 4 * (size_t)t.pair_off[r + 1]; k += 32) {
+                uint32_t w = t.pairs[k];
+                if (w) out_put<BF>(out, base + (w & 0xffffu), km_float_from_bf16((uint16_t)(w >> 16)));
+            }
+            __syncthreads();
+            continue;
+        }
         if (t.enc == PACK_DENSE) {
             for (size_t c = lane; c < t.cols; c += 32) out_put<BF>(out, base + c, value_at<VAL>(t.values, r * t.cols + c) * sc);
             continue;
@@ -410,7 +448,8 @@ static void *put(char *block, size_t *used, const void *src, size_t n) {
     return block + at;
 }
 
-BEST_KAPI int devpack_upload(DevPackTensor *d, const PackTensor *t) {
+// d = t's streams (DEVPACK_STREAMS).
+static int upload_streams(DevPackTensor *d, const PackTensor *t) {
     memset(d, 0, sizeof *d);
     size_t units = t->enc == PACK_TILES ? (t->rows + 31) / 32 : t->enc == PACK_SELL ? (t->rows + 7) / 8 : t->rows;
     size_t nnz_n = t->nnz_ptr ? ((t->enc == PACK_SELL ? t->rows : units) + 1) * 4 : 0;
@@ -447,6 +486,105 @@ BEST_KAPI int devpack_upload(DevPackTensor *d, const PackTensor *t) {
 BEST_KAPI void devpack_free(DevPackTensor *d) {
     if (d->block) CUDA_CHECK(cudaFree(d->block));
     memset(d, 0, sizeof *d);
+}
+
+// d = t in the pairs layout; 1 (d untouched) when t cannot take it.
+static int upload_pairs(DevPackTensor *d, const PackTensor *t) {
+    uint32_t *off = (uint32_t *)xmalloc((t->rows + 1) * sizeof *off);
+    size_t words = devpack_pairs_build(off, NULL, t);
+    if (words == 0) {
+        free(off);
+        return 1;
+    }
+    uint32_t *w = (uint32_t *)xmalloc(words * sizeof *w);
+    devpack_pairs_build(off, w, t);
+    memset(d, 0, sizeof *d);
+    char *block = NULL;
+    int rc = 0;
+    for (int pass = 0; pass < 2 && rc == 0; pass++) { // measure, then copy
+        size_t used = 0;
+        d->pair_off = (const uint32_t *)put(block, &used, off, (t->rows + 1) * sizeof *off);
+        d->pairs = (const uint32_t *)put(block, &used, w, words * sizeof *w);
+        if (pass == 0) {
+            d->bytes = used;
+            if (cudaMalloc((void **)&block, used) != cudaSuccess) {
+                (void)cudaGetLastError();
+                rc = ERR("CUDA: cannot allocate %.1f MiB of device memory for %s", (double)used / (1 << 20), t->name);
+            }
+        }
+    }
+    free(off);
+    free(w);
+    if (rc < 0) return -1;
+    d->block = block;
+    d->layout = DEVPACK_PAIRS;
+    d->rows = t->rows, d->cols = t->cols, d->nnz = t->nnz, d->enc = t->enc, d->val = t->val;
+    return 0;
+}
+
+// The device time of one product with d, in ms: the median of 5 after 2 untimed, on x = 0.
+static float time_product(const DevPackTensor *d, float *x, float *y, cudaStream_t st) {
+    cudaEvent_t e0, e1;
+    CUDA_CHECK(cudaEventCreate(&e0));
+    CUDA_CHECK(cudaEventCreate(&e1));
+    float t[5];
+    for (int i = 0; i < 7; i++) {
+        CUDA_CHECK(cudaEventRecord(e0, st));
+        spmv_forward_cuda(y, x, d, NULL, 0, st);
+        CUDA_CHECK(cudaEventRecord(e1, st));
+        CUDA_CHECK(cudaEventSynchronize(e1));
+        if (i >= 2) CUDA_CHECK(cudaEventElapsedTime(&t[i - 2], e0, e1));
+    }
+    CUDA_CHECK(cudaEventDestroy(e0));
+    CUDA_CHECK(cudaEventDestroy(e1));
+    for (int i = 1; i < 5; i++) // insertion sort of 5
+        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+            float s = t[j];
+            t[j] = t[j - 1], t[j - 1] = s;
+        }
+    return t[2];
+}
+
+BEST_KAPI int devpack_upload_layout(DevPackTensor *d, const PackTensor *t, DevPackLayout layout) {
+    if (layout == DEVPACK_PAIRS) {
+        int rc = upload_pairs(d, t);
+        if (rc <= 0) return rc;
+    }
+    return upload_streams(d, t);
+}
+
+BEST_KAPI int devpack_upload(DevPackTensor *d, const PackTensor *t) {
+    int want = devpack_layout_env();
+    if (want < 0) return ERR("BEST_SPMV_LAYOUT=%s in the environment: expected streams, pairs or auto",
+                             getenv("BEST_SPMV_LAYOUT"));
+    if (want < 2) return devpack_upload_layout(d, t, want ? DEVPACK_PAIRS : DEVPACK_STREAMS);
+    // auto: both, timed on this device, the faster kept (the streams on a tie)
+    DevPackTensor p;
+    int rc = upload_pairs(&p, t);
+    if (rc < 0) return -1;
+    if (upload_streams(d, t) < 0) {
+        if (rc == 0) devpack_free(&p);
+        return -1;
+    }
+    if (rc == 1) return 0; // t cannot take pairs
+    float *x, *y;
+    if (cudaMalloc((void **)&x, (t->cols + t->rows) * sizeof(float)) != cudaSuccess) {
+        (void)cudaGetLastError();
+        devpack_free(&p);
+        return 0; // no room to time: the streams
+    }
+    y = x + t->cols;
+    cudaStream_t st = 0;
+    CUDA_CHECK(cudaMemset(x, 0, t->cols * sizeof(float)));
+    float ms_streams = time_product(d, x, y, st), ms_pairs = time_product(&p, x, y, st);
+    CUDA_CHECK(cudaFree(x));
+    if (ms_pairs < ms_streams) {
+        devpack_free(d);
+        *d = p;
+    } else {
+        devpack_free(&p);
+    }
+    return 0;
 }
 
 // --- nn/weight.h's device operations over DevPackTensors --------------------------------------

@@ -62,8 +62,19 @@ int spmv_isa_parse(SpmvIsa *out, const char *name); // -1 (no ERR) for an unknow
 const char *spmv_kernel_name(const PackTensor *t);
 
 // --- on a CUDA device (spmv.cu) -------------------------------------------------------------
-// A packed tensor's streams copied to device memory as they are in the pack (one
-// allocation, `block`); the pointers are device pointers, NULL where t has no such stream.
+// A packed tensor on the device (one allocation, `block`; device pointers), in one of two
+// layouts:
+//   DEVPACK_STREAMS  its streams copied as they are in the pack (NULL where t has none)
+//   DEVPACK_PAIRS    made at upload from a sparse BF16 tensor of at most 65536 columns:
+//                    each row's stored elements as 32-bit words {column in the low 16
+//                    bits, bf16 value in the high 16}, in column order, padded with zero
+//                    words to a multiple of 4 (one 16-byte load a lane); pair_off (rows + 1)
+//                    counts 16-byte groups. A zero word (column 0, +0.0) adds nothing, as a
+//                    stored +0.0 would (unless x[0] is not finite), and is skipped.
+// Which one: BEST_SPMV_LAYOUT=streams (the default), pairs, or auto (both built, each
+// timed on the device at upload, the faster kept); a tensor pairs cannot hold stays in
+// streams. The pairs layout and auto have NEVER RUN ON A GPU (2026-11-29).
+typedef enum { DEVPACK_STREAMS, DEVPACK_PAIRS } DevPackLayout;
 typedef struct {
     size_t rows, cols, nnz, slots;
     PackEnc enc;
@@ -72,13 +83,26 @@ typedef struct {
     const uint8_t *index, *steps;
     const void *values;
     const float *scales;
+    DevPackLayout layout;
+    const uint32_t *pairs;     // DEVPACK_PAIRS: (pair_off[rows] * 4) words
+    const uint32_t *pair_off;  // (rows + 1)
     void *block;
     size_t bytes;              // of block: what the tensor takes on the device
 } DevPackTensor;
 
+// The words of t in the pairs layout (above): pair_off (rows + 1) and, with pairs non-NULL,
+// pairs (pair_off[rows] * 4); returns the number of words, 0 when t cannot take the
+// layout (not sparse BF16, or more than 65536 columns). Host memory (spmv.cu).
+size_t devpack_pairs_build(uint32_t *pair_off, uint32_t *pairs, const PackTensor *t);
+// BEST_SPMV_LAYOUT's value: 0 streams (also unset or empty), 1 pairs, 2 auto, -1 another.
+int devpack_layout_env(void);
+
 #ifdef BEST_CUDA
-// d = t's streams on the current device. 0, or ERR (out of device memory).
+// d = t on the current device, in the layout BEST_SPMV_LAYOUT asks (above). 0, or ERR
+// (out of device memory, an unknown BEST_SPMV_LAYOUT).
 int devpack_upload(DevPackTensor *d, const PackTensor *t);
+// d = t in the given layout (DEVPACK_PAIRS: streams where t cannot take it).
+int devpack_upload_layout(DevPackTensor *d, const PackTensor *t, DevPackLayout layout);
 void devpack_free(DevPackTensor *d);
 struct CUstream_st;
 // spmv_forward on the device: y (rows), x (cols), b (rows) or NULL are device arrays; y

@@ -321,6 +321,13 @@ if [ "$MODE" != tests ] && [ -n "$gpu" ] && want spmv && [ -x build/bench/bench_
     else
         notok "bench_spmv_gpu: $(tail -n 1 "$OUT/bench-spmv.log")"
     fi
+    # the pairs layout made at upload (issue 35; never run on a GPU before), L2-cold as above
+    budget "bench_spmv_gpu --layout pairs" &&
+    if limit build/bench/bench_spmv_gpu --layout pairs --json "$OUT/bench-spmv-pairs.json" >"$OUT/bench-spmv-pairs.log" 2>&1; then
+        ok "bench_spmv_gpu --layout pairs: $(grep -m 1 '^4096x11008 *95%' "$OUT/bench-spmv-pairs.log")"
+    else
+        notok "bench_spmv_gpu --layout pairs: $(tail -n 1 "$OUT/bench-spmv-pairs.log")"
+    fi
     # the same shapes packed as sell (the AVX2 encoding; its device kernel: a thread per row)
     budget "bench_spmv_gpu --index sell" &&
     if limit build/bench/bench_spmv_gpu --index sell --json "$OUT/bench-spmv-sell.json" >"$OUT/bench-spmv-sell.log" 2>&1; then
