@@ -51,6 +51,8 @@
 #include "sparse/saliency.h" // defines: saliency_score
 #include "sparse/select.h"   // defines: select_init, select_count, ... (the CPU reference)
 #include "test.h"
+extern "C" int32_t sample_token(const float *logits, int V, float temperature, float top_p, uint64_t *rng,
+                                float *scratch); // run/eval.h's: the greedy pick argmax_cuda follows
 
 // --- device memory: cudaMalloc on a GPU, host memory under the emulator -----------------
 #ifdef TEST_ON_GPU
@@ -290,6 +292,34 @@ static void check_rope() {
     T_OK(memcmp(&kc[p * KVD], td.data(), KVD * 4) == 0 && memcmp(&vc[p * KVD], v.data(), KVD * 4) == 0 &&
              unwritten(kc) == (T - 1) * KVD && unwritten(vc) == (T - 1) * KVD,
          "%s kv append at position 3: that row of each cache, nothing else", MODE);
+}
+
+// argmax_cuda against sample_token at temperature 0: random logits (several maxima ties
+// planted), NaNs among them, x[0] NaN, all NaN, all -inf, one value, and sizes around the
+// block's 1024 threads.
+static void check_argmax() {
+    std::vector<float> scratch(2 * 5000);
+    size_t bad = 0, cases = 0;
+    static const size_t ns[] = {1, 7, 1023, 1024, 1025, 5000};
+    for (size_t n : ns)
+        for (int kind = 0; kind < 6; kind++) {
+            std::vector<float> x = rand_vec(n, 3.0f);
+            if (kind == 1 && n > 3) x[n / 3] = x[n - 1] = x[1] = 50.0f; // ties: the first wins
+            if (kind == 2) for (size_t i = 1; i < n; i += 3) x[i] = NAN;
+            if (kind == 3) x[0] = NAN;
+            if (kind == 4) for (auto &v : x) v = NAN;
+            if (kind == 5) for (auto &v : x) v = -INFINITY;
+            Dev<float> d_x(x);
+            Dev<int32_t> d_out(1);
+            d_out.poison();
+            argmax_cuda(d_out.p, d_x.p, n, stream);
+            uint64_t rng = 1;
+            int32_t want = sample_token(x.data(), (int)n, 0.0f, 1.0f, &rng, scratch.data());
+            bad += d_out.get()[0] != want;
+            cases++;
+        }
+    T_OK(bad == 0, "%s argmax: %zu cases of 6 sizes (1 to 5000; ties, NaNs, x[0] NaN, all NaN, all -inf) are "
+         "sample_token's greedy pick (%zu differ)", MODE, cases, bad);
 }
 
 static void check_elementwise() {
@@ -1053,6 +1083,7 @@ int main() {
     check_rmsnorm();
     check_rope();
     check_elementwise();
+    check_argmax();
     check_crossentropy();
     check_attention();
     check_adamw();

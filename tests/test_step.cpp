@@ -377,7 +377,9 @@ static void check_decode(const char *name) {
     double worst = 0;
     int same = 0, ties = 0, rc = 0;
     int32_t t = 1;
+    std::vector<int32_t> ins, picks; // each step's input, and the argmax of the device's logits
     for (int i = 0; i < STEPS && rc == 0; i++) {
+        ins.push_back(t);
         const float *want = model_forward_token(&m, &c, t, i);
         rc = want ? devmodel_forward_token(z.data(), &d, t, (size_t)i) : -1;
         if (rc < 0) break;
@@ -391,6 +393,7 @@ static void check_decode(const char *name) {
             if (z[v] > z[bz]) bz = (int32_t)v;
         }
         worst = fmax(worst, sqrt(num / den));
+        picks.push_back(bz);
         same += bw == bz;
         ties += bw != bz && (double)want[bw] - want[bz] <= 2 * amax;
         t = bw;
@@ -401,6 +404,20 @@ static void check_decode(const char *name) {
     int32_t bad = (int32_t)m.V;
     T_OK(devmodel_forward_token(z.data(), &d, bad, 0) < 0 && devmodel_forward_token(z.data(), &d, 1, STEPS) < 0,
          "%s: a token outside the vocabulary and a position past the cache are errors", name);
+    // greedy on the device (its own graph): the same inputs give the argmax of those logits
+    DevModel g;
+    if (T_OK(devmodel_init(&g, ctx_get(), &m, 1, STEPS, 0, DEVMODEL_DECODE) == 0, "%s: a second decode DevModel", name)) {
+        int differ = 0;
+        for (size_t i = 0; i < ins.size(); i++) {
+            int32_t next = -1;
+            if (devmodel_forward_token_greedy(&next, &g, ins[i], i) < 0) next = -2;
+            differ += next != picks[i];
+        }
+        T_OK(differ == 0 && ins.size() == (size_t)STEPS, "%s: devmodel_forward_token_greedy: the token, not the logits, "
+             "comes back, and it is the argmax of devmodel_forward_token's logits at all %zu steps (%d differ)", name,
+             ins.size(), differ);
+        devmodel_free(&g);
+    }
     kvcache_free(&c);
     devmodel_free(&d);
     model_free(&m);

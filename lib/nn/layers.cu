@@ -79,6 +79,39 @@ BEST_KAPI void embedding_backward_index_cuda(float *dembed, const float *dx, con
     CUDA_CHECK(cudaGetLastError());
 }
 
+// *out = the greedy token of logits x (n): the first index of the largest value, NaNs never
+// chosen, and 0 when x[0] is NaN (eval.c's sample_token at temperature 0: best = 0, then
+// each later value that is > the best's). One block of ARGMAX_THREADS: each thread the
+// first largest of its strided share, then a tree over shared memory (the larger value,
+// the lower index on a tie; an empty share, index -1, loses).
+#define ARGMAX_THREADS 1024
+static __global__ void argmax_kernel(int32_t *out, const float *x, size_t n) {
+    __shared__ float bv[ARGMAX_THREADS];
+    __shared__ int32_t bi[ARGMAX_THREADS];
+    unsigned t = threadIdx.x;
+    float v = 0;
+    int32_t i = -1;
+    for (size_t k = t; k < n; k += blockDim.x)
+        if (x[k] == x[k] && (i < 0 || x[k] > v)) v = x[k], i = (int32_t)k; // (x[k] == x[k]: not NaN)
+    bv[t] = v, bi[t] = i;
+    __syncthreads();
+    for (unsigned h = blockDim.x / 2; h > 0; h >>= 1) {
+        if (t < h) {
+            float w = bv[t + h];
+            int32_t j = bi[t + h];
+            if (j >= 0 && (bi[t] < 0 || w > bv[t] || (w == bv[t] && j < bi[t]))) bv[t] = w, bi[t] = j;
+        }
+        __syncthreads();
+    }
+    if (t == 0) *out = x[0] != x[0] || bi[0] < 0 ? 0 : bi[0];
+}
+
+BEST_KAPI void argmax_cuda(int32_t *out, const float *x, size_t n, cudaStream_t stream) {
+    if (n == 0) return;
+    LAUNCH(argmax_kernel, 1, ARGMAX_THREADS, stream, out, x, n);
+    CUDA_CHECK(cudaGetLastError());
+}
+
 BEST_KAPI void embedding_forward_cuda(float *x, const int32_t *tokens, const float *embed,
                                       size_t N, size_t C, cudaStream_t stream) {
     if (N * C == 0) return;

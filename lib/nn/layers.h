@@ -142,6 +142,9 @@ void crossentropy_backward(float *dlogits, const float *logits, const float *lse
 #ifdef BEST_CUDA
 struct CUstream_st; // cudaStream_t is a struct CUstream_st *
 
+// *out (device) = the greedy token of logits x (n, device): eval.c's sample_token at
+// temperature 0 (the first index of the largest, NaNs never chosen, 0 when x[0] is NaN).
+void argmax_cuda(int32_t *out, const float *x, size_t n, struct CUstream_st *stream);
 void embedding_forward_cuda(float *x, const int32_t *tokens, const float *embed, size_t N,
                             size_t C, struct CUstream_st *stream);
 void embedding_backward_cuda(float *dembed, const float *dx, const int32_t *tokens, size_t N,

@@ -189,6 +189,7 @@ static void acts_layout(DevModel *d, DevCarver *cv) {
         d->kc = TAKE_F(cv, m->L * (size_t)d->T * KVD);
         d->vc = TAKE_F(cv, m->L * (size_t)d->T * KVD);
         d->step_in = (int32_t *)dev_take(cv, 2 * sizeof(int32_t));
+        d->next_dev = (int32_t *)dev_take(cv, sizeof(int32_t));
     }
     if (d->eval) return; // the backward's scratch follows
     d->dres = TAKE_F(cv, N * C);
@@ -429,6 +430,8 @@ BEST_KAPI void devmodel_free(DevModel *d) {
         for (int i = 0; i < d->m->n_info; i++)
             if (d->dw[i]) d->m->ext->ops->dev_free(d->dw[i]);
     if (d->graph) CUDA_CHECK(cudaGraphExecDestroy(d->graph));
+    if (d->graph_greedy) CUDA_CHECK(cudaGraphExecDestroy(d->graph_greedy));
+    if (d->host_next) CUDA_CHECK(cudaFreeHost(d->host_next));
     if (d->host_in) CUDA_CHECK(cudaFreeHost(d->host_in));
     if (d->host_logits) CUDA_CHECK(cudaFreeHost(d->host_logits));
     free(d->dw);
@@ -656,7 +659,8 @@ BEST_KAPI int devmodel_init_ranks(DevModel *d, CudaCtx *c, const Model *m, int B
     if (rc == 0 && m->ext) rc = stored_upload(d);
     if (rc == 0 && d->decode) { // pinned: the graph's copies read and write them
         if (cudaMallocHost((void **)&d->host_in, 2 * sizeof(int32_t)) != cudaSuccess ||
-            cudaMallocHost((void **)&d->host_logits, m->V * sizeof(float)) != cudaSuccess) {
+            cudaMallocHost((void **)&d->host_logits, m->V * sizeof(float)) != cudaSuccess ||
+            cudaMallocHost((void **)&d->host_next, sizeof(int32_t)) != cudaSuccess) {
             (void)cudaGetLastError();
             rc = ERR("CUDA: cannot allocate %.1f MiB of pinned host memory for the logits",
                      (double)m->V * 4 / (1 << 20));
@@ -995,7 +999,7 @@ BEST_KAPI int devmodel_forward_packed(DevModel *d, const int32_t *tokens, const 
 // The work of one decode step, enqueued on the stream (or recorded into its graph): the
 // token and position from pinned memory to d->step_in, then everything reads the position
 // there, so that one graph serves every step.
-static void decode_step(DevModel *d) {
+static void decode_step(DevModel *d, int greedy) {
     const Model *m = d->m;
     cudaStream_t st = d->ctx->stream;
     size_t C = m->C, V = m->V, KVD = m->KVD, HD = m->HD, T = (size_t)d->T;
@@ -1016,41 +1020,59 @@ static void decode_step(DevModel *d) {
     rmsnorm_forward_cuda(d->xnf, d->rstdf, res, d->w.final_norm, 1, C, (float)m->cfg.rms_norm_eps, st);
     operand(d, d->xnf, 1, C);
     linear(d, d->logits, d->xbf, MW_HEAD, 0, NULL, 1, C, V, 0);
-    CUDA_CHECK(cudaMemcpyAsync(d->host_logits, d->logits, V * sizeof(float), cudaMemcpyDeviceToHost, st));
+    if (greedy) { // the token, not the logits
+        argmax_cuda(d->next_dev, d->logits, V, st);
+        CUDA_CHECK(cudaMemcpyAsync(d->host_next, d->next_dev, sizeof(int32_t), cudaMemcpyDeviceToHost, st));
+    } else {
+        CUDA_CHECK(cudaMemcpyAsync(d->host_logits, d->logits, V * sizeof(float), cudaMemcpyDeviceToHost, st));
+    }
 }
 
 // d->graph = decode_step captured; where capturing fails, d->no_graph (steps launched
 // one by one from then on).
-static void decode_capture(DevModel *d) {
+static void decode_capture(DevModel *d, int greedy) {
     cudaStream_t st = d->ctx->stream;
     cudaGraph_t g = NULL;
+    cudaGraphExec_t *exec = greedy ? &d->graph_greedy : &d->graph;
     cudaError_t e = cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal);
     if (e == cudaSuccess) {
-        decode_step(d);
+        decode_step(d, greedy);
         e = cudaStreamEndCapture(st, &g);
     }
-    if (e == cudaSuccess) e = cudaGraphInstantiate(&d->graph, g, 0);
+    if (e == cudaSuccess) e = cudaGraphInstantiate(exec, g, 0);
     if (g) CUDA_CHECK(cudaGraphDestroy(g));
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
-        d->graph = NULL;
+        *exec = NULL;
         d->no_graph = 1;
     }
 }
 
-BEST_KAPI int devmodel_forward_token(float *logits, DevModel *d, int32_t token, size_t pos) {
+// One decode step, its graph captured at its first call (greedy: the other graph).
+static int forward_token(DevModel *d, int32_t token, size_t pos, int greedy) {
     CHECK(d->decode, "devmodel_forward_token needs a DevModel made with DEVMODEL_DECODE");
-    const Model *m = d->m;
     cudaStream_t st = d->ctx->stream;
-    TRY(ids_check(&token, 1, m->V, 0, "token"));
+    TRY(ids_check(&token, 1, d->m->V, 0, "token"));
     if (pos >= (size_t)d->T) return ERR("position %zu is past the %d positions of the decode cache", pos, d->T);
     d->host_in[0] = token;
     d->host_in[1] = (int32_t)pos;
-    if (!d->graph && !d->no_graph) decode_capture(d);
-    if (d->graph) CUDA_CHECK(cudaGraphLaunch(d->graph, st));
-    else decode_step(d);
+    cudaGraphExec_t *exec = greedy ? &d->graph_greedy : &d->graph;
+    if (!*exec && !d->no_graph) decode_capture(d, greedy);
+    if (*exec) CUDA_CHECK(cudaGraphLaunch(*exec, st));
+    else decode_step(d, greedy);
     CUDA_CHECK(cudaStreamSynchronize(st));
-    memcpy(logits, d->host_logits, m->V * sizeof(float));
+    return 0;
+}
+
+BEST_KAPI int devmodel_forward_token(float *logits, DevModel *d, int32_t token, size_t pos) {
+    TRY(forward_token(d, token, pos, 0));
+    memcpy(logits, d->host_logits, d->m->V * sizeof(float));
+    return 0;
+}
+
+BEST_KAPI int devmodel_forward_token_greedy(int32_t *next, DevModel *d, int32_t token, size_t pos) {
+    TRY(forward_token(d, token, pos, 1));
+    *next = *d->host_next;
     return 0;
 }
 

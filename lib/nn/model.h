@@ -385,6 +385,9 @@ typedef struct DevModel {
     int32_t *host_in;           // (2) pinned host memory: the next step's token and position
     float *host_logits;         // (V) pinned host memory: the last step's logits
     struct CUgraphExec_st *graph; // the decode step, captured at the first token; NULL before
+    struct CUgraphExec_st *graph_greedy; // the same ending in the greedy token (devmodel_forward_token_greedy)
+    int32_t *next_dev;          // decoding: (1) on the device, the greedy token
+    int32_t *host_next;         // (1) pinned host memory: its copy
     int no_graph;               // steps launched one by one (BEST_CUDA_GRAPH=0, or no capture)
     LayerActs *layer;           // (L) host array of device pointers
     float *resf, *rstdf, *xnf;  // (N, C), (N), (N, C)
@@ -508,6 +511,11 @@ int devmodel_forward_packed(DevModel *d, const int32_t *tokens, const int32_t *p
 // position that the host writes into pinned memory before each launch; BEST_CUDA_GRAPH=0
 // in the environment launches the same work one kernel at a time instead.
 int devmodel_forward_token(float *logits, DevModel *d, int32_t token, size_t pos);
+// devmodel_forward_token for greedy decoding: *next = the argmax of the step's logits as
+// eval.c's sample_token at temperature 0 picks it, found on the device (argmax_cuda), so
+// that 4 bytes come back instead of the V logits. Its own graph (BEST_CUDA_GRAPH as above).
+// -1 after ERR.
+int devmodel_forward_token_greedy(int32_t *next, DevModel *d, int32_t token, size_t pos);
 // model_backward on the device: adds the gradient of loss_scale * d->loss into d->grads.
 void devmodel_backward(DevModel *d, float loss_scale);
 // devmodel_backward for a step's last micro-batch: with GPU ranks, each layer's gradients

@@ -163,22 +163,29 @@ int32_t sample_token(const float *logits, int V, float temperature, float top_p,
 // One forward pass of generation: the logits (V) of token at position pos, or NULL
 // after ERR. The CPU's (a KV cache of model.c) or the device's (DevModel).
 typedef const float *(*StepFn)(void *step_ctx, int32_t token, int pos);
+// A step that picks the greedy token itself (the device: only the token comes back):
+// 0 with *next, or -1 after ERR.
+typedef int (*GreedyFn)(void *step_ctx, int32_t token, int pos, int32_t *next);
 
-// eval_generate's loop over a step function, V the vocabulary.
-static int generate_loop(IdVec *out, GenStats *st, size_t V, StepFn step, void *step_ctx, const int32_t *prompt,
-                         size_t n_prompt, const GenOptions *o, void (*on_token)(const IdVec *so_far, void *ctx),
-                         void *ctx) {
+// eval_generate's loop over a step function, V the vocabulary; at temperature 0 over
+// greedy instead, when there is one (the same tokens: sample_token's pick).
+static int generate_loop(IdVec *out, GenStats *st, size_t V, StepFn step, GreedyFn greedy, void *step_ctx,
+                         const int32_t *prompt, size_t n_prompt, const GenOptions *o,
+                         void (*on_token)(const IdVec *so_far, void *ctx), void *ctx) {
     float *scratch = xmalloc(2 * V * sizeof *scratch);
     uint64_t rng = o->seed ? o->seed : 0x9E3779B97F4A7C15ull;
     const float *logits = NULL;
-    int rc = 0;
+    int rc = 0, by_greedy = greedy && o->temperature <= 0;
+    int32_t picked = 0; // by_greedy: the last step's token
     double t0 = now_seconds(), t1 = t0;
-    for (size_t i = 0; i < n_prompt && rc == 0; i++)
-        if (!(logits = step(step_ctx, prompt[i], (int)i))) rc = -1;
+    for (size_t i = 0; i < n_prompt && rc == 0; i++) {
+        if (by_greedy) rc = greedy(step_ctx, prompt[i], (int)i, &picked);
+        else if (!(logits = step(step_ctx, prompt[i], (int)i))) rc = -1;
+    }
     st->prompt_seconds = now_seconds() - t0;
     for (int k = 0; k < o->max_new_tokens && rc == 0; k++) {
         if (k == 0) t1 = now_seconds();
-        int32_t next = sample_token(logits, (int)V, o->temperature, o->top_p, &rng, scratch);
+        int32_t next = by_greedy ? picked : sample_token(logits, (int)V, o->temperature, o->top_p, &rng, scratch);
         idvec_push(out, next);
         int stop = 0;
         for (int s = 0; s < o->n_stop; s++) stop |= next == o->stop[s];
@@ -188,7 +195,8 @@ static int generate_loop(IdVec *out, GenStats *st, size_t V, StepFn step, void *
             t1 += now_seconds() - t2;
         }
         if (stop || k + 1 == o->max_new_tokens) break;
-        if (!(logits = step(step_ctx, next, (int)(n_prompt + (size_t)k)))) rc = -1;
+        if (by_greedy) rc = greedy(step_ctx, next, (int)(n_prompt + (size_t)k), &picked);
+        else if (!(logits = step(step_ctx, next, (int)(n_prompt + (size_t)k)))) rc = -1;
         st->decode_tokens++;
     }
     if (st->decode_tokens) st->decode_seconds = now_seconds() - t1;
@@ -226,7 +234,7 @@ int eval_generate(IdVec *out, GenStats *st, const Model *m, const int32_t *promp
     TRY(generate_positions(&max_T, m, n_prompt, o));
     CpuStep s = {m, {0}};
     TRY(kvcache_init(&s.c, m, (int)max_T));
-    int rc = generate_loop(out, st, m->V, cpu_step, &s, prompt, n_prompt, o, on_token, ctx);
+    int rc = generate_loop(out, st, m->V, cpu_step, NULL, &s, prompt, n_prompt, o, on_token, ctx);
     kvcache_free(&s.c);
     return rc;
 }
@@ -240,6 +248,11 @@ typedef struct {
 static const float *dev_step(void *p, int32_t token, int pos) {
     DevStep *s = p;
     return devmodel_forward_token(s->logits, &s->d, token, (size_t)pos) < 0 ? NULL : s->logits;
+}
+
+static int dev_greedy(void *p, int32_t token, int pos, int32_t *next) {
+    DevStep *s = p;
+    return devmodel_forward_token_greedy(next, &s->d, token, (size_t)pos);
 }
 #endif
 
@@ -264,7 +277,10 @@ int eval_generate_cuda(IdVec *out, GenStats *st, const Model *m, const int32_t *
     st->device_weight_bytes = s.d.weight_bytes;
     st->device_bytes = s.d.weight_bytes + s.d.acts_bytes;
     s.logits = xmalloc(m->V * sizeof *s.logits);
-    int rc = generate_loop(out, st, m->V, dev_step, &s, prompt, n_prompt, o, on_token, ctx);
+    // greedy: the argmax on the device, 4 bytes back a token (BEST_GREEDY_LOGITS=1: the logits, as before)
+    const char *gl = getenv("BEST_GREEDY_LOGITS");
+    GreedyFn greedy = gl && strcmp(gl, "1") == 0 ? NULL : dev_greedy;
+    int rc = generate_loop(out, st, m->V, dev_step, greedy, &s, prompt, n_prompt, o, on_token, ctx);
     free(s.logits);
     devmodel_free(&s.d);
     cuda_ctx_free(c);
