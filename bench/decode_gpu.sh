@@ -80,16 +80,20 @@ def best(kind, s):
     return max(rs, key=lambda r: r["tokens_per_s"]) if rs else None
 d, hf = best("dense", 0), best("transformers", 0)
 print(f"LLaMA-2-7B shape, {sys.argv[2]} of 32 layers, random bf16 weights; batch 1, greedy")
-print("| model | tokens/s | vs our dense | GPU memory GiB | memory vs our dense | weights GiB | same ids as its folder |")
-print("|---|---:|---:|---:|---:|---:|---|")
+print("| model | tokens/s | vs our dense | GPU memory GiB | memory vs our dense | weights GiB | measured GiB | same ids as its folder |")
+print("|---|---:|---:|---:|---:|---:|---:|---|")
 G = 2**30
+def measured(r):  # cudaMemGetInfo's growth from before the model went up to after the last token
+    m = r.get("device_mem_measured")
+    return f"{(m['after_decode'] - m['before_load']) / G:.2f}" if m else "-"
 print(f"| dense, transformers generate (static cache) | {hf['tokens_per_s']:.1f} | {hf['tokens_per_s'] / d['tokens_per_s']:.2f}x "
-      f"| {hf['peak_bytes'] / G:.2f} | {hf['peak_bytes'] / d['device_bytes']:.2f}x | | |")
+      f"| {hf['peak_bytes'] / G:.2f} | {hf['peak_bytes'] / d['device_bytes']:.2f}x | | {hf['peak_bytes'] / G:.2f} | |")
 print(f"| dense, best-eval --device cuda | {d['tokens_per_s']:.1f} | 1.00x | {d['device_bytes'] / G:.2f} | 1.00x "
-      f"| {d['device_weight_bytes'] / G:.2f} | |")
+      f"| {d['device_weight_bytes'] / G:.2f} | {measured(d)} | |")
 for s in sorted({r["sparsity"] for r in rows if r["kind"] == "packed"}):
     p = best("packed", s)
     print(f"| packed {s:g} | {p['tokens_per_s']:.1f} | {p['tokens_per_s'] / d['tokens_per_s']:.2f}x "
           f"| {p['device_bytes'] / G:.2f} | {d['device_bytes'] / p['device_bytes']:.2f}x less "
-          f"| {p['device_weight_bytes'] / G:.2f} | {'yes' if p['ids'] == best('folder', s)['ids'] else 'no'} |")
+          f"| {p['device_weight_bytes'] / G:.2f} | {measured(p)} | {'yes' if p['ids'] == best('folder', s)['ids'] else 'no'} |")
+print("CUDA graphs:", "yes" if all(r.get("cuda_graph", True) for r in rows if r["kind"] != "transformers") else "not all runs")
 PY

@@ -270,10 +270,12 @@ int eval_generate_cuda(IdVec *out, GenStats *st, const Model *m, const int32_t *
     CudaCtx *c;
     TRY(cuda_ctx_create(&c, 0, (size_t)32 << 20));
     DevStep s;
+    st->device_mem_before = cuda_mem_in_use(c);
     if (devmodel_init(&s.d, c, m, 1, (int)max_T, 0, DEVMODEL_DECODE) < 0) {
         cuda_ctx_free(c);
         return -1;
     }
+    st->device_mem_loaded = cuda_mem_in_use(c);
     st->device_weight_bytes = s.d.weight_bytes;
     st->device_bytes = s.d.weight_bytes + s.d.acts_bytes;
     s.logits = xmalloc(m->V * sizeof *s.logits);
@@ -281,6 +283,8 @@ int eval_generate_cuda(IdVec *out, GenStats *st, const Model *m, const int32_t *
     const char *gl = getenv("BEST_GREEDY_LOGITS");
     GreedyFn greedy = gl && strcmp(gl, "1") == 0 ? NULL : dev_greedy;
     int rc = generate_loop(out, st, m->V, dev_step, greedy, &s, prompt, n_prompt, o, on_token, ctx);
+    st->device_mem_after = cuda_mem_in_use(c);
+    st->cuda_graph = s.d.graph || s.d.graph_greedy;
     free(s.logits);
     devmodel_free(&s.d);
     cuda_ctx_free(c);

@@ -53,6 +53,12 @@ typedef struct {
     // on a CUDA device: what the weights took there (a pack: in its encodings), and all of
     // the model with its keys/values cache and activations (not cuBLASLt's workspace)
     size_t device_weight_bytes, device_bytes;
+    // measured there (cudaMemGetInfo, the whole device's use: this process's context and
+    // allocations, and any other process's): before the model went up, once it was up,
+    // and after the last token (decoding allocates nothing: its peak); whether the decode
+    // steps ran as CUDA graphs
+    size_t device_mem_before, device_mem_loaded, device_mem_after;
+    int cuda_graph;
 } GenStats;
 
 // Appends to out the tokens generated after prompt (n_prompt >= 1), with a KV cache.

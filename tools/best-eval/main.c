@@ -339,6 +339,11 @@ static void run_generate(const Opts *o, const Model *m, int on_cuda) {
         if (j && on_cuda) {
             json_object_set_new(j, "device_weight_bytes", json_integer((json_int_t)gs.device_weight_bytes));
             json_object_set_new(j, "device_bytes", json_integer((json_int_t)gs.device_bytes));
+            json_object_set_new(j, "device_mem_measured",
+                                json_pack("{s:I, s:I, s:I}", "before_load", (json_int_t)gs.device_mem_before, "loaded",
+                                          (json_int_t)gs.device_mem_loaded, "after_decode",
+                                          (json_int_t)gs.device_mem_after));
+            json_object_set_new(j, "cuda_graph", json_boolean(gs.cuda_graph));
         }
         if (!j) DIE("--json: cannot encode the result");
         char *str = json_dumps(j, JSON_COMPACT);
@@ -352,9 +357,12 @@ static void run_generate(const Opts *o, const Model *m, int on_cuda) {
             fprintf(stderr, "best-eval: %zu tokens in %.2fs (%.1f tokens/s; decoding alone %.1f tokens/s)\n", out.n,
                     secs, out.n / (secs > 0 ? secs : 1e-9), tps);
         if (on_cuda && !o->quiet)
-            fprintf(stderr, "best-eval: GPU memory %.3f GiB: weights %.3f GiB%s, cache and activations %.3f GiB\n",
+            fprintf(stderr, "best-eval: GPU memory %.3f GiB: weights %.3f GiB%s, cache and activations %.3f GiB; "
+                    "measured in use: %.3f GiB loaded, %.3f GiB after decoding, %.3f GiB before loading%s\n",
                     (double)gs.device_bytes / (1 << 30), (double)gs.device_weight_bytes / (1 << 30),
-                    m->ext ? " (packed)" : "", (double)(gs.device_bytes - gs.device_weight_bytes) / (1 << 30));
+                    m->ext ? " (packed)" : "", (double)(gs.device_bytes - gs.device_weight_bytes) / (1 << 30),
+                    (double)gs.device_mem_loaded / (1 << 30), (double)gs.device_mem_after / (1 << 30),
+                    (double)gs.device_mem_before / (1 << 30), gs.cuda_graph ? "; CUDA graph" : "; no CUDA graph");
     }
     bytevec_free(&s.text);
     idvec_free(&s.ids);
