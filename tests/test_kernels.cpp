@@ -294,6 +294,29 @@ static void check_rope() {
          "%s kv append at position 3: that row of each cache, nothing else", MODE);
 }
 
+// gemv_bf16_cuda against the CPU's matmul_forward on the bf16 weights' values (one row):
+// IC a multiple of 8 (16-byte loads) and not, with bias and accumulation; TOL_ROW (a row's
+// sum in another order).
+static void check_gemv() {
+    static const size_t OCs[] = {37, 300}, ICs[] = {64, 100, 1032};
+    for (size_t OC : OCs)
+        for (size_t IC : ICs)
+            for (int acc = 0; acc < 2; acc++) {
+                std::vector<float> wf = rand_vec(OC * IC, 1.0f), x = rand_vec(IC, 1.0f), b = rand_vec(OC, 1.0f);
+                std::vector<uint16_t> wb(OC * IC);
+                for (size_t i = 0; i < wb.size(); i++) wf[i] = km_float_from_bf16(wb[i] = km_bf16_from_float(wf[i]));
+                std::vector<float> y0 = rand_vec(OC, 1.0f), want = y0;
+                Dev<uint16_t> d_w(wb);
+                Dev<float> d_x(x), d_b(b), d_y(y0);
+                if (!acc) d_y.poison();
+                gemv_bf16_cuda(d_y.p, d_x.p, d_w.p, acc ? d_b.p : NULL, OC, IC, acc, stream);
+                matmul_forward(want.data(), x.data(), wf.data(), acc ? b.data() : NULL, 1, IC, OC, acc);
+                char what[96];
+                snprintf(what, sizeof what, "gemv bf16 %zux%zu%s", OC, IC, acc ? " + b, accumulated" : "");
+                expect_close(what, d_y.get(), want, TOL_ROW);
+            }
+}
+
 // argmax_cuda against sample_token at temperature 0: random logits (several maxima ties
 // planted), NaNs among them, x[0] NaN, all NaN, all -inf, one value, and sizes around the
 // block's 1024 threads.
@@ -1084,6 +1107,7 @@ int main() {
     check_rope();
     check_elementwise();
     check_argmax();
+    check_gemv();
     check_crossentropy();
     check_attention();
     check_adamw();

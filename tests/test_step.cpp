@@ -378,6 +378,7 @@ static void check_decode(const char *name) {
     int same = 0, ties = 0, rc = 0;
     int32_t t = 1;
     std::vector<int32_t> ins, picks; // each step's input, and the argmax of the device's logits
+    std::vector<std::vector<float>> zs; // and those logits
     for (int i = 0; i < STEPS && rc == 0; i++) {
         ins.push_back(t);
         const float *want = model_forward_token(&m, &c, t, i);
@@ -394,6 +395,7 @@ static void check_decode(const char *name) {
         }
         worst = fmax(worst, sqrt(num / den));
         picks.push_back(bz);
+        zs.push_back(z);
         same += bw == bz;
         ties += bw != bz && (double)want[bw] - want[bz] <= 2 * amax;
         t = bw;
@@ -404,6 +406,33 @@ static void check_decode(const char *name) {
     int32_t bad = (int32_t)m.V;
     T_OK(devmodel_forward_token(z.data(), &d, bad, 0) < 0 && devmodel_forward_token(z.data(), &d, 1, STEPS) < 0,
          "%s: a token outside the vocabulary and a position past the cache are errors", name);
+    // the dense products by our GEMV instead of cuBLASLt (BEST_DECODE_GEMV=own): the same
+    // inputs give logits within 1e-3 normwise of the cuBLASLt path's (each product's sum in
+    // another order, which can move an activation across a bf16 rounding of the next
+    // operand: 2^-8 of that element)
+    setenv("BEST_DECODE_GEMV", "own", 1);
+    DevModel gv;
+    int grc = devmodel_init(&gv, ctx_get(), &m, 1, STEPS, 0, DEVMODEL_DECODE);
+    unsetenv("BEST_DECODE_GEMV");
+    if (T_OK(grc == 0 && gv.gemv, "%s: a decode DevModel with BEST_DECODE_GEMV=own", name)) {
+        double gworst = 0;
+        std::vector<float> z2(m.V);
+        for (size_t i = 0; i < ins.size(); i++) {
+            double num = 0, den = 0;
+            if (devmodel_forward_token(z2.data(), &gv, ins[i], i) < 0) num = INFINITY;
+            for (size_t v = 0; v < m.V; v++)
+                num += ((double)z2[v] - zs[i][v]) * ((double)z2[v] - zs[i][v]), den += (double)zs[i][v] * zs[i][v];
+            gworst = fmax(gworst, sqrt(num / den));
+        }
+        T_OK(gworst <= 1e-3, "%s: decoding with our bf16 GEMV (BEST_DECODE_GEMV=own) instead of cuBLASLt: logits "
+             "within %.1e of its at all %zu steps (normwise, at most 1e-3)", name, gworst, ins.size());
+        devmodel_free(&gv);
+    }
+    setenv("BEST_DECODE_GEMV", "bogus", 1);
+    grc = devmodel_init(&gv, ctx_get(), &m, 1, STEPS, 0, DEVMODEL_DECODE);
+    unsetenv("BEST_DECODE_GEMV");
+    T_OK(grc < 0 && strstr(err_msg(), "BEST_DECODE_GEMV=bogus"), "%s: BEST_DECODE_GEMV=bogus is an error (%s)", name,
+         grc < 0 ? err_msg() : "none");
     // greedy on the device (its own graph): the same inputs give the argmax of those logits
     DevModel g;
     if (T_OK(devmodel_init(&g, ctx_get(), &m, 1, STEPS, 0, DEVMODEL_DECODE) == 0, "%s: a second decode DevModel", name)) {

@@ -79,6 +79,48 @@ BEST_KAPI void embedding_backward_index_cuda(float *dembed, const float *dx, con
     CUDA_CHECK(cudaGetLastError());
 }
 
+// y (OC) = or += (acc) W x + b for one row x (IC, fp32) and W (OC, IC) bf16: a warp per
+// row, the lanes taking 16 bytes (8 weights) at a time when IC is a multiple of 8 (every
+// row then starts 16-byte aligned, as W does), else one weight; x through L1; a butterfly
+// sum. Batch-1 decoding's dense products (BEST_DECODE_GEMV=own) without cuBLASLt.
+static __global__ void gemv_bf16_kernel(float *y, const float *x, const uint16_t *w, const float *b, size_t OC,
+                                        size_t IC, int acc) {
+    unsigned lane = threadIdx.x % 32;
+    size_t warps = (size_t)gridDim.x * blockDim.x / 32;
+    for (size_t r = km_thread_index(blockIdx.x, blockDim.x, threadIdx.x) / 32; r < OC; r += warps) {
+        const uint16_t *row = w + r * IC;
+        float s = 0;
+        if (IC % 8 == 0) {
+            const uint4 *v = (const uint4 *)row;
+            for (size_t c = lane; c < IC / 8; c += 32) {
+                uint4 u = v[c];
+                uint32_t q[4] = {u.x, u.y, u.z, u.w};
+                const float *xc = x + 8 * c;
+                for (int i = 0; i < 4; i++) {
+                    s += km_float_from_bf16((uint16_t)(q[i] & 0xffffu)) * xc[2 * i];
+                    s += km_float_from_bf16((uint16_t)(q[i] >> 16)) * xc[2 * i + 1];
+                }
+            }
+        } else {
+            for (size_t c = lane; c < IC; c += 32) s += km_float_from_bf16(row[c]) * x[c];
+        }
+        for (int d = 16; d > 0; d >>= 1) s += __shfl_xor_sync(0xffffffffu, s, d);
+        if (lane == 0) {
+            if (acc) s = y[r] + s;
+            if (b) s += b[r];
+            y[r] = s;
+        }
+    }
+}
+
+BEST_KAPI void gemv_bf16_cuda(float *y, const float *x, const uint16_t *w, const float *b, size_t OC, size_t IC,
+                              int acc, cudaStream_t stream) {
+    if (OC == 0) return;
+    LAUNCH(gemv_bf16_kernel, km_blocks(OC, KM_THREADS / 32, KM_GRID_CAP), KM_THREADS, stream, y, x, w, b, OC, IC,
+           acc);
+    CUDA_CHECK(cudaGetLastError());
+}
+
 // *out = the greedy token of logits x (n): the first index of the largest value, NaNs never
 // chosen, and 0 when x[0] is NaN (eval.c's sample_token at temperature 0: best = 0, then
 // each later value that is > the best's). One block of ARGMAX_THREADS: each thread the

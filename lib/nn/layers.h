@@ -142,6 +142,10 @@ void crossentropy_backward(float *dlogits, const float *logits, const float *lse
 #ifdef BEST_CUDA
 struct CUstream_st; // cudaStream_t is a struct CUstream_st *
 
+// y (OC) = or += (acc) W x + b, one row x (IC) fp32, W (OC, IC) bf16 bits, b (OC) or NULL:
+// batch-1 decoding's dense product without cuBLASLt (a warp a row, 16-byte loads).
+void gemv_bf16_cuda(float *y, const float *x, const uint16_t *w, const float *b, size_t OC, size_t IC, int acc,
+                    struct CUstream_st *stream);
 // *out (device) = the greedy token of logits x (n, device): eval.c's sample_token at
 // temperature 0 (the first index of the largest, NaNs never chosen, 0 when x[0] is NaN).
 void argmax_cuda(int32_t *out, const float *x, size_t n, struct CUstream_st *stream);

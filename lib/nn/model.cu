@@ -175,7 +175,7 @@ static void acts_layout(DevModel *d, DevCarver *cv) {
     d->rope_sin = TAKE_F(cv, (size_t)d->T * HD / 2);
     size_t widest = max3(C, Q, I);
     d->xbf = (uint16_t *)dev_take(cv, N * widest * sizeof(uint16_t));
-    if (d->m->ext && d->decode) d->xr = TAKE_F(cv, widest);
+    if ((d->m->ext || d->gemv) && d->decode) d->xr = TAKE_F(cv, widest);
     d->part = (double *)dev_take(cv, DEV_RED_BLOCKS * sizeof(double));
     d->scalars = (double *)dev_take(cv, N_SLOTS * sizeof(double));
     d->tokens = (int32_t *)dev_take(cv, N * sizeof(int32_t));
@@ -512,6 +512,9 @@ static void devmodel_shape(DevModel *d, const Model *m, int B, int T, size_t ce_
     d->ce_rows = ce_rows ? ce_rows : DEV_CE_FLOATS / m->V;
     if (d->ce_rows < 1) d->ce_rows = 1;
     if (d->ce_rows > d->N) d->ce_rows = d->N;
+    // decoding a folder: its products by our GEMV or cuBLASLt (devmodel_init checks the value)
+    const char *g = getenv("BEST_DECODE_GEMV");
+    d->gemv = d->decode && !m->ext && g && strcmp(g, "own") == 0;
 }
 
 BEST_KAPI size_t devmodel_bytes(size_t *acts_bytes, const Model *m, int B, int T, size_t ce_rows, int flags,
@@ -626,6 +629,11 @@ BEST_KAPI int devmodel_init_ranks(DevModel *d, CudaCtx *c, const Model *m, int B
         return ERR("%s: %s cannot go on a CUDA device in this build", m->ext->path, m->ext->what);
     d->ctx = c;
     devmodel_shape(d, m, B, T, ce_rows, flags);
+    const char *gv = getenv("BEST_DECODE_GEMV");
+    if (gv && *gv && strcmp(gv, "own") != 0 && strcmp(gv, "cublas") != 0) {
+        memset(d, 0, sizeof *d);
+        return ERR("BEST_DECODE_GEMV=%s in the environment: expected cublas or own", gv);
+    }
     d->comm = comm;
     if (comm) dist_slice(&d->own_lo, &d->own_hi, d->n_params, devcomm_rank(comm), devcomm_size(comm));
     // the prunable families as ranges of the block (the table is in block order)
@@ -742,13 +750,13 @@ static size_t woff(const DevModel *d, const float *w) { return (size_t)(w - d->m
 static void operand(DevModel *d, const float *x, size_t N, size_t n) {
     cudaStream_t st = d->ctx->stream;
     cast_bf16_cuda(d->xbf, x, N * n, st);
-    if (d->dw && d->decode) widen_bf16_cuda(d->xr, d->xbf, n, st);
+    if ((d->dw || d->gemv) && d->decode) widen_bf16_cuda(d->xr, d->xbf, n, st);
 }
 
 // operand's second half, for an operand a kernel wrote in bf16 itself (xb is d->xbf when
 // decoding: evaluation has no per-layer operands).
 static void operand_widen(DevModel *d, const uint16_t *xb, size_t n) {
-    if (d->dw && d->decode) widen_bf16_cuda(d->xr, xb, n, d->ctx->stream);
+    if ((d->dw || d->gemv) && d->decode) widen_bf16_cuda(d->xr, xb, n, d->ctx->stream);
 }
 
 // Where a norm writes the products' bf16 operand: the layer's own (training: the backward
@@ -765,6 +773,11 @@ static void linear(DevModel *d, float *y, const uint16_t *xbf, ModelMatrix w, si
                    size_t N, size_t IC, size_t OC, int acc) {
     const Model *m = d->m;
     int i = model_matrix_index(m, w, l);
+    if (!d->dw && d->gemv) { // decoding, one row: xbf widened into xr by operand
+        CHECK(N == 1 && xbf == d->xbf, "linear: a gemv of %zu rows, or not of operand's", N);
+        gemv_bf16_cuda(y, d->xr, d->wbf + m->info[i].offset, b, OC, IC, acc, d->ctx->stream);
+        return;
+    }
     if (!d->dw) {
         matmul_forward_cuda(d->ctx, y, xbf, d->wbf + m->info[i].offset, b, N, IC, OC, acc);
         return;

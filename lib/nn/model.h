@@ -389,6 +389,8 @@ typedef struct DevModel {
     int32_t *next_dev;          // decoding: (1) on the device, the greedy token
     int32_t *host_next;         // (1) pinned host memory: its copy
     int no_graph;               // steps launched one by one (BEST_CUDA_GRAPH=0, or no capture)
+    int gemv;                   // decoding a folder: its products by gemv_bf16_cuda on xr, not cuBLASLt
+                                // (BEST_DECODE_GEMV=own; never run on a GPU)
     LayerActs *layer;           // (L) host array of device pointers
     float *resf, *rstdf, *xnf;  // (N, C), (N), (N, C)
     size_t ce_rows;             // rows of logits per lm_head + cross-entropy chunk
