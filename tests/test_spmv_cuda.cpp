@@ -147,10 +147,16 @@ static double check_pack(const char *path, int *bad) {
             *bad = 1;
         }
         float *dx = dev_floats(x), *db = dev_floats(b);
-        for (int with = 0; with < 2; with++) { // plain; then with bias and accumulation
+        // plain; then with bias and accumulation; then, in the pairs layout, plain at each
+        // width of its kernel (32, 16, 8, 4 lanes a row)
+        int runs = d.layout == DEVPACK_PAIRS ? 6 : 2;
+        for (int run = 0; run < runs; run++) {
+            int with = run == 1;
+            DevPackTensor e = d;
+            if (run >= 2) e.pair_lanes = 32 >> (run - 2);
             float *dy = dev_floats(with ? y0 : std::vector<float>(t->rows, NAN));
             if (with) devpack_weight_matvec(dy, dx, dt, db, 1, 0);
-            else spmv_forward_cuda(dy, dx, &d, NULL, 0, 0);
+            else spmv_forward_cuda(dy, dx, &e, NULL, 0, 0);
             CUDA_CHECK(cudaDeviceSynchronize());
             CUDA_CHECK(cudaMemcpy(got.data(), dy, t->rows * sizeof(float), cudaMemcpyDeviceToHost));
             CUDA_CHECK(cudaFree(dy));
@@ -163,8 +169,8 @@ static double check_pack(const char *path, int *bad) {
             }
             if (rel > worst) worst = rel;
             if (!(rel <= 2e-6)) {
-                T_OK(0, "%s: %s (%s) %s: error %.2e of sum |w x|", path, t->name, spmv_kernel_name(t),
-                     with ? "with bias and acc" : "plain", rel);
+                T_OK(0, "%s: %s (%s%s, %d lanes) %s: error %.2e of sum |w x|", path, t->name, spmv_kernel_name(t),
+                     e.layout == DEVPACK_PAIRS ? ", pairs" : "", e.pair_lanes, with ? "with bias and acc" : "plain", rel);
                 *bad = 1;
             }
         }

@@ -31,6 +31,7 @@
 // bench/bench_spmv_gpu, bench/decode_gpu.sh (docs/benchmarks.md).
 #include "pack/spmv.h" // defines: DevPackTensor, the _cuda prototypes (BEST_CUDA)
 
+#include <math.h>
 #include <string.h>
 
 #include "base/error.h"     // defines: ERR, CHECK, xmalloc
@@ -274,14 +275,21 @@ static __device__ float pairs_dot(uint4 g, const float *x) {
     return s;
 }
 
+// LPR lanes a row (32 / LPR rows a warp, so that short rows keep the lanes busy): the
+// butterfly stays inside each group of LPR lanes. Every lane runs the same number of
+// iterations of the row loop (the warp's shuffles need them all).
+template <int LPR>
 static __global__ void spmv_pairs_kernel(float *y, const float *x, DevPackTensor t, const float *b, int acc) {
-    unsigned lane = threadIdx.x % 32;
+    unsigned lane = threadIdx.x % 32, sub = lane % LPR;
     const uint4 *g = (const uint4 *)t.pairs;
-    for (size_t r = warp_id(); r < t.rows; r += warp_count()) {
+    size_t per = 32 / LPR, first = warp_id() * per, step = warp_count() * per;
+    for (size_t r0 = first; r0 < t.rows; r0 += step) {
+        size_t r = r0 + lane / LPR;
         float s = 0;
-        for (size_t k = t.pair_off[r] + lane; k < t.pair_off[r + 1]; k += 32) s += pairs_dot(g[k], x);
-        s = warp_sum(s);
-        if (lane == 0) y_put(y, r, s, NULL, b, acc);
+        if (r < t.rows)
+            for (size_t k = t.pair_off[r] + sub; k < t.pair_off[r + 1]; k += LPR) s += pairs_dot(g[k], x);
+        for (int d = LPR / 2; d > 0; d >>= 1) s += __shfl_xor_sync(0xffffffffu, s, d);
+        if (sub == 0 && r < t.rows) y_put(y, r, s, NULL, b, acc);
     }
 }
 
@@ -319,8 +327,13 @@ BEST_KAPI void spmv_forward_cuda(float *y, const float *x, const DevPackTensor *
                                  cudaStream_t stream) {
     if (t->rows == 0) return;
     if (t->layout == DEVPACK_PAIRS) {
-        LAUNCH(spmv_pairs_kernel, km_blocks(t->rows, SPMV_WARPS, KM_GRID_CAP), SPMV_THREADS, stream, y, x, *t, b,
-               acc);
+        unsigned blocks = km_blocks(t->rows, (size_t)SPMV_WARPS * (32 / t->pair_lanes), KM_GRID_CAP);
+        switch (t->pair_lanes) {
+        case 4: LAUNCH(spmv_pairs_kernel<4>, blocks, SPMV_THREADS, stream, y, x, *t, b, acc); break;
+        case 8: LAUNCH(spmv_pairs_kernel<8>, blocks, SPMV_THREADS, stream, y, x, *t, b, acc); break;
+        case 16: LAUNCH(spmv_pairs_kernel<16>, blocks, SPMV_THREADS, stream, y, x, *t, b, acc); break;
+        default: LAUNCH(spmv_pairs_kernel<32>, blocks, SPMV_THREADS, stream, y, x, *t, b, acc); break;
+        }
         CUDA_CHECK(cudaGetLastError());
         return;
     }
@@ -518,6 +531,10 @@ static int upload_pairs(DevPackTensor *d, const PackTensor *t) {
     if (rc < 0) return -1;
     d->block = block;
     d->layout = DEVPACK_PAIRS;
+    // the fewest lanes (of 32, 16, 8, 4) that cover a row's average groups
+    size_t avg = (words / 4 + t->rows - 1) / t->rows;
+    d->pair_lanes = 4;
+    while (d->pair_lanes < 32 && (size_t)d->pair_lanes < avg) d->pair_lanes *= 2;
     d->rows = t->rows, d->cols = t->cols, d->nnz = t->nnz, d->enc = t->enc, d->val = t->val;
     return 0;
 }
@@ -576,7 +593,14 @@ BEST_KAPI int devpack_upload(DevPackTensor *d, const PackTensor *t) {
     y = x + t->cols;
     cudaStream_t st = 0;
     CUDA_CHECK(cudaMemset(x, 0, t->cols * sizeof(float)));
-    float ms_streams = time_product(d, x, y, st), ms_pairs = time_product(&p, x, y, st);
+    float ms_streams = time_product(d, x, y, st), ms_pairs = INFINITY;
+    int best_lanes = p.pair_lanes;
+    for (int lanes = 4; lanes <= 32; lanes *= 2) { // each width of the pairs kernel
+        p.pair_lanes = lanes;
+        float ms = time_product(&p, x, y, st);
+        if (ms < ms_pairs) ms_pairs = ms, best_lanes = lanes;
+    }
+    p.pair_lanes = best_lanes;
     CUDA_CHECK(cudaFree(x));
     if (ms_pairs < ms_streams) {
         devpack_free(d);

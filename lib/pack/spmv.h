@@ -73,7 +73,8 @@ const char *spmv_kernel_name(const PackTensor *t);
 //                    stored +0.0 would (unless x[0] is not finite), and is skipped.
 // Which one: BEST_SPMV_LAYOUT=streams (the default), pairs, or auto (both built, each
 // timed on the device at upload, the faster kept); a tensor pairs cannot hold stays in
-// streams. The pairs layout and auto have NEVER RUN ON A GPU (2026-11-29).
+// streams. The pairs kernel gives a row 32, 16, 8 or 4 lanes of a warp: pairs takes the
+// fewest lanes that cover a row's average 16-byte groups (at least 4), auto times all four. The pairs layout and auto have NEVER RUN ON A GPU (2026-11-29).
 typedef enum { DEVPACK_STREAMS, DEVPACK_PAIRS } DevPackLayout;
 typedef struct {
     size_t rows, cols, nnz, slots;
@@ -86,6 +87,7 @@ typedef struct {
     DevPackLayout layout;
     const uint32_t *pairs;     // DEVPACK_PAIRS: (pair_off[rows] * 4) words
     const uint32_t *pair_off;  // (rows + 1)
+    int pair_lanes;            // lanes a row: 32, 16, 8 or 4 (rows a warp: 32 / pair_lanes)
     void *block;
     size_t bytes;              // of block: what the tensor takes on the device
 } DevPackTensor;
