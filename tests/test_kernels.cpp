@@ -585,6 +585,15 @@ static void check_attention_decode(const AttCase &c) {
     expect_runs(what, [&] {
         attention_decode_cuda(d_out.p, d_q.p, d_k.p, d_v.p, d_pos.p, c.NH, c.KV, c.HD, stream);
     }, {&d_out}, {&out}, {"out"});
+    // split over the keys (chunks of ATT_DEC_CHUNK): a cache of Tk + 3 positions, so that
+    // chunks past the row's keys are empty; the same function, sums grouped by chunk
+    size_t T = c.Tk + 3;
+    Dev<float> d_part(attention_decode_part_floats(T, c.NH, c.HD));
+    snprintf(what, sizeof what, "attention decode split over %zu-key chunks pos=%zu NH=%zu KV=%zu HD=%zu",
+             (size_t)ATT_DEC_CHUNK, c.pos0, c.NH, c.KV, c.HD);
+    expect_runs(what, [&] {
+        attention_decode_split_cuda(d_out.p, d_part.p, d_q.p, d_k.p, d_v.p, d_pos.p, T, c.NH, c.KV, c.HD, stream);
+    }, {&d_out}, {&out}, {"out"});
 }
 
 // Packed rows (best-eval --tasks on the device): three documents as zeroshot.c packs them
@@ -675,6 +684,7 @@ static void check_attention() {
         {1, 1, 129, 128, 4, 1, 128},
         {1, 1, 70, 69, 2, 2, 256},  // two output dimensions a thread
         {1, 1, 40, 39, 2, 1, 65},
+        {1, 1, 600, 599, 4, 2, 64}, // 3 chunks of the split kernel, the last short
     };
     for (const AttCase &c : decode) check_attention_decode(c);
     check_attention_packed(4, 2, 12); // the fixture's heads: 64-row query blocks, 32-key tiles

@@ -428,6 +428,26 @@ static void check_decode(const char *name) {
              "within %.1e of its at all %zu steps (normwise, at most 1e-3)", name, gworst, ins.size());
         devmodel_free(&gv);
     }
+    // attention over the cache in key chunks (BEST_DECODE_ATTN=split): logits within 1e-5
+    // normwise of the single-block kernel's (the fixtures' 12 positions: one chunk, and the
+    // merge; test_kernels runs chunked caches)
+    setenv("BEST_DECODE_ATTN", "split", 1);
+    grc = devmodel_init(&gv, ctx_get(), &m, 1, STEPS, 0, DEVMODEL_DECODE);
+    unsetenv("BEST_DECODE_ATTN");
+    if (T_OK(grc == 0 && gv.dec_split && gv.dec_part, "%s: a decode DevModel with BEST_DECODE_ATTN=split", name)) {
+        double sworst = 0;
+        std::vector<float> z2(m.V);
+        for (size_t i = 0; i < ins.size(); i++) {
+            double num = 0, den = 0;
+            if (devmodel_forward_token(z2.data(), &gv, ins[i], i) < 0) num = INFINITY;
+            for (size_t v = 0; v < m.V; v++)
+                num += ((double)z2[v] - zs[i][v]) * ((double)z2[v] - zs[i][v]), den += (double)zs[i][v] * zs[i][v];
+            sworst = fmax(sworst, sqrt(num / den));
+        }
+        T_OK(sworst <= 1e-5, "%s: decoding with attention split over key chunks: logits within %.1e of the one-block "
+             "kernel's at all %zu steps (normwise, at most 1e-5)", name, sworst, ins.size());
+        devmodel_free(&gv);
+    }
     setenv("BEST_DECODE_GEMV", "bogus", 1);
     grc = devmodel_init(&gv, ctx_get(), &m, 1, STEPS, 0, DEVMODEL_DECODE);
     unsetenv("BEST_DECODE_GEMV");

@@ -170,21 +170,28 @@ attention_forward_kernel(float *out, float *lse, const float *q, const float *k,
 // output dimensions d and d + 128 of sum_j p_j v_j in key order. Barriers per tile: [A]
 // scores in place; [B] warp maxima posted; [C] scores and maxima read; [D] probabilities
 // and warp sums posted; [E] the tile's buffers free.
+//
+// Split over the keys (flash-decoding; part non-NULL): block (h, c) takes keys
+// [c chunk, (c + 1) chunk) of the ones the row sees and writes its unnormalized state into
+// part (NH, gridDim.y, HD + 2): m, l, then sum_j exp(s_j - m) v_j; a chunk past the last
+// key writes the empty state (-inf, 0, zeros). attention_decode_merge_kernel adds the
+// chunks of a head in chunk order. With part NULL, chunk covers all keys (one block a head).
 #define DEC_WARPS (ATT_THREADS / 32)
 static __global__ void __launch_bounds__(ATT_THREADS)
-attention_decode_kernel(float *out, const float *q, const float *kc, const float *vc, const int32_t *pos,
-                        size_t NH, size_t KV, int HD, float scale) {
+attention_decode_kernel(float *out, float *part, const float *q, const float *kc, const float *vc,
+                        const int32_t *pos, size_t NH, size_t KV, int HD, float scale, size_t chunk) {
     __shared__ float qs[ATT_HD_MAX];
     __shared__ float ps[ATT_THREADS]; // the tile's scores, then its probabilities
     __shared__ float red[DEC_WARPS];
     const unsigned full = 0xffffffffu;
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-    const size_t G = NH / KV, KVD = KV * (size_t)HD, nk = (size_t)*pos + 1;
+    const size_t G = NH / KV, KVD = KV * (size_t)HD, seen = (size_t)*pos + 1;
+    const size_t jb = part ? blockIdx.y * chunk : 0, nk = part ? (seen < jb + chunk ? seen : jb + chunk) : seen;
     for (size_t h = blockIdx.x; h < NH; h += gridDim.x) {
         const float *kb = kc + h / G * HD, *vb = vc + h / G * HD;
         for (int d = tid; d < HD; d += ATT_THREADS) qs[d] = q[h * HD + d];
         float m = -INFINITY, l = 0.0f, acc0 = 0.0f, acc1 = 0.0f; // dimensions tid, tid + 128
-        for (size_t j0 = 0; j0 < nk; j0 += ATT_THREADS) {
+        for (size_t j0 = jb; j0 < nk; j0 += ATT_THREADS) {
             __syncthreads(); // qs loaded (first tile); [E] of the previous tile
             for (int jj = warp; jj < ATT_THREADS; jj += DEC_WARPS) {
                 size_t j = j0 + (size_t)jj;
@@ -221,10 +228,36 @@ attention_decode_kernel(float *out, const float *q, const float *kc, const float
                 if (tid + ATT_THREADS < HD) acc1 += ps[jj] * vr[tid + ATT_THREADS];
             }
         }
-        float inv = 1.0f / l;
-        if (tid < HD) out[h * HD + tid] = acc0 * inv;
-        if (tid + ATT_THREADS < HD) out[h * HD + tid + ATT_THREADS] = acc1 * inv;
+        if (part) { // this chunk's state, unnormalized (empty when it has no key)
+            float *ps_out = part + (h * gridDim.y + blockIdx.y) * (size_t)(HD + 2);
+            if (tid == 0) ps_out[0] = m, ps_out[1] = l;
+            if (tid < HD) ps_out[2 + tid] = acc0;
+            if (tid + ATT_THREADS < HD) ps_out[2 + tid + ATT_THREADS] = acc1;
+        } else {
+            float inv = 1.0f / l;
+            if (tid < HD) out[h * HD + tid] = acc0 * inv;
+            if (tid + ATT_THREADS < HD) out[h * HD + tid + ATT_THREADS] = acc1 * inv;
+        }
         __syncthreads(); // [E] of the last tile: qs, ps free for the next head
+    }
+}
+
+// out (NH, HD): head h's S chunk states of part (NH, S, HD + 2) merged in chunk order
+// (km_lse_merge's rule: each chunk's l and sum rescaled to the running maximum), then
+// normalized. A block a head, a thread an output dimension (HD <= 256 threads).
+static __global__ void attention_decode_merge_kernel(float *out, const float *part, size_t NH, size_t S, int HD) {
+    for (size_t h = blockIdx.x; h < NH; h += gridDim.x) {
+        const float *p = part + h * S * (size_t)(HD + 2);
+        float m = -INFINITY, l = 0.0f, acc = 0.0f;
+        for (size_t c = 0; c < S; c++, p += HD + 2) {
+            float mc = p[0], lc = p[1];
+            if (!(lc > 0.0f)) continue; // the empty state
+            float mn = m > mc ? m : mc, a = km_exp(m - mn), b = km_exp(mc - mn);
+            l = l * a + lc * b;
+            if ((int)threadIdx.x < HD) acc = acc * a + p[2 + threadIdx.x] * b;
+            m = mn;
+        }
+        if ((int)threadIdx.x < HD) out[h * HD + threadIdx.x] = acc / l;
     }
 }
 
@@ -468,8 +501,23 @@ BEST_KAPI void attention_decode_cuda(float *out, const float *q, const float *kc
     attention_check_shapes("attention_decode_cuda", NH, KV, HD);
     static_assert(2 * ATT_THREADS >= ATT_HD_MAX, "two output dimensions a thread");
     if (NH == 0) return;
-    LAUNCH(attention_decode_kernel, km_blocks(NH, 1, KM_GRID_CAP), ATT_THREADS, stream, out, q, kc, vc, pos, NH, KV,
-           (int)HD, 1.0f / sqrtf((float)HD));
+    LAUNCH(attention_decode_kernel, km_blocks(NH, 1, KM_GRID_CAP), ATT_THREADS, stream, out, (float *)NULL, q, kc, vc,
+           pos, NH, KV, (int)HD, 1.0f / sqrtf((float)HD), (size_t)0);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+BEST_KAPI void attention_decode_split_cuda(float *out, float *part, const float *q, const float *kc,
+                                           const float *vc, const int32_t *pos, size_t T, size_t NH, size_t KV,
+                                           size_t HD, cudaStream_t stream) {
+    attention_check_shapes("attention_decode_split_cuda", NH, KV, HD);
+    if (NH == 0 || T == 0) return;
+    size_t S = (T + ATT_DEC_CHUNK - 1) / ATT_DEC_CHUNK;
+    dim3 grid((unsigned)NH, (unsigned)S);
+    LAUNCH(attention_decode_kernel, grid, ATT_THREADS, stream, out, part, q, kc, vc, pos, NH, KV, (int)HD,
+           1.0f / sqrtf((float)HD), (size_t)ATT_DEC_CHUNK);
+    CUDA_CHECK(cudaGetLastError());
+    LAUNCH(attention_decode_merge_kernel, km_blocks(NH, 1, KM_GRID_CAP), km_row_threads(HD, 256), stream, out, part,
+           NH, S, (int)HD);
     CUDA_CHECK(cudaGetLastError());
 }
 

@@ -139,6 +139,12 @@ void crossentropy_backward(float *dlogits, const float *logits, const float *lse
 // The CPU kernel's arguments as device pointers, plus the stream the launch goes to
 // (asynchronous; launch errors are fatal, CUDA_CHECK). Results match the CPU kernels to
 // fp32 rounding (docs/cuda.md); none uses float atomics, so each is deterministic.
+// The keys of a chunk of attention_decode_split_cuda (below), and the floats of its scratch.
+#define ATT_DEC_CHUNK 256
+static inline size_t attention_decode_part_floats(size_t T, size_t NH, size_t HD) {
+    return NH * ((T + ATT_DEC_CHUNK - 1) / ATT_DEC_CHUNK) * (HD + 2);
+}
+
 #ifdef BEST_CUDA
 struct CUstream_st; // cudaStream_t is a struct CUstream_st *
 
@@ -255,6 +261,13 @@ void attention_packed_cuda(float *out, const float *q, const float *k, const flo
 void attention_decode_cuda(float *out, const float *q, const float *kc, const float *vc,
                            const int32_t *pos, size_t NH, size_t KV, size_t HD,
                            struct CUstream_st *stream);
+// attention_decode_cuda split over the keys (flash-decoding): chunks of ATT_DEC_CHUNK keys
+// of a cache of T positions, a block each (NH x ceil(T / chunk) blocks, chunks past *pos
+// empty), merged per head in chunk order; part: attention_decode_part_floats(T, NH, HD)
+// floats of scratch. The same function, its sums grouped by chunk.
+void attention_decode_split_cuda(float *out, float *part, const float *q, const float *kc, const float *vc,
+                                 const int32_t *pos, size_t T, size_t NH, size_t KV, size_t HD,
+                                 struct CUstream_st *stream);
 // Training shapes (Tq = Tk = T, pos0 = 0). dq (B, T, NH, HD), dk, dv (B, T, KV, HD)
 // overwritten; dkh, dvh (B, NH, T, HD) scratch: per query head, then summed over each
 // group in a fixed order (deterministic, no float atomics); dout, out (B, T, NH, HD);

@@ -190,6 +190,7 @@ static void acts_layout(DevModel *d, DevCarver *cv) {
         d->vc = TAKE_F(cv, m->L * (size_t)d->T * KVD);
         d->step_in = (int32_t *)dev_take(cv, 2 * sizeof(int32_t));
         d->next_dev = (int32_t *)dev_take(cv, sizeof(int32_t));
+        if (d->dec_split) d->dec_part = TAKE_F(cv, attention_decode_part_floats((size_t)d->T, m->NH, HD));
     }
     if (d->eval) return; // the backward's scratch follows
     d->dres = TAKE_F(cv, N * C);
@@ -515,6 +516,8 @@ static void devmodel_shape(DevModel *d, const Model *m, int B, int T, size_t ce_
     // decoding a folder: its products by our GEMV or cuBLASLt (devmodel_init checks the value)
     const char *g = getenv("BEST_DECODE_GEMV");
     d->gemv = d->decode && !m->ext && g && strcmp(g, "own") == 0;
+    const char *a = getenv("BEST_DECODE_ATTN"); // attention over the cache in key chunks
+    d->dec_split = d->decode && a && strcmp(a, "split") == 0;
 }
 
 BEST_KAPI size_t devmodel_bytes(size_t *acts_bytes, const Model *m, int B, int T, size_t ce_rows, int flags,
@@ -629,10 +632,14 @@ BEST_KAPI int devmodel_init_ranks(DevModel *d, CudaCtx *c, const Model *m, int B
         return ERR("%s: %s cannot go on a CUDA device in this build", m->ext->path, m->ext->what);
     d->ctx = c;
     devmodel_shape(d, m, B, T, ce_rows, flags);
-    const char *gv = getenv("BEST_DECODE_GEMV");
+    const char *gv = getenv("BEST_DECODE_GEMV"), *av = getenv("BEST_DECODE_ATTN");
     if (gv && *gv && strcmp(gv, "own") != 0 && strcmp(gv, "cublas") != 0) {
         memset(d, 0, sizeof *d);
         return ERR("BEST_DECODE_GEMV=%s in the environment: expected cublas or own", gv);
+    }
+    if (av && *av && strcmp(av, "split") != 0 && strcmp(av, "single") != 0) {
+        memset(d, 0, sizeof *d);
+        return ERR("BEST_DECODE_ATTN=%s in the environment: expected single or split", av);
     }
     d->comm = comm;
     if (comm) dist_slice(&d->own_lo, &d->own_hi, d->n_params, devcomm_rank(comm), devcomm_size(comm));
@@ -1027,7 +1034,10 @@ static void decode_step(DevModel *d, int greedy) {
         rope_at_cuda(s->q, d->rope_cos, d->rope_sin, pos, 1, m->NH, HD, st);
         rope_at_cuda(s->k, d->rope_cos, d->rope_sin, pos, 1, m->KV, HD, st);
         kv_append_cuda(kc, vc, s->k, s->v, pos, KVD, st);
-        attention_decode_cuda(s->att, s->q, kc, vc, pos, m->NH, m->KV, HD, st);
+        if (d->dec_split)
+            attention_decode_split_cuda(s->att, d->dec_part, s->q, kc, vc, pos, T, m->NH, m->KV, HD, st);
+        else
+            attention_decode_cuda(s->att, s->q, kc, vc, pos, m->NH, m->KV, HD, st);
         block_out(d, l, s, 1, res);
     }
     rmsnorm_forward_cuda(d->xnf, d->rstdf, res, d->w.final_norm, 1, C, (float)m->cfg.rms_norm_eps, st);

@@ -391,6 +391,9 @@ typedef struct DevModel {
     int no_graph;               // steps launched one by one (BEST_CUDA_GRAPH=0, or no capture)
     int gemv;                   // decoding a folder: its products by gemv_bf16_cuda on xr, not cuBLASLt
                                 // (BEST_DECODE_GEMV=own; never run on a GPU)
+    float *dec_part;            // decoding with BEST_DECODE_ATTN=split: attention_decode_split_cuda's
+                                // chunk states (never run on a GPU); else NULL
+    int dec_split;
     LayerActs *layer;           // (L) host array of device pointers
     float *resf, *rstdf, *xnf;  // (N, C), (N), (N, C)
     size_t ce_rows;             // rows of logits per lm_head + cross-entropy chunk
