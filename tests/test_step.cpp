@@ -359,6 +359,30 @@ static void check_grads(const char *name) {
 
 // --- decoding one token at a time (DEVMODEL_DECODE) ------------------------------------------
 
+// A decode DevModel made with env=value fed the inputs ins: its logits at each step within
+// tol (normwise) of zs, the default path's on the same inputs.
+static void decode_variant(const Model *m, const char *env, const char *value, double tol,
+                           const std::vector<int32_t> &ins, const std::vector<std::vector<float>> &zs,
+                           const char *name) {
+    setenv(env, value, 1);
+    DevModel d;
+    int rc = devmodel_init(&d, ctx_get(), m, 1, (int)ins.size(), 0, DEVMODEL_DECODE);
+    unsetenv(env);
+    if (!T_OK(rc == 0 && (d.gemv || d.dec_split), "%s: a decode DevModel with %s=%s", name, env, value)) return;
+    double worst = 0;
+    std::vector<float> z(m->V);
+    for (size_t i = 0; i < ins.size(); i++) {
+        double num = 0, den = 0;
+        if (devmodel_forward_token(z.data(), &d, ins[i], i) < 0) num = INFINITY;
+        for (size_t v = 0; v < m->V; v++)
+            num += ((double)z[v] - zs[i][v]) * ((double)z[v] - zs[i][v]), den += (double)zs[i][v] * zs[i][v];
+        worst = fmax(worst, sqrt(num / den));
+    }
+    T_OK(worst <= tol, "%s: decoding with %s=%s: logits within %.1e of the default path's at all %zu steps "
+         "(normwise, at most %.0e)", name, env, value, worst, ins.size(), tol);
+    devmodel_free(&d);
+}
+
 // 12 tokens through devmodel_forward_token and through model_forward_token (the CPU's
 // KV cache), each side fed the CPU's greedy choice: the logits at every position within
 // 1e-2 (normwise; bf16 products), and the same argmax but where the CPU's two
@@ -406,48 +430,14 @@ static void check_decode(const char *name) {
     int32_t bad = (int32_t)m.V;
     T_OK(devmodel_forward_token(z.data(), &d, bad, 0) < 0 && devmodel_forward_token(z.data(), &d, 1, STEPS) < 0,
          "%s: a token outside the vocabulary and a position past the cache are errors", name);
-    // the dense products by our GEMV instead of cuBLASLt (BEST_DECODE_GEMV=own): the same
-    // inputs give logits within 1e-3 normwise of the cuBLASLt path's (each product's sum in
-    // another order, which can move an activation across a bf16 rounding of the next
-    // operand: 2^-8 of that element)
-    setenv("BEST_DECODE_GEMV", "own", 1);
+    // the dense products by our GEMV instead of cuBLASLt: within 1e-3 (each product's sum in
+    // another order can move an activation across a bf16 rounding of the next operand: 2^-8
+    // of that element); attention over the cache in key chunks: within 1e-5 (the fixtures'
+    // 12 positions: one chunk, and the merge; test_kernels runs chunked caches)
+    decode_variant(&m, "BEST_DECODE_GEMV", "own", 1e-3, ins, zs, name);
+    decode_variant(&m, "BEST_DECODE_ATTN", "split", 1e-5, ins, zs, name);
     DevModel gv;
-    int grc = devmodel_init(&gv, ctx_get(), &m, 1, STEPS, 0, DEVMODEL_DECODE);
-    unsetenv("BEST_DECODE_GEMV");
-    if (T_OK(grc == 0 && gv.gemv, "%s: a decode DevModel with BEST_DECODE_GEMV=own", name)) {
-        double gworst = 0;
-        std::vector<float> z2(m.V);
-        for (size_t i = 0; i < ins.size(); i++) {
-            double num = 0, den = 0;
-            if (devmodel_forward_token(z2.data(), &gv, ins[i], i) < 0) num = INFINITY;
-            for (size_t v = 0; v < m.V; v++)
-                num += ((double)z2[v] - zs[i][v]) * ((double)z2[v] - zs[i][v]), den += (double)zs[i][v] * zs[i][v];
-            gworst = fmax(gworst, sqrt(num / den));
-        }
-        T_OK(gworst <= 1e-3, "%s: decoding with our bf16 GEMV (BEST_DECODE_GEMV=own) instead of cuBLASLt: logits "
-             "within %.1e of its at all %zu steps (normwise, at most 1e-3)", name, gworst, ins.size());
-        devmodel_free(&gv);
-    }
-    // attention over the cache in key chunks (BEST_DECODE_ATTN=split): logits within 1e-5
-    // normwise of the single-block kernel's (the fixtures' 12 positions: one chunk, and the
-    // merge; test_kernels runs chunked caches)
-    setenv("BEST_DECODE_ATTN", "split", 1);
-    grc = devmodel_init(&gv, ctx_get(), &m, 1, STEPS, 0, DEVMODEL_DECODE);
-    unsetenv("BEST_DECODE_ATTN");
-    if (T_OK(grc == 0 && gv.dec_split && gv.dec_part, "%s: a decode DevModel with BEST_DECODE_ATTN=split", name)) {
-        double sworst = 0;
-        std::vector<float> z2(m.V);
-        for (size_t i = 0; i < ins.size(); i++) {
-            double num = 0, den = 0;
-            if (devmodel_forward_token(z2.data(), &gv, ins[i], i) < 0) num = INFINITY;
-            for (size_t v = 0; v < m.V; v++)
-                num += ((double)z2[v] - zs[i][v]) * ((double)z2[v] - zs[i][v]), den += (double)zs[i][v] * zs[i][v];
-            sworst = fmax(sworst, sqrt(num / den));
-        }
-        T_OK(sworst <= 1e-5, "%s: decoding with attention split over key chunks: logits within %.1e of the one-block "
-             "kernel's at all %zu steps (normwise, at most 1e-5)", name, sworst, ins.size());
-        devmodel_free(&gv);
-    }
+    int grc;
     setenv("BEST_DECODE_GEMV", "bogus", 1);
     grc = devmodel_init(&gv, ctx_get(), &m, 1, STEPS, 0, DEVMODEL_DECODE);
     unsetenv("BEST_DECODE_GEMV");
@@ -689,6 +679,25 @@ static void check_pack_device(const char *name, int steps, int n_indexes) {
 
 // --- the head's backward in the forward (devmodel_forward_backward) --------------------------
 
+// n micro-batches tok, tgt (n, B T) through d from zeroed gradients, loss scale 1/n each:
+// by devmodel_forward_backward (fused) or devmodel_forward then devmodel_backward; the
+// losses into loss (n), the gradients into *g.
+static void run_micro(DevModel *d, const int32_t (*tok)[B * T], const int32_t (*tgt)[B * T], int n, int fused,
+                      float *loss, std::vector<float> *g) {
+    devmodel_zero_grad(d);
+    for (int i = 0; i < n; i++) {
+        if (fused) {
+            devmodel_forward_backward(d, tok[i], tgt[i], 1.0f / n, 0);
+        } else {
+            devmodel_forward(d, tok[i], tgt[i]);
+            devmodel_backward(d, 1.0f / n);
+        }
+        loss[i] = d->loss;
+    }
+    g->resize(d->n_params);
+    devmodel_download_grads(d, g->data());
+}
+
 // Three micro-batches (the second with no valid target: no head gradient) by
 // devmodel_forward_backward against devmodel_forward then devmodel_backward: the losses
 // and every gradient bitwise, with one lm_head product fewer a micro-batch.
@@ -706,20 +715,7 @@ static void check_forward_backward(const char *name) {
     }
     std::vector<float> g[2];
     float loss[2][3];
-    for (int fused = 0; fused < 2; fused++) {
-        devmodel_zero_grad(&d);
-        for (int i = 0; i < 3; i++) {
-            if (fused) {
-                devmodel_forward_backward(&d, tok[i], tgt[i], 1.0f / 3, 0);
-            } else {
-                devmodel_forward(&d, tok[i], tgt[i]);
-                devmodel_backward(&d, 1.0f / 3);
-            }
-            loss[fused][i] = d.loss;
-        }
-        g[fused].resize(m.n_params);
-        devmodel_download_grads(&d, g[fused].data());
-    }
+    for (int fused = 0; fused < 2; fused++) run_micro(&d, tok, tgt, 3, fused, loss[fused], &g[fused]);
     T_OK(memcmp(loss[0], loss[1], sizeof loss[0]) == 0 && g[0] == g[1],
          "%s: devmodel_forward_backward (the head's backward in the forward's chunks) == forward then backward: 3 "
          "micro-batches (one without a valid target), losses and all gradients bitwise", name);
@@ -761,13 +757,7 @@ static void check_attn_cudnn(const char *name) {
             model_free(&m);
             return;
         }
-        for (int i = 0; i < 2; i++) {
-            devmodel_forward(&d, tok[i], tgt[i]);
-            loss[run][i] = d.loss;
-            devmodel_backward(&d, 0.5f);
-        }
-        g[run].resize(m.n_params);
-        devmodel_download_grads(&d, g[run].data());
+        run_micro(&d, tok, tgt, 2, 0, loss[run], &g[run]);
         devmodel_free(&d);
     }
     double worst = 1, lerr = 0;
