@@ -292,6 +292,21 @@ static void check_rope() {
     T_OK(memcmp(&kc[p * KVD], td.data(), KVD * 4) == 0 && memcmp(&vc[p * KVD], v.data(), KVD * 4) == 0 &&
              unwritten(kc) == (T - 1) * KVD && unwritten(vc) == (T - 1) * KVD,
          "%s kv append at position 3: that row of each cache, nothing else", MODE);
+    { // into a bf16 cache: that row rounded, nothing else
+        Dev<uint16_t> d_kcb(T * KVD), d_vcb(T * KVD);
+        d_kcb.poison();
+        d_vcb.poison();
+        kv_append_bf16_cuda(d_kcb.p, d_vcb.p, d_t.p, d_v.p, d_p.p, KVD, stream);
+        std::vector<uint16_t> kcb = d_kcb.get(), vcb = d_vcb.get();
+        size_t bad = 0, other = 0;
+        for (size_t i = 0; i < T * KVD; i++) {
+            int row = i / KVD == p;
+            if (row) bad += kcb[i] != km_bf16_from_float(td[i % KVD]) || vcb[i] != km_bf16_from_float(v[i % KVD]);
+            else other += kcb[i] != 0xffffu || vcb[i] != 0xffffu;
+        }
+        T_OK(bad == 0 && other == 0, "%s kv append into bf16 at position 3: that row rounded (%zu differ), nothing "
+             "else (%zu)", MODE, bad, other);
+    }
 }
 
 // gemv_bf16_cuda against the CPU's matmul_forward on the bf16 weights' values (one row):
@@ -594,6 +609,24 @@ static void check_attention_decode(const AttCase &c) {
     expect_runs(what, [&] {
         attention_decode_split_cuda(d_out.p, d_part.p, d_q.p, d_k.p, d_v.p, d_pos.p, T, c.NH, c.KV, c.HD, stream);
     }, {&d_out}, {&out}, {"out"});
+    // a bf16 cache (BEST_KV=bf16): against the CPU on the keys and values rounded to bf16,
+    // one block a head and split
+    std::vector<float> kr = k, vr = v, outr(nq);
+    for (auto &x : kr) x = km_float_from_bf16(km_bf16_from_float(x));
+    for (auto &x : vr) x = km_float_from_bf16(km_bf16_from_float(x));
+    attention_forward(outr.data(), lse.data(), q.data(), kr.data(), vr.data(), scratch.data(), 1, 1, c.Tk, c.pos0,
+                      c.NH, c.KV, c.HD, layers_threads());
+    std::vector<uint16_t> kb(kl.size()), vb(vl.size());
+    for (size_t i = 0; i < kl.size(); i++) kb[i] = km_bf16_from_float(kl[i]), vb[i] = km_bf16_from_float(vl[i]);
+    Dev<uint16_t> d_kb(kb), d_vb(vb);
+    for (int split = 0; split < 2; split++) {
+        snprintf(what, sizeof what, "attention decode, bf16 cache%s, pos=%zu NH=%zu KV=%zu HD=%zu",
+                 split ? ", split" : "", c.pos0, c.NH, c.KV, c.HD);
+        expect_runs(what, [&] {
+            attention_decode_bf16_cuda(d_out.p, split ? d_part.p : NULL, d_q.p, d_kb.p, d_vb.p, d_pos.p, T, c.NH, c.KV,
+                                       c.HD, stream);
+        }, {&d_out}, {&outr}, {"out"});
+    }
 }
 
 // Packed rows (best-eval --tasks on the device): three documents as zeroshot.c packs them

@@ -368,7 +368,8 @@ static void decode_variant(const Model *m, const char *env, const char *value, d
     DevModel d;
     int rc = devmodel_init(&d, ctx_get(), m, 1, (int)ins.size(), 0, DEVMODEL_DECODE);
     unsetenv(env);
-    if (!T_OK(rc == 0 && (d.gemv || d.dec_split), "%s: a decode DevModel with %s=%s", name, env, value)) return;
+    if (!T_OK(rc == 0 && (d.gemv || d.dec_split || d.kv_bf16), "%s: a decode DevModel with %s=%s", name, env, value))
+        return;
     double worst = 0;
     std::vector<float> z(m->V);
     for (size_t i = 0; i < ins.size(); i++) {
@@ -436,6 +437,12 @@ static void check_decode(const char *name) {
     // 12 positions: one chunk, and the merge; test_kernels runs chunked caches)
     decode_variant(&m, "BEST_DECODE_GEMV", "own", 1e-3, ins, zs, name);
     decode_variant(&m, "BEST_DECODE_ATTN", "split", 1e-5, ins, zs, name);
+    // the cache in bf16: its keys and values rounded once, as every product's operands are
+    // (within 1e-2 of the CPU's above): within 1e-2 of the fp32 cache's
+    decode_variant(&m, "BEST_KV", "bf16", 1e-2, ins, zs, name);
+    setenv("BEST_DECODE_ATTN", "split", 1); // and with the split kernel
+    decode_variant(&m, "BEST_KV", "bf16", 1e-2, ins, zs, name);
+    unsetenv("BEST_DECODE_ATTN");
     DevModel gv;
     int grc;
     setenv("BEST_DECODE_GEMV", "bogus", 1);

@@ -176,9 +176,14 @@ attention_forward_kernel(float *out, float *lse, const float *q, const float *k,
 // part (NH, gridDim.y, HD + 2): m, l, then sum_j exp(s_j - m) v_j; a chunk past the last
 // key writes the empty state (-inf, 0, zeros). attention_decode_merge_kernel adds the
 // chunks of a head in chunk order. With part NULL, chunk covers all keys (one block a head).
+// KVT: the cache's type, fp32 or bf16 bits (BEST_KV=bf16: half the bytes a step reads).
 #define DEC_WARPS (ATT_THREADS / 32)
+static __device__ __forceinline__ float kv_at(const float *p, size_t i) { return p[i]; }
+static __device__ __forceinline__ float kv_at(const uint16_t *p, size_t i) { return km_float_from_bf16(p[i]); }
+
+template <typename KVT>
 static __global__ void __launch_bounds__(ATT_THREADS)
-attention_decode_kernel(float *out, float *part, const float *q, const float *kc, const float *vc,
+attention_decode_kernel(float *out, float *part, const float *q, const KVT *kc, const KVT *vc,
                         const int32_t *pos, size_t NH, size_t KV, int HD, float scale, size_t chunk) {
     __shared__ float qs[ATT_HD_MAX];
     __shared__ float ps[ATT_THREADS]; // the tile's scores, then its probabilities
@@ -188,7 +193,7 @@ attention_decode_kernel(float *out, float *part, const float *q, const float *kc
     const size_t G = NH / KV, KVD = KV * (size_t)HD, seen = (size_t)*pos + 1;
     const size_t jb = part ? blockIdx.y * chunk : 0, nk = part ? (seen < jb + chunk ? seen : jb + chunk) : seen;
     for (size_t h = blockIdx.x; h < NH; h += gridDim.x) {
-        const float *kb = kc + h / G * HD, *vb = vc + h / G * HD;
+        const KVT *kb = kc + h / G * HD, *vb = vc + h / G * HD;
         for (int d = tid; d < HD; d += ATT_THREADS) qs[d] = q[h * HD + d];
         float m = -INFINITY, l = 0.0f, acc0 = 0.0f, acc1 = 0.0f; // dimensions tid, tid + 128
         for (size_t j0 = jb; j0 < nk; j0 += ATT_THREADS) {
@@ -197,7 +202,7 @@ attention_decode_kernel(float *out, float *part, const float *q, const float *kc
                 size_t j = j0 + (size_t)jj;
                 float s = 0.0f;
                 if (j < nk)
-                    for (int d = lane; d < HD; d += 32) s += qs[d] * kb[j * KVD + d];
+                    for (int d = lane; d < HD; d += 32) s += qs[d] * kv_at(kb, j * KVD + d);
                 for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(full, s, o);
                 if (lane == 0) ps[jj] = j < nk ? s * scale : -INFINITY;
             }
@@ -223,9 +228,9 @@ attention_decode_kernel(float *out, float *part, const float *q, const float *kc
             acc1 *= alpha;
             size_t nt = nk - j0 < (size_t)ATT_THREADS ? nk - j0 : (size_t)ATT_THREADS;
             for (size_t jj = 0; jj < nt; jj++) {
-                const float *vr = vb + (j0 + jj) * KVD;
-                if (tid < HD) acc0 += ps[jj] * vr[tid];
-                if (tid + ATT_THREADS < HD) acc1 += ps[jj] * vr[tid + ATT_THREADS];
+                const KVT *vr = vb + (j0 + jj) * KVD;
+                if (tid < HD) acc0 += ps[jj] * kv_at(vr, tid);
+                if (tid + ATT_THREADS < HD) acc1 += ps[jj] * kv_at(vr, tid + ATT_THREADS);
             }
         }
         if (part) { // this chunk's state, unnormalized (empty when it has no key)
@@ -501,23 +506,44 @@ BEST_KAPI void attention_decode_cuda(float *out, const float *q, const float *kc
     attention_check_shapes("attention_decode_cuda", NH, KV, HD);
     static_assert(2 * ATT_THREADS >= ATT_HD_MAX, "two output dimensions a thread");
     if (NH == 0) return;
-    LAUNCH(attention_decode_kernel, km_blocks(NH, 1, KM_GRID_CAP), ATT_THREADS, stream, out, (float *)NULL, q, kc, vc,
-           pos, NH, KV, (int)HD, 1.0f / sqrtf((float)HD), (size_t)0);
+    LAUNCH(attention_decode_kernel<float>, km_blocks(NH, 1, KM_GRID_CAP), ATT_THREADS, stream, out, (float *)NULL, q,
+           kc, vc, pos, NH, KV, (int)HD, 1.0f / sqrtf((float)HD), (size_t)0);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+// attention_decode_split_cuda's launches for a cache of type KVT.
+template <typename KVT>
+static void decode_split(float *out, float *part, const float *q, const KVT *kc, const KVT *vc, const int32_t *pos,
+                         size_t T, size_t NH, size_t KV, size_t HD, cudaStream_t stream) {
+    attention_check_shapes("attention_decode_split_cuda", NH, KV, HD);
+    if (NH == 0 || T == 0) return;
+    size_t S = (T + ATT_DEC_CHUNK - 1) / ATT_DEC_CHUNK;
+    dim3 grid((unsigned)NH, (unsigned)S);
+    LAUNCH(attention_decode_kernel<KVT>, grid, ATT_THREADS, stream, out, part, q, kc, vc, pos, NH, KV, (int)HD,
+           1.0f / sqrtf((float)HD), (size_t)ATT_DEC_CHUNK);
+    CUDA_CHECK(cudaGetLastError());
+    LAUNCH(attention_decode_merge_kernel, km_blocks(NH, 1, KM_GRID_CAP), km_row_threads(HD, 256), stream, out, part,
+           NH, S, (int)HD);
     CUDA_CHECK(cudaGetLastError());
 }
 
 BEST_KAPI void attention_decode_split_cuda(float *out, float *part, const float *q, const float *kc,
                                            const float *vc, const int32_t *pos, size_t T, size_t NH, size_t KV,
                                            size_t HD, cudaStream_t stream) {
-    attention_check_shapes("attention_decode_split_cuda", NH, KV, HD);
-    if (NH == 0 || T == 0) return;
-    size_t S = (T + ATT_DEC_CHUNK - 1) / ATT_DEC_CHUNK;
-    dim3 grid((unsigned)NH, (unsigned)S);
-    LAUNCH(attention_decode_kernel, grid, ATT_THREADS, stream, out, part, q, kc, vc, pos, NH, KV, (int)HD,
-           1.0f / sqrtf((float)HD), (size_t)ATT_DEC_CHUNK);
-    CUDA_CHECK(cudaGetLastError());
-    LAUNCH(attention_decode_merge_kernel, km_blocks(NH, 1, KM_GRID_CAP), km_row_threads(HD, 256), stream, out, part,
-           NH, S, (int)HD);
+    decode_split(out, part, q, kc, vc, pos, T, NH, KV, HD, stream);
+}
+
+BEST_KAPI void attention_decode_bf16_cuda(float *out, float *part, const float *q, const uint16_t *kc,
+                                          const uint16_t *vc, const int32_t *pos, size_t T, size_t NH, size_t KV,
+                                          size_t HD, cudaStream_t stream) {
+    if (part) {
+        decode_split(out, part, q, kc, vc, pos, T, NH, KV, HD, stream);
+        return;
+    }
+    attention_check_shapes("attention_decode_bf16_cuda", NH, KV, HD);
+    if (NH == 0) return;
+    LAUNCH(attention_decode_kernel<uint16_t>, km_blocks(NH, 1, KM_GRID_CAP), ATT_THREADS, stream, out,
+           (float *)NULL, q, kc, vc, pos, NH, KV, (int)HD, 1.0f / sqrtf((float)HD), (size_t)0);
     CUDA_CHECK(cudaGetLastError());
 }
 

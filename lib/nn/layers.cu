@@ -338,12 +338,13 @@ static __global__ void rope_at_kernel(float *x, const float *cos, const float *s
     }
 }
 
-static __global__ void kv_append_kernel(float *kc, float *vc, const float *k, const float *v, const int32_t *pos,
+template <typename Out>
+static __global__ void kv_append_kernel(Out *kc, Out *vc, const float *k, const float *v, const int32_t *pos,
                                         size_t KVD) {
     size_t at = (size_t)*pos * KVD;
     GRID_STRIDE(i, KVD) {
-        kc[at + i] = k[i];
-        vc[at + i] = v[i];
+        store_out(kc + at + i, k[i]);
+        store_out(vc + at + i, v[i]);
     }
 }
 
@@ -358,7 +359,16 @@ BEST_KAPI void rope_at_cuda(float *x, const float *cos, const float *sin, const 
 BEST_KAPI void kv_append_cuda(float *kc, float *vc, const float *k, const float *v, const int32_t *pos, size_t KVD,
                               cudaStream_t stream) {
     if (KVD == 0) return;
-    LAUNCH(kv_append_kernel, km_blocks(KVD, KM_THREADS, KM_GRID_CAP), KM_THREADS, stream, kc, vc, k, v, pos, KVD);
+    LAUNCH(kv_append_kernel<float>, km_blocks(KVD, KM_THREADS, KM_GRID_CAP), KM_THREADS, stream, kc, vc, k, v, pos,
+           KVD);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+BEST_KAPI void kv_append_bf16_cuda(uint16_t *kc, uint16_t *vc, const float *k, const float *v, const int32_t *pos,
+                                   size_t KVD, cudaStream_t stream) {
+    if (KVD == 0) return;
+    LAUNCH(kv_append_kernel<uint16_t>, km_blocks(KVD, KM_THREADS, KM_GRID_CAP), KM_THREADS, stream, kc, vc, k, v,
+           pos, KVD);
     CUDA_CHECK(cudaGetLastError());
 }
 

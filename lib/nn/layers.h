@@ -186,6 +186,9 @@ void rope_at_cuda(float *x, const float *cos, const float *sin, const int32_t *p
                   size_t HD, struct CUstream_st *stream);
 void kv_append_cuda(float *kc, float *vc, const float *k, const float *v, const int32_t *pos,
                     size_t KVD, struct CUstream_st *stream);
+// kv_append_cuda into a bf16 cache: k, v rounded to nearest even.
+void kv_append_bf16_cuda(uint16_t *kc, uint16_t *vc, const float *k, const float *v, const int32_t *pos, size_t KVD,
+                         struct CUstream_st *stream);
 void swiglu_forward_cuda(float *h, const float *gate, const float *up, size_t n,
                          struct CUstream_st *stream);
 // swiglu_forward_cuda writing h (n) as bf16 bits (the down projection's operand).
@@ -268,6 +271,11 @@ void attention_decode_cuda(float *out, const float *q, const float *kc, const fl
 void attention_decode_split_cuda(float *out, float *part, const float *q, const float *kc, const float *vc,
                                  const int32_t *pos, size_t T, size_t NH, size_t KV, size_t HD,
                                  struct CUstream_st *stream);
+// attention_decode_cuda (part NULL) or attention_decode_split_cuda (part: its scratch) on a
+// bf16 cache kc, vc (T, KVD) (BEST_KV=bf16: half the bytes a step reads).
+void attention_decode_bf16_cuda(float *out, float *part, const float *q, const uint16_t *kc, const uint16_t *vc,
+                                const int32_t *pos, size_t T, size_t NH, size_t KV, size_t HD,
+                                struct CUstream_st *stream);
 // Training shapes (Tq = Tk = T, pos0 = 0). dq (B, T, NH, HD), dk, dv (B, T, KV, HD)
 // overwritten; dkh, dvh (B, NH, T, HD) scratch: per query head, then summed over each
 // group in a fixed order (deterministic, no float atomics); dout, out (B, T, NH, HD);

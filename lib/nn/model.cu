@@ -186,8 +186,13 @@ static void acts_layout(DevModel *d, DevCarver *cv) {
         d->rows_vis = (int32_t *)dev_take(cv, 3 * N * sizeof(int32_t));
     }
     if (d->decode) {
-        d->kc = TAKE_F(cv, m->L * (size_t)d->T * KVD);
-        d->vc = TAKE_F(cv, m->L * (size_t)d->T * KVD);
+        if (d->kv_bf16) {
+            d->kcb = (uint16_t *)dev_take(cv, m->L * (size_t)d->T * KVD * sizeof(uint16_t));
+            d->vcb = (uint16_t *)dev_take(cv, m->L * (size_t)d->T * KVD * sizeof(uint16_t));
+        } else {
+            d->kc = TAKE_F(cv, m->L * (size_t)d->T * KVD);
+            d->vc = TAKE_F(cv, m->L * (size_t)d->T * KVD);
+        }
         d->step_in = (int32_t *)dev_take(cv, 2 * sizeof(int32_t));
         d->next_dev = (int32_t *)dev_take(cv, sizeof(int32_t));
         if (d->dec_split) d->dec_part = TAKE_F(cv, attention_decode_part_floats((size_t)d->T, m->NH, HD));
@@ -518,6 +523,8 @@ static void devmodel_shape(DevModel *d, const Model *m, int B, int T, size_t ce_
     d->gemv = d->decode && !m->ext && g && strcmp(g, "own") == 0;
     const char *a = getenv("BEST_DECODE_ATTN"); // attention over the cache in key chunks
     d->dec_split = d->decode && a && strcmp(a, "split") == 0;
+    const char *kv = getenv("BEST_KV"); // the keys and values cache in bf16
+    d->kv_bf16 = d->decode && kv && strcmp(kv, "bf16") == 0;
 }
 
 BEST_KAPI size_t devmodel_bytes(size_t *acts_bytes, const Model *m, int B, int T, size_t ce_rows, int flags,
@@ -640,6 +647,11 @@ BEST_KAPI int devmodel_init_ranks(DevModel *d, CudaCtx *c, const Model *m, int B
     if (av && *av && strcmp(av, "split") != 0 && strcmp(av, "single") != 0) {
         memset(d, 0, sizeof *d);
         return ERR("BEST_DECODE_ATTN=%s in the environment: expected single or split", av);
+    }
+    const char *kvv = getenv("BEST_KV");
+    if (kvv && *kvv && strcmp(kvv, "bf16") != 0 && strcmp(kvv, "fp32") != 0) {
+        memset(d, 0, sizeof *d);
+        return ERR("BEST_KV=%s in the environment: expected fp32 or bf16", kvv);
     }
     d->comm = comm;
     if (comm) dist_slice(&d->own_lo, &d->own_hi, d->n_params, devcomm_rank(comm), devcomm_size(comm));
@@ -1029,15 +1041,22 @@ static void decode_step(DevModel *d, int greedy) {
     embed(d, res, d->step_in, 1);
     for (size_t l = 0; l < m->L; l++) {
         LayerActs *s = &d->layer[l];
-        float *kc = d->kc + l * T * KVD, *vc = d->vc + l * T * KVD; // (T, KV, HD) of layer l
+        size_t at = l * T * KVD; // (T, KV, HD) of layer l
         block_qkv(d, l, s, 1);
         rope_at_cuda(s->q, d->rope_cos, d->rope_sin, pos, 1, m->NH, HD, st);
         rope_at_cuda(s->k, d->rope_cos, d->rope_sin, pos, 1, m->KV, HD, st);
-        kv_append_cuda(kc, vc, s->k, s->v, pos, KVD, st);
-        if (d->dec_split)
-            attention_decode_split_cuda(s->att, d->dec_part, s->q, kc, vc, pos, T, m->NH, m->KV, HD, st);
-        else
-            attention_decode_cuda(s->att, s->q, kc, vc, pos, m->NH, m->KV, HD, st);
+        if (d->kv_bf16) {
+            kv_append_bf16_cuda(d->kcb + at, d->vcb + at, s->k, s->v, pos, KVD, st);
+            attention_decode_bf16_cuda(s->att, d->dec_part, s->q, d->kcb + at, d->vcb + at, pos, T, m->NH, m->KV, HD,
+                                       st);
+        } else {
+            kv_append_cuda(d->kc + at, d->vc + at, s->k, s->v, pos, KVD, st);
+            if (d->dec_split)
+                attention_decode_split_cuda(s->att, d->dec_part, s->q, d->kc + at, d->vc + at, pos, T, m->NH, m->KV,
+                                            HD, st);
+            else
+                attention_decode_cuda(s->att, s->q, d->kc + at, d->vc + at, pos, m->NH, m->KV, HD, st);
+        }
         block_out(d, l, s, 1, res);
     }
     rmsnorm_forward_cuda(d->xnf, d->rstdf, res, d->w.final_norm, 1, C, (float)m->cfg.rms_norm_eps, st);

@@ -381,6 +381,8 @@ typedef struct DevModel {
     int eval;                   // forward only: no gradients, moments, mask, backward scratch
     int decode;                 // DEVMODEL_DECODE: kc, vc (L, T, KVD), the keys and values cache
     float *kc, *vc;
+    uint16_t *kcb, *vcb;        // the same cache in bf16 with BEST_KV=bf16 (kc, vc NULL; never run on a GPU)
+    int kv_bf16;
     int32_t *step_in;           // decoding: (2) on the device, the step's token and position
     int32_t *host_in;           // (2) pinned host memory: the next step's token and position
     float *host_logits;         // (V) pinned host memory: the last step's logits
