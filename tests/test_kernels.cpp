@@ -324,7 +324,7 @@ static void check_gemv() {
                 Dev<uint16_t> d_w(wb);
                 Dev<float> d_x(x), d_b(b), d_y(y0);
                 if (!acc) d_y.poison();
-                gemv_bf16_cuda(d_y.p, d_x.p, d_w.p, acc ? d_b.p : NULL, OC, IC, acc, stream);
+                gemv_bf16_cuda(d_y.p, d_x.p, d_w.p, acc ? d_b.p : NULL, acc ? d_y.p : NULL, OC, IC, stream);
                 matmul_forward(want.data(), x.data(), wf.data(), acc ? b.data() : NULL, 1, IC, OC, acc);
                 char what[96];
                 snprintf(what, sizeof what, "gemv bf16 %zux%zu%s", OC, IC, acc ? " + b, accumulated" : "");
@@ -1046,6 +1046,17 @@ static void check_matmul(CudaCtx *c) {
                          off ? " (x 2-byte aligned)" : "", acc, bias);
                 expect_close(what, d_y.get(), want, TOL_MATMUL);
             }
+        for (int bias = 0; bias < 2; bias++) { // the residual in the epilogue: y = res + x w^T + b, res left
+            std::vector<float> want = y0;
+            Dev<float> d_y(N * OC), d_res(y0);
+            d_y.poison();
+            matmul_forward(want.data(), x.data(), w.data(), bias ? b.data() : NULL, N, IC, OC, 1);
+            matmul_forward_add_cuda(c, d_y.p, xp, d_w.p, bias ? d_b.p : NULL, d_res.p, N, IC, OC);
+            snprintf(what, sizeof what, "matmul forward + residual (C != D) N=%zu IC=%zu OC=%zu%s bias=%d", N, IC, OC,
+                     off ? " (x 2-byte aligned)" : "", bias);
+            expect_close(what, d_y.get(), want, TOL_MATMUL);
+            T_OK(d_res.get() == y0, "%s %s: the residual is only read", MODE, what);
+        }
         for (int dx_acc = 0; dx_acc < 2; dx_acc++) {
             std::vector<float> wdx = dx0, wdw = dw0;
             Dev<float> d_dx(dx0), d_dw(dw0);

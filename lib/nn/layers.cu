@@ -79,12 +79,13 @@ BEST_KAPI void embedding_backward_index_cuda(float *dembed, const float *dx, con
     CUDA_CHECK(cudaGetLastError());
 }
 
-// y (OC) = or += (acc) W x + b for one row x (IC, fp32) and W (OC, IC) bf16: a warp per
+// y (OC) = res + W x + b (res NULL: none; res may be y) for one row x (IC, fp32) and W
+// (OC, IC) bf16: a warp per
 // row, the lanes taking 16 bytes (8 weights) at a time when IC is a multiple of 8 (every
 // row then starts 16-byte aligned, as W does), else one weight; x through L1; a butterfly
 // sum. Batch-1 decoding's dense products (BEST_DECODE_GEMV=own) without cuBLASLt.
-static __global__ void gemv_bf16_kernel(float *y, const float *x, const uint16_t *w, const float *b, size_t OC,
-                                        size_t IC, int acc) {
+static __global__ void gemv_bf16_kernel(float *y, const float *x, const uint16_t *w, const float *b,
+                                        const float *res, size_t OC, size_t IC) {
     unsigned lane = threadIdx.x % 32;
     size_t warps = (size_t)gridDim.x * blockDim.x / 32;
     for (size_t r = km_thread_index(blockIdx.x, blockDim.x, threadIdx.x) / 32; r < OC; r += warps) {
@@ -106,18 +107,18 @@ static __global__ void gemv_bf16_kernel(float *y, const float *x, const uint16_t
         }
         for (int d = 16; d > 0; d >>= 1) s += __shfl_xor_sync(0xffffffffu, s, d);
         if (lane == 0) {
-            if (acc) s = y[r] + s;
+            if (res) s = res[r] + s;
             if (b) s += b[r];
             y[r] = s;
         }
     }
 }
 
-BEST_KAPI void gemv_bf16_cuda(float *y, const float *x, const uint16_t *w, const float *b, size_t OC, size_t IC,
-                              int acc, cudaStream_t stream) {
+BEST_KAPI void gemv_bf16_cuda(float *y, const float *x, const uint16_t *w, const float *b, const float *res,
+                              size_t OC, size_t IC, cudaStream_t stream) {
     if (OC == 0) return;
-    LAUNCH(gemv_bf16_kernel, km_blocks(OC, KM_THREADS / 32, KM_GRID_CAP), KM_THREADS, stream, y, x, w, b, OC, IC,
-           acc);
+    LAUNCH(gemv_bf16_kernel, km_blocks(OC, KM_THREADS / 32, KM_GRID_CAP), KM_THREADS, stream, y, x, w, b, res, OC,
+           IC);
     CUDA_CHECK(cudaGetLastError());
 }
 

@@ -148,10 +148,11 @@ static inline size_t attention_decode_part_floats(size_t T, size_t NH, size_t HD
 #ifdef BEST_CUDA
 struct CUstream_st; // cudaStream_t is a struct CUstream_st *
 
-// y (OC) = or += (acc) W x + b, one row x (IC) fp32, W (OC, IC) bf16 bits, b (OC) or NULL:
-// batch-1 decoding's dense product without cuBLASLt (a warp a row, 16-byte loads).
-void gemv_bf16_cuda(float *y, const float *x, const uint16_t *w, const float *b, size_t OC, size_t IC, int acc,
-                    struct CUstream_st *stream);
+// y (OC) = res + W x + b, one row x (IC) fp32, W (OC, IC) bf16 bits, b (OC) or NULL, res
+// (OC) or NULL (none; y itself: accumulate): batch-1 decoding's dense product without
+// cuBLASLt (a warp a row, 16-byte loads).
+void gemv_bf16_cuda(float *y, const float *x, const uint16_t *w, const float *b, const float *res, size_t OC,
+                    size_t IC, struct CUstream_st *stream);
 // *out (device) = the greedy token of logits x (n, device): eval.c's sample_token at
 // temperature 0 (the first index of the largest, NaNs never chosen, 0 when x[0] is NaN).
 void argmax_cuda(int32_t *out, const float *x, size_t n, struct CUstream_st *stream);
@@ -230,6 +231,10 @@ struct CudaCtx;
 // cores, on c's stream.
 void matmul_forward_cuda(struct CudaCtx *c, float *y, const uint16_t *x, const uint16_t *w,
                          const float *b, size_t N, size_t IC, size_t OC, int acc);
+// y (N, OC) = res (N, OC) + x @ w^T + b: the residual connection in cuBLASLt's epilogue
+// (C = res, D = y, beta 1) instead of a copy of res into y first; res may be y.
+void matmul_forward_add_cuda(struct CudaCtx *c, float *y, const uint16_t *x, const uint16_t *w, const float *b,
+                             const float *res, size_t N, size_t IC, size_t OC);
 // dx (N, IC) fp32 = or += (dx_acc) dy @ w, skipped when dx is NULL; dw (OC, IC) fp32 +=
 // dy^T @ x, skipped when dw is NULL; dy (N, OC), x (N, IC), w (OC, IC) bf16 bits.
 void matmul_backward_cuda(struct CudaCtx *c, float *dx, float *dw, const uint16_t *dy,

@@ -5,6 +5,9 @@
 // column-major translation of each product is matmul_map.h's (checked on the CPU by
 // tests/test_matmul_map.c), so this file only turns a MatmulMap into one cublasLtMatmul.
 //
+// Residual: matmul_forward_add_cuda reads C from another buffer than the D it writes (beta
+// 1), so a residual connection costs no copy (never run on a GPU, 2026-11-29).
+//
 // Bias: cuBLASLt's CUBLASLT_EPILOGUE_BIAS with an fp32 bias (the output's type), fused
 // into the forward product: the bias runs along the map's m rows (OC), broadcast over
 // the N columns, and is added to alpha op(A) op(B) + beta C, so acc and bias combine as
@@ -50,9 +53,9 @@ static uint32_t alignment(const void *p, size_t ld_bytes) {
 
 // What the heuristic's answer depends on.
 typedef struct {
-    int device, transa, transb, bias, beta1;
+    int device, transa, transb, bias, beta1, c_apart;
     size_t m, n, k, lda, ldb, ldc, workspace_bytes;
-    uint32_t align_a, align_b, align_c, align_bias;
+    uint32_t align_a, align_b, align_c, align_bias, align_cin;
 } AlgoKey;
 
 #define ALGO_CACHE 64
@@ -77,7 +80,7 @@ typedef struct {
     cublasLtMatrixLayout_t la, lb, lc;
     const float *alpha, *beta;
     const uint16_t *A, *B;
-    const float *C;
+    const float *C;            // the C read (beta 1): D's own memory or another buffer
     size_t c_bytes;
 } LtRun;
 
@@ -160,10 +163,11 @@ static cublasLtMatmulAlgo_t algo_for(CudaCtx *c, const AlgoKey *key, cublasLtMat
     return res.algo;
 }
 
-// C (column-major m x n, fp32) = alpha op(A) op(B) + beta C (+ bias along the rows), A
-// and B bf16, as the map says.
+// D (column-major m x n, fp32) = alpha op(A) op(B) + beta Cin (+ bias along the rows), A
+// and B bf16, as the map says; Cin is D (Cin NULL) or another buffer of D's layout (the
+// residual added in the epilogue instead of a copy first).
 static void lt_matmul(CudaCtx *c, const MatmulMap *p, const uint16_t *A, const uint16_t *B,
-                      float *C, const float *bias) {
+                      float *C, const float *bias, const float *Cin) {
     if (p->m == 0 || p->n == 0) return;
     CHECK(p->k > 0, "matmul: an empty inner dimension (m=%zu n=%zu k=0)", p->m, p->n);
     AlgoKey key;
@@ -174,6 +178,9 @@ static void lt_matmul(CudaCtx *c, const MatmulMap *p, const uint16_t *A, const u
     key.workspace_bytes = c->workspace_bytes;
     key.align_a = alignment(A, p->lda * 2), key.align_b = alignment(B, p->ldb * 2);
     key.align_c = alignment(C, p->ldc * 4), key.align_bias = bias ? alignment(bias, 0) : 0;
+    key.c_apart = Cin && Cin != C;
+    key.align_cin = key.c_apart ? alignment(Cin, p->ldc * 4) : 0;
+    if (!Cin) Cin = C;
 
     cublasLtMatmulDesc_t op;
     CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -194,9 +201,9 @@ static void lt_matmul(CudaCtx *c, const MatmulMap *p, const uint16_t *A, const u
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, ar, ac, (int64_t)p->lda));
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, br, bc, (int64_t)p->ldb));
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, p->m, p->n, (int64_t)p->ldc));
-    LtRun run = {op, la, lb, lc, &p->alpha, &p->beta, A, B, C, p->ldc * p->n * sizeof(float)};
+    LtRun run = {op, la, lb, lc, &p->alpha, &p->beta, A, B, Cin, p->ldc * p->n * sizeof(float)};
     cublasLtMatmulAlgo_t algo = algo_for(c, &key, op, la, lb, lc, &run);
-    CUBLAS_CHECK(cublasLtMatmul(c->lt, op, &p->alpha, A, la, B, lb, &p->beta, C, lc, C, lc, &algo,
+    CUBLAS_CHECK(cublasLtMatmul(c->lt, op, &p->alpha, A, la, B, lb, &p->beta, Cin, lc, C, lc, &algo,
                                 c->workspace, c->workspace_bytes, c->stream));
     CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(lc));
     CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(lb));
@@ -212,7 +219,13 @@ static const uint16_t *operand(MatmulOperand o, const uint16_t *x, const uint16_
 BEST_KAPI void matmul_forward_cuda(CudaCtx *c, float *y, const uint16_t *x, const uint16_t *w,
                                    const float *b, size_t N, size_t IC, size_t OC, int acc) {
     MatmulMap p = matmul_map_forward(N, IC, OC, acc);
-    lt_matmul(c, &p, operand(p.a, x, w, NULL), operand(p.b, x, w, NULL), y, b);
+    lt_matmul(c, &p, operand(p.a, x, w, NULL), operand(p.b, x, w, NULL), y, b, NULL);
+}
+
+BEST_KAPI void matmul_forward_add_cuda(CudaCtx *c, float *y, const uint16_t *x, const uint16_t *w, const float *b,
+                                       const float *res, size_t N, size_t IC, size_t OC) {
+    MatmulMap p = matmul_map_forward(N, IC, OC, 1);
+    lt_matmul(c, &p, operand(p.a, x, w, NULL), operand(p.b, x, w, NULL), y, b, res);
 }
 
 BEST_KAPI void matmul_backward_cuda(CudaCtx *c, float *dx, float *dw, const uint16_t *dy,
@@ -220,10 +233,10 @@ BEST_KAPI void matmul_backward_cuda(CudaCtx *c, float *dx, float *dw, const uint
                                     size_t OC, int dx_acc) {
     if (dx) {
         MatmulMap p = matmul_map_dx(N, IC, OC, dx_acc);
-        lt_matmul(c, &p, operand(p.a, x, w, dy), operand(p.b, x, w, dy), dx, NULL);
+        lt_matmul(c, &p, operand(p.a, x, w, dy), operand(p.b, x, w, dy), dx, NULL, NULL);
     }
     if (dw) {
         MatmulMap p = matmul_map_dw(N, IC, OC);
-        lt_matmul(c, &p, operand(p.a, x, w, dy), operand(p.b, x, w, dy), dw, NULL);
+        lt_matmul(c, &p, operand(p.a, x, w, dy), operand(p.b, x, w, dy), dw, NULL, NULL);
     }
 }

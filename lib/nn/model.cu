@@ -794,7 +794,7 @@ static void linear(DevModel *d, float *y, const uint16_t *xbf, ModelMatrix w, si
     int i = model_matrix_index(m, w, l);
     if (!d->dw && d->gemv) { // decoding, one row: xbf widened into xr by operand
         CHECK(N == 1 && xbf == d->xbf, "linear: a gemv of %zu rows, or not of operand's", N);
-        gemv_bf16_cuda(y, d->xr, d->wbf + m->info[i].offset, b, OC, IC, acc, d->ctx->stream);
+        gemv_bf16_cuda(y, d->xr, d->wbf + m->info[i].offset, b, acc ? y : NULL, OC, IC, d->ctx->stream);
         return;
     }
     if (!d->dw) {
@@ -809,6 +809,25 @@ static void linear(DevModel *d, float *y, const uint16_t *xbf, ModelMatrix w, si
     } else {
         m->ext->ops->dev_decode(d->wdec, 1, NULL, 0, d->dw[i], st);
         matmul_forward_cuda(d->ctx, y, xbf, d->wdec, b, N, IC, OC, acc);
+    }
+}
+
+// y (N, OC) = res + xbf @ W^T + b: a residual connection, res added in the product's
+// epilogue (cuBLASLt's C != D; our GEMV's res) where the weight is the bf16 copy, else
+// copied into y first for an accumulating product (a stored weight's). res may be y.
+static void linear_res(DevModel *d, float *y, const float *res, const uint16_t *xbf, ModelMatrix w, size_t l,
+                       const float *b, size_t N, size_t IC, size_t OC) {
+    const Model *m = d->m;
+    size_t at = m->info[model_matrix_index(m, w, l)].offset;
+    if (!d->dw && d->gemv) {
+        CHECK(N == 1 && xbf == d->xbf, "linear_res: a gemv of %zu rows, or not of operand's", N);
+        gemv_bf16_cuda(y, d->xr, d->wbf + at, b, res, OC, IC, d->ctx->stream);
+    } else if (!d->dw) {
+        matmul_forward_add_cuda(d->ctx, y, xbf, d->wbf + at, b, res, N, IC, OC);
+    } else {
+        if (y != res)
+            CUDA_CHECK(cudaMemcpyAsync(y, res, N * OC * sizeof(float), cudaMemcpyDeviceToDevice, d->ctx->stream));
+        linear(d, y, xbf, w, l, b, N, IC, OC, 1);
     }
 }
 
@@ -855,9 +874,8 @@ static void block_out(DevModel *d, size_t l, LayerActs *s, size_t N, float *out)
     size_t C = m->C, Q = m->Q, I = m->I;
     float eps = (float)m->cfg.rms_norm_eps;
     devmodel_profile_mark(d, DP_O, 2.0 * N * Q * C);
-    CUDA_CHECK(cudaMemcpyAsync(s->res2, s->res, N * C * sizeof(float), cudaMemcpyDeviceToDevice, st));
     operand(d, s->att, N, Q);
-    linear(d, s->res2, d->xbf, MW_O, l, LW(w->bo, C), N, Q, C, 1);
+    linear_res(d, s->res2, s->res, d->xbf, MW_O, l, LW(w->bo, C), N, Q, C); // res2 = res + o_proj(att)
     devmodel_profile_mark(d, DP_NORM, 0);
     uint16_t *xb = norm_out(d, s->xn2b);
     rmsnorm_forward_bf16_cuda(xb, s->rstd2, s->res2, w->mlp_norm + l * C, N, C, eps, st);
@@ -869,9 +887,8 @@ static void block_out(DevModel *d, size_t l, LayerActs *s, size_t N, float *out)
     devmodel_profile_mark(d, DP_SWIGLU, 0);
     swiglu_forward_bf16_cuda(d->xbf, s->gate, s->up, N * I, st); // h, straight into the down projection's operand
     devmodel_profile_mark(d, DP_DOWN, 2.0 * N * I * C);
-    CUDA_CHECK(cudaMemcpyAsync(out, s->res2, N * C * sizeof(float), cudaMemcpyDeviceToDevice, st));
     operand_widen(d, d->xbf, I);
-    linear(d, out, d->xbf, MW_DOWN, l, LW(w->bdown, C), N, I, C, 1);
+    linear_res(d, out, s->res2, d->xbf, MW_DOWN, l, LW(w->bdown, C), N, I, C); // out = res2 + down(h)
 }
 
 // One decoder block (model.c's block_forward) over the (B, T) rows: s->res in, out (N, C)
