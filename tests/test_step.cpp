@@ -133,8 +133,12 @@ static void matmul_backward_cuda(CudaCtx *, float *dx, float *dw, const uint16_t
 }
 
 // Attention: the real kernels (attention.cu, emulated) everywhere, the 20-step runs and
-// the resume check included (test_kernels checks attention.cu itself at more shapes).
+// the resume check included (test_kernels checks attention.cu itself at more shapes; the
+// step does not call every entry, attention_decode_cuda among them).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
 #include "nn/attention.cu"
+#pragma GCC diagnostic pop
 
 // cuDNN's attention (attention_cudnn.h, BEST_ATTN=cudnn), which the emulator cannot load:
 // a stand-in computing what cuDNN is asked for on the same bf16 operands (the CPU attention

@@ -168,3 +168,10 @@ int args_threads(const ArgSpec *spec, int n) {
     if (n > 0) omp_set_num_threads(n);
     return n ? n : cores;
 }
+
+int args_choice(const char *s, const char *const *choices, int n) {
+    if (!s || !*s) return 0;
+    for (int i = 0; i < n; i++)
+        if (strcmp(s, choices[i]) == 0) return i;
+    return -1;
+}

@@ -52,4 +52,15 @@ int args_given(const ArgSpec *spec, const char *name);
 void args_usage_error(const ArgSpec *spec, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), noreturn));
 
+#ifdef __cplusplus // (the CUDA files read switches from the environment too)
+extern "C" {
+#endif
+// The index of s among choices (n): 0, the first (the default), when s is NULL or empty;
+// -1 when it is none of them. For the switches read from the environment
+// (BEST_OPTIM=fused|fused1|passes, ...), whose callers name the variable in their error.
+int args_choice(const char *s, const char *const *choices, int n);
+#ifdef __cplusplus
+}
+#endif
+
 #endif

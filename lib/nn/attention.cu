@@ -501,16 +501,6 @@ BEST_KAPI void attention_packed_cuda(float *out, const float *q, const float *k,
     attention_forward_launch(out, NULL, q, k, v, vis, 1, n, n, 0, NH, KV, HD, stream);
 }
 
-BEST_KAPI void attention_decode_cuda(float *out, const float *q, const float *kc, const float *vc,
-                                     const int32_t *pos, size_t NH, size_t KV, size_t HD, cudaStream_t stream) {
-    attention_check_shapes("attention_decode_cuda", NH, KV, HD);
-    static_assert(2 * ATT_THREADS >= ATT_HD_MAX, "two output dimensions a thread");
-    if (NH == 0) return;
-    LAUNCH(attention_decode_kernel<float>, km_blocks(NH, 1, KM_GRID_CAP), ATT_THREADS, stream, out, (float *)NULL, q,
-           kc, vc, pos, NH, KV, (int)HD, 1.0f / sqrtf((float)HD), (size_t)0);
-    CUDA_CHECK(cudaGetLastError());
-}
-
 // attention_decode_split_cuda's launches for a cache of type KVT.
 template <typename KVT>
 static void decode_split(float *out, float *part, const float *q, const KVT *kc, const KVT *vc, const int32_t *pos,
@@ -527,24 +517,38 @@ static void decode_split(float *out, float *part, const float *q, const KVT *kc,
     CUDA_CHECK(cudaGetLastError());
 }
 
+// attention_decode_split_cuda and attention_decode_bf16_cuda for a cache of type KVT: split
+// with part, else one block a head.
+template <typename KVT>
+static void decode_any(float *out, float *part, const float *q, const KVT *kc, const KVT *vc, const int32_t *pos,
+                       size_t T, size_t NH, size_t KV, size_t HD, cudaStream_t stream) {
+    if (part) {
+        decode_split(out, part, q, kc, vc, pos, T, NH, KV, HD, stream);
+        return;
+    }
+    attention_check_shapes("attention_decode_cuda", NH, KV, HD);
+    static_assert(2 * ATT_THREADS >= ATT_HD_MAX, "two output dimensions a thread");
+    if (NH == 0) return;
+    LAUNCH(attention_decode_kernel<KVT>, km_blocks(NH, 1, KM_GRID_CAP), ATT_THREADS, stream, out, (float *)NULL, q,
+           kc, vc, pos, NH, KV, (int)HD, 1.0f / sqrtf((float)HD), (size_t)0);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+BEST_KAPI void attention_decode_cuda(float *out, const float *q, const float *kc, const float *vc,
+                                     const int32_t *pos, size_t NH, size_t KV, size_t HD, cudaStream_t stream) {
+    decode_any(out, (float *)NULL, q, kc, vc, pos, 0, NH, KV, HD, stream);
+}
+
 BEST_KAPI void attention_decode_split_cuda(float *out, float *part, const float *q, const float *kc,
                                            const float *vc, const int32_t *pos, size_t T, size_t NH, size_t KV,
                                            size_t HD, cudaStream_t stream) {
-    decode_split(out, part, q, kc, vc, pos, T, NH, KV, HD, stream);
+    decode_any(out, part, q, kc, vc, pos, T, NH, KV, HD, stream);
 }
 
 BEST_KAPI void attention_decode_bf16_cuda(float *out, float *part, const float *q, const uint16_t *kc,
                                           const uint16_t *vc, const int32_t *pos, size_t T, size_t NH, size_t KV,
                                           size_t HD, cudaStream_t stream) {
-    if (part) {
-        decode_split(out, part, q, kc, vc, pos, T, NH, KV, HD, stream);
-        return;
-    }
-    attention_check_shapes("attention_decode_bf16_cuda", NH, KV, HD);
-    if (NH == 0) return;
-    LAUNCH(attention_decode_kernel<uint16_t>, km_blocks(NH, 1, KM_GRID_CAP), ATT_THREADS, stream, out,
-           (float *)NULL, q, kc, vc, pos, NH, KV, (int)HD, 1.0f / sqrtf((float)HD), (size_t)0);
-    CUDA_CHECK(cudaGetLastError());
+    decode_any(out, part, q, kc, vc, pos, T, NH, KV, HD, stream);
 }
 
 BEST_KAPI void attention_backward_cuda(float *dq, float *dk, float *dv, float *dkh, float *dvh,

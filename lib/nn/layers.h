@@ -272,7 +272,8 @@ void attention_decode_cuda(float *out, const float *q, const float *kc, const fl
 // attention_decode_cuda split over the keys (flash-decoding): chunks of ATT_DEC_CHUNK keys
 // of a cache of T positions, a block each (NH x ceil(T / chunk) blocks, chunks past *pos
 // empty), merged per head in chunk order; part: attention_decode_part_floats(T, NH, HD)
-// floats of scratch. The same function, its sums grouped by chunk.
+// floats of scratch (NULL: attention_decode_cuda's one block a head). The same function,
+// its sums grouped by chunk.
 void attention_decode_split_cuda(float *out, float *part, const float *q, const float *kc, const float *vc,
                                  const int32_t *pos, size_t T, size_t NH, size_t KV, size_t HD,
                                  struct CUstream_st *stream);

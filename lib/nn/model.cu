@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/args.h"        // defines: args_choice
 #include "base/error.h"       // defines: ERR, CHECK, xcalloc
 #include "dist/dist.h"        // defines: dist_slice
 #include "dist/dist_nccl.h"   // defines: devcomm_sum, devcomm_share, devcomm_wait
@@ -504,6 +505,19 @@ BEST_KAPI void devmodel_upload(DevModel *d, const float *params, const AdamW *op
 }
 
 // The sizes of d for m at (B, T) (no allocation).
+// Decoding's switches in the environment (docs/best-eval.md), the default value first:
+// our bf16 GEMV for a folder's products, attention over the cache in key chunks, the keys
+// and values cache in bf16.
+static const struct {
+    const char *name;
+    const char *values[2];
+} DECODE_ENV[] = {{"BEST_DECODE_GEMV", {"cublas", "own"}}, {"BEST_DECODE_ATTN", {"single", "split"}},
+                  {"BEST_KV", {"fp32", "bf16"}}};
+#define N_DECODE_ENV (sizeof DECODE_ENV / sizeof *DECODE_ENV)
+
+// DECODE_ENV[i]'s value: 0 (the default, or unset), 1, or -1 for another.
+static int decode_env(size_t i) { return args_choice(getenv(DECODE_ENV[i].name), DECODE_ENV[i].values, 2); }
+
 static void devmodel_shape(DevModel *d, const Model *m, int B, int T, size_t ce_rows, int flags) {
     d->m = m;
     d->recompute = (flags & DEVMODEL_RECOMPUTE) != 0;
@@ -518,13 +532,11 @@ static void devmodel_shape(DevModel *d, const Model *m, int B, int T, size_t ce_
     d->ce_rows = ce_rows ? ce_rows : DEV_CE_FLOATS / m->V;
     if (d->ce_rows < 1) d->ce_rows = 1;
     if (d->ce_rows > d->N) d->ce_rows = d->N;
-    // decoding a folder: its products by our GEMV or cuBLASLt (devmodel_init checks the value)
-    const char *g = getenv("BEST_DECODE_GEMV");
-    d->gemv = d->decode && !m->ext && g && strcmp(g, "own") == 0;
-    const char *a = getenv("BEST_DECODE_ATTN"); // attention over the cache in key chunks
-    d->dec_split = d->decode && a && strcmp(a, "split") == 0;
-    const char *kv = getenv("BEST_KV"); // the keys and values cache in bf16
-    d->kv_bf16 = d->decode && kv && strcmp(kv, "bf16") == 0;
+    // decoding: the switches of DECODE_ENV (devmodel_init refuses other values); a stored
+    // model's products are its own (no GEMV of the bf16 copy)
+    d->gemv = d->decode && !m->ext && decode_env(0) == 1;
+    d->dec_split = d->decode && decode_env(1) == 1;
+    d->kv_bf16 = d->decode && decode_env(2) == 1;
 }
 
 BEST_KAPI size_t devmodel_bytes(size_t *acts_bytes, const Model *m, int B, int T, size_t ce_rows, int flags,
@@ -578,9 +590,10 @@ static float attn_scale(size_t HD) { return 1.0f / sqrtf((float)HD); }
 // its shape (else one line says why, and attention.cu runs). 0, or -1 after ERR for
 // another value or no device memory for cuDNN's bf16 operands (N (4 Q + 4 KVD) of them).
 static int attn_choose(DevModel *d) {
-    const char *a = getenv("BEST_ATTN");
-    if (!a || !*a || strcmp(a, "own") == 0) return 0;
-    if (strcmp(a, "cudnn") != 0) return ERR("BEST_ATTN=%s in the environment: expected own or cudnn", a);
+    static const char *const names[] = {"own", "cudnn"};
+    int want = args_choice(getenv("BEST_ATTN"), names, 2);
+    if (want == 0) return 0;
+    if (want < 0) return ERR("BEST_ATTN=%s in the environment: expected own or cudnn", getenv("BEST_ATTN"));
     const Model *m = d->m;
     if (attn_cudnn_prepare((size_t)d->B, (size_t)d->T, m->NH, m->KV, m->HD, attn_scale(m->HD), 1) < 0) {
         fprintf(stderr, "note: BEST_ATTN=cudnn: %s; attention.cu instead\n", err_msg());
@@ -592,20 +605,33 @@ static int attn_choose(DevModel *d) {
     return 0;
 }
 
-// The forward of layer s's attention through cuDNN: q, k, v to bf16, s->att and s->lse
-// (cuDNN's statistics) from it.
-static void attn_forward_cudnn(DevModel *d, LayerActs *s) {
+// cuDNN's bf16 operands in d->attn_bf: q, o, k, v, dout, dq, dk, dv (N rows each, of Q or
+// KVD values); q, k, v cast from layer s's.
+typedef struct {
+    uint16_t *q, *o, *k, *v, *dout, *dq, *dk, *dv;
+} AttnBf;
+
+static AttnBf attn_operands(DevModel *d, const LayerActs *s) {
     const Model *m = d->m;
     cudaStream_t st = d->ctx->stream;
     size_t N = d->N, Q = m->Q, KVD = m->KVD;
-    uint16_t *qb = d->attn_bf, *ob = qb + N * Q, *kb = ob + N * Q, *vb = kb + N * KVD;
-    cast_bf16_cuda(qb, s->q, N * Q, st);
-    cast_bf16_cuda(kb, s->k, N * KVD, st);
-    cast_bf16_cuda(vb, s->v, N * KVD, st);
-    if (attn_cudnn_forward(ob, s->lse, qb, kb, vb, (size_t)d->B, (size_t)d->T, m->NH, m->KV, m->HD,
-                           attn_scale(m->HD), st) < 0)
+    AttnBf b;
+    b.q = d->attn_bf, b.o = b.q + N * Q, b.k = b.o + N * Q, b.v = b.k + N * KVD;
+    b.dout = b.v + N * KVD, b.dq = b.dout + N * Q, b.dk = b.dq + N * Q, b.dv = b.dk + N * KVD;
+    cast_bf16_cuda(b.q, s->q, N * Q, st);
+    cast_bf16_cuda(b.k, s->k, N * KVD, st);
+    cast_bf16_cuda(b.v, s->v, N * KVD, st);
+    return b;
+}
+
+// The forward of layer s's attention through cuDNN: s->att and s->lse (cuDNN's statistics).
+static void attn_forward_cudnn(DevModel *d, LayerActs *s) {
+    const Model *m = d->m;
+    AttnBf b = attn_operands(d, s);
+    if (attn_cudnn_forward(b.o, s->lse, b.q, b.k, b.v, (size_t)d->B, (size_t)d->T, m->NH, m->KV, m->HD,
+                           attn_scale(m->HD), d->ctx->stream) < 0)
         DIE("%s", err_msg()); // (its graph was built at init: a failure now is cuDNN's at run time)
-    widen_bf16_cuda(s->att, ob, N * Q, st); // exact: the o projection's bf16 operand is ob again
+    widen_bf16_cuda(s->att, b.o, d->N * m->Q, d->ctx->stream); // exact: the o projection's operand is b.o again
 }
 
 // The backward of layer s's attention through cuDNN: d->dq, dk, dv from d->datt.
@@ -613,19 +639,15 @@ static void attn_backward_cudnn(DevModel *d, const LayerActs *s) {
     const Model *m = d->m;
     cudaStream_t st = d->ctx->stream;
     size_t N = d->N, Q = m->Q, KVD = m->KVD;
-    uint16_t *qb = d->attn_bf, *ob = qb + N * Q, *kb = ob + N * Q, *vb = kb + N * KVD;
-    uint16_t *dob = vb + N * KVD, *dqb = dob + N * Q, *dkb = dqb + N * Q, *dvb = dkb + N * KVD;
-    cast_bf16_cuda(qb, s->q, N * Q, st);
-    cast_bf16_cuda(kb, s->k, N * KVD, st);
-    cast_bf16_cuda(vb, s->v, N * KVD, st);
-    cast_bf16_cuda(ob, s->att, N * Q, st); // the forward's bf16 output, bit for bit
-    cast_bf16_cuda(dob, d->datt, N * Q, st);
-    if (attn_cudnn_backward(dqb, dkb, dvb, dob, qb, kb, vb, ob, s->lse, (size_t)d->B, (size_t)d->T, m->NH, m->KV,
-                            m->HD, attn_scale(m->HD), 1, st) < 0)
+    AttnBf b = attn_operands(d, s); // (the forward's casts again: the buffer serves every layer)
+    cast_bf16_cuda(b.o, s->att, N * Q, st); // the forward's bf16 output, bit for bit
+    cast_bf16_cuda(b.dout, d->datt, N * Q, st);
+    if (attn_cudnn_backward(b.dq, b.dk, b.dv, b.dout, b.q, b.k, b.v, b.o, s->lse, (size_t)d->B, (size_t)d->T, m->NH,
+                            m->KV, m->HD, attn_scale(m->HD), 1, st) < 0)
         DIE("%s", err_msg());
-    widen_bf16_cuda(d->dq, dqb, N * Q, st);
-    widen_bf16_cuda(d->dk, dkb, N * KVD, st);
-    widen_bf16_cuda(d->dv, dvb, N * KVD, st);
+    widen_bf16_cuda(d->dq, b.dq, N * Q, st);
+    widen_bf16_cuda(d->dk, b.dk, N * KVD, st);
+    widen_bf16_cuda(d->dv, b.dv, N * KVD, st);
 }
 
 BEST_KAPI int devmodel_init_ranks(DevModel *d, CudaCtx *c, const Model *m, int B, int T, size_t ce_rows,
@@ -639,20 +661,12 @@ BEST_KAPI int devmodel_init_ranks(DevModel *d, CudaCtx *c, const Model *m, int B
         return ERR("%s: %s cannot go on a CUDA device in this build", m->ext->path, m->ext->what);
     d->ctx = c;
     devmodel_shape(d, m, B, T, ce_rows, flags);
-    const char *gv = getenv("BEST_DECODE_GEMV"), *av = getenv("BEST_DECODE_ATTN");
-    if (gv && *gv && strcmp(gv, "own") != 0 && strcmp(gv, "cublas") != 0) {
-        memset(d, 0, sizeof *d);
-        return ERR("BEST_DECODE_GEMV=%s in the environment: expected cublas or own", gv);
-    }
-    if (av && *av && strcmp(av, "split") != 0 && strcmp(av, "single") != 0) {
-        memset(d, 0, sizeof *d);
-        return ERR("BEST_DECODE_ATTN=%s in the environment: expected single or split", av);
-    }
-    const char *kvv = getenv("BEST_KV");
-    if (kvv && *kvv && strcmp(kvv, "bf16") != 0 && strcmp(kvv, "fp32") != 0) {
-        memset(d, 0, sizeof *d);
-        return ERR("BEST_KV=%s in the environment: expected fp32 or bf16", kvv);
-    }
+    for (size_t i = 0; i < N_DECODE_ENV; i++)
+        if (decode_env(i) < 0) {
+            memset(d, 0, sizeof *d);
+            return ERR("%s=%s in the environment: expected %s or %s", DECODE_ENV[i].name, getenv(DECODE_ENV[i].name),
+                       DECODE_ENV[i].values[0], DECODE_ENV[i].values[1]);
+        }
     d->comm = comm;
     if (comm) dist_slice(&d->own_lo, &d->own_hi, d->n_params, devcomm_rank(comm), devcomm_size(comm));
     // the prunable families as ranges of the block (the table is in block order)
@@ -980,14 +994,20 @@ static void forward_head(DevModel *d, size_t N, float head_scale) {
     d->loss = d->n_valid ? (float)(sum / d->n_valid) : 0.0f;
 }
 
-BEST_KAPI int devmodel_forward(DevModel *d, const int32_t *tokens, const int32_t *targets) {
+// devmodel_forward; loss_scale > 0 (devmodel_forward_backward): with the head's backward
+// for that scale of the loss (no valid target: none, as backward).
+static int forward(DevModel *d, const int32_t *tokens, const int32_t *targets, float loss_scale) {
     TRY(forward_inputs(d, tokens, targets, d->N));
     devmodel_profile_mark(d, DP_EMBED, 0);
     embed(d, d->layer[0].res, d->tokens, d->N);
     for (size_t l = 0; l < d->m->L; l++)
         block_forward(d, l, l + 1 == d->m->L ? d->resf : d->layer[l + 1].res);
-    forward_head(d, d->N, 0);
+    forward_head(d, d->N, loss_scale > 0 && d->n_valid ? loss_scale / (float)d->n_valid : 0.0f);
     return 0;
+}
+
+BEST_KAPI int devmodel_forward(DevModel *d, const int32_t *tokens, const int32_t *targets) {
+    return forward(d, tokens, targets, 0);
 }
 
 // vis (n, 3): attention_packed_cuda's keys of each row from the segments seg (nseg, 4) of
@@ -1068,11 +1088,8 @@ static void decode_step(DevModel *d, int greedy) {
                                        st);
         } else {
             kv_append_cuda(d->kc + at, d->vc + at, s->k, s->v, pos, KVD, st);
-            if (d->dec_split)
-                attention_decode_split_cuda(s->att, d->dec_part, s->q, d->kc + at, d->vc + at, pos, T, m->NH, m->KV,
-                                            HD, st);
-            else
-                attention_decode_cuda(s->att, s->q, d->kc + at, d->vc + at, pos, m->NH, m->KV, HD, st);
+            attention_decode_split_cuda(s->att, d->dec_part, s->q, d->kc + at, d->vc + at, pos, T, m->NH, m->KV, HD,
+                                        st); // (dec_part NULL: one block a head)
         }
         block_out(d, l, s, 1, res);
     }
@@ -1149,6 +1166,12 @@ static void linear_back(DevModel *d, float *dx, size_t w, float *db, const float
     if (db) bias_backward_cuda(db, d->scratch, dy, d->N, OC, d->ctx->stream);
 }
 
+// linear_back for a dy already in bf16 (dyb, (N, OC)) and no bias.
+static void linear_back_bf16(DevModel *d, float *dx, size_t w, const uint16_t *dyb, const uint16_t *x, size_t IC,
+                             size_t OC, int dx_acc) {
+    matmul_backward_cuda(d->ctx, dx, d->grads + w, dyb, x, d->wbf + w, d->N, IC, OC, dx_acc);
+}
+
 // One block backward (model.c's block_backward): d->dres holds d(block output) on entry and
 // d(block input) on exit.
 static void block_backward(DevModel *d, size_t l) {
@@ -1168,9 +1191,8 @@ static void block_backward(DevModel *d, size_t l) {
         uint16_t *dgb = (uint16_t *)d->dgate, *dub = (uint16_t *)d->dup;
         swiglu_backward_bf16_cuda(dgb, dub, d->dh, s->gate, s->up, N * I, st);
         devmodel_profile_mark(d, DP_BWD_GATE_UP, 8.0 * N * C * I);
-        size_t wg = woff(d, hw->wgate) + l * I * C, wu = woff(d, hw->wup) + l * I * C;
-        matmul_backward_cuda(d->ctx, d->dxn, d->grads + wg, dgb, s->xn2b, d->wbf + wg, N, C, I, 0);
-        matmul_backward_cuda(d->ctx, d->dxn, d->grads + wu, dub, s->xn2b, d->wbf + wu, N, C, I, 1);
+        linear_back_bf16(d, d->dxn, woff(d, hw->wgate) + l * I * C, dgb, s->xn2b, C, I, 0);
+        linear_back_bf16(d, d->dxn, woff(d, hw->wup) + l * I * C, dub, s->xn2b, C, I, 1);
     } else {
         swiglu_backward_cuda(d->dgate, d->dup, d->dh, s->gate, s->up, N * I, st);
         devmodel_profile_mark(d, DP_BWD_GATE_UP, 8.0 * N * C * I);
@@ -1290,14 +1312,9 @@ BEST_KAPI void devmodel_backward_sum(DevModel *d, float loss_scale) { backward(d
 
 BEST_KAPI int devmodel_forward_backward(DevModel *d, const int32_t *tokens, const int32_t *targets,
                                         float loss_scale, int sum) {
-    CHECK(!d->eval && targets, "devmodel_forward_backward: a training DevModel and targets");
-    TRY(forward_inputs(d, tokens, targets, d->N));
-    devmodel_profile_mark(d, DP_EMBED, 0);
-    embed(d, d->layer[0].res, d->tokens, d->N);
-    for (size_t l = 0; l < d->m->L; l++)
-        block_forward(d, l, l + 1 == d->m->L ? d->resf : d->layer[l + 1].res);
-    // the backward's scale of the logits (no valid target: no head gradient, as backward)
-    forward_head(d, d->N, d->n_valid ? loss_scale / (float)d->n_valid : 0.0f);
+    CHECK(!d->eval && targets && loss_scale > 0, "devmodel_forward_backward: a training DevModel, targets and a "
+          "positive loss scale");
+    TRY(forward(d, tokens, targets, loss_scale));
     backward(d, loss_scale, sum, 1);
     return 0;
 }

@@ -532,7 +532,7 @@ void devmodel_backward_sum(DevModel *d, float loss_scale);
 // devmodel_forward then devmodel_backward (sum 0) or devmodel_backward_sum (sum 1), with
 // the head's backward done in the forward while each chunk's logits are there, so the
 // lm_head product runs 3 times a micro-batch instead of 4: the same bits (test_step).
-// best-train's step. -1 after ERR (a token or target out of range).
+// best-train's step; loss_scale > 0. -1 after ERR (a token or target out of range).
 int devmodel_forward_backward(DevModel *d, const int32_t *tokens, const int32_t *targets, float loss_scale,
                               int sum);
 void devmodel_zero_grad(DevModel *d);

@@ -65,6 +65,7 @@
 #define SPMV_X86 1
 #endif
 
+#include "base/args.h"      // defines: args_choice
 #include "base/error.h"     // defines: xmalloc
 #include "io/safetensors.h" // defines: st_f16_to_f32
 
@@ -1078,16 +1079,14 @@ size_t devpack_pairs_build(uint32_t *pair_off, uint32_t *pairs, const PackTensor
     pair_off[0] = 0;
     for (size_t r = 0; r < t->rows; r++) {
         pack_decode_rows(row, t, r, r + 1); // a stored element has nonzero bits: so has its fp32
-        uint32_t *w = pairs ? pairs + 4 * groups : NULL;
+        uint32_t *w = pairs + 4 * groups;
         size_t k = 0;
         for (size_t c = 0; c < t->cols; c++) {
             uint32_t bits;
             memcpy(&bits, &row[c], sizeof bits);
-            if (!bits) continue;
-            if (w) w[k] = (uint32_t)c | (bits & 0xffff0000u); // a bf16 value's fp32 has 16 zero low bits
-            k++;
+            if (bits) w[k++] = (uint32_t)c | (bits & 0xffff0000u); // a bf16 value's fp32 has 16 zero low bits
         }
-        for (; w && k % 4; k++) w[k] = 0; // padding: skipped by the kernel
+        for (; k % 4; k++) w[k] = 0; // padding: skipped by the kernel
         groups += (k + 3) / 4;
         if (groups > 0xffffffffu) { // (offsets are u32: 16 GiB of pairs in one tensor)
             free(row);
@@ -1100,9 +1099,6 @@ size_t devpack_pairs_build(uint32_t *pair_off, uint32_t *pairs, const PackTensor
 }
 
 int devpack_layout_env(void) {
-    const char *v = getenv("BEST_SPMV_LAYOUT");
-    if (!v || !*v || strcmp(v, "streams") == 0) return 0;
-    if (strcmp(v, "pairs") == 0) return 1;
-    if (strcmp(v, "auto") == 0) return 2;
-    return -1;
+    static const char *const names[] = {"streams", "pairs", "auto"};
+    return args_choice(getenv("BEST_SPMV_LAYOUT"), names, 3);
 }

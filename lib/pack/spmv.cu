@@ -504,13 +504,13 @@ BEST_KAPI void devpack_free(DevPackTensor *d) {
 // d = t in the pairs layout; 1 (d untouched) when t cannot take it.
 static int upload_pairs(DevPackTensor *d, const PackTensor *t) {
     uint32_t *off = (uint32_t *)xmalloc((t->rows + 1) * sizeof *off);
-    size_t words = devpack_pairs_build(off, NULL, t);
+    uint32_t *w = (uint32_t *)xmalloc((t->nnz + 3 * t->rows) * sizeof *w);
+    size_t words = devpack_pairs_build(off, w, t);
     if (words == 0) {
         free(off);
+        free(w);
         return 1;
     }
-    uint32_t *w = (uint32_t *)xmalloc(words * sizeof *w);
-    devpack_pairs_build(off, w, t);
     memset(d, 0, sizeof *d);
     char *block = NULL;
     int rc = 0;

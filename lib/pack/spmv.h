@@ -92,9 +92,10 @@ typedef struct {
     size_t bytes;              // of block: what the tensor takes on the device
 } DevPackTensor;
 
-// The words of t in the pairs layout (above): pair_off (rows + 1) and, with pairs non-NULL,
-// pairs (pair_off[rows] * 4); returns the number of words, 0 when t cannot take the
-// layout (not sparse BF16, or more than 65536 columns). Host memory (spmv.cu).
+// The words of t in the pairs layout (above): pair_off (rows + 1) and pairs (room for
+// t->nnz + 3 t->rows words: every stored element and each row's padding), in one walk of
+// the rows; returns the number of words written (pair_off[rows] * 4), 0 when t cannot take
+// the layout (not sparse BF16, or more than 65536 columns). Host memory (spmv.cu).
 size_t devpack_pairs_build(uint32_t *pair_off, uint32_t *pairs, const PackTensor *t);
 // BEST_SPMV_LAYOUT's value: 0 streams (also unset or empty), 1 pairs, 2 auto, -1 another.
 int devpack_layout_env(void);

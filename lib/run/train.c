@@ -20,7 +20,7 @@
 #include <jansson.h>
 #include <xxhash.h>
 
-#include "base/args.h"       // defines: ARGS_THREADS_PER_CORE
+#include "base/args.h"       // defines: ARGS_THREADS_PER_CORE, args_choice
 #include "base/error.h"      // defines: ERR, TRY, xmalloc
 #include "base/fileio.h"     // defines: AFile, path_join, path_is_dir
 #include "io/safetensors.h"  // defines: StWriter, SafeTensors
@@ -1249,10 +1249,8 @@ static int grads_cuda(Trainer *tr, int t, double *loss, double *sumsq) {
 #endif
 
 int train_optim_parse(const char *s) {
-    if (!s || !*s || strcmp(s, "fused") == 0) return TRAIN_OPTIM_FUSED;
-    if (strcmp(s, "fused1") == 0) return TRAIN_OPTIM_FUSED1;
-    if (strcmp(s, "passes") == 0) return TRAIN_OPTIM_PASSES;
-    return -1;
+    static const char *const names[] = {"fused", "fused1", "passes"}; // TRAIN_OPTIM_* in order
+    return args_choice(s, names, 3);
 }
 
 // The error of a step whose loss or gradient norm is not finite.
