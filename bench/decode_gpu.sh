@@ -73,6 +73,15 @@ for s in $SPARSITIES; do ours folder "$s" "$M/s$s"; done
 # the packs again with BEST_SPMV_LAYOUT=auto: each weight in the faster of the pack's streams
 # and the pairs layout, timed on the device at upload (issue 35; once, not REPS times)
 for s in $SPARSITIES; do BEST_SPMV_LAYOUT=auto ours packed-auto "$s" "$M/s$s.pack"; done
+# the products that share an input fused (BEST_DECODE_FUSE=on, nn/decode_fused.h: a folder's
+# by our GEMV, a pack's in the pairs layout), alone and with every other decode switch
+ALL="BEST_DECODE_FUSE=on BEST_DECODE_ATTN=split BEST_KV=bf16"
+BEST_DECODE_FUSE=on ours dense-fused 0 "$M/dense"
+env $ALL ours dense-all 0 "$M/dense"
+for s in $SPARSITIES; do
+    BEST_SPMV_LAYOUT=pairs BEST_DECODE_FUSE=on ours packed-fused "$s" "$M/s$s.pack"
+    env BEST_SPMV_LAYOUT=auto $ALL ours packed-all "$s" "$M/s$s.pack"
+done
 "$PY" bench/decode_gpu.py --model "$M/dense" --prompt-ids "$PROMPT" --tokens "$TOKENS" --reps "$REPS" |
     sed 's/^{/{"sparsity": 0, /' >>"$R"
 
@@ -94,20 +103,22 @@ print(f"| dense, transformers generate (static cache) | {hf['tokens_per_s']:.1f}
       f"| {hf['peak_bytes'] / G:.2f} | {hf['peak_bytes'] / d['device_bytes']:.2f}x | | {hf['peak_bytes'] / G:.2f} | |")
 print(f"| dense, best-eval --device cuda | {d['tokens_per_s']:.1f} | 1.00x | {d['device_bytes'] / G:.2f} | 1.00x "
       f"| {d['device_weight_bytes'] / G:.2f} | {measured(d)} | |")
-g = best("dense-gemv", 0)
-if g:
-    print(f"| dense, best-eval --device cuda, BEST_DECODE_GEMV=own | {g['tokens_per_s']:.1f} | "
-          f"{g['tokens_per_s'] / d['tokens_per_s']:.2f}x | {g['device_bytes'] / G:.2f} | | "
-          f"{g['device_weight_bytes'] / G:.2f} | {measured(g)} | {'yes' if g['ids'] == d['ids'] else 'no'} |")
+ALL = "BEST_DECODE_FUSE=on BEST_DECODE_ATTN=split BEST_KV=bf16"
+for kind, label in [("dense-gemv", "BEST_DECODE_GEMV=own"), ("dense-fused", "BEST_DECODE_FUSE=on"),
+                    ("dense-all", ALL)]:
+    g = best(kind, 0)
+    if g:
+        print(f"| dense, best-eval --device cuda, {label} | {g['tokens_per_s']:.1f} | "
+              f"{g['tokens_per_s'] / d['tokens_per_s']:.2f}x | {g['device_bytes'] / G:.2f} | | "
+              f"{g['device_weight_bytes'] / G:.2f} | {measured(g)} | {'yes' if g['ids'] == d['ids'] else 'no'} |")
 for s in sorted({r["sparsity"] for r in rows if r["kind"] == "packed"}):
-    p = best("packed", s)
-    print(f"| packed {s:g} | {p['tokens_per_s']:.1f} | {p['tokens_per_s'] / d['tokens_per_s']:.2f}x "
-          f"| {p['device_bytes'] / G:.2f} | {d['device_bytes'] / p['device_bytes']:.2f}x less "
-          f"| {p['device_weight_bytes'] / G:.2f} | {measured(p)} | {'yes' if p['ids'] == best('folder', s)['ids'] else 'no'} |")
-    a = best("packed-auto", s)
-    if a:
-        print(f"| packed {s:g}, BEST_SPMV_LAYOUT=auto | {a['tokens_per_s']:.1f} | {a['tokens_per_s'] / d['tokens_per_s']:.2f}x "
-              f"| {a['device_bytes'] / G:.2f} | {d['device_bytes'] / a['device_bytes']:.2f}x less "
-              f"| {a['device_weight_bytes'] / G:.2f} | {measured(a)} | {'yes' if a['ids'] == best('folder', s)['ids'] else 'no'} |")
+    for kind, label in [("packed", ""), ("packed-auto", ", BEST_SPMV_LAYOUT=auto"),
+                        ("packed-fused", ", BEST_SPMV_LAYOUT=pairs BEST_DECODE_FUSE=on"),
+                        ("packed-all", ", BEST_SPMV_LAYOUT=auto " + ALL)]:
+        p = best(kind, s)
+        if p:
+            print(f"| packed {s:g}{label} | {p['tokens_per_s']:.1f} | {p['tokens_per_s'] / d['tokens_per_s']:.2f}x "
+                  f"| {p['device_bytes'] / G:.2f} | {d['device_bytes'] / p['device_bytes']:.2f}x less "
+                  f"| {p['device_weight_bytes'] / G:.2f} | {measured(p)} | {'yes' if p['ids'] == best('folder', s)['ids'] else 'no'} |")
 print("CUDA graphs:", "yes" if all(r.get("cuda_graph", True) for r in rows if r["kind"] != "transformers") else "not all runs")
 PY

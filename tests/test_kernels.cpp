@@ -24,11 +24,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <memory>
 #include <vector>
 
 #ifdef TEST_ON_GPU
 #include "nn/adamw.h"        // defines: adamw_update_cuda (BEST_CUDA)
 #include "nn/cuda.h"         // defines: CUDA_CHECK, cuda_device_count, CudaCtx
+#include "nn/decode_fused.h" // defines: DecodeJob, decode_fused_gemv_cuda
 #include "nn/layers.h"       // defines: the layer kernels and their _cuda twins, matmul_*_cuda
 #include "sparse/saliency.h" // defines: saliency_score_cuda
 #include "sparse/select.h"   // defines: select_*_cuda
@@ -330,6 +332,85 @@ static void check_gemv() {
                 snprintf(what, sizeof what, "gemv bf16 %zux%zu%s", OC, IC, acc ? " + b, accumulated" : "");
                 expect_close(what, d_y.get(), want, TOL_ROW);
             }
+}
+
+// decode_fused_gemv_cuda (nn/decode_fused.h) against the unfused kernels it replaces on the
+// same weights, bit for bit: the norm (rmsnorm_forward_bf16_cuda) or the operand's cast,
+// widen_bf16_cuda, gemv_bf16_cuda per weight (with res and bias), and for SwiGLU
+// swiglu_forward_bf16_cuda then widen. Input widths 64, 100 (not a multiple of 8 or of
+// 32: the one-weight loop, 128 threads), 1032 (512 threads, a stride); q|k|v of three
+// heights, o_proj with residual, gate|up, a head of one weight; each under the emulator's
+// three turn orders. And an input over DECODE_STAGE_MAX is refused without a launch.
+static void check_decode_fused() {
+    static const size_t ICs[] = {64, 100, 1032};
+    size_t bad = 0, cases = 0;
+    for (size_t IC : ICs)
+        for (int kind = 0; kind < 4; kind++) { // q|k|v, o + res, gate|up, head
+            int n = kind == 0 ? 3 : kind == 2 ? 2 : 1, norm = kind != 1, swiglu = kind == 2;
+            size_t rows[3] = {kind == 3 ? 1000u : 300u, kind == 2 ? 300u : 37u, 5u};
+            std::vector<float> x = rand_vec(IC, 2.0f), nw = rand_vec(IC, 1.0f);
+            Dev<float> d_x(x), d_nw(nw), d_xr(IC);
+            Dev<uint16_t> d_xb(IC);
+            Dev<float> d_rstd(1);
+            std::vector<std::unique_ptr<Dev<uint16_t>>> d_w;
+            std::vector<std::unique_ptr<Dev<float>>> d_b, d_res, d_y0, d_y1;
+            const uint16_t *wp[3];
+            DecodeJob j;
+            memset(&j, 0, sizeof j);
+            j.x = d_x.p, j.norm_w = norm ? d_nw.p : NULL, j.eps = 1e-5f, j.IC = IC, j.n = n, j.swiglu = swiglu;
+            for (int g = 0; g < n; g++) {
+                std::vector<float> wf = rand_vec(rows[g] * IC, 1.0f);
+                std::vector<uint16_t> wb(wf.size());
+                for (size_t i = 0; i < wf.size(); i++) wb[i] = km_bf16_from_float(wf[i]);
+                d_w.emplace_back(new Dev<uint16_t>(wb));
+                d_b.emplace_back(new Dev<float>(rand_vec(rows[g], 1.0f)));
+                d_res.emplace_back(new Dev<float>(rand_vec(rows[g], 1.0f)));
+                d_y0.emplace_back(new Dev<float>(rows[g]));
+                d_y1.emplace_back(new Dev<float>(rows[g]));
+                wp[g] = d_w[g]->p;
+                j.rows[g] = rows[g], j.y[g] = d_y1[g]->p;
+                j.b[g] = kind == 3 ? NULL : d_b[g]->p;
+                j.res[g] = kind == 1 ? d_res[g]->p : NULL;
+            }
+            // the unfused kernels
+            if (norm) rmsnorm_forward_bf16_cuda(d_xb.p, d_rstd.p, d_x.p, d_nw.p, 1, IC, j.eps, stream);
+            else cast_bf16_cuda(d_xb.p, d_x.p, IC, stream);
+            widen_bf16_cuda(d_xr.p, d_xb.p, IC, stream);
+            for (int g = 0; g < n; g++) gemv_bf16_cuda(d_y0[g]->p, d_xr.p, wp[g], j.b[g], j.res[g], rows[g], IC, stream);
+            size_t I = rows[0];
+            Dev<uint16_t> hb0(I), hb1(I);
+            Dev<float> hr0(I), hr1(I);
+            if (swiglu) {
+                swiglu_forward_bf16_cuda(hb0.p, d_y0[0]->p, d_y0[1]->p, I, stream);
+                widen_bf16_cuda(hr0.p, hb0.p, I, stream);
+                j.hb = hb1.p, j.hr = hr1.p;
+            }
+            for (int k = 0; k < 3; k++) {
+                for (auto &y : d_y1) y->poison();
+                hb1.poison();
+                hr1.poison();
+#ifndef TEST_ON_GPU
+                emu_set_turn_order((unsigned)k);
+#endif
+                int rc = decode_fused_gemv_cuda(&j, wp, stream);
+                int same = rc == 0;
+                if (swiglu) same = same && hb1.get() == hb0.get() && memcmp(hr1.get().data(), hr0.get().data(), I * 4) == 0;
+                else
+                    for (int g = 0; g < n; g++)
+                        same = same && memcmp(d_y1[g]->get().data(), d_y0[g]->get().data(), rows[g] * 4) == 0;
+                bad += !same;
+                cases++;
+            }
+        }
+    T_OK(bad == 0, "%s decode_fused_gemv: %zu cases (widths 64, 100, 1032; q|k|v, o + residual, gate|up + SwiGLU, a "
+         "head; 3 turn orders) are the unfused norm, cast, widen, gemv and SwiGLU kernels' bits (%zu differ)", MODE,
+         cases, bad);
+    DecodeJob big;
+    memset(&big, 0, sizeof big);
+    big.IC = DECODE_STAGE_MAX + 8, big.n = 1, big.rows[0] = 1;
+    const uint16_t *none[1] = {NULL};
+    T_OK(decode_fused_gemv_cuda(&big, none, stream) == -1, "%s decode_fused_gemv: an input of %d values (over "
+         "DECODE_STAGE_MAX) is refused, nothing launched", MODE, DECODE_STAGE_MAX + 8);
 }
 
 // argmax_cuda against sample_token at temperature 0: random logits (several maxima ties
@@ -1162,6 +1243,7 @@ int main() {
     check_elementwise();
     check_argmax();
     check_gemv();
+    check_decode_fused();
     check_crossentropy();
     check_attention();
     check_adamw();

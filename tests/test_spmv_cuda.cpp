@@ -50,8 +50,9 @@ extern "C" { // C headers without their own guards, before spmv.cu includes them
 #define MODE "emulated"
 #endif
 #include "base/error.h" // defines: err_msg
-#include "nn/kernel_math.h" // defines: km_bf16_from_float
-#include "pack/spmv.h" // defines: spmv_forward, spmv_set_isa, DevPackTensor
+#include "nn/decode_fused.h" // defines: DecodeJob
+#include "nn/kernel_math.h" // defines: km_bf16_from_float, km_swiglu_forward
+#include "pack/spmv.h" // defines: spmv_forward, spmv_set_isa, DevPackTensor, devpack_weight_fused
 #include "test.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
@@ -108,6 +109,63 @@ static bool check_decode(const PackTensor *t, const void *dt) {
 }
 
 static size_t n_pairs, n_uploads; // tensors uploaded in the pairs layout, and in all
+static size_t fused_cases, fused_bad, fused_refused, fused_streams; // check_fused's counts
+
+// devpack_weight_fused (nn/decode_fused.h) on d against the unfused product on the same
+// operand, bit for bit, at each width of the pairs kernel: one weight with residual and
+// bias (spmv_forward_cuda accumulating into a copy of the residual, on x rounded to bf16
+// as the fused kernel stages it), and gate|up + SwiGLU with d as both (h in bf16 and as
+// floats, from the unfused products' values). A tensor in the streams layout is refused.
+static void check_fused(const DevPackTensor &d, const std::vector<float> &x, const std::vector<float> &b,
+                        const std::vector<float> &y0) {
+    if (d.layout != DEVPACK_PAIRS) {
+        fused_streams++;
+        DecodeJob j = {};
+        j.IC = d.cols, j.n = 1, j.rows[0] = d.rows;
+        const void *dt[1] = {&d};
+        fused_refused += devpack_weight_fused(&j, dt, 0) == -1;
+        return;
+    }
+    std::vector<float> xq(x.size());
+    for (size_t c = 0; c < x.size(); c++) xq[c] = km_float_from_bf16(km_bf16_from_float(x[c]));
+    float *dx = dev_floats(x), *dxq = dev_floats(xq), *db = dev_floats(b), *dres = dev_floats(y0);
+    float *dy = dev_floats(y0), *dz = dev_floats(y0), *dhr = dev_floats(y0);
+    uint16_t *dhb;
+    CUDA_CHECK(cudaMalloc((void **)&dhb, d.rows * sizeof(uint16_t)));
+    std::vector<float> want(d.rows), got(d.rows), hr(d.rows);
+    std::vector<uint16_t> hb(d.rows);
+    for (int lanes = 32; lanes >= 4; lanes /= 2) {
+        DevPackTensor e = d;
+        e.pair_lanes = lanes;
+        const void *dt[2] = {&e, &e};
+        DecodeJob j = {};
+        j.x = dx, j.IC = d.cols, j.n = 1, j.rows[0] = d.rows, j.y[0] = dz, j.res[0] = dres, j.b[0] = db;
+        CUDA_CHECK(cudaMemcpy(dy, y0.data(), d.rows * sizeof(float), cudaMemcpyHostToDevice));
+        spmv_forward_cuda(dy, dxq, &e, db, 1, 0); // the residual's copy, accumulated
+        int rc = devpack_weight_fused(&j, dt, 0);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        CUDA_CHECK(cudaMemcpy(want.data(), dy, d.rows * sizeof(float), cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(got.data(), dz, d.rows * sizeof(float), cudaMemcpyDeviceToHost));
+        fused_bad += rc != 0 || memcmp(got.data(), want.data(), d.rows * sizeof(float)) != 0;
+        // gate|up with d as both: h = silu(g) * g, g = W x' + b
+        spmv_forward_cuda(dy, dxq, &e, db, 0, 0);
+        j.n = 2, j.rows[1] = d.rows, j.b[1] = db, j.swiglu = 1, j.hb = dhb, j.hr = dhr, j.res[0] = NULL;
+        rc = devpack_weight_fused(&j, dt, 0);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        CUDA_CHECK(cudaMemcpy(want.data(), dy, d.rows * sizeof(float), cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(hb.data(), dhb, d.rows * sizeof(uint16_t), cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(hr.data(), dhr, d.rows * sizeof(float), cudaMemcpyDeviceToHost));
+        int same = rc == 0;
+        for (size_t r = 0; r < d.rows && same; r++) {
+            uint16_t h = km_bf16_from_float(km_swiglu_forward(want[r], want[r]));
+            same = hb[r] == h && hr[r] == km_float_from_bf16(h);
+        }
+        fused_bad += !same;
+        fused_cases += 2;
+    }
+    for (float *p : {dx, dxq, db, dres, dy, dz, dhr}) CUDA_CHECK(cudaFree(p));
+    CUDA_CHECK(cudaFree(dhb));
+}
 
 // The product of every tensor of the pack at path on the device and on the CPU; returns
 // the worst error relative to sum |w x| of a row, over all tensors, plain and with bias + acc.
@@ -174,6 +232,7 @@ static double check_pack(const char *path, int *bad) {
                 *bad = 1;
             }
         }
+        check_fused(d, x, b, y0);
         CUDA_CHECK(cudaFree(dx));
         CUDA_CHECK(cudaFree(db));
         devpack_weight_free(dt);
@@ -293,6 +352,11 @@ int main() {
             T_OK(n_pairs > 0 && n_pairs < n_uploads, "%s BEST_SPMV_LAYOUT=pairs: %zu of %zu tensors uploaded as pairs "
                  "(the sparse BF16 ones; dense ones keep their streams)", MODE, n_pairs, n_uploads);
     }
+    T_OK(fused_cases > 0 && fused_bad == 0, "%s devpack_weight_fused: %zu cases (each pairs tensor above at 32, 16, 8 "
+         "and 4 lanes; a product with residual and bias, gate|up + SwiGLU) are the unfused pairs kernel's bits (%zu "
+         "differ)", MODE, fused_cases, fused_bad);
+    T_OK(fused_streams > 0 && fused_refused == fused_streams, "%s devpack_weight_fused: %zu of %zu tensors in the "
+         "streams layout refused, nothing launched", MODE, fused_refused, fused_streams);
     setenv("BEST_SPMV_LAYOUT", "bogus", 1);
     {
         Pack p;

@@ -60,6 +60,7 @@
 
 #include <unistd.h>
 
+#include <functional>
 #include <vector>
 
 #ifdef TEST_ON_GPU
@@ -397,6 +398,24 @@ static void decode_variant(const Model *m, const char *env, const char *value, d
     devmodel_free(&d);
 }
 
+// The logits (steps, V) of decoding ins on a decode DevModel of m made with the switches
+// env (name, value pairs, NULL-ended) in the environment, and its n_fused (the fused
+// kernels of one step); false when a step fails. look (if given) sees the DevModel last.
+static bool decode_run(std::vector<float> *z, int *n_fused, const Model *m, const char *const *env,
+                       const std::vector<int32_t> &ins, std::function<void(const DevModel &)> look = nullptr) {
+    for (const char *const *e = env; *e; e += 2) setenv(e[0], e[1], 1);
+    DevModel d;
+    int rc = devmodel_init(&d, ctx_get(), m, 1, (int)ins.size(), 0, DEVMODEL_DECODE);
+    for (const char *const *e = env; *e; e += 2) unsetenv(e[0]);
+    if (rc < 0) return false;
+    z->assign(ins.size() * m->V, NAN);
+    for (size_t i = 0; i < ins.size() && rc == 0; i++) rc = devmodel_forward_token(&(*z)[i * m->V], &d, ins[i], i);
+    *n_fused = d.n_fused;
+    if (look) look(d);
+    devmodel_free(&d);
+    return rc == 0;
+}
+
 // 12 tokens through devmodel_forward_token and through model_forward_token (the CPU's
 // KV cache), each side fed the CPU's greedy choice: the logits at every position within
 // 1e-2 (normwise; bf16 products), and the same argmax but where the CPU's two
@@ -449,6 +468,18 @@ static void check_decode(const char *name) {
     // of that element); attention over the cache in key chunks: within 1e-5 (the fixtures'
     // 12 positions: one chunk, and the merge; test_kernels runs chunked caches)
     decode_variant(&m, "BEST_DECODE_GEMV", "own", 1e-3, ins, zs, name);
+    // the products that share an input fused (nn/decode_fused.h): the logits of every step
+    // bit for bit our GEMV's unfused, with all 4 jobs of each layer and the head fused
+    {
+        static const char *const own[] = {"BEST_DECODE_GEMV", "own", NULL}, *const fuse[] = {"BEST_DECODE_FUSE", "on",
+                                                                                              NULL};
+        std::vector<float> z0, z1;
+        int n0 = -1, n1 = -1;
+        bool ran = decode_run(&z0, &n0, &m, own, ins) && decode_run(&z1, &n1, &m, fuse, ins);
+        T_OK(ran && z0 == z1 && n0 == 0 && n1 == 4 * (int)m.L + 1, "%s: BEST_DECODE_FUSE=on: %zu steps' logits are "
+             "BEST_DECODE_GEMV=own's bit for bit, %d fused kernels a step (q|k|v, o, gate|up, down of %zu layers and "
+             "the head: %d)", name, ins.size(), n1, m.L, 4 * (int)m.L + 1);
+    }
     decode_variant(&m, "BEST_DECODE_ATTN", "split", 1e-5, ins, zs, name);
     // the cache in bf16: its keys and values rounded once, as every product's operands are
     // (within 1e-2 of the CPU's above): within 1e-2 of the fp32 cache's
@@ -595,10 +626,43 @@ static void pack_ops_local(Model *pk) {
     ops.dev_free = devpack_weight_free;
     ops.dev_matvec = devpack_weight_matvec;
     ops.dev_decode = spmv_decode_cuda;
+    ops.dev_fused = devpack_weight_fused;
     pk->ext->ops = &ops;
 #else
     (void)pk;
 #endif
+}
+
+// The pack pk decoded in the pairs layout (BEST_SPMV_LAYOUT=pairs) with and without
+// BEST_DECODE_FUSE=on, fed the inputs 1, ids...: the logits of every step bit for bit, and
+// as many fused kernels a step as the uploaded tensors allow (a job of pairs tensors, gate
+// and up at one width; the head is the dense embedding here: unfused).
+static void check_pack_fused(const Model *pk, const std::vector<int32_t> &ids, const char *name) {
+    std::vector<int32_t> ins(1, 1);
+    ins.insert(ins.end(), ids.begin(), ids.end() - 1);
+    static const char *const pairs[] = {"BEST_SPMV_LAYOUT", "pairs", NULL},
+                             *const fuse[] = {"BEST_SPMV_LAYOUT", "pairs", "BEST_DECODE_FUSE", "on", NULL};
+    std::vector<float> z0, z1;
+    int n0 = -1, n1 = -1, want = 0;
+    auto count = [&](const DevModel &d) { // the jobs whose tensors the fused kernel takes
+        auto pt = [&](ModelMatrix w, size_t l) {
+            return (const DevPackTensor *)d.dw[model_matrix_index(pk, w, l)];
+        };
+        auto all_pairs = [&](std::initializer_list<ModelMatrix> ws, size_t l) {
+            for (ModelMatrix w : ws)
+                if (pt(w, l)->layout != DEVPACK_PAIRS) return false;
+            return true;
+        };
+        for (size_t l = 0; l < pk->L; l++)
+            want += all_pairs({MW_Q, MW_K, MW_V}, l) + all_pairs({MW_O}, l) + all_pairs({MW_DOWN}, l) +
+                    (all_pairs({MW_GATE, MW_UP}, l) && pt(MW_GATE, l)->pair_lanes == pt(MW_UP, l)->pair_lanes);
+        want += all_pairs({MW_HEAD}, 0);
+    };
+    bool ran = decode_run(&z0, &n0, pk, pairs, ins) && decode_run(&z1, &n1, pk, fuse, ins, count);
+    T_OK(ran && z0 == z1 && n0 == 0 && n1 == want && n1 >= 3 * (int)pk->L,
+         "%s: a pack in the pairs layout, BEST_DECODE_FUSE=on: %zu steps' logits are the unfused kernels' bit for bit, "
+         "%d fused kernels a step (%d jobs of pairs tensors; at least q|k|v, o and down of %zu layers)", name,
+         ins.size(), n1, want, pk->L);
 }
 
 // The fixture's weights rounded to bf16 with 90% of the prunable ones zeroed, written as
@@ -688,6 +752,7 @@ static void check_pack_device(const char *name, int steps, int n_indexes) {
                  "same), logits within %.1e normwise (at most 1e-4)", name, ix.name, steps, same, worst);
             devmodel_free(&pd);
         }
+        if (ix.index == INDEX_TILES) check_pack_fused(&pk, want_ids, name);
         model_free(&pk);
     }
     if (ok) {

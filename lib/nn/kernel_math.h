@@ -224,6 +224,9 @@ KM_HD float km_saliency_second(float w, float v) {
 
 // Threads per block of the elementwise kernels.
 #define KM_THREADS 256
+// Threads per block of the row kernels (RMSNorm rows, cross-entropy rows; the fused decode
+// products, which sum their RMSNorm as those do).
+#define KM_ROW_THREADS_MAX 512
 // The most blocks an elementwise launch gets; more elements go round a grid-stride loop.
 // (Enough to fill an H100 several times over; tests/test_kernels lowers it to run the
 // loop at tiny sizes.)

@@ -22,11 +22,11 @@
 // model's device step, to come).
 #include "nn/cuda.h"        // defines: CUDA_CHECK, LAUNCH, BEST_KAPI
 #include "nn/cuda_reduce.cuh" // defines: block_sum, block_lse
+#include "nn/decode_fused.cuh" // defines: decode_fused_kernel, DecodeJob
 #include "nn/kernel_math.h" // defines: km_* (per element), km_blocks, km_row_threads
 #include "nn/layers.h"      // defines: the _cuda prototypes (with BEST_CUDA)
 
-// Threads per block of the row kernels (RMSNorm rows, cross-entropy rows).
-#define ROW_THREADS_MAX 512
+#define ROW_THREADS_MAX KM_ROW_THREADS_MAX
 #define XENT_THREADS_MAX 1024
 
 // for (i over [0, n) in grid-stride steps): the loop of the elementwise kernels
@@ -120,6 +120,46 @@ BEST_KAPI void gemv_bf16_cuda(float *y, const float *x, const uint16_t *w, const
     LAUNCH(gemv_bf16_kernel, km_blocks(OC, KM_THREADS / 32, KM_GRID_CAP), KM_THREADS, stream, y, x, w, b, res, OC,
            IC);
     CUDA_CHECK(cudaGetLastError());
+}
+
+// decode_fused.h's source of the folder's bf16 rows: gemv_bf16_kernel's row dot (a warp a
+// row, 8 weights a lane at a time when IC is a multiple of 8), x from the staged operand.
+struct GemvSrc {
+    const uint16_t *w[DECODE_SEG_MAX];
+    size_t IC;
+    __device__ float dot(int g, size_t r, unsigned sub, unsigned L, const uint16_t *xs) const {
+        const uint16_t *row = w[g] + r * IC;
+        float s = 0;
+        if (IC % 8 == 0) {
+            const uint4 *v = (const uint4 *)row, *xv = (const uint4 *)xs;
+            for (size_t c = sub; c < IC / 8; c += L) {
+                uint4 u = v[c], xu = xv[c];
+                uint32_t q[4] = {u.x, u.y, u.z, u.w}, xq[4] = {xu.x, xu.y, xu.z, xu.w};
+                for (int i = 0; i < 4; i++) {
+                    s += km_float_from_bf16((uint16_t)(q[i] & 0xffffu)) * km_float_from_bf16((uint16_t)(xq[i] & 0xffffu));
+                    s += km_float_from_bf16((uint16_t)(q[i] >> 16)) * km_float_from_bf16((uint16_t)(xq[i] >> 16));
+                }
+            }
+        } else {
+            for (size_t c = sub; c < IC; c += L) s += km_float_from_bf16(row[c]) * km_float_from_bf16(xs[c]);
+        }
+        return s;
+    }
+};
+
+BEST_KAPI int decode_fused_gemv_cuda(const DecodeJob *j, const uint16_t *const *w, cudaStream_t stream) {
+    if (j->IC > DECODE_STAGE_MAX) return -1;
+    DecodeJob job = *j;
+    GemvSrc src;
+    src.IC = j->IC;
+    for (int g = 0; g < DECODE_SEG_MAX; g++) {
+        src.w[g] = g < j->n ? w[g] : NULL;
+        job.lanes[g] = 32;
+    }
+    unsigned threads = decode_fused_threads(j->IC);
+    LAUNCH(decode_fused_kernel<GemvSrc>, decode_fused_blocks(&job, threads), threads, stream, job, src);
+    CUDA_CHECK(cudaGetLastError());
+    return 0;
 }
 
 // *out = the greedy token of logits x (n): the first index of the largest value, NaNs never

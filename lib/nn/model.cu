@@ -42,6 +42,7 @@
 #include "nn/attention_cudnn.h" // defines: attn_cudnn_* (the emulator: test_step's stand-ins)
 #include "nn/cuda.h"          // defines: CUDA_CHECK, LAUNCH, BEST_KAPI, CudaCtx
 #include "nn/cuda_reduce.cuh" // defines: block_sum
+#include "nn/decode_fused.h"  // defines: DecodeJob, decode_fused_gemv_cuda
 #include "nn/kernel_math.h"   // defines: km_blocks, km_thread_index, km_rmsnorm_dw_chunks
 #include "nn/layers.h"        // defines: the _cuda kernels, rope_table
 
@@ -507,12 +508,12 @@ BEST_KAPI void devmodel_upload(DevModel *d, const float *params, const AdamW *op
 // The sizes of d for m at (B, T) (no allocation).
 // Decoding's switches in the environment (docs/best-eval.md), the default value first:
 // our bf16 GEMV for a folder's products, attention over the cache in key chunks, the keys
-// and values cache in bf16.
+// and values cache in bf16, the products that share an input fused (a folder's by our GEMV).
 static const struct {
     const char *name;
     const char *values[2];
 } DECODE_ENV[] = {{"BEST_DECODE_GEMV", {"cublas", "own"}}, {"BEST_DECODE_ATTN", {"single", "split"}},
-                  {"BEST_KV", {"fp32", "bf16"}}};
+                  {"BEST_KV", {"fp32", "bf16"}}, {"BEST_DECODE_FUSE", {"off", "on"}}};
 #define N_DECODE_ENV (sizeof DECODE_ENV / sizeof *DECODE_ENV)
 
 // DECODE_ENV[i]'s value: 0 (the default, or unset), 1, or -1 for another.
@@ -534,7 +535,8 @@ static void devmodel_shape(DevModel *d, const Model *m, int B, int T, size_t ce_
     if (d->ce_rows > d->N) d->ce_rows = d->N;
     // decoding: the switches of DECODE_ENV (devmodel_init refuses other values); a stored
     // model's products are its own (no GEMV of the bf16 copy)
-    d->gemv = d->decode && !m->ext && decode_env(0) == 1;
+    d->fuse = d->decode && decode_env(3) == 1 && (!m->ext || m->ext->ops->dev_fused);
+    d->gemv = d->decode && !m->ext && (decode_env(0) == 1 || d->fuse);
     d->dec_split = d->decode && decode_env(1) == 1;
     d->kv_bf16 = d->decode && decode_env(2) == 1;
 }
@@ -854,6 +856,36 @@ static void embed(DevModel *d, float *x, const int32_t *tokens, size_t N) {
 
 #define LW(p, size) ((p) ? (p) + l * (size) : NULL) // layer l's slice of a stacked family
 
+// The decode step's job j over the matrices w[0..j->n) of layer l in one kernel
+// (nn/decode_fused.h): 0 when launched (counted in d->n_fused), -1 when not fusing or those
+// weights cannot take it (nothing launched: the caller runs the unfused kernels).
+static int fused(DevModel *d, DecodeJob *j, const ModelMatrix *w, size_t l) {
+    const Model *m = d->m;
+    if (!d->fuse) return -1;
+    const void *dt[DECODE_SEG_MAX];
+    const uint16_t *wb[DECODE_SEG_MAX];
+    for (int g = 0; g < j->n; g++) {
+        int i = model_matrix_index(m, w[g], l);
+        if (d->dw) dt[g] = d->dw[i];
+        else wb[g] = d->wbf + m->info[i].offset;
+    }
+    cudaStream_t st = d->ctx->stream;
+    int rc = d->dw ? m->ext->ops->dev_fused(j, dt, st) : decode_fused_gemv_cuda(j, wb, st);
+    d->n_fused += rc == 0;
+    return rc;
+}
+
+// A job of one matrix (rows OC) on input x (IC): y = res + W x' + b, x' = bf16(rmsnorm(x,
+// norm_w)) or bf16(x) (norm_w NULL).
+static DecodeJob job_one(const float *x, const float *norm_w, float eps, size_t IC, float *y, const float *res,
+                         const float *b, size_t OC) {
+    DecodeJob j;
+    memset(&j, 0, sizeof j);
+    j.x = x, j.norm_w = norm_w, j.eps = eps, j.IC = IC, j.n = 1;
+    j.rows[0] = OC, j.y[0] = y, j.res[0] = res, j.b[0] = b;
+    return j;
+}
+
 // The attention half's inputs of block l for the N rows of s->res: xn1, and q, k, v
 // (Qwen3's q/k norms applied; RoPE not yet).
 static void block_qkv(DevModel *d, size_t l, LayerActs *s, size_t N) {
@@ -862,15 +894,21 @@ static void block_qkv(DevModel *d, size_t l, LayerActs *s, size_t N) {
     cudaStream_t st = d->ctx->stream;
     size_t C = m->C, Q = m->Q, KVD = m->KVD, HD = m->HD, NH = m->NH, KV = m->KV;
     float eps = (float)m->cfg.rms_norm_eps;
-    devmodel_profile_mark(d, DP_NORM, 0);
-    uint16_t *xb = norm_out(d, s->xn1b);
-    rmsnorm_forward_bf16_cuda(xb, s->rstd1, s->res, w->attn_norm + l * C, N, C, eps, st);
-    devmodel_profile_mark(d, DP_QKV, 2.0 * N * C * (Q + 2 * KVD));
-    operand_widen(d, xb, C);
     float *q = m->qk_norm ? s->qraw : s->q, *k = m->qk_norm ? s->kraw : s->k;
-    linear(d, q, xb, MW_Q, l, LW(w->bq, Q), N, C, Q, 0);
-    linear(d, k, xb, MW_K, l, LW(w->bk, KVD), N, C, KVD, 0);
-    linear(d, s->v, xb, MW_V, l, LW(w->bv, KVD), N, C, KVD, 0);
+    // decoding, fused: the norm and the three products in one kernel
+    DecodeJob j = job_one(s->res, w->attn_norm + l * C, eps, C, q, NULL, LW(w->bq, Q), Q);
+    j.n = 3, j.rows[1] = j.rows[2] = KVD, j.y[1] = k, j.y[2] = s->v, j.b[1] = LW(w->bk, KVD), j.b[2] = LW(w->bv, KVD);
+    static const ModelMatrix QKV[] = {MW_Q, MW_K, MW_V};
+    if (N != 1 || fused(d, &j, QKV, l) < 0) {
+        devmodel_profile_mark(d, DP_NORM, 0);
+        uint16_t *xb = norm_out(d, s->xn1b);
+        rmsnorm_forward_bf16_cuda(xb, s->rstd1, s->res, w->attn_norm + l * C, N, C, eps, st);
+        devmodel_profile_mark(d, DP_QKV, 2.0 * N * C * (Q + 2 * KVD));
+        operand_widen(d, xb, C);
+        linear(d, q, xb, MW_Q, l, LW(w->bq, Q), N, C, Q, 0);
+        linear(d, k, xb, MW_K, l, LW(w->bk, KVD), N, C, KVD, 0);
+        linear(d, s->v, xb, MW_V, l, LW(w->bv, KVD), N, C, KVD, 0);
+    }
     if (m->qk_norm) {
         rmsnorm_forward_cuda(s->q, s->qrstd, s->qraw, w->q_norm + l * HD, N * NH, HD, eps, st);
         rmsnorm_forward_cuda(s->k, s->krstd, s->kraw, w->k_norm + l * HD, N * KV, HD, eps, st);
@@ -887,22 +925,36 @@ static void block_out(DevModel *d, size_t l, LayerActs *s, size_t N, float *out)
     cudaStream_t st = d->ctx->stream;
     size_t C = m->C, Q = m->Q, I = m->I;
     float eps = (float)m->cfg.rms_norm_eps;
-    devmodel_profile_mark(d, DP_O, 2.0 * N * Q * C);
-    operand(d, s->att, N, Q);
-    linear_res(d, s->res2, s->res, d->xbf, MW_O, l, LW(w->bo, C), N, Q, C); // res2 = res + o_proj(att)
-    devmodel_profile_mark(d, DP_NORM, 0);
-    uint16_t *xb = norm_out(d, s->xn2b);
-    rmsnorm_forward_bf16_cuda(xb, s->rstd2, s->res2, w->mlp_norm + l * C, N, C, eps, st);
-    devmodel_profile_mark(d, DP_GATE_UP, 4.0 * N * C * I);
-    operand_widen(d, xb, C);
-    linear(d, s->gate, xb, MW_GATE, l, LW(w->bgate, I), N, C, I, 0);
-    linear(d, s->up, xb, MW_UP, l, LW(w->bup, I), N, C, I, 0);
-    if (!out) return;
-    devmodel_profile_mark(d, DP_SWIGLU, 0);
-    swiglu_forward_bf16_cuda(d->xbf, s->gate, s->up, N * I, st); // h, straight into the down projection's operand
-    devmodel_profile_mark(d, DP_DOWN, 2.0 * N * I * C);
-    operand_widen(d, d->xbf, I);
-    linear_res(d, out, s->res2, d->xbf, MW_DOWN, l, LW(w->bdown, C), N, I, C); // out = res2 + down(h)
+    int one = N == 1 && out; // decoding may fuse (below); training and evaluation do not
+    DecodeJob j = job_one(s->att, NULL, eps, Q, s->res2, s->res, LW(w->bo, C), C);
+    static const ModelMatrix O[] = {MW_O}, GATE_UP[] = {MW_GATE, MW_UP}, DOWN[] = {MW_DOWN};
+    if (!one || fused(d, &j, O, l) < 0) {
+        devmodel_profile_mark(d, DP_O, 2.0 * N * Q * C);
+        operand(d, s->att, N, Q);
+        linear_res(d, s->res2, s->res, d->xbf, MW_O, l, LW(w->bo, C), N, Q, C); // res2 = res + o_proj(att)
+    }
+    // gate|up: the norm, both products and SwiGLU, h into xbf and (widened) xr
+    j = job_one(s->res2, w->mlp_norm + l * C, eps, C, NULL, NULL, LW(w->bgate, I), I);
+    j.n = 2, j.rows[1] = I, j.b[1] = LW(w->bup, I), j.swiglu = 1, j.hb = d->xbf, j.hr = d->xr;
+    if (!one || fused(d, &j, GATE_UP, l) < 0) {
+        devmodel_profile_mark(d, DP_NORM, 0);
+        uint16_t *xb = norm_out(d, s->xn2b);
+        rmsnorm_forward_bf16_cuda(xb, s->rstd2, s->res2, w->mlp_norm + l * C, N, C, eps, st);
+        devmodel_profile_mark(d, DP_GATE_UP, 4.0 * N * C * I);
+        operand_widen(d, xb, C);
+        linear(d, s->gate, xb, MW_GATE, l, LW(w->bgate, I), N, C, I, 0);
+        linear(d, s->up, xb, MW_UP, l, LW(w->bup, I), N, C, I, 0);
+        if (!out) return;
+        devmodel_profile_mark(d, DP_SWIGLU, 0);
+        swiglu_forward_bf16_cuda(d->xbf, s->gate, s->up, N * I, st); // h, straight into the down projection's operand
+        operand_widen(d, d->xbf, I);
+    }
+    // down: h's operand is in xr wherever decoding may fuse (bf16 of it is xbf again)
+    j = job_one(d->xr, NULL, eps, I, out, s->res2, LW(w->bdown, C), C);
+    if (!one || fused(d, &j, DOWN, l) < 0) {
+        devmodel_profile_mark(d, DP_DOWN, 2.0 * N * I * C);
+        linear_res(d, out, s->res2, d->xbf, MW_DOWN, l, LW(w->bdown, C), N, I, C); // out = res2 + down(h)
+    }
 }
 
 // One decoder block (model.c's block_forward) over the (B, T) rows: s->res in, out (N, C)
@@ -1074,6 +1126,7 @@ static void decode_step(DevModel *d, int greedy) {
     size_t C = m->C, V = m->V, KVD = m->KVD, HD = m->HD, T = (size_t)d->T;
     const int32_t *pos = d->step_in + 1;
     CUDA_CHECK(cudaMemcpyAsync(d->step_in, d->host_in, 2 * sizeof(int32_t), cudaMemcpyHostToDevice, st));
+    d->n_fused = 0;
     float *res = d->layer[0].res; // every layer's input and output (DEVMODEL_EVAL shares it)
     embed(d, res, d->step_in, 1);
     for (size_t l = 0; l < m->L; l++) {
@@ -1093,9 +1146,13 @@ static void decode_step(DevModel *d, int greedy) {
         }
         block_out(d, l, s, 1, res);
     }
-    rmsnorm_forward_cuda(d->xnf, d->rstdf, res, d->w.final_norm, 1, C, (float)m->cfg.rms_norm_eps, st);
-    operand(d, d->xnf, 1, C);
-    linear(d, d->logits, d->xbf, MW_HEAD, 0, NULL, 1, C, V, 0);
+    DecodeJob j = job_one(res, d->w.final_norm, (float)m->cfg.rms_norm_eps, C, d->logits, NULL, NULL, V);
+    static const ModelMatrix HEAD[] = {MW_HEAD};
+    if (fused(d, &j, HEAD, 0) < 0) {
+        rmsnorm_forward_cuda(d->xnf, d->rstdf, res, d->w.final_norm, 1, C, (float)m->cfg.rms_norm_eps, st);
+        operand(d, d->xnf, 1, C);
+        linear(d, d->logits, d->xbf, MW_HEAD, 0, NULL, 1, C, V, 0);
+    }
     if (greedy) { // the token, not the logits
         argmax_cuda(d->next_dev, d->logits, V, st);
         CUDA_CHECK(cudaMemcpyAsync(d->host_next, d->next_dev, sizeof(int32_t), cudaMemcpyDeviceToHost, st));

@@ -392,7 +392,11 @@ typedef struct DevModel {
     int32_t *host_next;         // (1) pinned host memory: its copy
     int no_graph;               // steps launched one by one (BEST_CUDA_GRAPH=0, or no capture)
     int gemv;                   // decoding a folder: its products by gemv_bf16_cuda on xr, not cuBLASLt
-                                // (BEST_DECODE_GEMV=own; never run on a GPU)
+                                // (BEST_DECODE_GEMV=own or BEST_DECODE_FUSE=on; never run on a GPU)
+    int fuse;                   // decoding: the products that share an input in one kernel
+                                // (nn/decode_fused.h; BEST_DECODE_FUSE=on; never run on a GPU)
+    int n_fused;                // of those, launched in the last decode step enqueued (the rest
+                                // fell back to the unfused kernels)
     float *dec_part;            // decoding with BEST_DECODE_ATTN=split: attention_decode_split_cuda's
                                 // chunk states (never run on a GPU); else NULL
     int dec_split;

@@ -12,6 +12,8 @@
 //   dev_matvec   a product with one device vector (one-token decoding on the device)
 //   dev_decode   rows of it on the device, in fp32 (embedding rows) or as bf16 bits (the
 //                operand of a bf16 matrix product: evaluation on the device)
+//   dev_fused    the fused products of a decode step over several of its weights
+//                (nn/decode_fused.h), where the store's device layout has a kernel for it
 // A store holds one weight per table entry (ParamInfo) of 2 dimensions; the 1-D ones
 // (norms, biases) are always in the block.
 #ifndef BEST_WEIGHT_H
@@ -21,6 +23,7 @@
 #include <stdint.h>
 
 struct CUstream_st; // cudaStream_t's struct (nn/cuda.h)
+struct DecodeJob;   // nn/decode_fused.h
 
 typedef struct {
     void (*decode)(float *w, const void *t);            // w (rows, cols) = W in fp32
@@ -39,6 +42,9 @@ typedef struct {
     // fp32 (bf16 0) or bf16 bits rounded to nearest even (bf16 1), zeros where not stored
     void (*dev_decode)(void *out, int bf16, const int32_t *ids, size_t n, const void *dt,
                        struct CUstream_st *stream);
+    // the job over dt[0..job->n) (or NULL): 0 when launched, -1 when those weights cannot
+    // take it (nothing launched: the caller runs the unfused products)
+    int (*dev_fused)(const struct DecodeJob *job, const void *const *dt, struct CUstream_st *stream);
 } WeightOps;
 
 typedef struct WeightStore {

@@ -44,9 +44,10 @@ static size_t row_bytes(const void *tv) {
 
 #ifdef BEST_CUDA
 static const WeightOps PACK_OPS = {decode, matvec, embed, bytes, row_bytes, devpack_weight_upload,
-                                   devpack_weight_free, devpack_weight_matvec, spmv_decode_cuda};
+                                   devpack_weight_free, devpack_weight_matvec, spmv_decode_cuda,
+                                   devpack_weight_fused};
 #else
-static const WeightOps PACK_OPS = {decode, matvec, embed, bytes, row_bytes, NULL, NULL, NULL, NULL};
+static const WeightOps PACK_OPS = {decode, matvec, embed, bytes, row_bytes, NULL, NULL, NULL, NULL, NULL};
 #endif
 
 static void store_close(WeightStore *s) {

@@ -36,6 +36,7 @@
 
 #include "base/error.h"     // defines: ERR, CHECK, xmalloc
 #include "nn/cuda.h"        // defines: CUDA_CHECK, LAUNCH, BEST_KAPI
+#include "nn/decode_fused.cuh" // defines: decode_fused_kernel, DecodeJob
 #include "nn/kernel_math.h" // defines: km_float_from_bf16, km_bf16_from_float, km_blocks, km_thread_index
 
 #define SPMV_THREADS 256 // 8 warps a block
@@ -632,4 +633,39 @@ BEST_KAPI void devpack_weight_free(void *dt) {
 BEST_KAPI void devpack_weight_matvec(float *y, const float *x, const void *dt, const float *b, int acc,
                                      cudaStream_t stream) {
     spmv_forward_cuda(y, x, (const DevPackTensor *)dt, b, acc, stream);
+}
+
+// decode_fused.h's source of a pack's tensors in the pairs layout: spmv_pairs_kernel's row
+// dot at the tensor's lanes, x from the staged operand.
+struct PairsSrc {
+    const uint4 *g[DECODE_SEG_MAX];
+    const uint32_t *off[DECODE_SEG_MAX];
+    __device__ float dot(int t, size_t r, unsigned sub, unsigned L, const uint16_t *xs) const {
+        float s = 0;
+        for (size_t k = off[t][r] + sub; k < off[t][r + 1]; k += L) {
+            uint4 u = g[t][k];
+            uint32_t w[4] = {u.x, u.y, u.z, u.w};
+            for (int i = 0; i < 4; i++)
+                if (w[i]) s += km_float_from_bf16((uint16_t)(w[i] >> 16)) * km_float_from_bf16(xs[w[i] & 0xffffu]);
+        }
+        return s;
+    }
+};
+
+BEST_KAPI int devpack_weight_fused(const DecodeJob *j, const void *const *dt, cudaStream_t stream) {
+    if (j->IC > DECODE_STAGE_MAX) return -1;
+    DecodeJob job = *j;
+    PairsSrc src = {};
+    for (int i = 0; i < j->n; i++) {
+        const DevPackTensor *t = (const DevPackTensor *)dt[i];
+        if (t->layout != DEVPACK_PAIRS || t->cols != j->IC || t->rows != j->rows[i]) return -1;
+        src.g[i] = (const uint4 *)t->pairs;
+        src.off[i] = t->pair_off;
+        job.lanes[i] = (unsigned)t->pair_lanes;
+    }
+    if (j->swiglu && job.lanes[1] != job.lanes[0]) return -1; // a row of each at one width
+    unsigned threads = decode_fused_threads(j->IC);
+    LAUNCH(decode_fused_kernel<PairsSrc>, decode_fused_blocks(&job, threads), threads, stream, job, src);
+    CUDA_CHECK(cudaGetLastError());
+    return 0;
 }

@@ -124,6 +124,11 @@ int devpack_weight_upload(void **dt, size_t *bytes, const void *t);
 void devpack_weight_free(void *dt);
 void devpack_weight_matvec(float *y, const float *x, const void *dt, const float *b, int acc,
                            struct CUstream_st *stream);
+// and dev_fused (nn/decode_fused.h): the job over dt[0..n) (DevPackTensors), 0, or -1 (no
+// launch) unless every one is in the pairs layout (swiglu: gate and up at the same lanes)
+// and the input fits DECODE_STAGE_MAX. NEVER RUN ON A GPU (2026-11-29).
+struct DecodeJob;
+int devpack_weight_fused(const struct DecodeJob *j, const void *const *dt, struct CUstream_st *stream);
 #endif
 
 #ifdef __cplusplus

@@ -285,6 +285,7 @@ int eval_generate_cuda(IdVec *out, GenStats *st, const Model *m, const int32_t *
     int rc = generate_loop(out, st, m->V, dev_step, greedy, &s, prompt, n_prompt, o, on_token, ctx);
     st->device_mem_after = cuda_mem_in_use(c);
     st->cuda_graph = s.d.graph || s.d.graph_greedy;
+    st->decode_fused = s.d.n_fused;
     free(s.logits);
     devmodel_free(&s.d);
     cuda_ctx_free(c);

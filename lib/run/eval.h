@@ -56,9 +56,9 @@ typedef struct {
     // measured there (cudaMemGetInfo, the whole device's use: this process's context and
     // allocations, and any other process's): before the model went up, once it was up,
     // and after the last token (decoding allocates nothing: its peak); whether the decode
-    // steps ran as CUDA graphs
+    // steps ran as CUDA graphs; the fused product kernels of a step (BEST_DECODE_FUSE=on)
     size_t device_mem_before, device_mem_loaded, device_mem_after;
-    int cuda_graph;
+    int cuda_graph, decode_fused;
 } GenStats;
 
 // Appends to out the tokens generated after prompt (n_prompt >= 1), with a KV cache.

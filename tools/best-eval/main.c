@@ -344,6 +344,7 @@ static void run_generate(const Opts *o, const Model *m, int on_cuda) {
                                           (json_int_t)gs.device_mem_loaded, "after_decode",
                                           (json_int_t)gs.device_mem_after));
             json_object_set_new(j, "cuda_graph", json_boolean(gs.cuda_graph));
+            json_object_set_new(j, "decode_fused", json_integer(gs.decode_fused));
         }
         if (!j) DIE("--json: cannot encode the result");
         char *str = json_dumps(j, JSON_COMPACT);
