@@ -413,6 +413,60 @@ static void check_decode_fused() {
          "DECODE_STAGE_MAX) is refused, nothing launched", MODE, DECODE_STAGE_MAX + 8);
 }
 
+// decode_rope_append_cuda against the kernels it replaces, bit for bit: Qwen3's q/k norms
+// (rmsnorm_forward_cuda over heads of HD), rope_at_cuda on q and k, kv_append(_bf16)_cuda;
+// HD 12 (32 threads), 64, 130 (160 threads, 65 pairs); with and without norms (in place);
+// fp32 and bf16 caches of 6 positions, at positions 0 and 5 (the rest of the cache untouched).
+static void check_rope_append() {
+    static const size_t HDs[] = {12, 64, 130};
+    const size_t NH = 4, KV = 2, T = 6;
+    size_t bad = 0, cases = 0;
+    for (size_t HD : HDs)
+        for (int norm = 0; norm < 2; norm++)
+            for (int bf = 0; bf < 2; bf++)
+                for (int32_t p : {0, 5}) {
+                    size_t half = HD / 2, KVD = KV * HD;
+                    std::vector<float> qraw = rand_vec(NH * HD, 2.0f), kraw = rand_vec(KVD, 2.0f), v = rand_vec(KVD, 1.0f);
+                    std::vector<float> qn = rand_vec(HD, 1.0f), kn = rand_vec(HD, 1.0f), cs(T * half), sn(T * half);
+                    rope_table(cs.data(), sn.data(), 0, T, HD, 10000.0);
+                    std::vector<float> cache = rand_vec(T * KVD, 1.0f);
+                    std::vector<uint16_t> cache16(T * KVD);
+                    for (size_t i = 0; i < cache.size(); i++) cache16[i] = km_bf16_from_float(cache[i]);
+                    Dev<float> a_qraw(qraw), a_kraw(kraw), b_qraw(qraw), b_kraw(kraw), d_v(v), d_qn(qn), d_kn(kn);
+                    Dev<float> d_cos(cs), d_sin(sn), a_q(NH * HD), a_k(KVD), b_q(NH * HD), b_k(KVD), rstd(NH);
+                    Dev<float> a_kc(cache), a_vc(cache), b_kc(cache), b_vc(cache);
+                    Dev<uint16_t> a_kc16(cache16), a_vc16(cache16), b_kc16(cache16), b_vc16(cache16);
+                    Dev<int32_t> d_pos(std::vector<int32_t>{p});
+                    // the unfused kernels (without norms: in place on the products, as decoding does)
+                    float *aq = norm ? a_q.p : a_qraw.p, *ak = norm ? a_k.p : a_kraw.p;
+                    if (norm) {
+                        rmsnorm_forward_cuda(aq, rstd.p, a_qraw.p, d_qn.p, NH, HD, 1e-6f, stream);
+                        rmsnorm_forward_cuda(ak, rstd.p, a_kraw.p, d_kn.p, KV, HD, 1e-6f, stream);
+                    }
+                    rope_at_cuda(aq, d_cos.p, d_sin.p, d_pos.p, 1, NH, HD, stream);
+                    rope_at_cuda(ak, d_cos.p, d_sin.p, d_pos.p, 1, KV, HD, stream);
+                    if (bf) kv_append_bf16_cuda(a_kc16.p, a_vc16.p, ak, d_v.p, d_pos.p, KVD, stream);
+                    else kv_append_cuda(a_kc.p, a_vc.p, ak, d_v.p, d_pos.p, KVD, stream);
+                    RopeAppendJob j = {norm ? b_q.p : b_qraw.p, norm ? b_k.p : b_kraw.p, b_qraw.p, b_kraw.p,
+                                       norm ? d_qn.p : NULL, norm ? d_kn.p : NULL, 1e-6f, d_v.p,
+                                       bf ? (void *)b_kc16.p : (void *)b_kc.p, bf ? (void *)b_vc16.p : (void *)b_vc.p,
+                                       bf, d_cos.p, d_sin.p, d_pos.p, NH, KV, HD};
+                    decode_rope_append_cuda(&j, stream);
+                    auto same_f = [](const Dev<float> &x, const Dev<float> &y) {
+                        return memcmp(x.get().data(), y.get().data(), x.n * sizeof(float)) == 0;
+                    };
+                    int ok = same_f(norm ? a_q : a_qraw, norm ? b_q : b_qraw) &&
+                             same_f(norm ? a_k : a_kraw, norm ? b_k : b_kraw) &&
+                             (bf ? a_kc16.get() == b_kc16.get() && a_vc16.get() == b_vc16.get()
+                                 : same_f(a_kc, b_kc) && same_f(a_vc, b_vc));
+                    bad += !ok;
+                    cases++;
+                }
+    T_OK(bad == 0, "%s decode_rope_append: %zu cases (head widths 12, 64, 130; with and without q/k norms; fp32 and "
+         "bf16 caches; positions 0 and 5) are the q/k norm, RoPE and append kernels' bits (%zu differ)", MODE, cases,
+         bad);
+}
+
 // argmax_cuda against sample_token at temperature 0: random logits (several maxima ties
 // planted), NaNs among them, x[0] NaN, all NaN, all -inf, one value, and sizes around the
 // block's 1024 threads.
@@ -1244,6 +1298,7 @@ int main() {
     check_argmax();
     check_gemv();
     check_decode_fused();
+    check_rope_append();
     check_crossentropy();
     check_attention();
     check_adamw();

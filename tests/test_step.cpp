@@ -469,16 +469,21 @@ static void check_decode(const char *name) {
     // 12 positions: one chunk, and the merge; test_kernels runs chunked caches)
     decode_variant(&m, "BEST_DECODE_GEMV", "own", 1e-3, ins, zs, name);
     // the products that share an input fused (nn/decode_fused.h): the logits of every step
-    // bit for bit our GEMV's unfused, with all 4 jobs of each layer and the head fused
+    // bit for bit our GEMV's unfused, with all 5 kernels of each layer and the head fused
     {
         static const char *const own[] = {"BEST_DECODE_GEMV", "own", NULL}, *const fuse[] = {"BEST_DECODE_FUSE", "on",
                                                                                               NULL};
         std::vector<float> z0, z1;
         int n0 = -1, n1 = -1;
         bool ran = decode_run(&z0, &n0, &m, own, ins) && decode_run(&z1, &n1, &m, fuse, ins);
-        T_OK(ran && z0 == z1 && n0 == 0 && n1 == 4 * (int)m.L + 1, "%s: BEST_DECODE_FUSE=on: %zu steps' logits are "
-             "BEST_DECODE_GEMV=own's bit for bit, %d fused kernels a step (q|k|v, o, gate|up, down of %zu layers and "
-             "the head: %d)", name, ins.size(), n1, m.L, 4 * (int)m.L + 1);
+        T_OK(ran && z0 == z1 && n0 == 0 && n1 == 5 * (int)m.L + 1, "%s: BEST_DECODE_FUSE=on: %zu steps' logits are "
+             "BEST_DECODE_GEMV=own's bit for bit, %d fused kernels a step (q|k|v, RoPE and append, o, gate|up, down of "
+             "%zu layers and the head: %d)", name, ins.size(), n1, m.L, 5 * (int)m.L + 1);
+        static const char *const own16[] = {"BEST_DECODE_GEMV", "own", "BEST_KV", "bf16", NULL},
+                                 *const fuse16[] = {"BEST_DECODE_FUSE", "on", "BEST_KV", "bf16", NULL};
+        ran = decode_run(&z0, &n0, &m, own16, ins) && decode_run(&z1, &n1, &m, fuse16, ins);
+        T_OK(ran && z0 == z1 && n1 == 5 * (int)m.L + 1, "%s: BEST_DECODE_FUSE=on with BEST_KV=bf16 (the cache's row "
+             "rounded by the fused kernel): the logits are the unfused ones' bit for bit", name);
     }
     decode_variant(&m, "BEST_DECODE_ATTN", "split", 1e-5, ins, zs, name);
     // the cache in bf16: its keys and values rounded once, as every product's operands are
@@ -636,7 +641,8 @@ static void pack_ops_local(Model *pk) {
 // The pack pk decoded in the pairs layout (BEST_SPMV_LAYOUT=pairs) with and without
 // BEST_DECODE_FUSE=on, fed the inputs 1, ids...: the logits of every step bit for bit, and
 // as many fused kernels a step as the uploaded tensors allow (a job of pairs tensors, gate
-// and up at one width; the head is the dense embedding here: unfused).
+// and up at one width; the head is the dense embedding here: unfused), and RoPE with the
+// cache's row in each layer.
 static void check_pack_fused(const Model *pk, const std::vector<int32_t> &ids, const char *name) {
     std::vector<int32_t> ins(1, 1);
     ins.insert(ins.end(), ids.begin(), ids.end() - 1);
@@ -654,15 +660,16 @@ static void check_pack_fused(const Model *pk, const std::vector<int32_t> &ids, c
             return true;
         };
         for (size_t l = 0; l < pk->L; l++)
-            want += all_pairs({MW_Q, MW_K, MW_V}, l) + all_pairs({MW_O}, l) + all_pairs({MW_DOWN}, l) +
+            want += 1 + all_pairs({MW_Q, MW_K, MW_V}, l) + all_pairs({MW_O}, l) + all_pairs({MW_DOWN}, l) +
                     (all_pairs({MW_GATE, MW_UP}, l) && pt(MW_GATE, l)->pair_lanes == pt(MW_UP, l)->pair_lanes);
         want += all_pairs({MW_HEAD}, 0);
     };
     bool ran = decode_run(&z0, &n0, pk, pairs, ins) && decode_run(&z1, &n1, pk, fuse, ins, count);
-    T_OK(ran && z0 == z1 && n0 == 0 && n1 == want && n1 >= 3 * (int)pk->L,
+    T_OK(ran && z0 == z1 && n0 == 0 && n1 == want && n1 >= 4 * (int)pk->L,
          "%s: a pack in the pairs layout, BEST_DECODE_FUSE=on: %zu steps' logits are the unfused kernels' bit for bit, "
-         "%d fused kernels a step (%d jobs of pairs tensors; at least q|k|v, o and down of %zu layers)", name,
-         ins.size(), n1, want, pk->L);
+         "%d fused kernels a step (as many as its pairs tensors allow; at least q|k|v, RoPE, o and down of %zu layers)",
+         name,
+         ins.size(), n1, pk->L);
 }
 
 // The fixture's weights rounded to bf16 with 90% of the prunable ones zeroed, written as

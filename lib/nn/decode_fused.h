@@ -6,6 +6,8 @@
 //   o_proj    the operand's rounding + product + residual (a cast, a widen, a product)
 //   gate|up   norm + both products + SwiGLU, h in bf16 and fp32 (2 products + 3 kernels)
 //   down      product + residual (a stored weight's residual copy)
+// and, after q|k|v, one kernel for Qwen3's q/k norms, RoPE and the cache's new row
+// (decode_rope_append_cuda: 2 norms, 2 RoPE launches and an append before).
 // Each output is the same bits as the unfused kernels' on the same weights: the norm is
 // summed by a block as rmsnorm_forward_kernel sums it (same threads, same butterfly), a
 // row's dot in the order the unfused kernel of its weights takes (gemv_bf16_cuda's, the
@@ -38,6 +40,23 @@ typedef struct DecodeJob {
     float *hr;           // (rows[0]) hb as floats
 } DecodeJob;
 
+// q and k of one decode step after their products (decode_rope_append_cuda), a block a
+// head: Qwen3's RMSNorm of each head (q_norm, k_norm; summed as rmsnorm_forward_kernel sums
+// a row of HD), RoPE at *pos, k and v into the cache's row *pos (rounded to bf16 for a bf16
+// cache): rmsnorm_forward_cuda, rope_at_cuda and kv_append(_bf16)_cuda's bits.
+typedef struct RopeAppendJob {
+    float *q, *k;                 // (NH, HD), (KV, HD): the rotated (normed) heads
+    const float *qraw, *kraw;     // their products; without norms q and k themselves (in place)
+    const float *q_norm, *k_norm; // (HD) Qwen3's weights, or NULL for both (no norm)
+    float eps;
+    const float *v;               // (KV, HD)
+    void *kc, *vc;                // the layer's cache (T, KV, HD): floats, or bf16 bits (kv_bf16)
+    int kv_bf16;
+    const float *cos, *sin;       // RoPE's tables (T, HD / 2)
+    const int32_t *pos;           // (1) device: the step's position
+    size_t NH, KV, HD;
+} RopeAppendJob;
+
 #ifdef BEST_CUDA // (the emulated tests include the .cu files themselves)
 #ifdef __cplusplus
 extern "C" {
@@ -47,6 +66,7 @@ struct CUstream_st;
 // The job with W_i = w[i] (rows[i], IC) bf16 bits, asynchronous on stream: 0, or -1 (no
 // launch) when IC is over DECODE_STAGE_MAX.
 int decode_fused_gemv_cuda(const DecodeJob *j, const uint16_t *const *w, struct CUstream_st *stream);
+void decode_rope_append_cuda(const RopeAppendJob *j, struct CUstream_st *stream);
 
 #ifdef __cplusplus
 }

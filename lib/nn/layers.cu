@@ -413,6 +413,48 @@ BEST_KAPI void kv_append_bf16_cuda(uint16_t *kc, uint16_t *vc, const float *k, c
     CUDA_CHECK(cudaGetLastError());
 }
 
+// decode_fused.h's RopeAppendJob: block b a head (q heads, then k heads with their v),
+// its threads as rmsnorm_forward_kernel's for a row of HD; a thread takes whole pairs
+// (i, i + HD/2), read before they are written (so q may be qraw without norms).
+static __global__ void decode_rope_append_kernel(RopeAppendJob j) {
+    size_t b = blockIdx.x, HD = j.HD, half = HD / 2, t = (size_t)*j.pos;
+    int is_q = b < j.NH;
+    size_t h = is_q ? b : b - j.NH;
+    const float *src = (is_q ? j.qraw : j.kraw) + h * HD, *w = is_q ? j.q_norm : j.k_norm;
+    float *dst = (is_q ? j.q : j.k) + h * HD;
+    float r = 0.0f;
+    if (w) {
+        float ss = 0.0f;
+        for (size_t c = threadIdx.x; c < HD; c += blockDim.x) ss += src[c] * src[c];
+        r = km_rmsnorm_rstd(block_sum(ss) / (float)HD, j.eps);
+    }
+    for (size_t i = threadIdx.x; i < half; i += blockDim.x) {
+        float lo = src[i], hi = src[i + half];
+        if (w) lo = km_rmsnorm_y(lo, r, w[i]), hi = km_rmsnorm_y(hi, r, w[i + half]);
+        km_rope_pair(&lo, &hi, j.cos[t * half + i], j.sin[t * half + i]);
+        dst[i] = lo, dst[i + half] = hi;
+        if (is_q) continue;
+        size_t at = (t * j.KV + h) * HD;
+        if (j.kv_bf16) {
+            store_out((uint16_t *)j.kc + at + i, lo), store_out((uint16_t *)j.kc + at + i + half, hi);
+        } else {
+            store_out((float *)j.kc + at + i, lo), store_out((float *)j.kc + at + i + half, hi);
+        }
+    }
+    if (is_q) return;
+    for (size_t c = threadIdx.x; c < HD; c += blockDim.x) {
+        size_t at = (t * j.KV + h) * HD + c;
+        if (j.kv_bf16) store_out((uint16_t *)j.vc + at, j.v[h * HD + c]);
+        else store_out((float *)j.vc + at, j.v[h * HD + c]);
+    }
+}
+
+BEST_KAPI void decode_rope_append_cuda(const RopeAppendJob *j, cudaStream_t stream) {
+    if (j->NH + j->KV == 0 || j->HD == 0) return;
+    LAUNCH(decode_rope_append_kernel, (unsigned)(j->NH + j->KV), km_row_threads(j->HD, ROW_THREADS_MAX), stream, *j);
+    CUDA_CHECK(cudaGetLastError());
+}
+
 // --- SwiGLU, residual, masked fill, bf16 cast: elementwise ----------------------------------------------
 
 template <typename Out>

@@ -909,7 +909,7 @@ static void block_qkv(DevModel *d, size_t l, LayerActs *s, size_t N) {
         linear(d, k, xb, MW_K, l, LW(w->bk, KVD), N, C, KVD, 0);
         linear(d, s->v, xb, MW_V, l, LW(w->bv, KVD), N, C, KVD, 0);
     }
-    if (m->qk_norm) {
+    if (m->qk_norm && !(N == 1 && d->fuse)) { // (fused decoding: in decode_rope_append_cuda)
         rmsnorm_forward_cuda(s->q, s->qrstd, s->qraw, w->q_norm + l * HD, N * NH, HD, eps, st);
         rmsnorm_forward_cuda(s->k, s->krstd, s->kraw, w->k_norm + l * HD, N * KV, HD, eps, st);
     }
@@ -1133,17 +1133,27 @@ static void decode_step(DevModel *d, int greedy) {
         LayerActs *s = &d->layer[l];
         size_t at = l * T * KVD; // (T, KV, HD) of layer l
         block_qkv(d, l, s, 1);
-        rope_at_cuda(s->q, d->rope_cos, d->rope_sin, pos, 1, m->NH, HD, st);
-        rope_at_cuda(s->k, d->rope_cos, d->rope_sin, pos, 1, m->KV, HD, st);
-        if (d->kv_bf16) {
-            kv_append_bf16_cuda(d->kcb + at, d->vcb + at, s->k, s->v, pos, KVD, st);
+        if (d->fuse) { // q/k norms, RoPE and the cache's row in one kernel
+            RopeAppendJob rj = {s->q, s->k, m->qk_norm ? s->qraw : s->q, m->qk_norm ? s->kraw : s->k,
+                                m->qk_norm ? d->w.q_norm + l * HD : NULL, m->qk_norm ? d->w.k_norm + l * HD : NULL,
+                                (float)m->cfg.rms_norm_eps, s->v,
+                                d->kv_bf16 ? (void *)(d->kcb + at) : (void *)(d->kc + at),
+                                d->kv_bf16 ? (void *)(d->vcb + at) : (void *)(d->vc + at), d->kv_bf16, d->rope_cos,
+                                d->rope_sin, pos, m->NH, m->KV, HD};
+            decode_rope_append_cuda(&rj, st);
+            d->n_fused++;
+        } else {
+            rope_at_cuda(s->q, d->rope_cos, d->rope_sin, pos, 1, m->NH, HD, st);
+            rope_at_cuda(s->k, d->rope_cos, d->rope_sin, pos, 1, m->KV, HD, st);
+            if (d->kv_bf16) kv_append_bf16_cuda(d->kcb + at, d->vcb + at, s->k, s->v, pos, KVD, st);
+            else kv_append_cuda(d->kc + at, d->vc + at, s->k, s->v, pos, KVD, st);
+        }
+        if (d->kv_bf16)
             attention_decode_bf16_cuda(s->att, d->dec_part, s->q, d->kcb + at, d->vcb + at, pos, T, m->NH, m->KV, HD,
                                        st);
-        } else {
-            kv_append_cuda(d->kc + at, d->vc + at, s->k, s->v, pos, KVD, st);
+        else
             attention_decode_split_cuda(s->att, d->dec_part, s->q, d->kc + at, d->vc + at, pos, T, m->NH, m->KV, HD,
                                         st); // (dec_part NULL: one block a head)
-        }
         block_out(d, l, s, 1, res);
     }
     DecodeJob j = job_one(res, d->w.final_norm, (float)m->cfg.rms_norm_eps, C, d->logits, NULL, NULL, V);
