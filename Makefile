@@ -354,7 +354,7 @@ bench: all
 # BEST and one-shot magnitude to 90%, perplexity, packing, decode speed, a sample, a
 # report): pipelines/demo.mk, one target per product under out/demo, so an interrupted
 # demo resumes where it stopped. `make report` redraws its report; with RUNS="OUT..." it
-# compares the perplexities of pipeline runs (pipelines/best.mk) in out/report.
+# compares the perplexities of pipeline runs (pipelines/best.mk) in REPORT_OUT (out/report).
 # deps first, then a new make for the build (see the top of this file); the demo needs
 # only the tools.
 DEMO := out/demo
@@ -363,12 +363,13 @@ demo: deps
 	@$(MAKE) --no-print-directory -f pipelines/demo.mk OUT=$(DEMO) BIN=$(BINDIR)
 
 RUNS ?=
-report: all
+REPORT_OUT ?= out/report
+report: $(if $(RUNS),,tools) # (comparing runs needs python3 alone; the demo's report, the tools)
 ifeq ($(RUNS),)
 	@$(MAKE) --no-print-directory -f pipelines/demo.mk OUT=$(DEMO) BIN=$(BINDIR) report
 	@echo "report: $(DEMO)/report/summary.md"
 else
-	python3 pipelines/report.py --out out/report --title 'perplexity against sparsity' --print \
+	python3 pipelines/report.py --out $(REPORT_OUT) --title 'perplexity against sparsity' --print \
 	    $(foreach r,$(RUNS),--results $(r)/report/results.jsonl)
 endif
 

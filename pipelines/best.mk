@@ -23,8 +23,14 @@
 # --- what to prune, on what, how -------------------------------------------------------
 NAME       ?= best
 OUT        ?= out/$(NAME)
+# How the report names this run and its model in its tables (and `make report RUNS=...`
+# when it compares runs): RUN, the OUT folder; MODEL_NAME, MODEL's folder name. The method's
+# label is LABEL (below: BEST, magnitude+, ...); LABEL=... on the command line tells two runs
+# of one method apart in a plot.
+RUN        ?= $(OUT)
 BIN        ?= bin
 MODEL      ?=
+MODEL_NAME ?= $(notdir $(patsubst %/,%,$(MODEL)))
 TOKENIZER  ?= $(MODEL)
 DATA       ?=
 FIELD      ?= text
@@ -324,6 +330,7 @@ PPL_ARGS := $(foreach e,$(filter-out zeroshot,$(EVALS)),--ppl '$(LABEL):$(SPARSI
               --zeroshot '$(LABEL) $(SPARSITY)=$(OUT)/eval/zeroshot.json')
 $(OUT)/report/summary.md: $(EVAL_FILES) $(MASK_FILES) $(PACK_FILES) $(PIPELINES)report.py
 	python3 $(PIPELINES)report.py --print --out $(@D) --title '$(NAME): $(LABEL) at sparsity $(SPARSITY)' \
+	    --run '$(RUN)' --model '$(MODEL_NAME)' \
 	    $(if $(filter 1,$(TRAINED)),--log '$(LABEL) $(SPARSITY)=$(OUT)/train/log.jsonl') \
 	    $(if $(MASK_FILES),--heatmap '$(LABEL) $(SPARSITY)=$(OUT)/mask/heatmap.svg') \
 	    $(PPL_ARGS) \

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """report.py: the pictures and the summary of a pruning run, from the files the tools wrote.
 
-    report.py --out DIR [--title TEXT]
+    report.py --out DIR [--title TEXT] [--run NAME] [--model NAME]   this run and its model
               [--log LABEL=LOG.jsonl]...          best-train's metrics (docs/best-train.md)
               [--after LABEL=OTHER]...            LABEL's run continues OTHER's: drawn after its last step
               [--heatmap LABEL=FILE.svg]...       best-mask --plot pictures, copied
@@ -17,9 +17,12 @@ writes into DIR (each file through a temporary name and a rename):
     loss.svg, lr.svg, sparsity.svg   one polyline per log, one point per logged step
                                      (sparsity: target dashed, counted solid)
     heatmap-N.svg                    the heatmaps, as best-mask drew them
-    ppl.svg                          perplexity against sparsity, one line per method and
-                                     data set; dense rows are a dashed reference line
-    results.jsonl                    {"method", "sparsity", "data", "ppl"} per perplexity
+    ppl.svg                          perplexity against sparsity, one line per model, method
+                                     and data set (a run sharing a sparsity with another of
+                                     its label gets its own line); dense rows are dashed
+                                     reference lines
+    results.jsonl                    {"run", "model", "method", "sparsity", "data", "ppl"} per
+                                     perplexity, this run's and those of --results
     summary.md                       the tables and links to the pictures
     table.md                         the summary's tables without the pictures (what the
                                      demo prints at its end)
@@ -93,7 +96,12 @@ def marker(i, x, y, c, label):
 def line_plot(path, title, xlabel, ylabel, series, ylog=False, refs=(), xrange=None):
     """series: [(label, xs, ys, dashed)]; refs: [(label, y)] horizontal dashed lines;
     xrange: (x0, x1) to show at least. Points whose y is None or not finite (or <= 0 on a
-    log axis) are left out."""
+    log axis) are left out. The picture widens to the right for long legend labels (about 7
+    px a character), so that the plot keeps its size and nothing is cut."""
+    names = [label for label, _ in refs] + [label for label, *_ in series]
+    mr = max(MR, 45 + 7 * max(map(len, names), default=0))
+    w = W - MR + mr
+
     def ok(y):
         return y is not None and math.isfinite(y) and (y > 0 or not ylog)
     pts = [(x, y) for _, xs, ys, _ in series for x, y in zip(xs, ys) if ok(y)]
@@ -112,7 +120,7 @@ def line_plot(path, title, xlabel, ylabel, series, ylog=False, refs=(), xrange=N
     y0, y1 = y0 - pad, y1 + pad
     if not ylog and min(ys_all, default=1) >= 0 and y0 < 0:
         y0 = 0.0
-    pw, ph = W - ML - MR, H - MT - MB
+    pw, ph = w - ML - mr, H - MT - MB
 
     def px(x):
         return ML + (x - x0) / (x1 - x0) * pw
@@ -120,10 +128,10 @@ def line_plot(path, title, xlabel, ylabel, series, ylog=False, refs=(), xrange=N
     def py(y):
         return MT + ph - (f(y) - y0) / (y1 - y0) * ph
 
-    o = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" '
+    o = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{H}" viewBox="0 0 {w} {H}" '
          f'font-family="sans-serif" font-size="12">',
-         f'<rect width="{W}" height="{H}" fill="white"/>',
-         f'<text class="title" x="{W / 2:.1f}" y="22" text-anchor="middle" font-size="14">{escape(title)}</text>',
+         f'<rect width="{w}" height="{H}" fill="white"/>',
+         f'<text class="title" x="{w / 2:.1f}" y="22" text-anchor="middle" font-size="14">{escape(title)}</text>',
          f'<rect class="frame" x="{ML}" y="{MT}" width="{pw}" height="{ph}" fill="none" stroke="#333"/>']
     for t in nice_ticks(x0, x1):
         x = px(t)
@@ -143,33 +151,38 @@ def line_plot(path, title, xlabel, ylabel, series, ylog=False, refs=(), xrange=N
     o.append(f'<text class="ylabel" x="16" y="{MT + ph / 2:.1f}" text-anchor="middle" '
              f'transform="rotate(-90 16 {MT + ph / 2:.1f})">{escape(ylabel)}{" (log scale)" if ylog else ""}</text>')
     legend = []
-    # reference lines (the dense model on each data set): each its own grey and dash, and
-    # its label at the line's right end, so that two of them never look alike
+    # reference lines (the dense model on each data set): each its own grey and dash, named
+    # in the legend (a label on the line would sit on the points near it)
     REF_STYLES = [("#555", "2 3"), ("#999", "9 4"), ("#333", "1 5"), ("#777", "6 2 1 2")]
     for i, (label, y) in enumerate(refs):
         if ok(y):
             c, dash = REF_STYLES[i % len(REF_STYLES)]
             o.append(f'<line class="ref" data-label="{escape(label)}" x1="{ML}" y1="{py(y):.1f}" x2="{ML + pw}" '
                      f'y2="{py(y):.1f}" stroke="{c}" stroke-dasharray="{dash}"/>')
-            o.append(f'<text class="reflabel" x="{ML + pw - 4}" y="{py(y) - 4:.1f}" text-anchor="end" '
-                     f'fill="{c}">{escape(label)}</text>')
-            legend.append((label, c, dash))
+            legend.append((label, c, dash, None, True))
     for i, (label, xs, ys, dashed) in enumerate(series):
         c = COLORS[i % len(COLORS)]
         p = " ".join(f"{px(x):.2f},{py(y):.2f}" for x, y in zip(xs, ys) if ok(y))
         dash = ' stroke-dasharray="6 4"' if dashed else ""
         o.append(f'<polyline class="series" data-label="{escape(label)}" fill="none" stroke="{c}" '
                  f'stroke-width="1.5"{dash} points="{p}"/>')
-        if sum(1 for y in ys if ok(y)) <= 12:  # few points: mark them, each series its own shape
+        n = sum(1 for y in ys if ok(y))
+        if n <= 12:  # few points: mark them, each series its own shape
             for x, y in zip(xs, ys):
                 if ok(y):
                     o.append(marker(i, px(x), py(y), c, label))
-        legend.append((label, c, "6 4" if dashed else None))
-    for i, (label, c, dash) in enumerate(legend):
-        y = MT + 10 + 18 * i
+        # the legend shows what the plot draws: the line where there is one (2 points or
+        # more), the marker where there are markers
+        legend.append((label, c, "6 4" if dashed else None, i if n <= 12 else None, n >= 2))
+    for k, (label, c, dash, mark, drawn) in enumerate(legend):
+        y = MT + 10 + 18 * k
         dash = f' stroke-dasharray="{dash}"' if dash else ""
-        o.append(f'<line x1="{W - MR + 10}" y1="{y}" x2="{W - MR + 30}" y2="{y}" stroke="{c}" stroke-width="2"{dash}/>')
-        o.append(f'<text class="legend" x="{W - MR + 35}" y="{y + 4}">{escape(label)}</text>')
+        if drawn:
+            o.append(f'<line class="legend-line" x1="{w - mr + 10}" y1="{y}" x2="{w - mr + 30}" y2="{y}" stroke="{c}" '
+                     f'stroke-width="2"{dash}/>')
+        if mark is not None:
+            o.append(marker(mark, w - mr + 20, y, c, label).replace('class="marker"', 'class="legend-marker"', 1))
+        o.append(f'<text class="legend" x="{w - mr + 35}" y="{y + 4}">{escape(label)}</text>')
     o.append("</svg>")
     atomic_write(path, "\n".join(o) + "\n")
 
@@ -219,10 +232,54 @@ def human_bytes(n):
         n /= 1024
 
 
+def merge_dense(rows):
+    """The dense rows of one model from several runs are one row when they agree on every
+    data set they share (each run evaluates the same dense model; the run cell lists them
+    all); when they disagree, each run keeps its own."""
+    out, dense = [], {}
+    for r in rows:
+        if r["method"] == "dense":
+            dense.setdefault(r["model"], {}).setdefault(r["run"], []).append(r)
+        else:
+            out.append(r)
+    for model, by_run in dense.items():
+        per_data = {}
+        for rs in by_run.values():
+            for r in rs:
+                per_data.setdefault(r["data"], set()).add(json.dumps(r["ppl"]))
+        if len(by_run) > 1 and all(len(v) == 1 for v in per_data.values()):
+            name, seen = ", ".join(sorted(by_run)), set()
+            for ru in sorted(by_run):
+                for r in by_run[ru]:
+                    if r["data"] not in seen:
+                        seen.add(r["data"])
+                        out.append(dict(r, run=name))
+        else:
+            out += [r for rs in by_run.values() for r in rs]
+    return out
+
+
+def data_order(d):
+    """WikiText-2 first, C4 second (the papers' order), then the others by name."""
+    return ({"wikitext2": 0, "wiki": 0, "c4": 1}.get(d, 2), d)
+
+
+def method_order(m, given):
+    """dense first, then this run's methods in the order of its --ppl, then the others by
+    name (so that a comparison of runs does not depend on the order they were given in)."""
+    return (m != "dense", given.index(m) if m in given else len(given), m)
+
+
+def row_order(r, given):
+    return (r["model"], r["sparsity"], method_order(r["method"], given), r["run"], data_order(r["data"]))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--title", default="pruning run")
+    ap.add_argument("--run", default="")    # this run's name in the tables (best.mk: its OUT)
+    ap.add_argument("--model", default="")  # the model it prunes (best.mk: MODEL's folder name)
     ap.add_argument("--log", action="append", default=[])
     ap.add_argument("--after", action="append", default=[])  # LABEL=OTHER: LABEL's steps follow OTHER's last
     ap.add_argument("--heatmap", action="append", default=[])
@@ -279,7 +336,10 @@ def main():
             os.replace(os.path.join(a.out, name + ".tmp"), os.path.join(a.out, name))
             md += [f"{k}:", "", f"![{k}]({name})", ""]
 
-    # Perplexity: this run's evaluations, plus rows of other runs.
+    # Perplexity: this run's evaluations, plus rows of other runs. A row is one run's
+    # perplexity of one method at one sparsity on one data set; rows are kept apart by run
+    # and model, never merged by their label (two runs labelled alike are two rows, and a
+    # note says so), and ordered by their content, not by the order the runs were given.
     rows = []
     for s in a.ppl:
         k, v = split_kv(s, "--ppl")
@@ -288,62 +348,128 @@ def main():
             sys.exit(f"report.py: --ppl {s!r}: want METHOD:SPARSITY:DATA=FILE")
         with open(v, encoding="utf-8") as f:
             e = json.load(f)
-        rows.append({"method": parts[0], "sparsity": float(parts[1]), "data": parts[2],
-                     "ppl": float("nan") if e["ppl"] is None else e["ppl"]})  # null: best-eval's NaN/inf
-    own = list(rows)
+        rows.append({"run": a.run, "model": a.model, "method": parts[0], "sparsity": float(parts[1]),
+                     "data": parts[2], "ppl": float("nan") if e["ppl"] is None else e["ppl"]})  # null: NaN/inf
+    given = list(dict.fromkeys(r["method"] for r in rows))  # this run's methods, in its order
     for p in a.results:
         with open(p, encoding="utf-8") as f:
-            rows += [json.loads(l) for l in f if l.strip()]
-    atomic_write(os.path.join(a.out, "results.jsonl"), "".join(json.dumps(r) + "\n" for r in own))
+            for n, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    r = json.loads(line)
+                    r["sparsity"], r["ppl"] = float(r["sparsity"]), float("nan" if r["ppl"] is None else r["ppl"])
+                    r["method"], r["data"] = str(r["method"]), str(r["data"])
+                except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+                    sys.exit(f"report.py: {p}:{n}: not a perplexity row ({e})")
+                # rows written before runs were named: the run is the folder above report/
+                r.setdefault("run", os.path.dirname(os.path.dirname(os.path.abspath(p))) if
+                             os.path.basename(os.path.dirname(os.path.abspath(p))) == "report" else p)
+                r.setdefault("model", "")
+                rows.append(r)
+    rows = merge_dense(rows)
+    rows.sort(key=lambda r: row_order(r, given))
+    atomic_write(os.path.join(a.out, "results.jsonl"), "".join(json.dumps(r) + "\n" for r in rows))
     table = []
     if rows:
-        datas = list(dict.fromkeys(r["data"] for r in rows))
+        datas = sorted(dict.fromkeys(r["data"] for r in rows), key=data_order)
+        models = sorted(dict.fromkeys(r["model"] for r in rows))
+        runs = sorted(dict.fromkeys(r["run"] for r in rows))
+        keys = sorted(dict.fromkeys((r["model"], r["run"], r["method"], r["sparsity"]) for r in rows),
+                      key=lambda k: (k[0], k[3], method_order(k[2], given), k[1]))
+        # two runs with one label at one sparsity (and model): named apart everywhere
+        clash = {}
+        for mo, ru, me, sp in keys:
+            clash.setdefault((mo, me, sp), []).append(ru)
+        clash = {k: v for k, v in clash.items() if len(v) > 1}
         series, refs = [], []
-        for d in datas:
-            for m in dict.fromkeys(r["method"] for r in rows if r["data"] == d):
-                pts = sorted((r["sparsity"], r["ppl"]) for r in rows
-                             if r["data"] == d and r["method"] == m and math.isfinite(r["ppl"]))
-                if not pts:  # every perplexity of this method was NaN or inf: the table says so
-                    continue
-                label = m if len(datas) == 1 else f"{m} ({d})"
-                if m == "dense":
-                    refs.append((label, pts[0][1]))
-                else:
-                    series.append((label, [x for x, _ in pts], [y for _, y in pts], False))
+        for mo in models:
+            for d in datas:
+                for me in sorted(dict.fromkeys(r["method"] for r in rows if r["data"] == d and r["model"] == mo),
+                                 key=lambda m: method_order(m, given)):
+                    mine = [r for r in rows if (r["model"], r["data"], r["method"]) == (mo, d, me)]
+                    # one line through the runs of this method; a run that shares a sparsity
+                    # with another gets its own line, named by its run
+                    per_sp = {}
+                    for r in mine:
+                        per_sp.setdefault(r["sparsity"], set()).add(r["run"])
+                    shared = {ru for rs in per_sp.values() if len(rs) > 1 for ru in rs}
+                    groups = [(None, [r for r in mine if r["run"] not in shared])]
+                    groups += [(ru, [r for r in mine if r["run"] == ru]) for ru in sorted(shared)]
+                    for ru, grp in groups:
+                        pts = sorted((r["sparsity"], r["ppl"]) for r in grp if math.isfinite(r["ppl"]))
+                        if not pts:  # every perplexity NaN or inf (or no rows): the table says so
+                            continue
+                        label = me + (f" ({d})" if len(datas) > 1 else "") + (f" [{mo}]" if len(models) > 1 else "")
+                        label += f" [{ru}]" if ru is not None else ""
+                        if me == "dense":
+                            refs.append((label, pts[0][1]))
+                        else:
+                            series.append((label, [x for x, _ in pts], [y for _, y in pts], False))
         ys = [r["ppl"] for r in rows if r["ppl"] > 0 and math.isfinite(r["ppl"])]
         ylog = bool(ys) and max(ys) / min(ys) > 20
         line_plot(os.path.join(a.out, "ppl.svg"), "perplexity against sparsity", "sparsity", "perplexity",
                   series, ylog=ylog, refs=refs, xrange=(0.0, 1.0))
-        table += ["| method | sparsity | " + " | ".join(datas) + " |", "|---|---:|" + "---:|" * len(datas)]
-        keys = sorted(dict.fromkeys((r["method"], r["sparsity"]) for r in rows), key=lambda k: k[1])
-        for m, sp in keys:
+        # the model and run columns, unless no row names one (report.py run by hand)
+        named = [(i, h) for i, h in ((0, "model"), (1, "run")) if any(k[i] for k in keys)]
+        table += ["| " + "".join(f"{h} | " for _, h in named) + "method | sparsity | " + " | ".join(datas) + " |",
+                  "|" + "---|" * len(named) + "---|---:|" + "---:|" * len(datas)]
+        for k in keys:
+            mo, ru, me, sp = k
             cells = []
             for d in datas:
-                v = [r["ppl"] for r in rows if (r["method"], r["sparsity"], r["data"]) == (m, sp, d)]
+                v = [r["ppl"] for r in rows if (r["model"], r["run"], r["method"], r["sparsity"], r["data"]) ==
+                     (mo, ru, me, sp, d)]
                 cells.append(f"{v[0]:.3f}" if v and v[0] < 1e4 else (f"{v[0]:.3g}" if v else "-"))
-            table.append(f"| {m} | {sp:g} | " + " | ".join(cells) + " |")
+            table.append("| " + "".join(f"{k[i] or '-'} | " for i, _ in named) + f"{me} | {sp:g} | " +
+                         " | ".join(cells) + " |")
         table.append("")
+        for (mo, me, sp), rs in sorted(clash.items()):
+            table.append(f"Runs {', '.join(rs)} share the label '{me}' at sparsity {sp:g}"
+                         f"{f' ({mo})' if mo else ''}: each has its own row and line; name them apart with "
+                         f"LABEL= (docs/pipelines.md).")
+        if clash:
+            table.append("")
         md += ["## Perplexity", ""] + table + ["![perplexity against sparsity](ppl.svg)", ""]
 
     # Zero-shot accuracy: one row per run, one column per task (acc_norm where the harness
-    # reports it, as the pruning papers' tables do, else acc), then our unweighted mean.
+    # reports it, as the pruning papers' tables do, else acc) with the harness's standard
+    # error, then our unweighted mean; the documents per task under the table, and a run
+    # cut by --limit says so in the heading.
     if a.zeroshot:
         runs = []
         for k, v in (split_kv(s, "--zeroshot") for s in a.zeroshot):
             with open(v, encoding="utf-8") as f:
                 runs.append((k, json.load(f)))
-        tasks = list(dict.fromkeys(t for _, r in runs for t in r["tasks"]))
+        runs.sort(key=lambda kr: (kr[0] != "dense", kr[0]))
+        tasks = sorted(dict.fromkeys(t for _, r in runs for t in r["tasks"]))
         zt = ["| zero-shot | " + " | ".join(tasks) + " | mean |", "|---|" + "---:|" * (len(tasks) + 1)]
         for k, r in runs:
             cells = []
             for t in tasks:
                 x = r["tasks"].get(t)
-                cells.append("-" if x is None else f"{100 * x.get('acc_norm', x['acc']):.2f}")
+                if x is None:
+                    cells.append("-")
+                    continue
+                norm = "acc_norm" in x
+                acc, se = x["acc_norm" if norm else "acc"], x.get("acc_norm_stderr" if norm else "acc_stderr")
+                cells.append(f"{100 * acc:.2f}" + (f" ± {100 * se:.2f}" if se is not None else ""))
             zt.append(f"| {k} | " + " | ".join(cells) + f" | {100 * r['mean_acc_norm_or_acc']:.2f} |")
-        zt += ["", "(accuracy in %: acc_norm for arc_easy, arc_challenge, hellaswag, openbookqa; acc for the "
-               "others; lm-evaluation-harness's protocol, docs/best-eval.md)", ""]
-        table += zt
-        md += ["## Zero-shot accuracy", ""] + zt
+        ns = {json.dumps({t: x.get("n") for t, x in sorted(r["tasks"].items())}) for _, r in runs}
+        zt.append("")
+        for k, r in (runs if len(ns) > 1 else runs[:1]):
+            who = f" ({k})" if len(ns) > 1 else ""
+            zt.append(f"Documents per task{who}: " + ", ".join(f"{t} {x.get('n', '?')}" for t, x in
+                                                               sorted(r["tasks"].items())) + ".")
+        zt += ["", "(accuracy in %, ± the harness's standard error: acc_norm for arc_easy, arc_challenge, hellaswag, "
+               "openbookqa; acc for the others; lm-evaluation-harness's protocol, docs/best-eval.md)", ""]
+        limits = sorted({r["limit"] for _, r in runs if r.get("limit")})
+        head = "## Zero-shot accuracy"
+        if limits:
+            head += (f" (LIMITED: the first {' or '.join(map(str, limits))} documents of each task, "
+                     "not comparable with full runs)")
+        table += ([head.replace("## ", "") + ":", ""] if limits else []) + zt  # (table.md has no headings)
+        md += [head, ""] + zt
 
     extra = []
     if a.pack:

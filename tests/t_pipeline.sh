@@ -57,7 +57,7 @@ l = {p.get('data-label'): [float(v.split(',')[0]) for v in p.get('points').split
 assert min(l['run']) > max(l['pre']), (min(l['run']), max(l['pre']))"
     check "report.py: results.jsonl holds the four perplexities" python3 -c "
 import json; r = [json.loads(l) for l in open('$TMP/rep/results.jsonl')]
-assert [(x['method'], x['sparsity'], x['ppl']) for x in r] == [('BEST', 0.5, 12.5), ('BEST', 0.9, 30.0), ('BEST', 0.99, 200.0), ('dense', 0.0, 10.0)], r"
+assert [(x['method'], x['sparsity'], x['ppl']) for x in r] == [('dense', 0.0, 10.0), ('BEST', 0.5, 12.5), ('BEST', 0.9, 30.0), ('BEST', 0.99, 200.0)], r"
     check "report.py: summary.md has the perplexity table, dense first" sh -c \
         "grep -A3 '| method | sparsity | wiki |' '$TMP/rep/summary.md' | sed -n 3p | grep -q '| dense | 0 | 10.000 |'"
 else
@@ -69,6 +69,56 @@ echo '{"ppl": null}' >"$TMP/enull.json"
 check "report.py: a null perplexity (best-eval's NaN) is a nan row, not a crash" sh -c \
     "python3 pipelines/report.py --out '$TMP/repnull' --title t --ppl 'dense:0:wiki=$TMP/ed.json' \
         --ppl 'BEST:0.9:wiki=$TMP/enull.json' --ppl 'BEST:0.5:wiki=$TMP/ea.json' && grep -q '| BEST | 0.9 | nan |' '$TMP/repnull/summary.md'"
+
+# Comparing runs (make report RUNS=...): rows kept apart by run and model, never by label.
+# Runs r1 and r2 prune model m to BEST 0.9 (two LRs, say) and r3 model q; each run's report
+# wrote its own results.jsonl as best.mk does (--run, --model). Both BEST 0.9 rows show, with
+# a note that they share a label; reversed RUNS gives the same tables; results.jsonl holds
+# every row (the dense rows of m, equal in r1 and r2, as one); a results.jsonl written
+# before runs were named takes its run from its folder.
+python3 -c "
+import json
+for n, p in (('r1b', 12.5), ('r2b', 44.599), ('r2c', 4.198), ('r3b', 30.0), ('dm', 10.0), ('dq', 12.5)):
+    json.dump({'ppl': p}, open('$TMP/p%s.json' % n, 'w'))"
+python3 pipelines/report.py --out "$TMP/r1/report" --run r1 --model m --ppl "BEST:0.9:wikitext2=$TMP/pr1b.json" \
+    --ppl "dense:0:wikitext2=$TMP/pdm.json" >/dev/null &&
+python3 pipelines/report.py --out "$TMP/r2/report" --run r2 --model m --ppl "BEST:0.9:wikitext2=$TMP/pr2b.json" \
+    --ppl "BEST:0.9:c4=$TMP/pr2c.json" --ppl "dense:0:wikitext2=$TMP/pdm.json" >/dev/null &&
+python3 pipelines/report.py --out "$TMP/r3/report" --run r3 --model q --ppl "BEST:0.95:wikitext2=$TMP/pr3b.json" \
+    --ppl "dense:0:wikitext2=$TMP/pdq.json" >/dev/null
+make -s report RUNS="$TMP/r1 $TMP/r2 $TMP/r3" REPORT_OUT="$TMP/cmpa" >"$TMP/cmpa.out" 2>&1
+make -s report RUNS="$TMP/r3 $TMP/r2 $TMP/r1" REPORT_OUT="$TMP/cmpb" >"$TMP/cmpb.out" 2>&1
+check "make report RUNS: two runs labelled 'BEST' at 0.9 are two rows, model and run shown, and a note names both" \
+    sh -c "grep -q '^| m | r1 | BEST | 0.9 | 12.500 | - |$' '$TMP/cmpa/table.md' && grep -q '^| m | r2 | BEST | 0.9 | 44.599 | 4.198 |$' '$TMP/cmpa/table.md' && grep -q '^| q | r3 | BEST | 0.95 | 30.000 | - |$' '$TMP/cmpa/table.md' && grep -q \"^Runs r1, r2 share the label 'BEST' at sparsity 0.9 (m)\" '$TMP/cmpa/table.md'"
+check "make report RUNS in reverse order: the same tables and results.jsonl" sh -c \
+    "cmp -s '$TMP/cmpa/table.md' '$TMP/cmpb/table.md' && cmp -s '$TMP/cmpa/results.jsonl' '$TMP/cmpb/results.jsonl'"
+check "make report RUNS: results.jsonl holds every row (m's equal dense rows as one, of runs r1, r2)" python3 -c "
+import json; r = [json.loads(l) for l in open('$TMP/cmpa/results.jsonl')]
+got = [(x['model'], x['run'], x['method'], x['sparsity'], x['data'], x['ppl']) for x in r]
+assert got == [('m', 'r1, r2', 'dense', 0.0, 'wikitext2', 10.0), ('m', 'r1', 'BEST', 0.9, 'wikitext2', 12.5),
+               ('m', 'r2', 'BEST', 0.9, 'wikitext2', 44.599), ('m', 'r2', 'BEST', 0.9, 'c4', 4.198),
+               ('q', 'r3', 'dense', 0.0, 'wikitext2', 12.5), ('q', 'r3', 'BEST', 0.95, 'wikitext2', 30.0)], got"
+$SVG ppl "$TMP/cmpa/ppl.svg" "BEST (wikitext2) [m] [r1]" "BEST (wikitext2) [m] [r2]" "BEST (c4) [m]" \
+    "BEST (wikitext2) [q]" "dense (wikitext2) [m]" "dense (wikitext2) [q]"
+mkdir -p "$TMP/old/report"
+printf '{"method": "BEST", "sparsity": 0.7, "data": "wikitext2", "ppl": 9.5}\n' >"$TMP/old/report/results.jsonl"
+check "report.py: an older results.jsonl (no run, no model) takes its run from its folder" sh -c \
+    "python3 pipelines/report.py --out '$TMP/cmpo' --results '$TMP/old/report/results.jsonl' --print | grep -q '^| $TMP/old | BEST | 0.7 | 9.500 |$'"
+# Zero-shot: each cell with the harness's standard error, the documents per task under the
+# table, and a run cut by --limit says so in the heading.
+python3 -c "
+import json
+t = lambda a, n: {'acc': a, 'acc_stderr': 0.0123, 'n': n}
+json.dump({'tasks': {'boolq': t(0.6, 20), 'rte': t(0.55, 20)}, 'mean_acc': 0.575, 'mean_acc_norm_or_acc': 0.575,
+           'limit': 20}, open('$TMP/zl.json', 'w'))
+json.dump({'tasks': {'boolq': t(0.7, 3270), 'rte': t(0.6, 277)}, 'mean_acc': 0.65, 'mean_acc_norm_or_acc': 0.65},
+          open('$TMP/zf.json', 'w'))"
+python3 pipelines/report.py --out "$TMP/zr" --zeroshot "BEST 0.9=$TMP/zl.json" --zeroshot "dense=$TMP/zf.json" >/dev/null
+check "report.py zero-shot: standard errors, documents per task of each run, a LIMITED heading for --limit 20" sh -c \
+    "grep -q '^## Zero-shot accuracy (LIMITED: the first 20 documents of each task' '$TMP/zr/summary.md' && grep -q '^| BEST 0.9 | 60.00 ± 1.23 | 55.00 ± 1.23 | 57.50 |$' '$TMP/zr/summary.md' && grep -q '^Documents per task (BEST 0.9): boolq 20, rte 20.$' '$TMP/zr/summary.md' && grep -q '^Documents per task (dense): boolq 3270, rte 277.$' '$TMP/zr/summary.md'"
+python3 pipelines/report.py --out "$TMP/zr2" --zeroshot "dense=$TMP/zf.json" >/dev/null
+check "report.py zero-shot: a full run has no LIMITED heading" sh -c \
+    "grep -q '^## Zero-shot accuracy$' '$TMP/zr2/summary.md' && ! grep -q LIMITED '$TMP/zr2/summary.md'"
 
 # --- dry runs, recipe files, clear errors (no model needed) -----------------------------------
 out=$($MK pipelines/llama2-99.mk -n OUT="$TMP/dry" BIN=bin PACK=1 2>&1); rc=$?
