@@ -150,4 +150,21 @@ if have_shared; then
     expect_error "shard from a larger vocabulary (512 > 97)" 1 "vocab 512" "$E" --model tests/fixtures/model/qwen3 \
         --data "$TMP/story.bin"
 fi
+# One parameter count in every tool (issue 36: 0.26M in best-train, 0.3M in best-eval, 0.0M
+# for the Qwen3 fixture): each banner gives the fixture's 41,836 as 41.8K, its 24,768 as 24.8K
+python3 -c "
+import sys; sys.path.insert(0, 'tests'); from shardio import write_shard
+write_shard('$TMP/story0.bin', [(7 * i) % 97 for i in range(400)], 97)"
+for fx in llama:41.8K qwen3:24.8K; do
+    m=tests/fixtures/model/${fx%%:*} want=${fx#*:}
+    "$E" --model "$m" --data README.md --max-tokens 64 --seq 32 2>"$TMP/pc.eval" >/dev/null
+    "$BIN/best-mask" --model "$m" --sparsity 0.5 --saliency magnitude --out "$TMP/pc.mask" 2>"$TMP/pc.mask.err" >/dev/null
+    "$BIN/best-pack" --model "$m" --out "$TMP/pc.pack" 2>"$TMP/pc.pack.err" >/dev/null
+    "$BIN/best-train" --model "$m" --data "$TMP/story0.bin" --seq 16 --batch 1 --steps 1 --out "$TMP/pc.train" \
+        2>"$TMP/pc.train.err" >/dev/null
+    check "${fx%%:*}: best-eval, best-mask, best-pack and best-train print its parameters as $want" sh -c "
+        grep -q ' $want parameters), device' '$TMP/pc.eval' && grep -q ' of $want parameters)' '$TMP/pc.mask.err' &&
+        grep -q ' of $want parameters)' '$TMP/pc.pack.err' && grep -q ', $want parameters, ' '$TMP/pc.train.err'"
+    rm -rf "$TMP/pc.train"
+done
 finish

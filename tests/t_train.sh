@@ -577,11 +577,16 @@ check "... and none for a run that trains" sh -c "! grep -q warning '$TMP/nocoll
 # this machine's RAM (before reading anything big), the banner shows the estimate, and after
 # three steps one line projects the rest.
 expect_error "a run larger than this machine's RAM: refused before it starts (--ignore-memory to force)" 1 \
-    "this run needs about [0-9.]* GB of memory (6.74B parameters: .*) and this machine has [0-9.]* GB of RAM" \
+    "this run needs about [0-9.]* GiB of memory (6.74B parameters: .*) and this machine has [0-9.]* GiB of RAM.*--recompute" \
     "$TR" --init random --config bench/configs/llama2-7b.json --data "$TMP/rand.bin" --seq 2048 --batch 64 --out "$TMP/huge"
 check "... and nothing written" test ! -e "$TMP/huge"
+# 2^24 sequences a step of the fixture: activations of ~9 TB; the refusal names the largest
+# micro-batch that fits this machine's RAM
+expect_error "a batch whose activations exceed the RAM: the refusal names a --micro-batch that fits" 1 \
+    "this machine has [0-9.]* GiB of RAM; --micro-batch [0-9]* (about [0-9.]* GiB), train on a GPU" \
+    "$TR" --model "$D" --data "$TMP/rand.bin" --seq 64 --batch 16777216 --out "$TMP/hugebatch"
 "$TR" --model "$D" --data "$TMP/rand.bin" --seq 16 --batch 2 --steps 8 --threads 2 --out "$TMP/proj" 2>"$TMP/proj.err"
-check "the banner estimates the run's memory against the RAM" grep -q "^best-train: host memory: about [0-9.]* GB estimated for this run, of [0-9.]* GB RAM" "$TMP/proj.err"
+check "the banner estimates the run's memory against the RAM" grep -q "^best-train: host memory: about [0-9.]* GiB estimated for this run, of [0-9.]* GiB RAM" "$TMP/proj.err"
 check "after 3 steps, one line projects the rest" grep -q "^best-train: projected: 5 more steps at .* s a step: [0-9]*s" "$TMP/proj.err"
 check "the model's config.json records what made it (a best block: BEST, sparsity 0.8 counted, step 12 of 12, version)" python3 -c "
 import json; b = json.load(open('$TMP/straight/model/config.json'))['best']

@@ -1,5 +1,5 @@
 // test_progress.c: base/progress.c's lines as a person reads them: spaces between numbers
-// and units ("40/40 steps", "161.0 KB/161.0 KB"), seconds per step when a step takes more
+// and units ("40/40 steps", "157.2 KiB/157.2 KiB"), seconds per step when a step takes more
 // than a second, an ETA in h/m/s. stderr goes to a file here; the clock is moved by
 // setting t0 back.
 #include <stdio.h>
@@ -48,10 +48,26 @@ int main(void) {
     progress_init(&p, "tokenize", 161000, "B", 0);
     p.tty = 0;
     l = draw_at(&p, 161000, 50.0, 1);
-    T_OK(strstr(l, "tokenize: 100% 161.0 KB/161.0 KB, 3.2 KB/s in 50.0s") != NULL, "bytes: the prefix joins the unit (%s)", l);
+    T_OK(strstr(l, "tokenize: 100% 157.2 KiB/157.2 KiB, 3.1 KiB/s in 50.0s") != NULL, "bytes: binary units, the prefix "
+         "joins the unit (%s)", l);
     progress_init(&p, "eval", 40, "windows", 0);
     p.tty = 0;
     l = draw_at(&p, 40, 2.0, 1);
     T_OK(strstr(l, "eval: 100% 40/40 windows, 20 windows/s in 2.0s") != NULL, "counts: a space before the unit (%s)", l);
+    // parameter counts: 3 significant digits, one way in every tool (issue 36: 0.26M in
+    // best-train, 0.3M in best-eval, "0.0M" for the Qwen3 fixture)
+    static const struct { double x; const char *want; } counts[] = {
+        {0, "0"}, {512, "512"}, {999, "999"}, {999.6, "1.00K"}, {7344, "7.34K"}, {12345, "12.3K"},
+        {260000, "260K"}, {263296, "263K"}, {1.1e6, "1.10M"}, {6.738e9, "6.74B"}, {3.2e13, "32.0T"}};
+    int bad = 0;
+    char buf[32];
+    for (size_t i = 0; i < sizeof counts / sizeof *counts; i++) {
+        human_count(buf, sizeof buf, counts[i].x);
+        if (strcmp(buf, counts[i].want) != 0) {
+            fprintf(stderr, "human_count(%g) = %s, want %s\n", counts[i].x, buf, counts[i].want);
+            bad++;
+        }
+    }
+    T_OK(bad == 0, "human_count: 11 counts from 0 to 3.2e13 in 3 significant digits (%d wrong)", bad);
     T_DONE();
 }

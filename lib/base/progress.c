@@ -27,11 +27,20 @@ void progress_init(Progress *p, const char *label, uint64_t total, const char *u
 // "40 steps".
 void human_units(char *buf, size_t n, double x, const char *unit) {
     const char *suf = " KMGTP";
-    int k = 0;
-    while (x >= 1000.0 && k < 5) { x /= 1000.0; k++; }
-    int bytes = strcmp(unit, "B") == 0;
+    int k = 0, bytes = strcmp(unit, "B") == 0;
+    double base = bytes ? 1024.0 : 1000.0; // bytes in binary units (KiB), as every tool prints them
+    while (x >= base && k < 5) { x /= base; k++; }
     if (k == 0) snprintf(buf, n, "%.0f %s", x, unit);
-    else snprintf(buf, n, bytes ? "%.1f %c%s" : "%.1f %c %s", x, suf[k], unit);
+    else if (bytes) snprintf(buf, n, "%.1f %ciB", x, suf[k]);
+    else snprintf(buf, n, "%.1f %c %s", x, suf[k], unit);
+}
+
+void human_count(char *buf, size_t n, double x) {
+    static const char suf[] = " KMBT";
+    int k = 0;
+    while (x >= 999.5 && k < 4) { x /= 1000.0; k++; }
+    if (k == 0) snprintf(buf, n, "%.0f", x);
+    else snprintf(buf, n, "%.*f%c", x >= 99.95 ? 0 : x >= 9.995 ? 1 : 2, x, suf[k]);
 }
 
 // "1h02m03s", "2m05s", "45s".

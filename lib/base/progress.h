@@ -24,8 +24,12 @@ void progress_init(Progress *p, const char *label, uint64_t total, const char *u
 void progress_update(Progress *p, uint64_t done);  // cheap when nothing is drawn
 void progress_finish(Progress *p);                 // final line with the total time
 double now_seconds(void);                          // monotonic clock
-// x with its unit for people: "12.3 MB" (bytes: the prefix joins the unit), "1.2 K steps".
+// x with its unit for people: "12.3 MiB" (bytes: binary prefixes, joined to the unit),
+// "1.2 K steps" (others: decimal).
 void human_units(char *buf, size_t n, double x, const char *unit);
+// A count (parameters) in 3 significant digits: "512", "7.34K", "260K", "6.74B" (K, M,
+// B, T: thousands, millions, billions, trillions), the same way in every tool.
+void human_count(char *buf, size_t n, double x);
 // seconds as "1h02m03s", "2m05s", "45s".
 void human_hms(char *buf, size_t n, double s);
 

@@ -229,7 +229,8 @@ static int dev_malloc(void **p, size_t bytes, const char *what) {
     (void)cudaGetLastError();
     *p = NULL;
     return ERR("CUDA: cannot allocate %.2f GiB of device memory for %s: %s (a smaller --micro-batch or "
-               "--seq, or a smaller model)", (double)bytes / (1 << 30), what, cudaGetErrorString(e));
+               "--seq, --recompute when training, or a smaller model)", (double)bytes / (1 << 30), what,
+               cudaGetErrorString(e));
 }
 
 // The same pointers as m's named ones, at the same offsets from base.

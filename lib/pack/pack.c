@@ -651,3 +651,26 @@ void pack_decode_rows(float *out, const PackTensor *t, size_t r0, size_t r1) {
         }
     }
 }
+
+size_t pack_tensor_nonzeros(const PackTensor *t) {
+    if (t->enc != PACK_DENSE) return t->nnz;
+    float *row = xmalloc((t->cols ? t->cols : 1) * sizeof *row);
+    size_t n = 0;
+    for (size_t r = 0; r < t->rows; r++) {
+        pack_decode_rows(row, t, r, r + 1);
+        for (size_t c = 0; c < t->cols; c++) n += row[c] != 0;
+    }
+    free(row);
+    return n;
+}
+
+void pack_prunable_totals(PackTotals *s, const Pack *p) {
+    memset(s, 0, sizeof *s);
+    for (int i = 0; i < p->n; i++) {
+        const PackTensor *t = &p->t[i];
+        if (!t->prunable) continue;
+        s->numel += t->rows * t->cols;
+        s->nonzeros += pack_tensor_nonzeros(t);
+        s->bytes += pack_tensor_bytes(t);
+    }
+}

@@ -141,4 +141,19 @@ static inline size_t pack_tensor_bytes(const PackTensor *t) {
 }
 // Rows [r0, r1) of t as dense fp32 (r1-r0, cols), dequantized, zeros where not stored.
 void pack_decode_rows(float *out, const PackTensor *t, size_t r0, size_t r1);
+// The nonzero weights of t: a sparse tensor's stored elements, a dense tensor's elements
+// that are not zero (it stores its zeros), so that sparsity means one thing whatever the
+// encoding.
+size_t pack_tensor_nonzeros(const PackTensor *t);
+// The prunable tensors of p in total: weights, nonzero weights, and bytes (pack_tensor_bytes:
+// values, index, counts and scales).
+typedef struct {
+    size_t numel, nonzeros, bytes;
+} PackTotals;
+void pack_prunable_totals(PackTotals *s, const Pack *p);
+// The one "bits per nonzero" every report prints: 8 bytes / nonzeros (the index and the
+// counts included, over the weights that are not zero); 0 without nonzeros.
+static inline double pack_bits_per_nonzero(size_t bytes, size_t nonzeros) {
+    return nonzeros ? 8.0 * (double)bytes / (double)nonzeros : 0;
+}
 #endif

@@ -188,6 +188,8 @@ typedef struct {
     size_t delta_bytes;  // of the delta stream, whichever encoding is chosen
     size_t slots;        // of the tiles, whichever encoding is chosen
     size_t sell_slots;   // of the sell, whichever encoding is chosen
+    double bytes;        // prunable: the chosen encoding's bytes
+    double min_bytes;    // prunable: the fewest bytes of any encoding (--index size's choice)
 } Plan;
 
 static void dims_of(size_t *rows, size_t *cols, const ParamInfo *pi) {
@@ -250,6 +252,7 @@ static int plan_tensor(Plan *pl, const ParamInfo *pi, const float *w, PackVal dv
             nnz++;
         }
     }
+    pl->bytes = pl->min_bytes = (double)pack_val_bytes(pl->val, n) + (pack_val_is_quant(pl->val) ? 4.0 * rows : 0);
     if (nnz > UINT32_MAX) return 0;
     TileOut count = {0};
     tiles_walk(&count, w, rows, cols);
@@ -289,6 +292,9 @@ static int plan_tensor(Plan *pl, const ParamInfo *pi, const float *w, PackVal dv
         }
     pl->enc = (PackEnc)best;
     if (pl->enc != PACK_DENSE) pl->nnz = nnz;
+    pl->bytes = pl->min_bytes = bytes[best];
+    for (int e = 0; e < PACK_N_ENC; e++)
+        if (ok[e] && bytes[e] < pl->min_bytes) pl->min_bytes = bytes[e];
     return 0;
 }
 
@@ -563,6 +569,10 @@ static int tar_write(int fd, const char *path, const char *manifest, const FileB
 }
 
 int pack_write(const char *path, const Model *m, PackQuant quant, PackIndex index) {
+    return pack_write_stats(NULL, path, m, quant, index);
+}
+
+int pack_write_stats(PackWriteStats *st, const char *path, const Model *m, PackQuant quant, PackIndex index) {
     TRY(model_need_folder(m, "packing"));
     PackVal dval;
     if (pack_val_of_dtype(&dval, m->dtype) < 0)
@@ -574,11 +584,17 @@ int pack_write(const char *path, const Model *m, PackQuant quant, PackIndex inde
             return ERR("%s: tensor name %s is not a plain name of at most %d characters", path,
                        m->info[i].name, TENSOR_NAME_MAX);
     Plan *plans = xcalloc((size_t)m->n_info + 1, sizeof *plans);
-    for (int i = 0; i < m->n_info; i++)
+    if (st) memset(st, 0, sizeof *st);
+    for (int i = 0; i < m->n_info; i++) {
         if (plan_tensor(&plans[i], &m->info[i], m->params + m->info[i].offset, dval, quant, index, path) < 0) {
             free(plans);
             return -1;
         }
+        if (st && m->info[i].prunable) {
+            st->prunable_bytes += plans[i].bytes;
+            st->prunable_bytes_size += plans[i].min_bytes;
+        }
+    }
     FileBlob files[PACK_N_FILES];
     int nfiles, rc = files_collect(files, &nfiles, m);
     // Pass 1: every member's name, size and hash.

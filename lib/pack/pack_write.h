@@ -14,6 +14,13 @@
 // tensors per row (round to nearest, scale = max|w| / 127 or / 7). config.json is
 // m->config_json; the tokenizer files come from m->src_dir (when set).
 int pack_write(const char *path, const Model *m, PackQuant quant, PackIndex index);
+// pack_write, and what it planned (st may be NULL): the bytes of the prunable tensors in
+// the encodings index chose, and in the fewest bytes of each (what --index size would take),
+// so that a faster plan that is larger can say by how much.
+typedef struct {
+    double prunable_bytes, prunable_bytes_size;
+} PackWriteStats;
+int pack_write_stats(PackWriteStats *st, const char *path, const Model *m, PackQuant quant, PackIndex index);
 // The kernel set (spmv.h) that index SPEED plans for: its encodings' decoding costs were
 // measured apart (bench/decode_encodings.sh), as the fastest encoding differs (tiles with
 // AVX-512, delta with AVX2 at high sparsity). Default: the set this machine decodes with

@@ -23,6 +23,7 @@
 #include "base/args.h"       // defines: ARGS_THREADS_PER_CORE, args_choice
 #include "base/error.h"      // defines: ERR, TRY, xmalloc
 #include "base/fileio.h"     // defines: AFile, path_join, path_is_dir
+#include "base/progress.h"   // defines: human_count
 #include "io/safetensors.h"  // defines: StWriter, SafeTensors
 #include "sparse/select.h"   // defines: select_keep_count
 #include "pack/pack_model.h" // defines: model_open
@@ -877,6 +878,8 @@ static int device_open(Trainer *tr) {
 // and on the CPU the gradients (4) and the activations of one micro-batch, estimated per
 // token as 14 C + 4 I floats a layer plus 3 V (what model_acts_init takes, within ~20% on
 // the fixtures). Times the ranks on this machine (Open MPI says how many).
+#define GIB 1073741824.0 // bytes in a GiB: every size the tools print is in binary units
+
 static double memory_estimate(const Model *plan, const TrainConfig *c, int on_cuda) {
     double P = (double)plan->n_params, ranks = dist_size();
     double need = 4 * P + 9 * P / ranks;
@@ -920,13 +923,29 @@ static int memory_check(Trainer *tr, int on_cuda) {
     tr->mem_need = memory_estimate(&plan, c, on_cuda);
     tr->mem_ram = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
     size_t P = plan.n_params;
+    // the knob that fixes most refusals on the CPU: the largest micro-batch (a divisor of
+    // the rank's batch) whose activations fit
+    char hint[96] = "";
+    int per_rank = c->batch / dist_size(), cur = c->micro_batch ? c->micro_batch : per_rank;
+    for (int mb = cur - 1; mb >= 1 && !on_cuda && tr->mem_need > tr->mem_ram; mb--) {
+        if (per_rank % mb) continue;
+        TrainConfig smaller = *c;
+        smaller.micro_batch = mb;
+        double need = memory_estimate(&plan, &smaller, on_cuda);
+        if (need <= tr->mem_ram) {
+            snprintf(hint, sizeof hint, "--micro-batch %d (about %.1f GiB), ", mb, need / GIB);
+            break;
+        }
+    }
     model_free(&plan);
     free(path);
     if (tr->mem_need <= tr->mem_ram || c->ignore_memory) return 0;
-    return ERR("this run needs about %.1f GB of memory (%.2fB parameters: fp32 weights, Adam's moments%s) and this "
-               "machine has %.1f GB of RAM; train on a GPU (--device cuda), over more machines (mpirun), or pass "
-               "--ignore-memory to start anyway", tr->mem_need / 1e9, (double)P / 1e9,
-               on_cuda ? "" : ", gradients and activations", tr->mem_ram / 1e9);
+    char np[32];
+    human_count(np, sizeof np, (double)P);
+    return ERR("this run needs about %.1f GiB of memory (%s parameters: fp32 weights, Adam's moments%s) and this "
+               "machine has %.1f GiB of RAM; %strain on a GPU (--device cuda; --recompute if its memory is short), "
+               "over more machines (mpirun), or pass --ignore-memory to start anyway", tr->mem_need / GIB, np,
+               on_cuda ? "" : ", gradients and activations", tr->mem_ram / GIB, hint);
 }
 
 // train_open's reading and checking, by every rank on its own (no collective, nothing
@@ -1492,9 +1511,11 @@ int train_run(Trainer *tr) {
 void train_print_config(FILE *f, const Trainer *tr) {
     const TrainConfig *c = &tr->cfg;
     const Model *m = &tr->m;
-    fprintf(f, "best-train: %s (%zu layers, dim %zu, %.2fM parameters, %.2fM prunable)\n",
-            c->resume ? c->resume : c->init_config ? "random init" : c->model_dir, m->L, m->C,
-            (double)m->n_params / 1e6, (double)m->n_prunable / 1e6);
+    char np[32], npr[32];
+    human_count(np, sizeof np, (double)m->n_params);
+    human_count(npr, sizeof npr, (double)m->n_prunable);
+    fprintf(f, "best-train: %s (%zu layers, dim %zu, %s parameters, %s prunable)\n",
+            c->resume ? c->resume : c->init_config ? "random init" : c->model_dir, m->L, m->C, np, npr);
     fprintf(f, "best-train: %d shard%s, %llu windows of %d+1 tokens, cursor epoch %llu pos %llu\n", c->n_data,
             c->n_data == 1 ? "" : "s", (unsigned long long)tr->data.n_windows, c->seq,
             (unsigned long long)tr->data.epoch, (unsigned long long)tr->data.pos);
@@ -1525,8 +1546,8 @@ void train_print_config(FILE *f, const Trainer *tr) {
     else
         fprintf(f, "best-train: device cpu: %s\n", layers_blas_info());
     if (tr->mem_ram > 0)
-        fprintf(f, "best-train: host memory: about %.2f GB estimated for this run, of %.1f GB RAM%s\n",
-                tr->mem_need / 1e9, tr->mem_ram / 1e9, tr->mem_need > tr->mem_ram ? " (--ignore-memory)" : "");
+        fprintf(f, "best-train: host memory: about %.2f GiB estimated for this run, of %.1f GiB RAM%s\n",
+                tr->mem_need / GIB, tr->mem_ram / GIB, tr->mem_need > tr->mem_ram ? " (--ignore-memory)" : "");
     if (dist_size() > 1 || tr->comm)
         fprintf(f, "best-train: %s: data parallel, %d sequences per rank per step, ZeRO-1 (Adam moments, mask "
                 "and update of ~%zu parameters per rank)%s\n", dist_info(), c->batch / dist_size(),

@@ -20,7 +20,7 @@
 #include "pack/pack_model.h" // defines: model_open, pack_model_file, model_dense_store
 #include "pack/spmv.h"       // defines: spmv_isa, spmv_isa_name
 #include "base/fileio.h"     // defines: path_is_dir, path_join
-#include "base/progress.h"   // defines: Progress, now_seconds
+#include "base/progress.h"   // defines: Progress, now_seconds, human_count
 #include "io/shard.h"        // defines: Shard, shard_sniff
 #include "tok/tokenizer.h"   // defines: Tokenizer
 #include "base/utf8.h"       // defines: utf8_repair, utf8_valid
@@ -582,10 +582,12 @@ int main(int argc, char **argv) {
     // the default: the GPU when one is visible
     int on_cuda = want_cuda || (!o.device && cuda_device_count() > 0);
     if (want_cuda && cuda_device_count() == 0) DIE("--device cuda: %s; use --device cpu", cuda_info());
-    if (!o.quiet)
-        fprintf(stderr, "best-eval: %s (%s%s, %zu layers, dim %zu, %.1fM parameters), %s\n", m.src_dir ? m.src_dir : o.model,
-                config_arch_name(m.cfg.arch), m.ext ? ", packed" : "", m.L, m.C, (double)model_numel(&m) / 1e6,
-                on_cuda ? "device cuda" : "device cpu");
+    if (!o.quiet) {
+        char np[32];
+        human_count(np, sizeof np, (double)model_numel(&m));
+        fprintf(stderr, "best-eval: %s (%s%s, %zu layers, dim %zu, %s parameters), %s\n", m.src_dir ? m.src_dir : o.model,
+                config_arch_name(m.cfg.arch), m.ext ? ", packed" : "", m.L, m.C, np, on_cuda ? "device cuda" : "device cpu");
+    }
     if (!o.quiet) {
         if (on_cuda) fprintf(stderr, "best-eval: device cuda: %s; bf16 matrix products\n", cuda_info());
         else fprintf(stderr, "best-eval: device cpu: %d threads\n", omp_get_max_threads());

@@ -20,7 +20,7 @@
 #include "sparse/mask.h"     // defines: mask_compute, mask_save, Moments
 #include "nn/model.h"        // defines: Model, model_save
 #include "pack/pack_model.h" // defines: model_open
-#include "base/progress.h"   // defines: now_seconds, Progress
+#include "base/progress.h"   // defines: now_seconds, Progress, human_count
 #include "sparse/calib.h"    // defines: calib_windows, oneshot_prune
 
 typedef struct {
@@ -174,9 +174,12 @@ int main(int argc, char **argv) {
     TRY_OR_DIE(model_open(&m, o.model));
     TRY_OR_DIE(model_need_folder(&m, "best-mask"));
     ms.weights_from = m.src_dir;
-    if (!o.quiet)
-        fprintf(stderr, "best-mask: %s (%zu layers, %.2fM prunable of %.2fM parameters)\n", o.model, m.L,
-                (double)m.n_prunable / 1e6, (double)m.n_params / 1e6);
+    if (!o.quiet) {
+        char np[32], npr[32];
+        human_count(npr, sizeof npr, (double)m.n_prunable);
+        human_count(np, sizeof np, (double)m.n_params);
+        fprintf(stderr, "best-mask: %s (%zu layers, %s prunable of %s parameters)\n", o.model, m.L, npr, np);
+    }
     uint8_t *mask = xmalloc(m.n_params), *old = NULL;
     Moments mo, *mop = NULL;
     MaskMeta meta;

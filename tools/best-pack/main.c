@@ -20,37 +20,12 @@
 #include "pack/pack.h"       // defines: Pack, pack_open, pack_verify
 #include "pack/pack_model.h" // defines: model_open, pack_check_model
 #include "pack/pack_write.h" // defines: pack_write, pack_unpack
-#include "base/progress.h"   // defines: now_seconds, human_units
+#include "base/progress.h"   // defines: now_seconds, human_units, human_count
 
 typedef struct {
     const char *model, *out, *unpack, *info, *verify, *quant, *index, *isa;
     int json, quiet;
 } Opts;
-
-// Sums over the prunable tensors (the 1/6 target is about them) and over all.
-typedef struct {
-    size_t numel, nnz, bytes;
-} Totals;
-
-static void totals_add(Totals *s, const PackTensor *t) {
-    s->numel += t->rows * t->cols;
-    s->nnz += t->nnz_ptr ? t->nnz : t->rows * t->cols;
-    s->bytes += pack_tensor_bytes(t);
-}
-
-// Stored elements that are not zero: for a dense tensor we count the zeros it holds
-// (a dense tensor stores them), so sparsity means the same for every encoding.
-static size_t nonzeros(const PackTensor *t, float *row) {
-    if (t->nnz_ptr) return t->nnz;
-    size_t n = 0;
-    for (size_t r = 0; r < t->rows; r++) {
-        pack_decode_rows(row, t, r, r + 1);
-        for (size_t c = 0; c < t->cols; c++) n += row[c] != 0;
-    }
-    return n;
-}
-
-static double bits_per_nz(size_t bytes, size_t nz) { return nz ? 8.0 * (double)bytes / (double)nz : 0; }
 
 // Bytes of the weights files (*.safetensors) of a model folder: what the pack replaces.
 static size_t folder_weight_bytes(const char *dir) {
@@ -71,17 +46,15 @@ static size_t folder_weight_bytes(const char *dir) {
 static const char *quant_name(PackQuant q) { return (const char *[]){"none", "bf16", "int8", "int4"}[q]; }
 
 static void print_info(const Pack *p, const char *path, int json) {
-    size_t maxc = 1;
-    for (int i = 0; i < p->n; i++) maxc = p->t[i].cols > maxc ? p->t[i].cols : maxc;
-    float *row = xmalloc(maxc * sizeof *row);
-    Totals pr = {0}, all = {0};
-    size_t pr_nz = 0;
+    PackTotals pr;
+    pack_prunable_totals(&pr, p);
+    size_t all_bytes = 0;
     json_t *root = json_object(), *ts = json_array();
     if (!json)
         printf("%-48s %-11s %8s %-6s %-4s %12s %8s\n", "tensor", "shape", "sparsity", "enc", "val", "bytes", "bits/nz");
     for (int i = 0; i < p->n; i++) {
         const PackTensor *t = &p->t[i];
-        size_t numel = t->rows * t->cols, nz = nonzeros(t, row), bytes = pack_tensor_bytes(t);
+        size_t numel = t->rows * t->cols, nz = pack_tensor_nonzeros(t), bytes = pack_tensor_bytes(t);
         double sp = numel ? 1.0 - (double)nz / (double)numel : 0;
         if (json) {
             json_t *o = json_object(), *shape = json_array();
@@ -95,35 +68,34 @@ static void print_info(const Pack *p, const char *path, int json) {
             json_object_set_new(o, "nonzeros", json_integer((json_int_t)nz));
             json_object_set_new(o, "sparsity", json_real(sp));
             json_object_set_new(o, "bytes", json_integer((json_int_t)bytes));
-            json_object_set_new(o, "bits_per_nonzero", json_real(bits_per_nz(bytes, nz)));
+            json_object_set_new(o, "bits_per_nonzero", json_real(pack_bits_per_nonzero(bytes, nz)));
             json_array_append_new(ts, o);
         } else {
             char shape[48];
             if (t->ndim == 2) snprintf(shape, sizeof shape, "%lldx%lld", (long long)t->shape[0], (long long)t->shape[1]);
             else snprintf(shape, sizeof shape, "%lld", (long long)t->shape[0]);
             printf("%-48s %-11s %7.2f%% %-6s %-4s %12zu %8.2f\n", t->name, shape, 100 * sp, pack_enc_name(t->enc),
-                   pack_val_name(t->val), bytes, bits_per_nz(bytes, nz));
+                   pack_val_name(t->val), bytes, pack_bits_per_nonzero(bytes, nz));
         }
-        totals_add(&all, t);
-        if (t->prunable) { totals_add(&pr, t); pr_nz += nz; }
+        all_bytes += bytes;
     }
     // The yardstick: the prunable weights stored dense in bf16.
     double ratio = pr.numel ? (double)pr.bytes / (2.0 * (double)pr.numel) : 0;
-    double sp = pr.numel ? 1.0 - (double)pr_nz / (double)pr.numel : 0;
+    double sp = pr.numel ? 1.0 - (double)pr.nonzeros / (double)pr.numel : 0;
     if (json) {
         json_t *o = json_object();
         json_object_set_new(o, "numel", json_integer((json_int_t)pr.numel));
-        json_object_set_new(o, "nonzeros", json_integer((json_int_t)pr_nz));
+        json_object_set_new(o, "nonzeros", json_integer((json_int_t)pr.nonzeros));
         json_object_set_new(o, "sparsity", json_real(sp));
         json_object_set_new(o, "bytes", json_integer((json_int_t)pr.bytes));
-        json_object_set_new(o, "bits_per_nonzero", json_real(bits_per_nz(pr.bytes, pr_nz)));
+        json_object_set_new(o, "bits_per_nonzero", json_real(pack_bits_per_nonzero(pr.bytes, pr.nonzeros)));
         json_object_set_new(o, "ratio_to_dense_bf16", json_real(ratio));
         json_object_set_new(root, "file", json_string(path));
         json_object_set_new(root, "version", json_integer(p->version));
         json_object_set_new(root, "quant", json_string(quant_name(p->quant)));
         json_object_set_new(root, "bytes", json_integer((json_int_t)p->map.size));
         json_object_set_new(root, "members", json_integer(p->n_members));
-        json_object_set_new(root, "tensor_bytes", json_integer((json_int_t)all.bytes));
+        json_object_set_new(root, "tensor_bytes", json_integer((json_int_t)all_bytes));
         json_object_set_new(root, "prunable", o);
         json_object_set_new(root, "tensors", ts);
         ts = NULL;
@@ -133,13 +105,12 @@ static void print_info(const Pack *p, const char *path, int json) {
         free(text);
     } else {
         printf("prunable: %zu weights, sparsity %.2f%%, %zu bytes, %.2f bits per nonzero, %.4f of dense bf16\n",
-               pr.numel, 100 * sp, pr.bytes, bits_per_nz(pr.bytes, pr_nz), ratio);
+               pr.numel, 100 * sp, pr.bytes, pack_bits_per_nonzero(pr.bytes, pr.nonzeros), ratio);
         printf("file: %zu bytes, %d members, %d tensors (%zu bytes of tensor data), quant %s\n", p->map.size,
-               p->n_members, p->n, all.bytes, quant_name(p->quant));
+               p->n_members, p->n, all_bytes, quant_name(p->quant));
     }
     json_decref(ts);
     json_decref(root);
-    free(row);
 }
 
 int main(int argc, char **argv) {
@@ -206,29 +177,44 @@ int main(int argc, char **argv) {
         Model m;
         TRY_OR_DIE(model_open(&m, o.model));
         TRY_OR_DIE(model_need_folder(&m, "best-pack"));
-        if (!o.quiet)
-            fprintf(stderr, "best-pack: %s (%s, %.2fM prunable of %.2fM parameters) -> %s, quant %s\n", o.model,
-                    st_dtype_name(m.dtype), (double)m.n_prunable / 1e6, (double)m.n_params / 1e6, o.out, o.quant);
-        TRY_OR_DIE(pack_write(o.out, &m, quant, index));
+        if (!o.quiet) {
+            char np[32], npr[32];
+            human_count(npr, sizeof npr, (double)m.n_prunable);
+            human_count(np, sizeof np, (double)m.n_params);
+            fprintf(stderr, "best-pack: %s (%s, %s prunable of %s parameters) -> %s, quant %s\n", o.model,
+                    st_dtype_name(m.dtype), npr, np, o.out, o.quant);
+        }
+        PackWriteStats ws;
+        TRY_OR_DIE(pack_write_stats(&ws, o.out, &m, quant, index));
         size_t in_bytes = folder_weight_bytes(m.src_dir);
         model_free(&m);
         if (!o.quiet && strcmp(o.out, "-") != 0) {
             Pack p;
             TRY_OR_DIE(pack_open(&p, o.out));
-            Totals pr = {0};
-            for (int i = 0; i < p.n; i++)
-                if (p.t[i].prunable) totals_add(&pr, &p.t[i]);
+            PackTotals pr;
+            pack_prunable_totals(&pr, &p);
             char packed[32], folder[32], prunable[32];
             human_units(packed, sizeof packed, (double)p.map.size, "B");
             human_units(folder, sizeof folder, (double)in_bytes, "B");
             human_units(prunable, sizeof prunable, (double)pr.bytes, "B");
             // against the input folder first (what the user holds), then the prunable weights
-            // against dense bf16, and their bits per nonzero (index and counts included)
+            // against dense bf16, and their bits per nonzero (--info's figure)
             fprintf(stderr, "best-pack: wrote %s: %s, %.3f of the folder's weights (%s); prunable weights %s, %.4f of "
                     "dense bf16, %.2f bits per nonzero; %.2fs\n", o.out, packed,
                     in_bytes ? (double)p.map.size / (double)in_bytes : 0, folder, prunable,
-                    pr.numel ? (double)pr.bytes / (2.0 * (double)pr.numel) : 0, bits_per_nz(pr.bytes, pr.nnz),
-                    now_seconds() - t0);
+                    pr.numel ? (double)pr.bytes / (2.0 * (double)pr.numel) : 0,
+                    pack_bits_per_nonzero(pr.bytes, pr.nonzeros), now_seconds() - t0);
+            // a plan for speed that costs bytes says how many (more than 0.1%)
+            if (ws.prunable_bytes > 1.001 * ws.prunable_bytes_size) {
+                char size[32];
+                human_units(size, sizeof size, ws.prunable_bytes_size, "B");
+                fprintf(stderr, "best-pack: note: --index %s stores the prunable weights %.1f%% larger than --index "
+                        "size would (%s): encodings that decode faster on this CPU (docs/best-pack.md)\n", o.index,
+                        100.0 * (ws.prunable_bytes / ws.prunable_bytes_size - 1.0), size);
+            }
+            if (pr.numel && pr.nonzeros == pr.numel)
+                fprintf(stderr, "best-pack: note: %s: no prunable weight is zero (a dense model): the pack saves "
+                        "nothing over the folder; prune it first (best-mask --apply, best-train --sparsity)\n", o.out);
             pack_close(&p);
         }
         TRY_OR_DIE(stdout_close()); // a lost result (a full disk) is an error
