@@ -320,12 +320,17 @@ def main():
                 sp.append((f"{k} target", col(r, "step", k), col(r, "sparsity_target"), True))
             sp.append((f"{k} actual", col(r, "step", k), col(r, "sparsity"), False))
         line_plot(os.path.join(a.out, "sparsity.svg"), "sparsity of the prunable weights", "step", "sparsity", sp)
-        md += ["## Training", "", "| run | steps | first loss | last loss | final sparsity | tokens/s |",
+        md += ["## Training", "", "| run | steps | first loss | last loss | final sparsity | tokens/s (run average) |",
                "|---|---:|---:|---:|---:|---:|"]
         for k, r in logs:
-            tps = sorted(x["tokens_per_s"] for x in r if x.get("tokens_per_s"))
+            # best-train's own average (its progress line's figure); logs from before it
+            # existed: the tokens of the logged steps over the sum of their times
+            avg = r[-1].get("tokens_per_s_avg")
+            if avg is None:
+                steps = [x["tokens_per_s"] for x in r if x.get("tokens_per_s")]
+                avg = len(steps) / sum(1 / t for t in steps) if steps else float("nan")
             md.append(f"| {k} | {r[-1]['step']} | {r[0]['loss']:.3f} | {r[-1]['loss']:.3f} | "
-                      f"{r[-1]['sparsity']:.4f} | {tps[len(tps) // 2] if tps else float('nan'):.0f} |")
+                      f"{r[-1]['sparsity']:.4f} | {avg:.0f} |")
         md += ["", "![loss](loss.svg) ![lr](lr.svg) ![sparsity](sparsity.svg)", ""]
 
     # Where the sparsity went: best-mask's own pictures.

@@ -62,4 +62,42 @@ else
     kill_mid_write "SIGHUP mid-write: temp removed, died of SIGHUP" HUP
     skip "SIGINT: this env has no --default-signal (a background job's SIGINT is ignored)"
 fi
+
+# best-train interrupted (issue 36: it died saying "projected: 57 more steps"): its last line
+# says which step is saved where and the command that continues it, and that command does;
+# stopped before its first save, it says there is nothing to resume.
+python3 -c "
+import sys; sys.path.insert(0, 'tests'); from shardio import write_shard
+write_shard('$TMP/train.bin', [(7 * i) % 97 for i in range(4000)], 97)"
+interrupt_train() { # NAME SIGNAL SAVE_EVERY [LAUNCHER...]: interrupted after step 50 (BEST_TEST_PAUSE)
+    name=$1 sig=$2 every=$3; shift 3
+    o="$TMP/tr$sig$every"
+    BEST_TEST_PAUSE=step-50 "$@" "$BIN/best-train" --model tests/fixtures/model/llama --data "$TMP/train.bin" --seq 16 \
+        --batch 2 --steps 1000 --save-every "$every" --threads 1 --out "$o" 2>"$o.err" &
+    pid=$!
+    i=0 # until it stops itself after step 50
+    while [ $i -lt 300 ] && [ "$(sed 's/.*) //' /proc/$pid/stat 2>/dev/null | cut -d' ' -f1)" != T ]; do
+        sleep 0.1; i=$((i + 1))
+    done
+    kill -"$sig" $pid
+    kill -CONT $pid
+    wait $pid
+    rc=$?
+    last=$(tail -n 1 "$o.err")
+    if [ "$every" -gt 50 ]; then
+        check "$name" sh -c "[ '$(kill -l $rc 2>/dev/null)' = $sig ] && [ '$last' = 'best-train: interrupted before the first save (every $every steps): nothing to resume; start the run again' ]"
+        return
+    fi
+    step=$(python3 -c "
+from safetensors import safe_open
+print(safe_open('$o/state/state.safetensors', 'np').metadata()['step'])" 2>/dev/null)
+    check "$name" sh -c "[ '$(kill -l $rc 2>/dev/null)' = $sig ] && [ '$step' = 40 ] && [ '$last' = 'best-train: interrupted; step 40 is saved in $o; continue with: best-train --resume $o' ]"
+    check "... and that command continues it (--stop-at step 41)" "$BIN/best-train" --resume "$o" --stop-at 41 --quiet
+}
+if env --default-signal=INT true 2>/dev/null; then
+    interrupt_train "best-train, Ctrl-C (SIGINT) after step 50: step 40 saved, and the command that continues it" INT 40 \
+        env --default-signal=INT
+fi
+interrupt_train "best-train, SIGTERM after step 50: step 40 saved, and the command that continues it" TERM 40
+interrupt_train "best-train, SIGTERM before any save: nothing to resume, it says" TERM 100
 finish

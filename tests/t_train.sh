@@ -588,6 +588,20 @@ expect_error "a batch whose activations exceed the RAM: the refusal names a --mi
 "$TR" --model "$D" --data "$TMP/rand.bin" --seq 16 --batch 2 --steps 8 --threads 2 --out "$TMP/proj" 2>"$TMP/proj.err"
 check "the banner estimates the run's memory against the RAM" grep -q "^best-train: host memory: about [0-9.]* GiB estimated for this run, of [0-9.]* GiB RAM" "$TMP/proj.err"
 check "after 3 steps, one line projects the rest" grep -q "^best-train: projected: 5 more steps at .* s a step: [0-9]*s" "$TMP/proj.err"
+# Throughput, one definition (issue 36: the progress line showed the last step's rate): each
+# log line has the step's rate and the run's average, tokens of the steps so far over the
+# wall time since the run started (so at most the best step's and at least the slowest's
+# share), and the progress line shows the average, named
+check "log.jsonl: tokens_per_s (the step) and tokens_per_s_avg (the run so far); the progress line names the average" python3 -c "
+import json, re
+rows = [json.loads(l) for l in open('$TMP/proj/log.jsonl')]
+assert all(r['tokens_per_s'] > 0 and r['tokens_per_s_avg'] > 0 for r in rows), rows[0]
+for i, r in enumerate(rows):  # the average of n steps is below the harmonic mean of their rates (time between steps adds)
+    hm = (i + 1) / sum(1 / x['tokens_per_s'] for x in rows[:i + 1])
+    assert r['tokens_per_s_avg'] <= hm * 1.0001, (i, r['tokens_per_s_avg'], hm)
+err = open('$TMP/proj.err').read()
+last = float(re.findall(r'([0-9]+) tokens/s run average \(([0-9]+) this step\)', err)[-1][0])
+assert abs(last - rows[-1]['tokens_per_s_avg']) <= 1, (last, rows[-1]['tokens_per_s_avg'])"
 check "the model's config.json records what made it (a best block: BEST, sparsity 0.8 counted, step 12 of 12, version)" python3 -c "
 import json; b = json.load(open('$TMP/straight/model/config.json'))['best']
 assert b['method'] == 'BEST' and abs(b['sparsity'] - 0.8) < 1e-3 and b['step'] == 12 == b['steps'] and b['saliency'] == 'second' and b['version'], b"

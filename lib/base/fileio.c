@@ -39,9 +39,17 @@ static void temps_cleanup(void) {
 // Async-signal-safe: unlink, then die of the signal itself (its default action once
 // the handler returns and the signal, blocked while handling it, is delivered again),
 // so that the exit status still tells a shell or make what happened.
+// signal_note_set's lines: two buffers, the one in use published by a pointer swap, so that
+// the handler never reads a line being written.
+static char note_buf[2][1024];
+static size_t note_len[2];
+static _Atomic int note_which = -1; // the published buffer, -1: none
+
 static void temps_signal(int sig) {
     int saved = errno;
     temps_cleanup();
+    int w = atomic_load(&note_which);
+    if (w >= 0 && write(2, note_buf[w], note_len[w]) < 0) { /* nothing to do about it */ }
     signal(sig, SIG_DFL);
     raise(sig);
     errno = saved;
@@ -61,6 +69,20 @@ static void handlers_install(void) {
             sigaddset(&sa.sa_mask, cleanup_signals[j]); // one cleanup at a time
         sigaction(cleanup_signals[i], &sa, NULL);
     }
+}
+
+void signal_note_set(const char *line) {
+    pthread_mutex_lock(&temps_lock);
+    if (!cleanup_registered) { handlers_install(); cleanup_registered = 1; }
+    pthread_mutex_unlock(&temps_lock);
+    if (!line) {
+        atomic_store(&note_which, -1);
+        return;
+    }
+    int w = atomic_load(&note_which) == 0 ? 1 : 0; // the buffer not published
+    snprintf(note_buf[w], sizeof note_buf[w], "%s\n", line);
+    note_len[w] = strlen(note_buf[w]);
+    atomic_store(&note_which, w);
 }
 
 static void temps_add(char *tmp) {

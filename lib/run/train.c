@@ -749,7 +749,8 @@ static int out_lock(Trainer *tr, const char *out, int create) {
 // BEST_TEST_PAUSE=POINT: the process stops itself (SIGSTOP) at POINT, so that a test can
 // do something at exactly that moment and then let it go on (SIGCONT); how
 // tests/t_train.sh makes the race of two fresh runs on one new OUT deterministic.
-// Points: "train-lock" (a fresh run, its checks done, before it takes OUT's lock).
+// Points: "train-lock" (a fresh run, its checks done, before it takes OUT's lock);
+// "step-N" (after step N and its save, if any: tests/t_signals.sh interrupts a run there).
 static void test_pause(const char *point) {
     const char *p = getenv("BEST_TEST_PAUSE");
     if (p && strcmp(p, point) == 0) raise(SIGSTOP);
@@ -1357,7 +1358,8 @@ static int step(Trainer *tr, StepStats *stats) {
         double sparsity = count_sparsity(m);
 #endif
         *stats = (StepStats){t, loss, h.lr, tr->masked && tr->sched.final == 0 ? NAN : schedule_mask_target(&tr->sched, t),
-                             sparsity, norm, dt > 0 ? (double)c->batch * c->seq / dt : 0, mask_seconds, mask_bytes};
+                             sparsity, norm, dt > 0 ? (double)c->batch * c->seq / dt : 0, 0, mask_seconds,
+                             mask_bytes}; // (tokens_per_s_avg: train_run's)
     }
     return 0;
 }
@@ -1378,8 +1380,8 @@ static int log_stats(FILE *f, const char *path, const StepStats *s) {
     fprintf(f, "{\"step\":%d,\"loss\":%.9g,\"lr\":%.9g,\"sparsity_target\":", s->step, s->loss, s->lr);
     if (isnan(s->target)) fprintf(f, "null");
     else fprintf(f, "%.9g", s->target);
-    fprintf(f, ",\"sparsity\":%.9g,\"grad_norm\":%.9g,\"tokens_per_s\":%.1f", s->sparsity, s->grad_norm,
-            s->tokens_per_s);
+    fprintf(f, ",\"sparsity\":%.9g,\"grad_norm\":%.9g,\"tokens_per_s\":%.1f,\"tokens_per_s_avg\":%.1f", s->sparsity,
+            s->grad_norm, s->tokens_per_s, s->tokens_per_s_avg);
     if (s->mask_seconds > 0) fprintf(f, ",\"mask_update_s\":%.6f", s->mask_seconds);
     if (s->mask_seconds > 0 && dist_size() > 1) fprintf(f, ",\"mask_update_bytes\":%.0f", s->mask_bytes);
     fprintf(f, "}\n");
@@ -1465,6 +1467,22 @@ static int save_or_unmake(Trainer *tr, int moments) {
     return -1;
 }
 
+// What an interrupt (SIGTERM, Ctrl-C, SIGHUP) leaves, for fileio's handler to say as the
+// process dies (rank 0): the step of the last save (saved < 0: none yet) and the command
+// that continues from it.
+static void interrupt_note(const Trainer *tr, int saved, const char *dir) {
+    if (dist_rank() > 0) return;
+    char line[1024], launcher[48] = "";
+    if (dist_size() > 1) snprintf(launcher, sizeof launcher, "mpirun -np %d ", dist_size());
+    if (saved < 0)
+        snprintf(line, sizeof line, "%sbest-train: interrupted before the first save (every %d steps): nothing to "
+                 "resume; start the run again", tr->prog.tty ? "\n" : "", tr->cfg.save_every);
+    else
+        snprintf(line, sizeof line, "%sbest-train: interrupted; step %d is saved in %s; continue with: %sbest-train "
+                 "--resume %s", tr->prog.tty ? "\n" : "", saved, dir, launcher, dir);
+    signal_note_set(line);
+}
+
 int train_run(Trainer *tr) {
     const TrainConfig *c = &tr->cfg;
     int last = c->stop_at > 0 && c->stop_at < c->steps ? c->stop_at : c->steps;
@@ -1472,9 +1490,12 @@ int train_run(Trainer *tr) {
     tr->prog.done = (uint64_t)tr->step;
     int first = tr->step, collapsed = 0;
     double t_first = now_seconds();
+    interrupt_note(tr, c->resume ? tr->step : -1, c->resume);
     while (tr->step < last) {
         StepStats s;
         TRY(train_step(tr, &s));
+        double el = now_seconds() - t_first;
+        s.tokens_per_s_avg = el > 0 ? (double)(tr->step - first) * c->batch * c->seq / el : 0;
         // rank 0's; every rank stops when it cannot be written (a collective, as each step is)
         if (dist_agree(tr->log ? log_stats(tr->log, tr->log_path, &s) : 0) < 0) return -1;
         // a collapsed model (an --lr far too high zeroed the weights the output depends on):
@@ -1496,13 +1517,22 @@ int train_run(Trainer *tr) {
             fprintf(stderr, "%sbest-train: projected: %d more steps at %.3g s a step: %s\n", tr->prog.tty ? "\n" : "",
                     last - tr->step, per, left);
         }
-        snprintf(tr->prog.extra, sizeof tr->prog.extra, "loss %.4f, lr %.2e, %.0f tokens/s, sparsity %.3f", s.loss,
-                 s.lr, s.tokens_per_s, s.sparsity);
+        snprintf(tr->prog.extra, sizeof tr->prog.extra, "loss %.4f, lr %.2e, %.0f tokens/s run average (%.0f this "
+                 "step), sparsity %.3f", s.loss, s.lr, s.tokens_per_s_avg, s.tokens_per_s, s.sparsity);
         progress_update(&tr->prog, (uint64_t)tr->step);
         if (c->moments_every > 0 && (tr->step % c->moments_every == 0 || tr->step == last))
             TRY(save_or_unmake(tr, 1));
-        if (tr->step == last || (c->save_every > 0 && tr->step % c->save_every == 0)) TRY(save_or_unmake(tr, 0));
+        if (tr->step == last || (c->save_every > 0 && tr->step % c->save_every == 0)) {
+            TRY(save_or_unmake(tr, 0));
+            interrupt_note(tr, tr->step, c->out);
+        }
+        if (getenv("BEST_TEST_PAUSE")) {
+            char point[32];
+            snprintf(point, sizeof point, "step-%d", tr->step);
+            test_pause(point);
+        }
     }
+    signal_note_set(NULL);
     progress_finish(&tr->prog);
     device_memory_say(tr);
     return profile_write(tr);

@@ -123,6 +123,9 @@ typedef struct {
     int step;
     double loss, lr, target, sparsity, grad_norm;
     double tokens_per_s;     // batch x seq over the whole step's time, optimizer and mask update included
+    double tokens_per_s_avg; // the run's average since it started (or resumed): the tokens of its
+                             // steps over the wall time from before its first step to the end of
+                             // this one (saves, logging and everything between steps included)
     double mask_seconds;     // time of this step's mask update (scoring, select, apply), or 0
     double mask_bytes;       // payload this rank put into collectives in that update (dist.h:
                              // counts only; 0 on one rank)
