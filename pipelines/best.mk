@@ -330,7 +330,7 @@ PPL_ARGS := $(foreach e,$(filter-out zeroshot,$(EVALS)),--ppl '$(LABEL):$(SPARSI
               --zeroshot '$(LABEL) $(SPARSITY)=$(OUT)/eval/zeroshot.json')
 $(OUT)/report/summary.md: $(EVAL_FILES) $(MASK_FILES) $(PACK_FILES) $(PIPELINES)report.py
 	python3 $(PIPELINES)report.py --print --out $(@D) --title '$(NAME): $(LABEL) at sparsity $(SPARSITY)' \
-	    --run '$(RUN)' --model '$(MODEL_NAME)' \
+	    --run '$(RUN)' --model '$(MODEL_NAME)' $(if $(MASK_FILES),--mask-report $(OUT)/mask/report.json) \
 	    $(if $(filter 1,$(TRAINED)),--log '$(LABEL) $(SPARSITY)=$(OUT)/train/log.jsonl') \
 	    $(if $(MASK_FILES),--heatmap '$(LABEL) $(SPARSITY)=$(OUT)/mask/heatmap.svg') \
 	    $(PPL_ARGS) \

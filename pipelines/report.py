@@ -6,6 +6,8 @@
               [--after LABEL=OTHER]...            LABEL's run continues OTHER's: drawn after its last step
               [--heatmap LABEL=FILE.svg]...       best-mask --plot pictures, copied
               [--ppl METHOD:SPARSITY:DATA=EVAL.json]...   best-eval --json perplexities
+              [--mask-report REPORT.json]         best-mask --report of the run's mask: the
+                                                  sparsity it achieved, beside SPARSITY
               [--results FILE.jsonl]...           perplexity rows of other runs, to compare
               [--pack LABEL=PACK:MODEL_DIR]...    packed size against the HF folder's
               [--speed LABEL=GEN.jsonl]...        best-eval --generate --json lines
@@ -281,6 +283,7 @@ def main():
     ap.add_argument("--title", default="pruning run")
     ap.add_argument("--run", default="")    # this run's name in the tables (best.mk: its OUT)
     ap.add_argument("--model", default="")  # the model it prunes (best.mk: MODEL's folder name)
+    ap.add_argument("--mask-report")        # best-mask --report of the run's mask: its achieved sparsity
     ap.add_argument("--log", action="append", default=[])
     ap.add_argument("--after", action="append", default=[])  # LABEL=OTHER: LABEL's steps follow OTHER's last
     ap.add_argument("--heatmap", action="append", default=[])
@@ -347,6 +350,10 @@ def main():
     # and model, never merged by their label (two runs labelled alike are two rows, and a
     # note says so), and ordered by their content, not by the order the runs were given.
     rows = []
+    achieved = None  # the sparsity the run's mask has, where its rule gives a little less (Wanda's rows)
+    if a.mask_report:
+        with open(a.mask_report, encoding="utf-8") as f:
+            achieved = json.load(f)["total"]["sparsity"]
     for s in a.ppl:
         k, v = split_kv(s, "--ppl")
         parts = k.rsplit(":", 2)
@@ -356,6 +363,8 @@ def main():
             e = json.load(f)
         rows.append({"run": a.run, "model": a.model, "method": parts[0], "sparsity": float(parts[1]),
                      "data": parts[2], "ppl": float("nan") if e["ppl"] is None else e["ppl"]})  # null: NaN/inf
+        if achieved is not None and parts[0] != "dense":
+            rows[-1]["achieved"] = achieved
     given = list(dict.fromkeys(r["method"] for r in rows))  # this run's methods, in its order
     for p in a.results:
         with open(p, encoding="utf-8") as f:
@@ -427,7 +436,10 @@ def main():
                 v = [r["ppl"] for r in rows if (r["model"], r["run"], r["method"], r["sparsity"], r["data"]) ==
                      (mo, ru, me, sp, d)]
                 cells.append(f"{v[0]:.3f}" if v and v[0] < 1e4 else (f"{v[0]:.3g}" if v else "-"))
-            table.append("| " + "".join(f"{k[i] or '-'} | " for i, _ in named) + f"{me} | {sp:g} | " +
+            ach = [r["achieved"] for r in rows if (r["model"], r["run"], r["method"], r["sparsity"]) == (mo, ru, me, sp)
+                   and r.get("achieved") is not None]
+            spc = f"{sp:g}" + (f" ({100 * ach[0]:.2f}% achieved)" if ach and abs(ach[0] - sp) >= 5e-5 else "")
+            table.append("| " + "".join(f"{k[i] or '-'} | " for i, _ in named) + f"{me} | {spc} | " +
                          " | ".join(cells) + " |")
         table.append("")
         for (mo, me, sp), rs in sorted(clash.items()):

@@ -104,6 +104,13 @@ mkdir -p "$TMP/old/report"
 printf '{"method": "BEST", "sparsity": 0.7, "data": "wikitext2", "ppl": 9.5}\n' >"$TMP/old/report/results.jsonl"
 check "report.py: an older results.jsonl (no run, no model) takes its run from its folder" sh -c \
     "python3 pipelines/report.py --out '$TMP/cmpo' --results '$TMP/old/report/results.jsonl' --print | grep -q '^| $TMP/old | BEST | 0.7 | 9.500 |$'"
+# A run whose mask is a little under its SPARSITY (Wanda's rows) says so in the table, from
+# best-mask's report of the mask (best.mk passes it); an exact one does not
+echo '{"total": {"sparsity": 0.8948}}' >"$TMP/mr.json"
+echo '{"total": {"sparsity": 0.9}}' >"$TMP/mr9.json"
+check "report.py --mask-report: 'wanda | 0.9 (89.48% achieved)', and nothing for an exact mask" sh -c "
+    python3 pipelines/report.py --out '$TMP/ach' --run r --model m --mask-report '$TMP/mr.json' --ppl 'wanda:0.9:wiki=$TMP/pr1b.json' --print | grep -q '^| m | r | wanda | 0.9 (89.48% achieved) | 12.500 |$' &&
+    python3 pipelines/report.py --out '$TMP/ach9' --run r --model m --mask-report '$TMP/mr9.json' --ppl 'BEST:0.9:wiki=$TMP/pr1b.json' --print | grep -q '^| m | r | BEST | 0.9 | 12.500 |$'"
 # Zero-shot: each cell with the harness's standard error, the documents per task under the
 # table, and a run cut by --limit says so in the heading.
 python3 -c "

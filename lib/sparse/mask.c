@@ -651,3 +651,13 @@ void mask_print_table(FILE *f, const uint8_t *mask, const ParamInfo *info, int n
             100 * sparsity_of(tk, tn), (unsigned long long)tk, (unsigned long long)tn);
     grid_free(&g);
 }
+
+double mask_sparsity(const uint8_t *mask, const ParamInfo *info, int n_info) {
+    uint64_t numel = 0, kept = 0;
+    for (int i = 0; i < n_info; i++) {
+        if (!info[i].prunable) continue;
+        numel += info[i].numel;
+        for (size_t j = 0; j < info[i].numel; j++) kept += mask[info[i].offset + j] != 0;
+    }
+    return sparsity_of(kept, numel);
+}

@@ -143,6 +143,8 @@ int mask_report_json(const char *path, const uint8_t *mask, const MaskMeta *meta
 int mask_plot_svg(const char *path, const uint8_t *mask, const ParamInfo *info, int n_info, const char *title);
 // A short per-layer table (sparsity in % per module type and in total).
 void mask_print_table(FILE *f, const uint8_t *mask, const ParamInfo *info, int n_info);
+// The fraction of the prunable weights that mask (n_params) zeroes: the achieved sparsity.
+double mask_sparsity(const uint8_t *mask, const ParamInfo *info, int n_info);
 
 #ifdef __cplusplus
 }

@@ -106,12 +106,14 @@ int main(int argc, char **argv) {
                      "       best-mask --model DIR --sparsity S --method magnitude|wanda|sparsegpt [--calib SHARD --nsamples N "
                      "--seq N --seed S] [--out MASK] [--apply --out-model DIR]\n"
                      "       best-mask --model DIR --mask FILE [--apply --out-model DIR] [--report FILE.json] [--plot FILE.svg]",
-        "Keeps exactly round((1 - S) * n) of the n prunable weights (the seven Linear weights of\n"
-        "every block), those of highest saliency, ranked over the whole model (--group global)\n"
-        "or within each tensor (--group layer). Ties at the threshold go to the lowest index.\n"
-        "--method: the one-shot baselines, each tensor to the sparsity: magnitude, or Wanda and\n"
-        "SparseGPT from calibration windows, block by block (SparseGPT also updates the kept\n"
-        "weights: --apply --out-model keeps them).",
+        "Keeps the prunable weights (the seven Linear weights of every block) of highest\n"
+        "saliency: exactly round((1 - S) * n) of the n over the whole model (--group global), or\n"
+        "round((1 - S) * n) of each tensor's n (--group layer). Ties at the threshold go to the\n"
+        "lowest index. --method: the one-shot baselines, from calibration windows block by\n"
+        "block for Wanda and SparseGPT (SparseGPT also updates the kept weights: --apply\n"
+        "--out-model keeps them): magnitude prunes floor(S * n) of each tensor, Wanda\n"
+        "floor(S * columns) of each row, SparseGPT floor(S * rows * 128) of each block of 128\n"
+        "columns. When the sparsity achieved differs from S, both are printed.",
         opts,
     };
     char **pos;
@@ -248,6 +250,16 @@ int main(int argc, char **argv) {
     }
     if (!o.quiet) {
         mask_print_table(stderr, mask, m.info, m.n_info);
+        // the sparsity a rule gives can be a little under the one asked for: said, with the rule
+        double got = mask_sparsity(mask, m.info, m.n_info);
+        if (!o.mask && fabs(got - o.sparsity) >= 5e-5)
+            fprintf(stderr, "best-mask: achieved sparsity %.2f%%, requested %.2f%%: %s\n", 100 * got, 100 * o.sparsity,
+                    calibrated && om == ONESHOT_WANDA ? "wanda prunes floor(S x columns) weights of each row (its "
+                    "comparison group)"
+                    : calibrated ? "sparsegpt prunes floor(S x rows x 128) weights of each block of 128 columns"
+                    : o.method ? "magnitude prunes floor(S x n) of each tensor's n weights"
+                    : ms.group == GROUP_LAYER ? "--group layer keeps round((1 - S) x n) of each tensor's n weights"
+                    : "ties at the threshold");
         fprintf(stderr, "best-mask: done in %.2fs\n", now_seconds() - t0);
     }
     free(mask);
