@@ -18,7 +18,9 @@ TASKS=arc_easy,arc_challenge,boolq,hellaswag,openbookqa,rte,winogrande
 T0="$TMP/t0"
 mkdir -p "$T0"
 printf '{"sentence1": "a", "sentence2": "b", "label": 0}\n' >"$T0/rte.jsonl"
-expect_error "--tasks without --task-dir" 2 "needs --task-dir" "$E" --model tests/fixtures/model/qwen3 --tasks rte
+expect_error "--tasks without --task-dir (nor BEST_TASK_DIR, nor an installed folder)" 2 \
+    "needs the folder of the tasks' files: --task-dir DIR, BEST_TASK_DIR=DIR, or the files in .*/share/best/tasks" \
+    env -u BEST_TASK_DIR "$E" --model tests/fixtures/model/qwen3 --tasks rte
 expect_error "--tasks with an unknown task" 2 'unknown task "piqa"' "$E" --model tests/fixtures/model/qwen3 --tasks rte,piqa --task-dir "$TMP"
 # (it ran arc_easy twice and counted it twice in the mean until 2026-11-28)
 expect_error "--tasks naming a task twice" 2 '--tasks: arc_easy named twice' "$E" --model tests/fixtures/model/qwen3 \
@@ -128,6 +130,16 @@ mkdir -p "$TMP/bad"
 printf '{"sentence1": "a", "sentence2": "b", "label": 0}\n{"sentence1": "a", "label": 0}\n' >"$TMP/bad/rte.jsonl"
 expect_error "a record without a field" 1 'rte.jsonl:2: no string field "sentence2"' "$E" --model "$TMP/qwen" --tokenizer "$TMP/tok" --tasks rte --task-dir "$TMP/bad"
 expect_error "a task file that is not there" 1 "no boolq.jsonl" "$E" --model "$TMP/qwen" --tokenizer "$TMP/tok" --tasks boolq --task-dir "$TMP/bad"
+# (issue 36) every task is read before the table: a missing second one is the one line, no
+# header printed first; "all" names the seven; BEST_TASK_DIR stands for --task-dir
+"$E" --model "$TMP/qwen" --tokenizer "$TMP/tok" --tasks rte,boolq --task-dir "$T0" >"$TMP/hdr.out" 2>"$TMP/hdr.err"
+rc=$?
+check "--tasks rte,boolq without boolq's file: exit 1, nothing on stdout (no table header)" sh -c \
+    "[ $rc = 1 ] && [ ! -s '$TMP/hdr.out' ] && grep -q 'no boolq.jsonl' '$TMP/hdr.err'"
+expect_error "--tasks all: the seven tasks (the first file missing here: arc_easy)" 1 "no arc_easy.jsonl" \
+    "$E" --model "$TMP/qwen" --tokenizer "$TMP/tok" --tasks all --task-dir "$T0"
+check "BEST_TASK_DIR=DIR stands for --task-dir DIR" sh -c \
+    "BEST_TASK_DIR='$T0' '$E' --model '$TMP/qwen' --tokenizer '$TMP/tok' --tasks rte --json --quiet | grep -q '\"rte\"'"
 [ ! -e "$TMP/bad/s.jsonl" ] && "$E" --model "$TMP/qwen" --tokenizer "$TMP/tok" --tasks rte,boolq --task-dir "$TMP/bad" --log-samples "$TMP/bad/s.jsonl" >/dev/null 2>&1
 [ ! -e "$TMP/bad/s.jsonl" ] && [ -z "$(ls -A "$TMP/bad" | grep -v rte.jsonl)" ] && ok "a failed run leaves no --log-samples file" || fail "a failed run left $(ls "$TMP/bad")"
 

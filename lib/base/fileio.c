@@ -439,3 +439,14 @@ void mapped_close(MappedFile *m) {
     if (m->mapped) munmap((void *)m->data, m->size);
     memset(m, 0, sizeof *m);
 }
+
+char *path_beside_exe(const char *rel) {
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return NULL;
+    exe[n] = 0;
+    char *slash = strrchr(exe, '/');
+    if (!slash) return NULL;
+    *slash = 0;
+    return path_join(exe, rel);
+}

@@ -36,6 +36,9 @@ int path_is_temp_of(const char *entry, const char *name);
 // holds (its flock, taken at afile_open: the kernel drops it when the writer dies).
 void path_remove_stale_temps(const char *dir, const char *name);
 void afile_abort(AFile *f);                  // close and unlink the temp file
+// rel resolved against the folder of this program's executable (/proc/self/exe):
+// "../share/best/tasks" for an installed tool; a fresh string, or NULL when unknown.
+char *path_beside_exe(const char *rel);
 // One line (copied; at most 1 KiB) that the handler above writes to stderr when one of
 // those signals ends the process, after removing the temps: what a long run had saved and
 // how to continue it. NULL: none. Called from one thread (a newer line replaces the older).

@@ -407,16 +407,20 @@ static int run_tasks(const Opts *o, const Model *m, int on_cuda) {
     if (on_cuda) TRY_OR_DIE(zeroshot_device_open(&dev, m));
     json_t *jt = json_object();
     double sum_acc = 0, sum_best = 0;
-    int ntasks = 0, finite = 1;
+    int ntasks = 0, finite = 1, nt = 0;
+    // every task read and checked before the table starts: a missing or bad file is the
+    // one line of output, not a table header and then an error
+    Task *tasks = xcalloc(64, sizeof *tasks);
+    for (char *save = NULL, *name = strtok_r(list, ",", &save); name && nt < 64; name = strtok_r(NULL, ",", &save))
+        TRY_OR_DIE(task_load(&tasks[nt++], o->task_dir, name, o->limit > 0 ? (size_t)o->limit : 0));
     if (!o->json) {
         printf("| task | version | split | n | metric | value | stderr |\n");
         printf("|---|---:|---|---:|---|---:|---:|\n");
         fflush(stdout);
     }
-    for (char *save = NULL, *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+    for (int k = 0; k < nt; k++) {
         double t0 = now_seconds();
-        Task t;
-        TRY_OR_DIE(task_load(&t, o->task_dir, name, o->limit > 0 ? (size_t)o->limit : 0));
+        Task t = tasks[k];
         size_t nreq = 0;
         double **lls = xmalloc(t.n * sizeof *lls);
         for (size_t d = 0; d < t.n; d++) {
@@ -469,6 +473,7 @@ static int run_tasks(const Opts *o, const Model *m, int on_cuda) {
         free(pred_norm);
         task_free(&t);
     }
+    free(tasks);
     zeroshot_device_close(dev);
     if (o->log_samples) TRY_OR_DIE(afile_commit(&samples));
     double mean = sum_acc / ntasks, mean_best = sum_best / ntasks;
@@ -514,8 +519,9 @@ int main(int argc, char **argv) {
         {"top-p", OPT_DOUBLE, &o.top_p, "P", "nucleus sampling mass"},
         {"seed", OPT_INT, &o.seed, "S", "sampling seed"},
         {"max-new-tokens", OPT_INT, &o.max_new_tokens, "N", "tokens to generate at most (EOS stops earlier)"},
-        {"tasks", OPT_STRING, &o.tasks, "LIST", "zero-shot accuracy on tasks, comma-separated: " TASK_NAMES},
-        {"task-dir", OPT_STRING, &o.task_dir, "DIR", "folder of the tasks' NAME.jsonl(.gz) (Hugging Face records)"},
+        {"tasks", OPT_STRING, &o.tasks, "LIST", "zero-shot accuracy on tasks, comma-separated, or all: " TASK_NAMES},
+        {"task-dir", OPT_STRING, &o.task_dir, "DIR", "folder of the tasks' NAME.jsonl(.gz) (Hugging Face records); "
+                                                     "default $BEST_TASK_DIR, else PREFIX/share/best/tasks"},
         {"limit", OPT_INT, &o.limit, "N", "only the first N documents of each task; 0 = all"},
         {"log-samples", OPT_STRING, &o.log_samples, "FILE", "one JSON line per task document: lls, gold, prediction"},
         {"threads", OPT_INT, &o.threads, "N", "threads; 0 = all cores (at most 4 per core)"},
@@ -539,7 +545,15 @@ int main(int argc, char **argv) {
     if (npos) args_usage_error(&spec, "unexpected argument (inputs go after --data)");
     if (!o.model) args_usage_error(&spec, "--model is required");
     if (!!o.data + !!o.generate + !!o.tasks != 1) args_usage_error(&spec, "give exactly one of --data, --generate and --tasks");
-    if (o.tasks && !o.task_dir) args_usage_error(&spec, "--tasks needs --task-dir, the folder of the tasks' files");
+    if (o.tasks && strcmp(o.tasks, "all") == 0) o.tasks = TASK_NAMES;
+    // the tasks' folder: --task-dir, else $BEST_TASK_DIR, else PREFIX/share/best/tasks beside
+    // an installed best-eval (PREFIX/bin), where one is there
+    char *installed = path_beside_exe("../share/best/tasks");
+    if (o.tasks && !o.task_dir && getenv("BEST_TASK_DIR") && *getenv("BEST_TASK_DIR")) o.task_dir = getenv("BEST_TASK_DIR");
+    if (o.tasks && !o.task_dir && installed && path_is_dir(installed)) o.task_dir = installed;
+    if (o.tasks && !o.task_dir)
+        args_usage_error(&spec, "--tasks needs the folder of the tasks' files: --task-dir DIR, BEST_TASK_DIR=DIR, or "
+                                "the files in %s", installed ? installed : "PREFIX/share/best/tasks");
     if (!o.tasks && (o.task_dir || o.limit || o.log_samples))
         args_usage_error(&spec, "--task-dir, --limit and --log-samples go with --tasks");
     if (!(o.limit >= 0)) args_usage_error(&spec, "--limit %d is negative (0 = all)", o.limit);
@@ -604,6 +618,7 @@ int main(int argc, char **argv) {
     else if (o.tasks) finite = run_tasks(&o, &m, on_cuda);
     else run_generate(&o, &m, on_cuda);
     model_free(&m);
+    free(installed);
     TRY_OR_DIE(stdout_close()); // a lost result (a full disk) is an error
     // The result is printed (null in JSON), and the run is still a failure.
     if (!finite && o.tasks) DIE("%s: loglikelihoods that are not finite numbers (NaN or inf weights, or a diverged model)", o.model);
