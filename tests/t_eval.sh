@@ -167,4 +167,13 @@ for fx in llama:41.8K qwen3:24.8K; do
         grep -q ' of $want parameters)' '$TMP/pc.pack.err' && grep -q ', $want parameters, ' '$TMP/pc.train.err'"
     rm -rf "$TMP/pc.train"
 done
+# One meaning of the options the tools share (issue 36): --quiet is "nothing on stderr but
+# warnings and errors" in all five, --seed defaults to 0 in all three that have one
+for t in tokenize train mask eval pack; do
+    check "best-$t --help: --quiet means nothing on stderr but warnings and errors" sh -c \
+        "'$BIN/best-$t' --help 2>&1 | grep -q -- '--quiet  *nothing on stderr but warnings and errors'"
+done
+for t in train mask eval; do
+    check "best-$t --help: --seed defaults to 0" sh -c "'$BIN/best-$t' --help 2>&1 | grep -q -- '--seed .*(default 0)'"
+done
 finish

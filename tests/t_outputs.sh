@@ -67,9 +67,11 @@ fi
 
 # --- every output is checked before the first one is written (and before the work)
 mkdir "$TMP/o" "$TMP/o/adir" && : >"$TMP/o/file"
-expect_error "best-mask --report in a missing folder: exit 1" 1 "r.json: cannot write: folder .*nodir does not exist" \
-    $MASK --out "$TMP/o/m" --report "$TMP/o/nodir/r.json"
-check "  ... and no --out file written" test ! -e "$TMP/o/m"
+# a file in a missing folder: the folder is made, as folder outputs are (issue 36: best-pack
+# refused where best-train made its OUT), and removed again when the run fails
+check "best-mask --report in a missing folder: the folder is made" sh -c \
+    "$MASK --out '$TMP/o/m' --report '$TMP/o/nodir/deeper/r.json' --quiet && test -s '$TMP/o/nodir/deeper/r.json'"
+rm -rf "$TMP/o/m" "$TMP/o/nodir"
 expect_error "best-mask --report under a regular file: exit 1" 1 "r.json: cannot write: .*file is not a folder" \
     $MASK --out "$TMP/o/m" --report "$TMP/o/file/r.json"
 check "  ... and no --out file written" test ! -e "$TMP/o/m"
@@ -81,8 +83,19 @@ expect_error "best-mask --out-model under a regular file: exit 1" 1 "model: cann
 check "  ... and neither --out nor --report written" sh -c "test ! -e '$TMP/o/m' && test ! -e '$TMP/o/r.json'"
 check "best-mask --out and --report in the parent of a new --out-model folder" \
     $MASK --out "$TMP/o/new/mask" --report "$TMP/o/new/r.json" --apply --out-model "$TMP/o/new/m/model"
-expect_error "best-pack --out in a missing folder: exit 1" 1 "p.pack: cannot write: folder .*nodir does not exist" \
-    "$BIN/best-pack" --model $D --out "$TMP/o/nodir/p.pack" --quiet
+check "best-pack --out in a missing folder: the folder is made" sh -c \
+    "'$BIN/best-pack' --model $D --out '$TMP/o/nodir/p.pack' --quiet && test -s '$TMP/o/nodir/p.pack'"
+rm -rf "$TMP/o/nodir"
+expect_error "best-pack --out in a missing folder, from a model that is not there: exit 1" 1 "nomodel" \
+    "$BIN/best-pack" --model "$TMP/nomodel" --out "$TMP/o/nodir/p.pack" --quiet
+check "  ... and no folder made" test ! -e "$TMP/o/nodir"
+if [ -d "$SHARED/models/stories260K" ]; then
+    expect_error "best-tokenize --out in a missing folder, an input that is not there: exit 1" 1 "none.jsonl" \
+        "$BIN/best-tokenize" --tokenizer "$SHARED/models/stories260K" --out "$TMP/o/nodir/a/s.bin" "$TMP/none.jsonl" --quiet
+    check "  ... and the folders it made for its output removed again" test ! -e "$TMP/o/nodir"
+fi
+expect_error "best-pack --out under a regular file: exit 1" 1 "p.pack: cannot write: .*file is not a folder" \
+    "$BIN/best-pack" --model $D --out "$TMP/o/file/p.pack" --quiet
 expect_error "best-pack --unpack --out under a regular file: exit 1" 1 "u: cannot write: .*file is not a folder" \
     "$BIN/best-pack" --unpack "$TMP/m.pack" --out "$TMP/o/file/u" --quiet
 

@@ -25,6 +25,9 @@
 #define MAX_OPEN_TEMPS 64
 _Static_assert(ATOMIC_POINTER_LOCK_FREE == 2, "the signal handler needs lock-free pointers");
 static _Atomic(char *) open_temps[MAX_OPEN_TEMPS];
+// The folders afile_open made for outputs still open, each a list "deepest\0...\0first\0\0"
+// (AFile.made_list), removed while empty by the same handlers after the temps.
+static _Atomic(char *) open_made[MAX_OPEN_TEMPS];
 static pthread_mutex_t temps_lock = PTHREAD_MUTEX_INITIALIZER;
 static int cleanup_registered;
 static const int cleanup_signals[] = {SIGTERM, SIGINT, SIGHUP, SIGPIPE};
@@ -33,6 +36,11 @@ static void temps_cleanup(void) {
     for (int i = 0; i < MAX_OPEN_TEMPS; i++) {
         char *p = atomic_load(&open_temps[i]);
         if (p) unlink(p);
+    }
+    for (int i = 0; i < MAX_OPEN_TEMPS; i++) {
+        char *l = atomic_load(&open_made[i]);
+        for (char *d = l; d && *d; d += strlen(d) + 1)
+            if (rmdir(d) != 0) break; // not empty: something else is in it now
     }
 }
 
@@ -85,20 +93,24 @@ void signal_note_set(const char *line) {
     atomic_store(&note_which, w);
 }
 
-static void temps_add(char *tmp) {
+// p into a free slot of the handlers' array slots (open_temps, open_made).
+static void slot_add(_Atomic(char *) *slots, char *p) {
     pthread_mutex_lock(&temps_lock);
     if (!cleanup_registered) { handlers_install(); cleanup_registered = 1; }
     for (int i = 0; i < MAX_OPEN_TEMPS; i++)
-        if (!atomic_load(&open_temps[i])) { atomic_store(&open_temps[i], tmp); break; }
+        if (!atomic_load(&slots[i])) { atomic_store(&slots[i], p); break; }
     pthread_mutex_unlock(&temps_lock);
 }
 
-static void temps_remove(const char *tmp) {
+static void slot_remove(_Atomic(char *) *slots, const char *p) {
     pthread_mutex_lock(&temps_lock);
     for (int i = 0; i < MAX_OPEN_TEMPS; i++)
-        if (atomic_load(&open_temps[i]) == tmp) atomic_store(&open_temps[i], NULL);
+        if (atomic_load(&slots[i]) == p) atomic_store(&slots[i], NULL);
     pthread_mutex_unlock(&temps_lock);
 }
+
+static void temps_add(char *tmp) { slot_add(open_temps, tmp); }
+static void temps_remove(const char *tmp) { slot_remove(open_temps, tmp); }
 
 char *path_join(const char *dir, const char *name) {
     size_t a = strlen(dir), b = strlen(name);
@@ -245,7 +257,7 @@ int path_check_out_file(const char *path, const char *new_dir) {
     if (stat(parent, &st) == 0 || errno != ENOENT) // there, or under a file (ENOTDIR)
         rc = check_writable_dir(path, parent);
     else if (!new_dir || !path_is_within(parent, new_dir))
-        rc = ERR("%s: cannot write: folder %s does not exist", path, parent);
+        rc = path_check_out_dir(parent); // missing: afile_open creates it (as folder outputs are)
     free(parent);
     return rc;
 }
@@ -291,6 +303,34 @@ void path_remove_stale_temps(const char *dir, const char *name) {
     if (d) closedir(d);
 }
 
+// f->made_list: the folders from dir (with or without a trailing slash) up to f->made,
+// deepest first, for the exit and signal handlers to remove if f is never committed.
+static void made_list_add(AFile *f, const char *dir) {
+    size_t n = strlen(dir), stop = strlen(f->made);
+    char *l = xmalloc(2 * (n + 2)), *w = l, *p = xstrdup(dir);
+    while (n > stop && p[n - 1] == '/') p[--n] = 0;
+    for (;;) {
+        memcpy(w, p, n + 1);
+        w += n + 1;
+        char *slash = strrchr(p, '/');
+        if (n <= stop || !slash) break;
+        *slash = 0;
+        n = (size_t)(slash - p);
+    }
+    *w = 0;
+    free(p);
+    f->made_list = l;
+    slot_add(open_made, l);
+}
+
+// Takes f's folders out of the handlers' list (they stay, or made_undo removed them).
+static void made_list_drop(AFile *f) {
+    if (!f->made_list) return;
+    slot_remove(open_made, f->made_list);
+    free(f->made_list);
+    f->made_list = NULL;
+}
+
 int afile_open(AFile *f, const char *path) {
     memset(f, 0, sizeof *f);
     if (strcmp(path, "-") == 0) {
@@ -318,8 +358,14 @@ int afile_open(AFile *f, const char *path) {
     size_t dirlen = slash ? (size_t)(slash - path + 1) : 0;
     char *dir = dirlen ? strndup(path, dirlen) : xstrdup(".");
     CHECK(dir, "out of memory");
+    if (dirlen > 1 && stat(dir, &st) != 0 && errno == ENOENT) { // a missing folder: made, as folder outputs are
+        if (path_mkdir_made(&f->made, dir) < 0) { // (its ERR names the folder)
+            free(dir);
+            return -1;
+        }
+        made_list_add(f, dir);
+    }
     path_remove_stale_temps(dir, path + dirlen);
-    free(dir);
     size_t n = strlen(path) + 32;
     char *tmp = xmalloc(n);
     snprintf(tmp, n, "%.*s.%s.tmp.XXXXXX", (int)dirlen, path, path + dirlen);
@@ -333,8 +379,13 @@ int afile_open(AFile *f, const char *path) {
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (fd < 0) {
         free(tmp);
+        made_list_drop(f);
+        path_unmake(f->made, dir);
+        f->made = NULL;
+        free(dir);
         return ERR("%s: cannot create: %s", path, strerror(e));
     }
+    free(dir);
     fchmod(fd, 0644);
     flock(fd, LOCK_EX | LOCK_NB); // held while it is written: not stale (path_remove_stale_temps)
     f->fp = fdopen(fd, "wb");
@@ -348,6 +399,18 @@ int afile_open(AFile *f, const char *path) {
     f->path = xstrdup(path);
     f->tmp = tmp;
     return 0;
+}
+
+// The folder of f's path, for path_unmake.
+static void made_undo(AFile *f) {
+    made_list_drop(f);
+    if (!f->made) return;
+    const char *slash = strrchr(f->path, '/');
+    char *dir = strndup(f->path, slash ? (size_t)(slash - f->path) : 1);
+    CHECK(dir, "out of memory");
+    path_unmake(f->made, dir);
+    f->made = NULL;
+    free(dir);
 }
 
 int afile_commit(AFile *f) {
@@ -368,6 +431,9 @@ int afile_commit(AFile *f) {
     if (rc != 0) unlink(f->tmp);
     if (fclose(f->fp) != 0 && rc == 0) rc = ERR("%s: close failed: %s", f->path, strerror(errno));
     temps_remove(f->tmp);
+    if (rc != 0) made_undo(f);
+    made_list_drop(f);
+    free(f->made);
     free(f->tmp);
     free(f->path);
     memset(f, 0, sizeof *f);
@@ -384,6 +450,7 @@ void afile_abort(AFile *f) {
         temps_remove(f->tmp);
         free(f->tmp);
     }
+    made_undo(f);
     free(f->path);
     memset(f, 0, sizeof *f);
 }

@@ -1,7 +1,8 @@
 // fileio.h: reading whole files and writing outputs atomically.
 //
 // Every output a tool writes goes to "DIR/.NAME.tmp.XXXXXX" next to its final
-// path and is renamed into place only by afile_commit, so a killed or failed run
+// path (DIR created when missing, and removed again if the write fails) and is renamed
+// into place only by afile_commit, so a killed or failed run
 // never leaves a half-written file under the real name. Open temp files are
 // remembered and removed by an exit handler (die() exits 1) and by a handler of
 // SIGTERM, SIGINT, SIGHUP and SIGPIPE, which then dies of the signal (exit status
@@ -23,6 +24,9 @@ typedef struct {
     char *path;      // final name
     char *tmp;       // temp name, NULL when writing to stdout or in place
     int direct;      // written in place (a device, a FIFO): afile_commit closes it
+    char *made;      // the missing folders afile_open created (path_mkdir_made), removed
+                     // again by afile_abort and by a failed afile_commit; NULL for none
+    char *made_list; // the same for the exit and signal handlers (a killed run's are removed too)
 } AFile;
 
 int afile_open(AFile *f, const char *path);  // "-" = stdout
@@ -66,9 +70,10 @@ void path_unmake(char *made, const char *dir);
 // Before a tool writes any of its outputs, whether each can be written, so that a bad
 // last output does not fail the run after the first ones were written. ERR names the
 // output and the problem. path_check_out_file: "-" (stdout) is fine; else path is not a
-// folder, and its folder exists (or is new_dir or a parent of it: a folder the tool
-// creates first; NULL for none) and is writable. path_check_out_dir: dir is a writable
-// folder, or the nearest existing one above it is (path_mkdir_p creates the rest).
+// folder, and its folder is writable, or missing with the nearest existing one above it
+// writable (afile_open creates the rest, as for a folder output). new_dir: unused, kept
+// for callers that name the folder they create first. path_check_out_dir: dir is a
+// writable folder, or the nearest existing one above it is (path_mkdir_p creates the rest).
 int path_check_out_file(const char *path, const char *new_dir);
 int path_check_out_dir(const char *dir);
 // "dir/name" in a fresh buffer.

@@ -503,7 +503,7 @@ static int run_tasks(const Opts *o, const Model *m, int on_cuda) {
 int main(int argc, char **argv) {
     blas_init(argv);
     Opts o = {.seq = 2048, .batch = 1, .join = " ", .max_new_tokens = 128, .temperature = 0, .top_p = 1.0,
-              .seed = 1};
+              .seed = 0};
     const Option opts[] = {
         {"model", OPT_STRING, &o.model, "DIR|PACK", "Hugging Face model folder or packed checkpoint (required)"},
         {"data", OPT_STRING, &o.data, "FILE", "perplexity on a token shard, or on text (.txt, .jsonl, .gz, .zst; - for stdin)"},
@@ -528,7 +528,7 @@ int main(int argc, char **argv) {
         {"device", OPT_STRING, &o.device, "NAME", "cuda or cpu: where perplexity, tasks and generation run (default cuda "
                                                    "when a GPU is visible)"},
         {"json", OPT_FLAG, &o.json, NULL, "print one JSON object on stdout"},
-        {"quiet", OPT_FLAG, &o.quiet, NULL, "no progress on stderr"},
+        {"quiet", OPT_FLAG, &o.quiet, NULL, "nothing on stderr but warnings and errors"},
         {0},
     };
     const ArgSpec spec = {

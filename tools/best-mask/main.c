@@ -97,7 +97,7 @@ int main(int argc, char **argv) {
         {"plot", OPT_STRING, &o.plot, "FILE", "heatmap of sparsity, layers x module types (SVG)"},
         {"step", OPT_INT, &o.step, "N", "training step recorded in the mask (default: the moments' step)"},
         {"threads", OPT_INT, &o.threads, "N", "threads; 0 = all cores (at most 4 per core)"},
-        {"quiet", OPT_FLAG, &o.quiet, NULL, "nothing on stderr but errors"},
+        {"quiet", OPT_FLAG, &o.quiet, NULL, "nothing on stderr but warnings and errors"},
         {0},
     };
     const ArgSpec spec = {

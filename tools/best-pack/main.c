@@ -128,7 +128,7 @@ int main(int argc, char **argv) {
         {"info", OPT_STRING, &o.info, "PACK", "per-tensor sparsity, encoding, bytes and bits per nonzero"},
         {"verify", OPT_STRING, &o.verify, "PACK", "check every member's xxh64 against the manifest"},
         {"json", OPT_FLAG, &o.json, NULL, "--info as one JSON object"},
-        {"quiet", OPT_FLAG, &o.quiet, NULL, "nothing on stderr but errors"},
+        {"quiet", OPT_FLAG, &o.quiet, NULL, "nothing on stderr but warnings and errors"},
         {0},
     };
     const ArgSpec spec = {

@@ -207,7 +207,7 @@ int main(int argc, char **argv) {
         {"eos", OPT_FLAG, &o.eos, NULL, "put EOS (<|endoftext|>) after each document (Qwen's default)"},
         {"no-eos", OPT_FLAG_OFF, &o.eos, NULL, "no EOS after documents"},
         {"batch-docs", OPT_INT, &o.batch_docs, "N", "documents encoded together per batch (memory bound)"},
-        {"quiet", OPT_FLAG, &o.quiet, NULL, "no progress on stderr"},
+        {"quiet", OPT_FLAG, &o.quiet, NULL, "nothing on stderr but warnings and errors"},
         {0},
     };
     const ArgSpec spec = {

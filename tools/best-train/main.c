@@ -108,7 +108,7 @@ int main(int argc, char **argv) {
                                                      "(CUDA events), a table written at the end (default $BEST_PROFILE)"},
         {"ignore-memory", OPT_FLAG, &c.ignore_memory, NULL, "start even when the run's memory estimate exceeds "
                                                              "this machine's RAM"},
-        {"quiet", OPT_FLAG, &c.quiet, NULL, "nothing on stderr but errors"},
+        {"quiet", OPT_FLAG, &c.quiet, NULL, "nothing on stderr but warnings and errors"},
         {0},
     };
     const ArgSpec spec = {
