@@ -127,7 +127,9 @@ expect_error "--device bogus" 2 "unknown --device bogus (cuda, cpu)" "$E" --mode
 if nvidia-smi -L >/dev/null 2>&1; then
     skip "--device cuda without a GPU: this machine has one (tests/gpu/run.sh runs best-eval on it)"
 else # a CUDA build without a driver or GPU, or a build without CUDA (the sanitizer pass)
-    expect_error "--device cuda without a GPU: one error line, exit 1" 1 "--device cuda: .*; use --device cpu" \
+    # what a user can act on (issue 36: it said "CUDA driver version is insufficient")
+    expect_error "--device cuda without a GPU: one error line naming no GPU or driver (or no CUDA build), exit 1" 1 \
+        "--device cuda: .*\(no usable NVIDIA GPU or driver found\|built without CUDA\).*; use --device cpu" \
         "$E" --model tests/fixtures/model/qwen3 --data tests/fixtures/eval/qwen3_tokens.bin --device cuda
     if have_shared; then
         expect_error "--device cuda --generate without a GPU: one error line, exit 1" 1 "--device cuda: .*; use --device cpu" \

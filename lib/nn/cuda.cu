@@ -17,11 +17,23 @@ int cuda_device_count(void) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {
-        snprintf(why_none, sizeof why_none, "%s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
+        // what a user can act on: no driver at all, a driver too old, or another reason
+        int drv = 0, rt = 0;
+        if (cudaDriverGetVersion(&drv) != cudaSuccess) drv = 0;
+        cudaRuntimeGetVersion(&rt);
+        if ((e == cudaErrorInsufficientDriver && drv == 0) || e == cudaErrorNoDevice)
+            snprintf(why_none, sizeof why_none, "no usable NVIDIA GPU or driver found (%s)", cudaGetErrorName(e));
+        else if (e == cudaErrorInsufficientDriver)
+            snprintf(why_none, sizeof why_none, "the NVIDIA driver supports CUDA %d.%d, older than the runtime %d.%d "
+                     "these tools were built with: update the driver (%s)", drv / 1000, drv % 1000 / 10, rt / 1000,
+                     rt % 1000 / 10, cudaGetErrorName(e));
+        else
+            snprintf(why_none, sizeof why_none, "no usable NVIDIA GPU: %s (%s)", cudaGetErrorString(e),
+                     cudaGetErrorName(e));
         (void)cudaGetLastError(); // clear it: asking is not an error
         return 0;
     }
-    if (n == 0) snprintf(why_none, sizeof why_none, "no GPU visible");
+    if (n == 0) snprintf(why_none, sizeof why_none, "no NVIDIA GPU visible (CUDA_VISIBLE_DEVICES?)");
     else why_none[0] = 0;
     return n;
 }
