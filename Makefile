@@ -24,8 +24,8 @@
 # unpacked under .gpudeps/root (docs/cuda.md).
 #
 # Optional dependencies are probed and reported, never guessed; the CPU path is always
-# built. CUDA: nvcc on PATH, else /usr/local/cuda/bin/nvcc (NVCC=PATH picks one,
-# NVCC=none builds without). When found, every lib/*/*.cu is compiled for sm_80 and
+# built. CUDA: where an NVIDIA driver is (or CUDA_BUILD=1, or `make test`), nvcc on PATH,
+# else /usr/local/cuda/bin/nvcc (NVCC=PATH picks one, NVCC=none builds without). When found, every lib/*/*.cu is compiled for sm_80 and
 # sm_90a plus compute_90a PTX (named, never guessed) into libbest.a, the C code sees
 # BEST_CUDA=1 and the programs link cudart and cuBLASLt from the toolkit's lib64. One
 # line says what was found. The sanitizer and fuzz builds stay CPU-only. docs/cuda.md.
@@ -68,12 +68,23 @@ $(error missing pkg-config packages: $(PKG_MISSING); run 'make deps' to install 
 endif
 endif
 # --- CUDA, probed ------------------------------------------------------------------------
+# The kernels are built where they can run (an NVIDIA driver: /proc/driver/nvidia), when
+# asked (CUDA_BUILD=1, or NVCC=PATH), and by `make test` (so that CI compiles them):
+# elsewhere nvcc's two architectures would only slow `make` and `make demo` by a minute.
+GPU_DRIVER := $(wildcard /proc/driver/nvidia/version)
+CUDA_BUILD ?= $(if $(GPU_DRIVER),1,0)
 ifeq ($(origin NVCC),undefined)
+ifeq ($(CUDA_BUILD),1)
 NVCC := $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc))
+else
+NVCC_SKIPPED := 1
+endif
 endif
 CUDA := 0
 CUDA_WHY :=
-ifeq ($(filter-out none,$(NVCC)),)
+ifeq ($(NVCC_SKIPPED),1)
+CUDA_WHY := no NVIDIA driver here, so the CUDA kernels are not built (CUDA_BUILD=1 or NVCC=PATH builds them; make test does)
+else ifeq ($(filter-out none,$(NVCC)),)
 CUDA_WHY := no nvcc ($(if $(NVCC),NVCC=none,none on PATH nor /usr/local/cuda/bin/nvcc))
 else ifeq ($(SAN),1)
 CUDA_WHY := not in the sanitizer build
@@ -315,11 +326,14 @@ $(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIBA)
 # build, and the fuzz targets briefly (FUZZ_SECONDS_CI each). SAN=1 runs only the
 # sanitizer pass.
 FUZZ_SECONDS_CI ?= 15
-test: deps cudnn-frontend-maybe
-	@$(MAKE) --no-print-directory all
+# CUDA_BUILD=1 in the environment: the kernels compiled here whether or not a driver is,
+# and every make a test runs (make install, make cuda-flags) sees the same build.
+test: deps
+	@CUDA_BUILD=1 $(MAKE) --no-print-directory cudnn-frontend-maybe
+	@CUDA_BUILD=1 $(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory SAN=1 all
 	@$(MAKE) --no-print-directory fuzz-build
-	@FUZZ_SECONDS=$(FUZZ_SECONDS_CI) MODES="$(if $(filter 1,$(SAN)),san,plain san)" sh tests/run.sh
+	@CUDA_BUILD=1 FUZZ_SECONDS=$(FUZZ_SECONDS_CI) MODES="$(if $(filter 1,$(SAN)),san,plain san)" sh tests/run.sh
 
 # Debian packages the build and the tests need; nothing happens when all are present.
 APT_PKGS := build-essential pkg-config clang libarchive-dev libxxhash-dev libzstd-dev \

@@ -88,21 +88,22 @@ $(D)/data/%.bin: $(D)/corpus/%.jsonl $(D)/tokenizer/tokenizer.json
 
 # --- training: pretraining from random init, then BEST ------------------------------------
 # A state left by an interrupted run is resumed; DONE (the log's last line) marks success.
+# Not --quiet: the two runs take most of the demo's minute, and their progress shows it.
 # The random init has no tokenizer of its own: it is copied into the dense model's folder,
 # and from there best-train and best-mask carry it into every model made from it.
 $(D)/dense/DONE: $(D)/data/train.bin $(D)/config.json
-	if [ -f $(@D)/state/state.safetensors ]; then $(BIN)/best-train --resume $(@D) --quiet $(TH); else \
+	if [ -f $(@D)/state/state.safetensors ]; then $(BIN)/best-train --resume $(@D) $(TH); else \
 	    $(BIN)/best-train --init random --config $(D)/config.json --data $< --out $(@D) --steps $(PRETRAIN_STEPS) \
-	        --batch $(BATCH) --seq $(SEQ) --lr $(PRETRAIN_LR) --warmup 0.05 --seed 0 --save-every 100 --quiet $(TH); fi
+	        --batch $(BATCH) --seq $(SEQ) --lr $(PRETRAIN_LR) --warmup 0.05 --seed 0 --save-every 100 $(TH); fi
 	cp $(D)/tokenizer/tokenizer.json $(@D)/model/tokenizer.json.tmp.$$$$ && mv $(@D)/model/tokenizer.json.tmp.$$$$ $(@D)/model/tokenizer.json
 	tail -n 1 $(@D)/log.jsonl $(SAVE)
 
 # --save-masks: the mask of every prune update, in best/masks/step-N.safetensors.
 $(D)/best/DONE: $(D)/data/train.bin $(D)/dense/DONE
-	if [ -f $(@D)/state/state.safetensors ]; then $(BIN)/best-train --resume $(@D) --save-masks --quiet $(TH); else \
+	if [ -f $(@D)/state/state.safetensors ]; then $(BIN)/best-train --resume $(@D) --save-masks $(TH); else \
 	    $(BIN)/best-train --model $(D)/dense/model --data $< --out $(@D) --steps $(STEPS) --batch $(BATCH) \
 	        --seq $(SEQ) --lr $(LR) --sparsity $(SPARSITY) --prune-updates $(PRUNE_UPDATES) --seed 1 \
-	        --save-every 100 --save-masks --quiet $(TH); fi
+	        --save-every 100 --save-masks $(TH); fi
 	tail -n 1 $(@D)/log.jsonl $(SAVE)
 
 # Where BEST put its sparsity: the run's own last mask (the one in force from the last
