@@ -7,13 +7,24 @@
 # --help's layout (args.c prints it): "usage: ..." lines, a blank line, paragraphs of
 # description, "options:" and one "  --name ARG   text" line per option, then
 # "exit status: ...". Each part becomes a section: SYNOPSIS, DESCRIPTION, OPTIONS,
-# EXIT STATUS; SEE ALSO names DOCDIR/TOOL.md.
+# EXIT STATUS. NAME says what the tool is for (a line per tool below); EXAMPLES are the
+# manual's (docs/TOOL.md, "## Examples"); SEE ALSO names the other tools and DOCDIR/TOOL.md.
 set -e
 [ $# = 2 ] || { echo "usage: sh docs/man.sh TOOL DOCDIR" >&2; exit 2; }
 tool=$1 docdir=$2
 name=$(basename "$tool")
+src=$(dirname "$0")/$name.md # the manual page the EXAMPLES come from
 version=$("$tool" --version | awk '{print $2}') # (not the BLAS kernels after it: the machine's)
-"$tool" --help | awk -v name="$name" -v version="$version" -v docdir="$docdir" '
+# NAME's line: what the tool is for, in the words of whatis(1)
+case $name in
+best-tokenize) what="turn documents into token shards with a model's tokenizer" ;;
+best-train) what="continue training a language model while pruning it progressively (BEST)" ;;
+best-mask) what="make, report and apply pruning masks; one-shot baselines (magnitude, Wanda, SparseGPT)" ;;
+best-eval) what="perplexity, zero-shot accuracy and text generation of a model or a pack" ;;
+best-pack) what="write, inspect, verify and unpack packed sparse checkpoints" ;;
+*) what="" ;;
+esac
+"$tool" --help | awk -v name="$name" -v version="$version" -v docdir="$docdir" -v what="$what" '
 # roff: a backslash doubled, "-" as \-, a line that starts with . or '"'"' escaped
 function esc(s) {
     gsub(/\\/, "\\e", s); gsub(/-/, "\\-", s)
@@ -45,6 +56,7 @@ END {
     summary = ""
     for (i = 1; i <= nd && desc[i] != ""; i++) summary = summary (i > 1 ? " " : "") desc[i]
     if (match(summary, /\. /)) summary = substr(summary, 1, RSTART)
+    if (what != "") summary = what
     print ".SH NAME"
     printf "%s \\- %s\n", esc(name), esc(summary)
     print ".SH SYNOPSIS"
@@ -55,7 +67,21 @@ END {
     for (i = 1; i <= no; i++) { print ".TP"; printf ".B %s\n", esc(opt[i]); print esc(text[i]) }
     print ".SH EXIT STATUS"
     print esc(exitst)
-    print ".SH SEE ALSO"
-    printf "%s/%s.md (options, examples, exit codes), %s/formats.md (the files it reads and writes)\n",
-           esc(docdir), esc(name), esc(docdir)
 }'
+# EXAMPLES: the ```sh blocks of the manual's "## Examples" section, as written (they run
+# in tests/t_examples.sh), their comments included
+if [ -f "$src" ]; then
+    echo ".SH EXAMPLES"
+    awk '/^## / { inex = ($0 ~ /^## Examples/) } inex && /^```sh/ { code = 1; print ".PP"; print ".nf"; next }
+         code && /^```/ { code = 0; print ".fi"; next }
+         code { gsub(/\\/, "\\e"); gsub(/-/, "\\-"); if ($0 ~ /^[.'"'"']/) $0 = "\\&" $0; print }' "$src"
+fi
+echo ".SH SEE ALSO"
+others=""
+for t in best-tokenize best-train best-mask best-eval best-pack; do
+    [ "$t" = "$name" ] || others="$others${others:+, }.BR $(printf "%s" "$t" | sed "s/-/\\\\-/") (1)"
+done
+printf '%s\n' "$others" | tr ',' '\n' | sed 's/^ //'
+printf '%s/%s.md (options, examples, exit codes), %s/formats.md (the files it reads and writes)\n' \
+    "$(printf '%s' "$docdir" | sed 's/-/\\-/g')" "$(printf '%s' "$name" | sed 's/-/\\-/g')" \
+    "$(printf '%s' "$docdir" | sed 's/-/\\-/g')"

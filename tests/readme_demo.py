@@ -75,9 +75,9 @@ def main(readme_path, table_path):
             if w[1] != g[1]:
                 bad.append("%s sparsity: README %s, run %s" % (w[0], w[1], g[1]))
             near(w[0] + " perplexity", float(w[2]), float(g[2]), 2e-3)
-        kb = lambda s: float(s.replace(" KB", ""))
+        kb = lambda s: float(s.replace(" KiB", ""))  # (report.py: binary units)
         for w, g in zip(want.get("packed model", [])[1:], got.get("packed model", [])[1:]):
-            near(w[0] + " pack KB", kb(w[1]), kb(g[1]), 1e-2)
+            near(w[0] + " pack KiB", kb(w[1]), kb(g[1]), 1e-2)
             if w[2] != g[2]:
                 bad.append("%s HF folder: README %s, run %s" % (w[0], w[2], g[2]))
             near(w[0] + " pack ratio", float(w[3]), float(g[3]), 1e-2)

@@ -6,7 +6,10 @@
 # failure counts as one failure, and so does one that reports nothing at all. Shell tests see $SAN=1 in the sanitizer pass.
 # It starts with the BLAS kernels every comparison ran on (tests/blas_info.py). TEST_LOGS=DIR
 # keeps each test's whole output there (MODE-NAME.log), its measured errors included.
+# Arguments name the tests to run, without their extension (sh tests/run.sh t_mask
+# test_pack): after `make` (MODES=san after `make SAN=1 all`), one test in seconds.
 : "${MODES:=plain}"
+ONLY=" $* "
 export SHARED="${SHARED:-$(pwd)/../shared}"
 [ -d "$SHARED" ] || echo "note: $SHARED not found; tests that need real models and data will skip"
 pass=0 fail=0 skipped=0
@@ -28,6 +31,7 @@ for mode in $MODES; do
     for t in "$TBIN"/test_* tests/t_*.sh; do
         [ -e "$t" ] || continue
         case "$t" in *.d|*.o) continue ;; esac
+        if [ "$ONLY" != "  " ]; then b=$(basename "$t" .sh); case "$ONLY" in *" $b "*) ;; *) continue ;; esac; fi
         name="$mode/$(basename "$t")"
         start=$(date +%s)
         case "$t" in

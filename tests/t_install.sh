@@ -25,10 +25,16 @@ for t in best-tokenize best-train best-mask best-eval best-pack; do
     sed -n 's/^\.B \(\\-\\-[a-z0-9\\-]*\).*/\1/p' "$page" | sed 's/\\-/-/g' >"$TMP/$t.manopts"
     check "$t.1: the $(wc -l <"$TMP/$t.opts") options of --help, in order" \
         sh -c "[ -s '$TMP/$t.opts' ] && cmp '$TMP/$t.opts' '$TMP/$t.manopts'"
-    check "$t.1: NAME, SYNOPSIS, DESCRIPTION, OPTIONS, EXIT STATUS, SEE ALSO" sh -c \
-        "for s in NAME SYNOPSIS DESCRIPTION OPTIONS 'EXIT STATUS' 'SEE ALSO'; do grep -q \"^\$s\" '$TMP/$t.txt' || exit 1; done"
-    check "$t.1: NAME says '$t - ...', SEE ALSO names $P/share/doc/best/$t.md" sh -c \
-        "grep -A1 '^NAME' '$TMP/$t.txt' | tr -s ' ' | grep -q '$t - [A-Z]' && tr -d '\n' <'$TMP/$t.txt' | tr -s ' ' | grep -q '$P/share/doc/best/$t.md'"
+    check "$t.1: NAME, SYNOPSIS, DESCRIPTION, OPTIONS, EXIT STATUS, EXAMPLES, SEE ALSO" sh -c \
+        "for s in NAME SYNOPSIS DESCRIPTION OPTIONS 'EXIT STATUS' EXAMPLES 'SEE ALSO'; do grep -q \"^\$s\" '$TMP/$t.txt' || exit 1; done"
+    # (issue 36: best-mask's NAME was a formula, "Keeps exactly round((1 - S) * n) ...")
+    check "$t.1: NAME says what $t is for in words, SEE ALSO names the other tools and $P/share/doc/best/$t.md" sh -c \
+        "grep -A1 '^NAME' '$TMP/$t.txt' | tr -s ' ' | grep -q '$t - [a-z][a-z]*,* [a-z]' && ! grep -A1 '^NAME' '$TMP/$t.txt' | grep -q '[=*]' &&
+         for o in best-tokenize best-train best-mask best-eval best-pack; do [ \$o = $t ] || grep -A2 '^SEE ALSO' '$TMP/$t.txt' | grep -q \"\$o(1)\" || exit 1; done &&
+         tr -d '\n' <'$TMP/$t.txt' | tr -s ' ' | grep -q '$P/share/doc/best/$t.md'"
+    check "$t.1: EXAMPLES are the manual's (its first command among them)" sh -c \
+        "first=\$(awk '/^## Examples/ { e = 1 } e && /^\\\`\\\`\\\`sh/ { c = 1; next } c && /^$t / { print; exit }' docs/$t.md | cut -c1-40);
+         [ -n \"\$first\" ] && sed -n '/^EXAMPLES/,/^SEE ALSO/p' '$TMP/$t.txt' | sed 's/^ *//' | grep -qF \"\$first\""
 done
 check "every page of docs/ installed in share/doc/best" sh -c \
     "for f in docs/*.md; do cmp \"\$f\" '$P/share/doc/best/'\$(basename \"\$f\") || exit 1; done"
