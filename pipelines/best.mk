@@ -295,8 +295,10 @@ $(OUT)/mask/report.json: $(FINAL_DEP)
 endif
 
 # --- evaluate -----------------------------------------------------------------------------
-EVAL = $(BIN)/best-eval --seq $(SEQ_EVAL) $(TH) --json --quiet
-ZEROSHOT = $(BIN)/best-eval --tasks $(TASKS) --task-dir $(TASK_DIR) --limit $(TASK_LIMIT) $(TH) --json --quiet
+# (not --quiet: an evaluation of a 7B model takes a while, and its progress line has an ETA;
+# the JSON goes to the target, the progress to the terminal)
+EVAL = $(BIN)/best-eval --seq $(SEQ_EVAL) $(TH) --json
+ZEROSHOT = $(BIN)/best-eval --tasks $(TASKS) --task-dir $(TASK_DIR) --limit $(TASK_LIMIT) $(TH) --json
 $(OUT)/eval/wikitext2.json: $(FINAL_DEP) $(wildcard $(EVAL_WIKI))
 	@mkdir -p $(@D)
 	$(EVAL) --model $(FINAL) --data $(EVAL_WIKI) --max-tokens $(WIKI_TOKENS) $(SAVE)

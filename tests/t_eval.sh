@@ -178,4 +178,11 @@ done
 for t in train mask eval; do
     check "best-$t --help: --seed defaults to 0" sh -c "'$BIN/best-$t' --help 2>&1 | grep -q -- '--seed .*(default 0)'"
 done
+# --batch defaults to a number of windows chosen from the memory (issue 36: batch 1 took
+# twice the time): the JSON says how many, and the perplexity is --batch 1's
+"$E" --model tests/fixtures/model/qwen3 --data tests/fixtures/eval/qwen3_tokens.bin --seq 16 --json --quiet >"$TMP/b0.json"
+"$E" --model tests/fixtures/model/qwen3 --data tests/fixtures/eval/qwen3_tokens.bin --seq 16 --batch 1 --json --quiet >"$TMP/b1.json"
+check "no --batch: several windows a forward pass (at most 16), the perplexity of --batch 1 (within 1e-6)" python3 -c "
+import json; a, b = json.load(open('$TMP/b0.json')), json.load(open('$TMP/b1.json'))
+assert 1 < a['batch'] <= min(16, a['windows']) and b['batch'] == 1 and abs(a['nll'] - b['nll']) <= 1e-6 * abs(b['nll']), (a, b)"
 finish

@@ -23,4 +23,9 @@ size_t cuda_mem_in_use(const CudaCtx *c) {
     (void)c;
     return 0;
 }
+
+size_t cuda_mem_free(const CudaCtx *c) {
+    (void)c;
+    return 0;
+}
 #endif

@@ -102,6 +102,14 @@ size_t cuda_mem_in_use(const CudaCtx *c) {
     return total - free_b;
 }
 
+size_t cuda_mem_free(const CudaCtx *c) {
+    if (!c) return 0;
+    size_t free_b = 0, total = 0;
+    CUDA_CHECK(cudaSetDevice(c->device));
+    CUDA_CHECK(cudaMemGetInfo(&free_b, &total));
+    return free_b;
+}
+
 void cuda_ctx_free(CudaCtx *c) {
     if (!c) return;
     if (c->workspace) CUDA_CHECK(cudaFree(c->workspace));

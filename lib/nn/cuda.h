@@ -40,6 +40,8 @@ void cuda_ctx_free(CudaCtx *c); // NULL is fine
 // Bytes in use on c's device now (cudaMemGetInfo: total - free: this process's
 // allocations and CUDA context, and any other process's on that GPU); 0 without CUDA.
 size_t cuda_mem_in_use(const CudaCtx *c);
+// Bytes free on c's device now (cudaMemGetInfo's free); 0 without CUDA.
+size_t cuda_mem_free(const CudaCtx *c);
 
 #ifdef __cplusplus
 }

@@ -4,22 +4,40 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/error.h"    // defines: ERR, xmalloc
 #include "base/progress.h" // defines: now_seconds
 #include "nn/cuda.h"       // defines: CudaCtx, cuda_ctx_create (BEST_CUDA)
 
 // The windows of tokens (n) for --seq and --batch: *seq and *batch clamped, the count
-// returned through *nwin. -1 after ERR.
+// returned through *nwin; *batch 0 stays 0 (the caller chooses it). -1 after ERR.
 static int ppl_windows(size_t *nwin, int *seq, int *batch, size_t n) {
     if (n < 2) return ERR("need at least 2 tokens to measure perplexity (got %zu)", n);
     if (*seq < 2) return ERR("--seq must be at least 2 (got %d)", *seq);
     if ((size_t)*seq > n) *seq = (int)n;
     *nwin = n / (size_t)*seq;
-    if (*batch < 1) *batch = 1;
+    if (*batch < 0) *batch = 1;
     if ((size_t)*batch > *nwin) *batch = (int)*nwin;
     return 0;
 }
+
+// An automatic batch: the most windows (at most EVAL_AUTO_BATCH_MAX and nwin) whose
+// activations, bytes(b), fit budget; at least 1.
+static int auto_batch(size_t (*bytes)(const Model *, int, int), const Model *m, int seq, size_t nwin,
+                      double budget) {
+    int b = EVAL_AUTO_BATCH_MAX;
+    if ((size_t)b > nwin) b = (int)nwin;
+    while (b > 1 && (double)bytes(m, b, seq) > budget) b--;
+    return b < 1 ? 1 : b;
+}
+
+static size_t cpu_acts_bytes(const Model *m, int b, int seq) { return model_acts_bytes(m, b, seq, 0); }
+#ifdef BEST_CUDA
+static size_t dev_eval_bytes(const Model *m, int b, int seq) {
+    return devmodel_bytes(NULL, m, b, seq, 0, DEVMODEL_EVAL, 0);
+}
+#endif
 
 // targets (nb, seq): each window predicts its own tokens 1..seq-1 from x (nb, seq);
 // the last position has none (-1).
@@ -41,6 +59,10 @@ int eval_perplexity(PplResult *r, const Model *m, const int32_t *tokens, size_t 
     memset(r, 0, sizeof *r);
     size_t nwin = 0; // (set by ppl_windows; gcc -O2 without CUDA cannot tell)
     TRY(ppl_windows(&nwin, &seq, &batch, n));
+    if (batch == 0) // a quarter of the memory available now
+        batch = auto_batch(cpu_acts_bytes, m, seq, nwin,
+                           0.25 * (double)sysconf(_SC_AVPHYS_PAGES) * (double)sysconf(_SC_PAGESIZE));
+    r->batch = batch;
     ModelActs a;
     TRY(model_acts_init(&a, m, batch, seq, 0));
     size_t N = (size_t)batch * (size_t)seq;
@@ -80,6 +102,9 @@ int eval_perplexity_cuda(PplResult *r, const Model *m, const int32_t *tokens, si
     TRY(ppl_windows(&nwin, &seq, &batch, n));
     CudaCtx *c;
     TRY(cuda_ctx_create(&c, 0, (size_t)32 << 20));
+    if (batch == 0) // half of the device's free memory (never run on a GPU, 2026-11-29)
+        batch = auto_batch(dev_eval_bytes, m, seq, nwin, 0.5 * (double)cuda_mem_free(c));
+    r->batch = batch;
     DevModel d;
     if (devmodel_init(&d, c, m, batch, seq, 0, DEVMODEL_EVAL) < 0) {
         cuda_ctx_free(c);

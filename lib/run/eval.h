@@ -22,10 +22,14 @@ typedef struct {
     uint64_t tokens;   // predicted tokens
     int windows, seq;
     double ppl;        // exp(nll / tokens)
+    int batch;         // the windows a forward pass took (the one asked for, or the one chosen)
     size_t device_bytes; // on a CUDA device: what the model and the activations took there
 } PplResult;
 
-// tokens (n); windows of seq evaluated `batch` at a time. Progress counts windows.
+// tokens (n); windows of seq evaluated `batch` at a time (0: as many as fit a quarter of
+// the memory available, at most EVAL_AUTO_BATCH_MAX; the same perplexity, in fewer and
+// larger products). Progress counts windows.
+#define EVAL_AUTO_BATCH_MAX 16
 int eval_perplexity(PplResult *r, const Model *m, const int32_t *tokens, size_t n, int seq,
                     int batch, Progress *pr);
 // The same windows on CUDA device 0 (model.h's DevModel in DEVMODEL_EVAL: bf16 matrix

@@ -248,6 +248,7 @@ static int run_ppl(const Opts *o, const Model *m, int on_cuda) {
                               r.seq, "model", o->model, "data", o->data, "seconds", secs, "device",
                               on_cuda ? "cuda" : "cpu");
         if (j && on_cuda) json_object_set_new(j, "device_bytes", json_integer((json_int_t)r.device_bytes));
+        if (j) json_object_set_new(j, "batch", json_integer(r.batch));
         if (j) json_object_set_new(j, "protocol", protocol_json(&pc));
         char *s = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
         if (!s) DIE("--json: cannot encode the result (a file name that is not UTF-8?)");
@@ -264,6 +265,9 @@ static int run_ppl(const Opts *o, const Model *m, int on_cuda) {
             fprintf(stderr, "best-eval: GPU memory %.2f GiB (the model and the activations)\n",
                     (double)r.device_bytes / (1 << 30));
     }
+    if (!o->quiet && o->batch == 0)
+        fprintf(stderr, "best-eval: %d windows a forward pass, chosen from the memory available (--batch N sets it)\n",
+                r.batch);
     idvec_free(&ids);
     return isfinite(r.ppl);
 }
@@ -502,7 +506,7 @@ static int run_tasks(const Opts *o, const Model *m, int on_cuda) {
 
 int main(int argc, char **argv) {
     blas_init(argv);
-    Opts o = {.seq = 2048, .batch = 1, .join = " ", .max_new_tokens = 128, .temperature = 0, .top_p = 1.0,
+    Opts o = {.seq = 2048, .batch = 0, .join = " ", .max_new_tokens = 128, .temperature = 0, .top_p = 1.0,
               .seed = 0};
     const Option opts[] = {
         {"model", OPT_STRING, &o.model, "DIR|PACK", "Hugging Face model folder or packed checkpoint (required)"},
@@ -512,7 +516,8 @@ int main(int argc, char **argv) {
                                                              "model's (refused by default: its ids mean other tokens)"},
         {"seq", OPT_INT, &o.seq, "N", "window length in tokens (capped by the model's context)"},
         {"max-tokens", OPT_INT, &o.max_tokens, "N", "use only the first N tokens (C4 protocol: 256 x seq); 0 = all"},
-        {"batch", OPT_INT, &o.batch, "N", "windows per forward pass"},
+        {"batch", OPT_INT, &o.batch, "N", "windows per forward pass; 0: as many as fit a quarter of the memory "
+                                          "available (at most 16)"},
         {"join", OPT_STRING, &o.join, "STR", "separator between documents of a text input before tokenizing"},
         {"generate", OPT_STRING, &o.generate, "TEXT", "generate a continuation of TEXT"},
         {"temperature", OPT_DOUBLE, &o.temperature, "T", "sampling temperature; 0 = greedy"},
@@ -575,7 +580,7 @@ int main(int argc, char **argv) {
     if (o.log_samples) TRY_OR_DIE(path_check_out_file(o.log_samples, NULL)); // (and none of ins)
     // Ranges as !(inside): a NaN is never inside (args.c refuses one anyway).
     if (!(o.seq >= 2)) args_usage_error(&spec, "--seq %d: a window needs at least 2 tokens", o.seq);
-    if (!(o.batch >= 1)) args_usage_error(&spec, "--batch %d must be at least 1", o.batch);
+    if (!(o.batch >= 0)) args_usage_error(&spec, "--batch %d is negative (0: chosen from the memory available)", o.batch);
     if (!(o.max_tokens >= 0)) args_usage_error(&spec, "--max-tokens %d is negative (0 = all)", o.max_tokens);
     if (!(o.max_new_tokens >= 1)) args_usage_error(&spec, "--max-new-tokens %d must be at least 1", o.max_new_tokens);
     if (!(o.temperature >= 0)) args_usage_error(&spec, "--temperature %g must be >= 0", o.temperature);
