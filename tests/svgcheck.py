@@ -242,16 +242,32 @@ def heatmap(path, layers, want=None):
            f"heatmap: {len(cells)} cells = {layers} layers x 7 modules, sparsities in [0, 1]")
     if want is not None:
         report(abs(sum(sp) / max(len(sp), 1) - float(want)) < 0.1, f"heatmap: mean cell sparsity near {want}")
-    # rendered: the centre of every cell has exactly its fill (no overlap, nothing on top)
-    centre = lambda c: pic.pixel(int(float(c.get("x")) + float(c.get("width")) / 2),
-                                 int(float(c.get("y")) + float(c.get("height")) / 2))
+    # rendered: a corner of every cell (its value is printed at the bottom middle) has
+    # exactly its fill (no overlap, nothing on top)
+    corner = lambda c: pic.pixel(int(float(c.get("x")) + 3), int(float(c.get("y")) + 3))
     bad = [(c.get("data-layer"), c.get("data-module")) for c in cells
-           if not centre(c) or max(abs(a - b) for a, b in zip(centre(c), colour(c.get("fill")))) > 2]
+           if not corner(c) or max(abs(a - b) for a, b in zip(corner(c), colour(c.get("fill")))) > 2]
     report(cells and not bad, f"heatmap: every cell renders in its own colour" + (f" (not {bad[:4]})" if bad else ""))
     # the colour scale: sparser cells are brighter (viridis: luminance rises from 0 to 1)
     lum = lambda c: 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2]
     pairs = sorted((s, lum(colour(c.get("fill")))) for s, c in zip(sp, cells))
     report(all(a[1] <= b[1] + 1 for a, b in zip(pairs, pairs[1:])), "heatmap: brighter cells are sparser")
+    # ... spanning the cells' own range (issue 36: a 0-1 scale made 84-99% one colour): the
+    # least sparse cell at the scale's dark end, the sparsest at its bright end when they
+    # differ by a point or more; the colour bar's labels are that range, in %
+    lo, hi = min(sp, default=0), max(sp, default=0)
+    if hi - lo >= 0.01:
+        ends = (colour(min(cells, key=lambda c: float(c.get("data-sparsity"))).get("fill")),
+                colour(max(cells, key=lambda c: float(c.get("data-sparsity"))).get("fill")))
+        report(ends == ((68, 1, 84), (253, 231, 37)), f"heatmap: the colours span the cells' range {lo:.4f} to {hi:.4f} {ends}")
+    scale = sorted(float(t.get("data-value")) for t in root.iter(NS + "text") if t.get("class") == "scale")
+    report(len(scale) == 3 and (hi - lo < 0.01 or (abs(scale[0] - lo) < 1e-6 and abs(scale[-1] - hi) < 1e-6)),
+           f"heatmap: a colour bar labelled from {100 * lo:.1f}% to {100 * hi:.1f}% ({scale})")
+    # the value in each cell where cells are tall enough (18 px; 10 px for over 40 layers)
+    vals = [t for t in root.iter(NS + "text") if t.get("class") == "value"]
+    if float(cells[0].get("height")) >= 14:
+        report(len(vals) == len(cells) and all(abs(float(t.text) - 100 * s) <= 0.051 for t, s in zip(vals, sp)),
+               f"heatmap: each cell shows its sparsity in % ({len(vals)} values, {len(cells)} cells)")
 
 
 {"curve": curve, "ppl": ppl, "heatmap": heatmap, "render": render}[sys.argv[1]](*sys.argv[2:])

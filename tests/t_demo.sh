@@ -113,11 +113,11 @@ h = ET.parse('$D/report/heatmap-1.svg').getroot()
 assert len([c for c in h.iter(ns + 'rect') if c.get('class') == 'cell']) == 4 * 7"
 # The BEST heatmap is the run's own last mask, titled by what made it; not a magnitude
 # mask of the trained model (it was, and said "magnitude saliency").
-check "report: the BEST heatmap is titled 'BEST, cubic schedule, second-order saliency, global, sparsity 0.9, step 100', the magnitude one 'magnitude saliency, ...'" python3 -c "
+check "report: the BEST heatmap is titled 'BEST, cubic schedule, second-order saliency, global, sparsity 0.9, mask set at step 100 of 200', the magnitude one 'magnitude saliency, ...'" python3 -c "
 import xml.etree.ElementTree as ET
 title = lambda f: next(ET.parse(f).getroot().iter('{http://www.w3.org/2000/svg}text')).text
 t = [title('$D/report/heatmap-%d.svg' % i) for i in (1, 2)]
-assert t == ['BEST, cubic schedule, second-order saliency, global, sparsity 0.9, step 100',
+assert t == ['BEST, cubic schedule, second-order saliency, global, sparsity 0.9, mask set at step 100 of 200',
              'magnitude saliency, global, sparsity 0.9'], t"
 check "the BEST mask report is of the run's last mask: per tensor, its kept count is the trained model's nonzero count" python3 -c "
 import array, json, struct

@@ -209,7 +209,7 @@ python3 -c "
 from safetensors import safe_open
 from safetensors.numpy import load_file, save_file
 m = safe_open('$TMP/llama.bits.mask', 'np').metadata()
-m.update(method='BEST', schedule='cubic', saliency='second', group='global', step='100', sparsity='0.5')
+m.update(method='BEST', schedule='cubic', saliency='second', group='global', step='100', steps='200', sparsity='0.5')
 save_file(load_file('$TMP/llama.bits.mask'), '$TMP/best.mask', metadata=m)
 m['sparsity'] = 'half'
 save_file(load_file('$TMP/llama.bits.mask'), '$TMP/badmeta.mask', metadata=m)"
@@ -219,9 +219,9 @@ python3 tests/svgcheck.py heatmap "$TMP/best.svg" 2 0.5 | sed "s/^\(\(not \)*ok 
 check "--mask: the heatmap's title and the report say what made the mask (method, schedule, saliency, step)" python3 -c "
 import json, xml.etree.ElementTree as ET
 t = [e.text for e in ET.parse('$TMP/best.svg').getroot().iter('{http://www.w3.org/2000/svg}text')]
-assert t[0] == 'BEST, cubic schedule, second-order saliency, global, sparsity 0.5, step 100', t[0]
+assert t[0] == 'BEST, cubic schedule, second-order saliency, global, sparsity 0.5, mask set at step 100 of 200', t[0]
 r = json.load(open('$TMP/best.json'))
-assert (r['method'], r['schedule'], r['saliency'], r['step'], r['sparsity_requested']) == ('BEST', 'cubic', 'second', 100, 0.5), r"
+assert (r['method'], r['schedule'], r['saliency'], r['step'], r['steps'], r['sparsity_requested']) == ('BEST', 'cubic', 'second', 100, 200, 0.5), r"
 
 # Bad input: one error line, the right exit code, and no output file left behind.
 $REF moments $D "$TMP/badname.moments" bad-name

@@ -81,6 +81,12 @@ got = json.load(open('$TMP/ach.$n.json'))['total']['sparsity']
 m = re.search(r'achieved sparsity ([0-9.]+)%, requested 90.00%: .*' + re.escape('$rule'), open('$TMP/ach.$n.err').read())
 assert m and abs(float(m[1]) - 100 * got) < 0.006 and abs(got - 0.9) >= 5e-5, (m, got)"
 done
+"$M" --model tests/fixtures/model/llama --sparsity 0.9 --method wanda --calib "$QS" --nsamples 4 --seq 16 --out "$TMP/ach.w2" \
+    --plot "$TMP/ach.w2.svg" --quiet
+check "a wanda heatmap is titled 'wanda, layer, sparsity 0.9' (not 'wanda, wanda saliency')" python3 -c "
+import xml.etree.ElementTree as ET
+t = next(ET.parse('$TMP/ach.w2.svg').getroot().iter('{http://www.w3.org/2000/svg}text')).text
+assert t == 'wanda, layer, sparsity 0.9', t"
 "$M" --model tests/fixtures/model/llama --sparsity 0.9 --saliency magnitude --out "$TMP/ach.g" 2>"$TMP/ach.g.err" >/dev/null
 check "global at 0.9: exact, and no such line" sh -c "! grep -q achieved '$TMP/ach.g.err'"
 "$M" --model "$Q" --sparsity 0.5 --method wanda --calib "$QS" --seq 65 --out "$TMP/cap65" 2>"$TMP/cap65.err" >/dev/null

@@ -305,8 +305,8 @@ check "mask report: BEST's own last mask (method BEST, second-order saliency, gl
 import json; r = json.load(open('$O/mask/report.json'))
 assert (r['method'], r['saliency'], r['group'], r['step']) == ('BEST', 'second', 'global', 10), r
 assert abs(r['total']['sparsity'] - 0.99) < 1e-3, r['total']"
-check "mask heatmap titled 'BEST, cubic schedule, second-order saliency, global, sparsity 0.99, step 10'" \
-    grep -q 'BEST, cubic schedule, second-order saliency, global, sparsity 0.99, step 10' "$O/mask/heatmap.svg"
+check "mask heatmap titled 'BEST, cubic schedule, second-order saliency, global, sparsity 0.99, mask set at step 10 of 20'" \
+    grep -q 'BEST, cubic schedule, second-order saliency, global, sparsity 0.99, mask set at step 10 of 20' "$O/mask/heatmap.svg"
 check "results.jsonl: dense and BEST on wikitext2 and c4, BEST's perplexity above the dense one's" python3 -c "
 import json; r = {(x['method'], x['data']): x['ppl'] for x in map(json.loads, open('$O/report/results.jsonl'))}
 assert set(r) == {('BEST', 'wikitext2'), ('BEST', 'c4'), ('dense', 'wikitext2'), ('dense', 'c4')}, r

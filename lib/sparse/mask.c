@@ -347,6 +347,10 @@ int mask_save(const char *path, const uint8_t *mask, const MaskMeta *meta, const
         snprintf(buf, sizeof buf, "%lld", meta->step);
         rc |= st_writer_meta(&w, "step", buf);
     }
+    if (meta->steps > 0) {
+        snprintf(buf, sizeof buf, "%lld", meta->steps);
+        rc |= st_writer_meta(&w, "steps", buf);
+    }
     snprintf(buf, sizeof buf, "%llu", (unsigned long long)n_prunable);
     rc |= st_writer_meta(&w, "prunable", buf);
     snprintf(buf, sizeof buf, "%llu", (unsigned long long)kept);
@@ -530,6 +534,7 @@ int mask_report_json(const char *path, const uint8_t *mask, const MaskMeta *meta
     if (meta->method) json_object_set_new(root, "method", json_string(meta->method));
     if (meta->schedule) json_object_set_new(root, "schedule", json_string(meta->schedule));
     if (meta->step >= 0) json_object_set_new(root, "step", json_integer(meta->step));
+    if (meta->steps > 0) json_object_set_new(root, "steps", json_integer(meta->steps));
     char *s = json_dumps(root, JSON_INDENT(1) | JSON_REAL_PRECISION(10));
     json_decref(root);
     grid_free(&g);
@@ -600,20 +605,40 @@ int mask_plot_svg(const char *path, const uint8_t *mask, const ParamInfo *info, 
     for (int j = 0; j < 7; j++)
         appendf(&b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", left + j * cw + cw / 2, top - 6,
                 MASK_MODULES[j]);
+    // the colours span the cells' own range (a 0-1 scale made 84-99% one colour), at
+    // least one point of sparsity wide
+    double lo = 1, hi = 0;
+    for (int l = 0; l < g.L; l++)
+        for (int j = 0; j < 7; j++)
+            if (g.numel[l][j]) {
+                double s = sparsity_of(g.kept[l][j], g.numel[l][j]);
+                lo = s < lo ? s : lo, hi = s > hi ? s : hi;
+            }
+    if (hi < lo) lo = 0, hi = 1;
+    if (hi - lo < 0.01) {
+        double mid = (lo + hi) / 2;
+        lo = mid - 0.005 < 0 ? 0 : mid - 0.005 > 0.99 ? 0.99 : mid - 0.005;
+        hi = lo + 0.01;
+    }
     for (int l = 0; l < g.L; l++) {
         int y = top + l * ch;
         if (ch >= 14 || l % 5 == 0)
             appendf(&b, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">layer %d</text>\n", left - 6, y + ch - 4, l);
         for (int j = 0; j < 7; j++) {
-            double s = sparsity_of(g.kept[l][j], g.numel[l][j]);
+            double s = sparsity_of(g.kept[l][j], g.numel[l][j]), x = (s - lo) / (hi - lo);
             char col[8];
-            colour_of(col, s);
+            colour_of(col, x);
             appendf(&b, "<rect class=\"cell\" data-layer=\"%d\" data-module=\"%s\" data-sparsity=\"%.6f\" x=\"%d\" "
                         "y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\"><title>layer %d %s: %.2f%% sparse</title></rect>\n",
                     l, MASK_MODULES[j], s, left + j * cw, y, cw, ch, col, l, MASK_MODULES[j], 100 * s);
+            // the value where the cell has room for it, dark on the bright end of the scale
+            if (ch >= 14)
+                appendf(&b, "<text class=\"value\" x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-size=\"9\" "
+                            "fill=\"%s\">%.1f</text>\n", left + j * cw + cw / 2, y + ch - 5,
+                        x > 0.6 ? "#000000" : "#ffffff", 100 * s);
         }
     }
-    // legend: a vertical bar from 0 (bottom) to 1 (top) in 20 steps
+    // legend: a colour bar from lo (bottom) to hi (top) in 20 steps, in % sparse
     int lx = left + 7 * cw + 20;
     for (int i = 0; i < 20; i++) {
         char col[8];
@@ -621,9 +646,12 @@ int mask_plot_svg(const char *path, const uint8_t *mask, const ParamInfo *info, 
         appendf(&b, "<rect class=\"legend\" x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" fill=\"%s\"/>\n", lx,
                 top + i * lh / 20.0, legw, lh / 20.0 + 0.5, col);
     }
-    appendf(&b, "<text x=\"%d\" y=\"%d\">1.0</text>\n<text x=\"%d\" y=\"%d\">0.0</text>\n"
+    appendf(&b, "<text class=\"scale\" data-value=\"%.6f\" x=\"%d\" y=\"%d\">%.1f%%</text>\n"
+                "<text class=\"scale\" data-value=\"%.6f\" x=\"%d\" y=\"%d\">%.1f%%</text>\n"
+                "<text class=\"scale\" data-value=\"%.6f\" x=\"%d\" y=\"%d\">%.1f%%</text>\n"
                 "<text x=\"%d\" y=\"%d\">sparsity</text>\n</svg>\n",
-            lx + legw + 4, top + 10, lx + legw + 4, top + lh, lx - 10, top - 6);
+            hi, lx + legw + 4, top + 10, 100 * hi, (lo + hi) / 2, lx + legw + 4, top + lh / 2 + 4, 50 * (lo + hi), lo,
+            lx + legw + 4, top + lh, 100 * lo, lx - 10, top - 6);
     grid_free(&g);
     int rc = write_text(path, b.v, b.n);
     bytevec_free(&b);

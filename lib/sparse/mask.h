@@ -120,6 +120,7 @@ typedef struct {
     int packed;            // write bit-packed U8 instead of BOOL
     const char *method;    // what made the mask ("BEST": best-train's schedule), or NULL
     const char *schedule;  // the sparsity schedule that reached it ("cubic"), or NULL
+    long long steps;       // the steps of the run that made it (best-train), 0 when not known
 } MaskMeta;
 
 // Writes the prunable tensors of mask (n_params) through temp + rename.

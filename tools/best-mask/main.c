@@ -43,7 +43,7 @@ static void mask_title(char *buf, size_t n, const MaskMeta *mm) {
         snprintf(part, sizeof part, "%s schedule", mm->schedule);
         title_add(buf, n, part);
     }
-    if (mm->saliency) {
+    if (mm->saliency && !(mm->method && strcmp(mm->saliency, mm->method) == 0)) { // ("wanda, wanda saliency")
         const char *s = mm->saliency;
         snprintf(part, sizeof part, "%s saliency", strcmp(s, "second") == 0 ? "second-order"
                                                    : strcmp(s, "first") == 0 ? "first-order" : s);
@@ -54,7 +54,10 @@ static void mask_title(char *buf, size_t n, const MaskMeta *mm) {
         snprintf(part, sizeof part, "sparsity %g", mm->sparsity);
         title_add(buf, n, part);
     }
-    if (mm->step >= 0) {
+    if (mm->step >= 0 && mm->steps > 0) { // ("step 100" on a 200-step run read as its end)
+        snprintf(part, sizeof part, "mask set at step %lld of %lld", mm->step, mm->steps);
+        title_add(buf, n, part);
+    } else if (mm->step >= 0) {
         snprintf(part, sizeof part, "step %lld", mm->step);
         title_add(buf, n, part);
     }
@@ -191,10 +194,14 @@ int main(int argc, char **argv) {
         TRY_OR_DIE(mask_read(mask, &given, m.info, m.n_info, m.n_params));
         double sparsity = NAN, step = -1;
         TRY_OR_DIE(meta_number(&sparsity, &given, "sparsity"));
+        double steps = 0;
         TRY_OR_DIE(meta_number(&step, &given, "step"));
         if (step != floor(step) || step < -1) DIE("%s: metadata step = %s is not a step", o.mask, st_meta(&given, "step"));
+        TRY_OR_DIE(meta_number(&steps, &given, "steps"));
+        if (steps != floor(steps) || steps < 0 || steps > 1e15)
+            DIE("%s: metadata steps = %s is not a count of steps", o.mask, st_meta(&given, "steps"));
         meta = (MaskMeta){sparsity, st_meta(&given, "saliency"), st_meta(&given, "group"), (long long)step, 0,
-                          st_meta(&given, "method"), st_meta(&given, "schedule")};
+                          st_meta(&given, "method"), st_meta(&given, "schedule"), (long long)steps};
         if (!o.quiet) fprintf(stderr, "best-mask: mask %s\n", o.mask);
     } else {
         if (o.moments && saliency_needs_moments(ms.saliency)) {
@@ -234,7 +241,7 @@ int main(int argc, char **argv) {
             TRY_OR_DIE(mask_compute(mask, &ms, m.info, m.n_info, m.params, m.n_params, mop, old));
         }
         meta = (MaskMeta){o.sparsity, calibrated ? o.method : saliency_name(ms.saliency), mask_group_name(ms.group), o.step,
-                          o.pack_bits, o.method, NULL};
+                          o.pack_bits, o.method, NULL, 0};
     }
     // the model folder first: --out may name a file inside it (--out D/mask --out-model D)
     if (o.apply) {
