@@ -73,6 +73,11 @@ SEQ_EVAL   ?= 2048
 WIKI_TOKENS ?= 0
 C4_TOKENS  ?= $(shell expr 256 \* $(SEQ_EVAL))
 EVAL_DENSE ?= 1
+# More evaluation sets, any number, each NAME=FILE (a text, JSON-lines file or token shard):
+# EVAL_MORE="ptb=data/ptb.test.txt lambada=data/lambada.jsonl". Each is reported under its
+# NAME, at most MORE_TOKENS tokens of it (0: all).
+EVAL_MORE  ?=
+MORE_TOKENS ?= 0
 # Zero-shot accuracy (best-eval --tasks, lm-evaluation-harness's protocol): the folder of
 # the task files (NAME.jsonl or .jsonl.gz, Hugging Face records). Empty: skipped. TASKS:
 # comma-separated; default, those of the seven whose file is in TASK_DIR. TASK_LIMIT: the
@@ -157,6 +162,15 @@ ONESHOT_ARGS := --method $(ONESHOT) --calib $(OUT)/data/calib.bin --nsamples $(N
 CALIB_DEPS := $(OUT)/data/calib.bin
 endif
 
+# EVAL_MORE: NAME=FILE words, each name a plain word used once and not one of ours
+more_name = $(word 1,$(subst =, ,$(1)))
+more_file = $(patsubst $(call more_name,$(1))=%,%,$(1))
+MORE_NAMES := $(foreach e,$(EVAL_MORE),$(call more_name,$(e)))
+$(foreach e,$(EVAL_MORE),$(if $(and $(findstring =,$(e)),$(call more_file,$(e)),$(filter-out $(call more_name,$(e)),$(e))),,\
+  $(error EVAL_MORE: "$(e)" is not NAME=FILE)))
+$(foreach n,$(MORE_NAMES),$(if $(filter wikitext2 c4 zeroshot,$(n)),$(error EVAL_MORE: the name $(n) is taken (EVAL_WIKI, EVAL_C4, TASK_DIR)))\
+  $(if $(filter-out 1,$(words $(filter $(n),$(MORE_NAMES)))),$(error EVAL_MORE: the name $(n) is given twice)))
+
 # Inputs are checked before anything runs, so that a missing file is one clear line and
 # not a half-done run. A dry run (`make -n`) is let through, so that the commands of a
 # run can be read before its files exist; so are `make check` and `make help`.
@@ -196,6 +210,9 @@ $(error EVAL_C4=$(EVAL_C4): not found. Pass EVAL_C4=FILE (C4 validation document
 endif
 endif
 endif
+ifneq ($(EVAL_GOAL),)
+$(foreach e,$(EVAL_MORE),$(if $(wildcard $(call more_file,$(e))),,$(error EVAL_MORE: $(call more_name,$(e))=$(call more_file,$(e)): not found)))
+endif
 endif
 LAUNCH     := $(if $(filter-out 1,$(NPROC)),$(MPIRUN) -np $(NPROC) $(MPIRUN_ARGS))
 
@@ -213,7 +230,7 @@ FINAL      := $(OUT)/oneshot/model
 FINAL_DEP  := $(OUT)/oneshot/model/model.safetensors
 endif
 
-EVALS      := $(if $(EVAL_WIKI),wikitext2) $(if $(EVAL_C4),c4)
+EVALS      := $(if $(EVAL_WIKI),wikitext2) $(if $(EVAL_C4),c4) $(MORE_NAMES)
 EVALS      += $(if $(TASK_DIR),zeroshot)
 EVAL_FILES := $(EVALS:%=$(OUT)/eval/%.json) $(if $(filter 1,$(EVAL_DENSE)),$(EVALS:%=$(OUT)/eval/dense-%.json))
 PACK_FILES := $(if $(filter 1,$(PACK_ON)),$(OUT)/pack/model.pack $(OUT)/pack/verify.txt)
@@ -311,6 +328,16 @@ $(OUT)/eval/dense-wikitext2.json: $(wildcard $(EVAL_WIKI))
 $(OUT)/eval/dense-c4.json: $(wildcard $(EVAL_C4))
 	@mkdir -p $(@D)
 	$(EVAL) --model $(MODEL) --data $(EVAL_C4) --max-tokens $(C4_TOKENS) $(SAVE)
+# each EVAL_MORE set: the run's model and the dense one
+define more_eval
+$(OUT)/eval/$(1).json: $(FINAL_DEP) $(wildcard $(2))
+	@mkdir -p $$(@D)
+	$$(EVAL) --model $$(FINAL) --data $(2) --max-tokens $(MORE_TOKENS) $$(SAVE)
+$(OUT)/eval/dense-$(1).json: $(wildcard $(2))
+	@mkdir -p $$(@D)
+	$$(EVAL) --model $$(MODEL) --data $(2) --max-tokens $(MORE_TOKENS) $$(SAVE)
+endef
+$(foreach e,$(EVAL_MORE),$(eval $(call more_eval,$(call more_name,$(e)),$(call more_file,$(e)))))
 $(OUT)/eval/zeroshot.json: $(FINAL_DEP)
 	@mkdir -p $(@D)
 	$(ZEROSHOT) --model $(FINAL) --log-samples $(@D)/zeroshot-samples.jsonl $(SAVE)
@@ -326,14 +353,16 @@ $(OUT)/pack/verify.txt: $(OUT)/pack/model.pack
 	($(BIN)/best-pack --verify $< && $(BIN)/best-pack --info $<) $(SAVE)
 
 # --- report -------------------------------------------------------------------------------
+# The runs' labels as the demo writes them: "BEST 90%" (SPARSITY in percent)
+PCT := $(shell awk 'BEGIN { printf "%g", 100 * $(SPARSITY) }')
 PPL_ARGS := $(foreach e,$(filter-out zeroshot,$(EVALS)),--ppl '$(LABEL):$(SPARSITY):$(e)=$(OUT)/eval/$(e).json' \
               $(if $(filter 1,$(EVAL_DENSE)),--ppl 'dense:0:$(e)=$(OUT)/eval/dense-$(e).json')) \
             $(if $(TASK_DIR),$(if $(filter 1,$(EVAL_DENSE)),--zeroshot 'dense=$(OUT)/eval/dense-zeroshot.json') \
-              --zeroshot '$(LABEL) $(SPARSITY)=$(OUT)/eval/zeroshot.json')
+              --zeroshot '$(LABEL) $(PCT)%=$(OUT)/eval/zeroshot.json')
 $(OUT)/report/summary.md: $(EVAL_FILES) $(MASK_FILES) $(PACK_FILES) $(PIPELINES)report.py
-	python3 $(PIPELINES)report.py --print --out $(@D) --title '$(NAME): $(LABEL) at sparsity $(SPARSITY)' \
+	python3 $(PIPELINES)report.py --print --out $(@D) --title '$(NAME): $(LABEL) at $(PCT)% sparsity' \
 	    --run '$(RUN)' --model '$(MODEL_NAME)' $(if $(MASK_FILES),--mask-report $(OUT)/mask/report.json) \
-	    $(if $(filter 1,$(TRAINED)),--log '$(LABEL) $(SPARSITY)=$(OUT)/train/log.jsonl') \
-	    $(if $(MASK_FILES),--heatmap '$(LABEL) $(SPARSITY)=$(OUT)/mask/heatmap.svg') \
+	    $(if $(filter 1,$(TRAINED)),--log '$(LABEL) $(PCT)%=$(OUT)/train/log.jsonl') \
+	    $(if $(MASK_FILES),--heatmap '$(LABEL) $(PCT)%=$(OUT)/mask/heatmap.svg') \
 	    $(PPL_ARGS) \
-	    $(if $(PACK_FILES),--pack '$(LABEL) $(SPARSITY)=$(OUT)/pack/model.pack:$(FINAL)')
+	    $(if $(PACK_FILES),--pack '$(LABEL) $(PCT)%=$(OUT)/pack/model.pack:$(FINAL)')
