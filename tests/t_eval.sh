@@ -185,4 +185,15 @@ done
 check "no --batch: several windows a forward pass (at most 16), the perplexity of --batch 1 (within 1e-6)" python3 -c "
 import json; a, b = json.load(open('$TMP/b0.json')), json.load(open('$TMP/b1.json'))
 assert 1 < a['batch'] <= min(16, a['windows']) and b['batch'] == 1 and abs(a['nll'] - b['nll']) <= 1e-6 * abs(b['nll']), (a, b)"
+# Several token shards in --data, as best-train takes them (issue 36): read in order, one
+# perplexity over their tokens (the same as a shard of both); a text among them is an error
+"$E" --model tests/fixtures/model/qwen3 --data tests/fixtures/eval/qwen3_tokens.bin --data tests/fixtures/eval/qwen3_tokens.bin \
+    --seq 16 --batch 1 --json --quiet >"$TMP/two.json"
+"$E" --model tests/fixtures/model/qwen3 --data tests/fixtures/eval/qwen3_tokens.bin --seq 16 --batch 1 --json --quiet >"$TMP/one.json"
+check "--data A --data A: twice the windows and tokens, the same mean nll, data listing both" python3 -c "
+import json; a, b = json.load(open('$TMP/two.json')), json.load(open('$TMP/one.json'))
+assert a['tokens'] >= 2 * b['tokens'] and a['data'] == ['tests/fixtures/eval/qwen3_tokens.bin'] * 2, (a, b)
+assert abs(a['nll'] / a['tokens'] - b['nll'] / b['tokens']) < 0.05 * b['nll'] / b['tokens'], (a, b)"
+expect_error "--data SHARD --data TEXT: one error line naming the text" 1 "README.md: not a token shard" \
+    "$E" --model tests/fixtures/model/qwen3 --data tests/fixtures/eval/qwen3_tokens.bin --data README.md --seq 16
 finish

@@ -31,6 +31,7 @@ typedef struct {
     const char *model, *data, *tokenizer, *generate, *tasks, *task_dir, *join, *device, *log_samples;
     int seq, max_tokens, batch, json, quiet, threads, max_new_tokens, seed, limit, any_tokenizer;
     double temperature, top_p;
+    StrList datas;   // every --data (data is the first): several must be token shards, read in order
 } Opts;
 
 // How the evaluated tokens were made (printed with the perplexity: the same documents give
@@ -146,21 +147,36 @@ static void load_tokens(IdVec *ids, Protocol *pr, const Opts *o, const Model *m)
     FILE *in; // read once: a pipe or a FIFO cannot be opened again after the sniff
     int is_shard = shard_sniff(o->data, &in);
     TRY_OR_DIE(is_shard);
-    if (is_shard) {
-        Shard s;
-        TRY_OR_DIE(shard_open(&s, o->data));
-        if (s.h.vocab_size > m->V)
-            DIE("%s: shard vocab %u is larger than the model's %zu (another tokenizer?)", o->data,
-                s.h.vocab_size, m->V);
-        check_shard_tokenizer(o, m, s.h.tokenizer_hash);
-        *pr = (Protocol){1, s.h.ndocs, !!(s.h.flags & SHARD_FLAG_BOS), !!(s.h.flags & SHARD_FLAG_EOS), 0, NULL,
-                         s.h.tokenizer_hash};
-        size_t n = s.h.ntokens;
-        if (o->max_tokens > 0 && (size_t)o->max_tokens < n) n = (size_t)o->max_tokens;
-        idvec_reserve(ids, n);
-        shard_read(&s, ids->v, 0, n);
-        ids->n = n;
-        shard_close(&s);
+    if (!is_shard && o->datas.n > 1) // (in: the exit closes it)
+        DIE("%s: several --data are token shards, read one after the other; this one is text (best-tokenize makes a "
+            "shard of it)", o->data);
+    if (is_shard) { // each shard's tokens in order, as best-train reads several: one tokenizer, one protocol
+        uint32_t flags = 0;
+        for (int i = 0; i < o->datas.n; i++) {
+            const char *path = o->datas.v[i];
+            Shard s;
+            TRY_OR_DIE(shard_open(&s, path));
+            if (s.h.vocab_size > m->V)
+                DIE("%s: shard vocab %u is larger than the model's %zu (another tokenizer?)", path, s.h.vocab_size, m->V);
+            check_shard_tokenizer(o, m, s.h.tokenizer_hash);
+            uint32_t f = s.h.flags & (SHARD_FLAG_BOS | SHARD_FLAG_EOS);
+            if (i == 0) {
+                flags = f;
+                *pr = (Protocol){1, 0, !!(f & SHARD_FLAG_BOS), !!(f & SHARD_FLAG_EOS), 0, NULL, s.h.tokenizer_hash};
+            } else if (s.h.tokenizer_hash != pr->tokenizer_hash || f != flags) {
+                DIE("%s: made with another tokenizer or BOS/EOS setting than %s (tokenizer %016llx, not %016llx): one "
+                    "perplexity needs one protocol", path, o->data, (unsigned long long)s.h.tokenizer_hash,
+                    (unsigned long long)pr->tokenizer_hash);
+            }
+            pr->docs += s.h.ndocs;
+            size_t n = s.h.ntokens;
+            if (o->max_tokens > 0 && ids->n + n > (size_t)o->max_tokens) n = (size_t)o->max_tokens - ids->n;
+            idvec_reserve(ids, n);
+            shard_read(&s, ids->v + ids->n, 0, n);
+            ids->n += n;
+            shard_close(&s);
+            if (o->max_tokens > 0 && ids->n >= (size_t)o->max_tokens) break;
+        }
         return;
     }
     Tokenizer tok;
@@ -249,6 +265,11 @@ static int run_ppl(const Opts *o, const Model *m, int on_cuda) {
                               on_cuda ? "cuda" : "cpu");
         if (j && on_cuda) json_object_set_new(j, "device_bytes", json_integer((json_int_t)r.device_bytes));
         if (j) json_object_set_new(j, "batch", json_integer(r.batch));
+        if (j && o->datas.n > 1) { // several shards: "data" lists them, in the order read
+            json_t *a = json_array();
+            for (int i = 0; i < o->datas.n; i++) json_array_append_new(a, json_string(o->datas.v[i]));
+            json_object_set_new(j, "data", a);
+        }
         if (j) json_object_set_new(j, "protocol", protocol_json(&pc));
         char *s = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
         if (!s) DIE("--json: cannot encode the result (a file name that is not UTF-8?)");
@@ -510,7 +531,8 @@ int main(int argc, char **argv) {
               .seed = 0};
     const Option opts[] = {
         {"model", OPT_STRING, &o.model, "DIR|PACK", "Hugging Face model folder or packed checkpoint (required)"},
-        {"data", OPT_STRING, &o.data, "FILE", "perplexity on a token shard, or on text (.txt, .jsonl, .gz, .zst; - for stdin)"},
+        {"data", OPT_MULTI, &o.datas, "FILE", "perplexity on a token shard (several: repeat, read in order), or on "
+                                              "text (.txt, .jsonl, .gz, .zst; - for stdin)"},
         {"tokenizer", OPT_STRING, &o.tokenizer, "PATH", "tokenizer for text input and generation (default: the model's)"},
         {"any-tokenizer", OPT_FLAG, &o.any_tokenizer, NULL, "evaluate a shard made by another tokenizer than the "
                                                              "model's (refused by default: its ids mean other tokens)"},
@@ -549,6 +571,7 @@ int main(int argc, char **argv) {
     free(pos);
     if (npos) args_usage_error(&spec, "unexpected argument (inputs go after --data)");
     if (!o.model) args_usage_error(&spec, "--model is required");
+    o.data = o.datas.n ? o.datas.v[0] : NULL;
     if (!!o.data + !!o.generate + !!o.tasks != 1) args_usage_error(&spec, "give exactly one of --data, --generate and --tasks");
     if (o.tasks && strcmp(o.tasks, "all") == 0) o.tasks = TASK_NAMES;
     // the tasks' folder: --task-dir, else $BEST_TASK_DIR, else PREFIX/share/best/tasks beside
@@ -574,9 +597,10 @@ int main(int argc, char **argv) {
         free(list);
         if (n == 0) args_usage_error(&spec, "--tasks: no task named");
     }
-    const char *ins[] = {o.model, o.data, o.tokenizer, o.task_dir};
-    for (int i = 0; i < 4; i++)
+    const char *ins[] = {o.model, o.tokenizer, o.task_dir};
+    for (int i = 0; i < 3; i++)
         if (ins[i]) path_note_input(ins[i]);
+    for (int i = 0; i < o.datas.n; i++) path_note_input(o.datas.v[i]);
     if (o.log_samples) TRY_OR_DIE(path_check_out_file(o.log_samples, NULL)); // (and none of ins)
     // Ranges as !(inside): a NaN is never inside (args.c refuses one anyway).
     if (!(o.seq >= 2)) args_usage_error(&spec, "--seq %d: a window needs at least 2 tokens", o.seq);
