@@ -230,6 +230,14 @@ def ppl(path, *labels):
             shapes.setdefault(e.get("data-label"), set()).add(e.get("data-shape"))
     report(all(len(s) == 1 for s in shapes.values()) and len({min(s) for s in shapes.values()}) == len(shapes),
            f"ppl.svg: each series marks its points with its own shape {shapes}")
+    # the legend shows what the plot draws: a series' marker where it has markers, its line
+    # only where it has two points or more (issue 36: line swatches for single dots)
+    leg_marks = {e.get("data-label"): e.get("data-shape") for e in root.iter() if e.get("class") == "legend-marker"}
+    lines = dict(polylines(root))
+    report(all(leg_marks.get(l) == min(s) for l, s in shapes.items()) and
+           len([e for e in root.iter(NS + "line") if e.get("class") == "legend-line"]) ==
+           len([l for l, p in lines.items() if len(p) >= 2]) + len([e for e in root.iter(NS + "line") if e.get("class") == "ref"]),
+           f"ppl.svg: the legend shows each series' marker ({leg_marks}) and a line only for lines")
     all_shown(pic)
 
 

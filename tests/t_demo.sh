@@ -89,6 +89,9 @@ check "make demo built the five tools, and not the test and bench programs" sh -
     "for t in tokenize train mask eval pack; do [ -x '$SRC/bin/best-'\$t ] || exit 1; done; [ ! -e '$SRC/build/tests' ] && [ ! -e '$SRC/build/bench' ]"
 
 D=$SRC/out/demo
+# (issue 36: the two training runs were --quiet for most of the demo's minute)
+check "the demo shows both training runs' progress (train: 100% 300/300 and 200/200 steps)" sh -c \
+    "grep -q 'train: 100% 300/300 steps' '$TMP/demo.out' && grep -q 'train: 100% 200/200 steps' '$TMP/demo.out'"
 check "the printed table: dense, BEST, magnitude rows and a sample" sh -c \
     "grep -q '^| dense | 0 |' '$TMP/demo.out' && grep -q '^| BEST | 0.9 |' '$TMP/demo.out' && grep -q '^| magnitude | 0.9 |' '$TMP/demo.out' && grep -q '^Sample (BEST 90%, greedy): \"Once upon a time, ' '$TMP/demo.out'"
 check "perplexity: dense < 3, BEST 90% within 25% of dense, one-shot magnitude 90% over 10x BEST" python3 -c "

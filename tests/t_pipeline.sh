@@ -86,6 +86,8 @@ python3 pipelines/report.py --out "$TMP/r2/report" --run r2 --model m --ppl "BES
     --ppl "BEST:0.9:c4=$TMP/pr2c.json" --ppl "dense:0:wikitext2=$TMP/pdm.json" >/dev/null &&
 python3 pipelines/report.py --out "$TMP/r3/report" --run r3 --model q --ppl "BEST:0.95:wikitext2=$TMP/pr3b.json" \
     --ppl "dense:0:wikitext2=$TMP/pdq.json" >/dev/null
+check "make report RUNS=...: builds nothing (python3 alone)" sh -c \
+    "! make -n report RUNS='$TMP/r1 $TMP/r2' REPORT_OUT='$TMP/cmpn' 2>&1 | grep -E '^(cc|gcc|g\+\+|nvcc|/usr/local/cuda.*nvcc|ar) '"
 make -s report RUNS="$TMP/r1 $TMP/r2 $TMP/r3" REPORT_OUT="$TMP/cmpa" >"$TMP/cmpa.out" 2>&1
 make -s report RUNS="$TMP/r3 $TMP/r2 $TMP/r1" REPORT_OUT="$TMP/cmpb" >"$TMP/cmpb.out" 2>&1
 check "make report RUNS: two runs labelled 'BEST' at 0.9 are two rows, model and run shown, and a note names both" \
