@@ -120,7 +120,8 @@ expect_error "--generate of invalid UTF-8 (byte-level BPE): a usage error naming
 check "... and no JSON on stdout" test ! -s "$TMP/out"
 expect_error "no --model" 2 "usage error" "$E" --data x.bin
 expect_error "neither --data nor --generate" 2 "exactly one" "$E" --model tests/fixtures/model/qwen3
-expect_error "--tasks without --task-dir" 2 "needs --task-dir" "$E" --model tests/fixtures/model/qwen3 --tasks arc_easy
+expect_error "--tasks without --task-dir" 2 "needs the folder of the tasks' files: --task-dir DIR" \
+    env -u BEST_TASK_DIR "$E" --model tests/fixtures/model/qwen3 --tasks arc_easy
 expect_error "missing model folder" 1 "nowhere" "$E" --model "$TMP/nowhere" --data tests/fixtures/eval/qwen3_tokens.bin
 expect_error "--device bogus" 2 "unknown --device bogus (cuda, cpu)" "$E" --model tests/fixtures/model/qwen3 \
     --data tests/fixtures/eval/qwen3_tokens.bin --device bogus

@@ -576,7 +576,8 @@ int main(int argc, char **argv) {
     if (o.tasks && strcmp(o.tasks, "all") == 0) o.tasks = TASK_NAMES;
     // the tasks' folder: --task-dir, else $BEST_TASK_DIR, else PREFIX/share/best/tasks beside
     // an installed best-eval (PREFIX/bin), where one is there
-    char *installed = path_beside_exe("../share/best/tasks");
+    static char *installed; // (static: still reachable when a usage error exits)
+    installed = path_beside_exe("../share/best/tasks");
     if (o.tasks && !o.task_dir && getenv("BEST_TASK_DIR") && *getenv("BEST_TASK_DIR")) o.task_dir = getenv("BEST_TASK_DIR");
     if (o.tasks && !o.task_dir && installed && path_is_dir(installed)) o.task_dir = installed;
     if (o.tasks && !o.task_dir)
@@ -648,6 +649,7 @@ int main(int argc, char **argv) {
     else run_generate(&o, &m, on_cuda);
     model_free(&m);
     free(installed);
+    free(o.datas.v);
     TRY_OR_DIE(stdout_close()); // a lost result (a full disk) is an error
     // The result is printed (null in JSON), and the run is still a failure.
     if (!finite && o.tasks) DIE("%s: loglikelihoods that are not finite numbers (NaN or inf weights, or a diverged model)", o.model);
