@@ -63,7 +63,7 @@ PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 PKG_MISSING := $(shell pkg-config --exists $(PKGS) openblas 2>/dev/null || \
                  for p in $(PKGS) openblas; do pkg-config --exists $$p 2>/dev/null || echo $$p; done)
 ifneq ($(PKG_MISSING),)
-ifneq ($(filter-out deps test demo clean cuda-flags cudnn-frontend cudnn-frontend-maybe,$(or $(MAKECMDGOALS),all)),)
+ifneq ($(filter-out deps test check demo clean cuda-flags cudnn-frontend cudnn-frontend-maybe,$(or $(MAKECMDGOALS),all)),)
 $(error missing pkg-config packages: $(PKG_MISSING); run 'make deps' to install them (or 'make demo' / 'make test', which do))
 endif
 endif
@@ -208,7 +208,7 @@ TEST_BINS += $(if $(filter 1,$(MPI)),$(BUILD)/tests/dist_check $(BUILD)/tests/st
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BINS := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all tools test deps fuzz fuzz-build bench demo report install clean cuda-flags cudnn-frontend cudnn-frontend-maybe FORCE
+.PHONY: all tools test check deps fuzz fuzz-build bench demo report install clean cuda-flags cudnn-frontend cudnn-frontend-maybe FORCE
 # keep objects made through pattern chains (tests, fuzz targets): no "rm *.o" after a build
 .SECONDARY:
 all: $(LIBA) $(BINS) $(TEST_BINS) $(BENCH_BINS)
@@ -334,6 +334,13 @@ test: deps
 	@$(MAKE) --no-print-directory SAN=1 all
 	@$(MAKE) --no-print-directory fuzz-build
 	@CUDA_BUILD=1 FUZZ_SECONDS=$(FUZZ_SECONDS_CI) MODES="$(if $(filter 1,$(SAN)),san,plain san)" sh tests/run.sh
+
+# The edit-test loop: the unit programs, t_layout and a smoke of the tools' command lines on
+# the plain build (no sanitizers, no fuzzing, no pipelines), about 2.5 minutes on 2 cores;
+# `make test` is the whole suite, what CI runs.
+check: deps
+	@$(MAKE) --no-print-directory all
+	@TIER=check sh tests/run.sh
 
 # Debian packages the build and the tests need; nothing happens when all are present.
 APT_PKGS := build-essential pkg-config clang libarchive-dev libxxhash-dev libzstd-dev \

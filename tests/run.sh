@@ -8,8 +8,15 @@
 # keeps each test's whole output there (MODE-NAME.log), its measured errors included.
 # Arguments name the tests to run, without their extension (sh tests/run.sh t_mask
 # test_pack): after `make` (MODES=san after `make SAN=1 all`), one test in seconds.
+# TIER=check (make check, the edit-test loop): the unit programs (test_*), t_layout and a
+# smoke of the tools' command lines (t_badinput, t_eval), about 2.5 minutes on 2 cores.
+# Every test's seconds go to $TIMES (build/test-times.txt: mode, seconds, name), and the
+# ten slowest are printed before the last line.
 : "${MODES:=plain}"
 ONLY=" $* "
+[ "$TIER" = check ] && [ "$ONLY" = "  " ] && CHECK_ONLY=" t_layout t_badinput t_eval "
+TIMES=${TIMES:-build/test-times.txt}
+mkdir -p "$(dirname "$TIMES")" && : >"$TIMES"
 export SHARED="${SHARED:-$(pwd)/../shared}"
 [ -d "$SHARED" ] || echo "note: $SHARED not found; tests that need real models and data will skip"
 pass=0 fail=0 skipped=0
@@ -32,6 +39,9 @@ for mode in $MODES; do
         [ -e "$t" ] || continue
         case "$t" in *.d|*.o) continue ;; esac
         if [ "$ONLY" != "  " ]; then b=$(basename "$t" .sh); case "$ONLY" in *" $b "*) ;; *) continue ;; esac; fi
+        if [ -n "$CHECK_ONLY" ]; then # the check tier: every unit program, and the named scripts
+            case "$t" in *.sh) b=$(basename "$t" .sh); case "$CHECK_ONLY" in *" $b "*) ;; *) continue ;; esac ;; esac
+        fi
         name="$mode/$(basename "$t")"
         start=$(date +%s)
         case "$t" in
@@ -44,12 +54,16 @@ for mode in $MODES; do
         # a test that reports nothing, not even why it skips, checked nothing: a failure
         if [ "$p" = 0 ] && [ "$f" = 0 ] && [ "$s" = 0 ]; then f=1; echo "not ok - $name reported no check and no skip" >>"$log"; fi
         pass=$((pass + p)); fail=$((fail + f)); skipped=$((skipped + s))
-        echo "== $name: $p passed, $f failed, $s skipped ($(( $(date +%s) - start ))s)"
+        secs=$(( $(date +%s) - start ))
+        echo "$mode $secs $(basename "$t")" >>"$TIMES"
+        echo "== $name: $p passed, $f failed, $s skipped (${secs}s)"
         grep -E '^(not ok|skip) - ' "$log" | sed 's/^/   /'
         if [ "$f" != 0 ]; then echo "   --- output tail:"; tail -n 25 "$log" | sed 's/^/   | /'; fi
         [ -z "$TEST_LOGS" ] || cp "$log" "$TEST_LOGS/$mode-$(basename "$t").log"
     done
 done
 rm -f "$log"
+echo "# the ten slowest (seconds; all in $TIMES):"
+sort -k2,2nr "$TIMES" | head -n 10 | sed 's/^/#   /'
 echo "$pass passed, $fail failed, $skipped skipped"
 [ "$fail" = 0 ]
