@@ -373,31 +373,6 @@ static void check_grads(const char *name) {
 
 // --- decoding one token at a time (DEVMODEL_DECODE) ------------------------------------------
 
-// A decode DevModel made with env=value fed the inputs ins: its logits at each step within
-// tol (normwise) of zs, the default path's on the same inputs.
-static void decode_variant(const Model *m, const char *env, const char *value, double tol,
-                           const std::vector<int32_t> &ins, const std::vector<std::vector<float>> &zs,
-                           const char *name) {
-    setenv(env, value, 1);
-    DevModel d;
-    int rc = devmodel_init(&d, ctx_get(), m, 1, (int)ins.size(), 0, DEVMODEL_DECODE);
-    unsetenv(env);
-    if (!T_OK(rc == 0 && (d.gemv || d.dec_split || d.kv_bf16), "%s: a decode DevModel with %s=%s", name, env, value))
-        return;
-    double worst = 0;
-    std::vector<float> z(m->V);
-    for (size_t i = 0; i < ins.size(); i++) {
-        double num = 0, den = 0;
-        if (devmodel_forward_token(z.data(), &d, ins[i], i) < 0) num = INFINITY;
-        for (size_t v = 0; v < m->V; v++)
-            num += ((double)z[v] - zs[i][v]) * ((double)z[v] - zs[i][v]), den += (double)zs[i][v] * zs[i][v];
-        worst = fmax(worst, sqrt(num / den));
-    }
-    T_OK(worst <= tol, "%s: decoding with %s=%s: logits within %.1e of the default path's at all %zu steps "
-         "(normwise, at most %.0e)", name, env, value, worst, ins.size(), tol);
-    devmodel_free(&d);
-}
-
 // The logits (steps, V) of decoding ins on a decode DevModel of m made with the switches
 // env (name, value pairs, NULL-ended) in the environment, and its n_fused (the fused
 // kernels of one step); false when a step fails. look (if given) sees the DevModel last.
@@ -414,6 +389,30 @@ static bool decode_run(std::vector<float> *z, int *n_fused, const Model *m, cons
     if (look) look(d);
     devmodel_free(&d);
     return rc == 0;
+}
+
+// A decode DevModel made with env=value fed the inputs ins: its logits at each step within
+// tol (normwise) of zs, the default path's on the same inputs.
+static void decode_variant(const Model *m, const char *env, const char *value, double tol,
+                           const std::vector<int32_t> &ins, const std::vector<std::vector<float>> &zs,
+                           const char *name) {
+    const char *const envs[] = {env, value, NULL};
+    std::vector<float> z;
+    int n_fused, on = 0;
+    bool ran = decode_run(&z, &n_fused, m, envs, ins,
+                          [&](const DevModel &d) { on = d.gemv || d.dec_split || d.kv_bf16; });
+    if (!T_OK(ran && on, "%s: a decode DevModel with %s=%s, and its %zu steps", name, env, value, ins.size())) return;
+    double worst = 0;
+    for (size_t i = 0; i < ins.size(); i++) {
+        double num = 0, den = 0;
+        for (size_t v = 0; v < m->V; v++) {
+            double zv = z[i * m->V + v];
+            num += (zv - zs[i][v]) * (zv - zs[i][v]), den += (double)zs[i][v] * zs[i][v];
+        }
+        worst = fmax(worst, sqrt(num / den));
+    }
+    T_OK(worst <= tol, "%s: decoding with %s=%s: logits within %.1e of the default path's at all %zu steps "
+         "(normwise, at most %.0e)", name, env, value, worst, ins.size(), tol);
 }
 
 // 12 tokens through devmodel_forward_token and through model_forward_token (the CPU's
