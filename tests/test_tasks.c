@@ -358,7 +358,15 @@ static void test_two_ways(void) {
             a[d] = xcalloc((size_t)t.docs[d].n, sizeof **a);
             b[d] = xcalloc((size_t)t.docs[d].n, sizeof **b);
         }
-        int rc = zeroshot_score(a, NULL, &m, &tok, &t, 0, NULL), rr = zeroshot_score_rows(b, &m, &tok, &t, 0, NULL);
+        Engine *cpu = NULL; // the packed batches on the CPU's engine (the device's are the same batches)
+        EngineRows er;
+        int rc = engine_open(&cpu, "cpu", 0);
+        if (rc == 0 && (rc = engine_rows_open(&er, cpu, &m)) == 0) {
+            rc = zeroshot_score(a, NULL, &er, &m, &tok, &t, 0, NULL);
+            engine_rows_close(&er);
+        }
+        engine_close(cpu);
+        int rr = zeroshot_score_rows(b, &m, &tok, &t, 0, NULL);
         double ratio = 0, smallest = INFINITY;
         TokEncoder enc;
         tok_encoder_init(&enc, &tok);

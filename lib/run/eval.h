@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "nn/engine.h"     // defines: Engine
 #include "nn/model.h"      // defines: Model
 #include "base/progress.h" // defines: Progress
 #include "base/vec.h"      // defines: IdVec
@@ -26,18 +27,14 @@ typedef struct {
     size_t device_bytes; // on a CUDA device: what the model and the activations took there
 } PplResult;
 
-// tokens (n); windows of seq evaluated `batch` at a time (0: as many as fit a quarter of
-// the memory available, at most EVAL_AUTO_BATCH_MAX; the same perplexity, in fewer and
-// larger products). Progress counts windows.
+// tokens (n); windows of seq evaluated `batch` at a time on the engine e (engine.h: the
+// CPU in fp32; CUDA in bf16 matrix products, fp32 elsewhere; a pack's weights stay
+// packed on the device, each decoded to bf16 right before its product). batch 0: as many
+// as fit the memory the engine has free, at most EVAL_AUTO_BATCH_MAX (the same
+// perplexity, in fewer and larger products). Progress counts windows.
 #define EVAL_AUTO_BATCH_MAX 16
-int eval_perplexity(PplResult *r, const Model *m, const int32_t *tokens, size_t n, int seq,
-                    int batch, Progress *pr);
-// The same windows on CUDA device 0 (model.h's DevModel in DEVMODEL_EVAL: bf16 matrix
-// products, fp32 elsewhere; a last smaller batch padded with target-less windows). A
-// pack's weights stay packed on the device, each decoded to bf16 right before its
-// product. ERR in builds without CUDA.
-int eval_perplexity_cuda(PplResult *r, const Model *m, const int32_t *tokens, size_t n, int seq,
-                         int batch, Progress *pr);
+int eval_perplexity(PplResult *r, Engine *e, const Model *m, const int32_t *tokens, size_t n, int seq, int batch,
+                    Progress *pr);
 
 typedef struct {
     float temperature;   // 0 = greedy (argmax, lowest id on ties)
@@ -65,20 +62,14 @@ typedef struct {
     int cuda_graph, decode_fused;
 } GenStats;
 
-// Appends to out the tokens generated after prompt (n_prompt >= 1), with a KV cache.
-// on_token (may be NULL) is called after each new token but a stop token (which ends the
-// text and is not part of it; out still ends with it), for streaming output. st may
-// be NULL.
-int eval_generate(IdVec *out, GenStats *st, const Model *m, const int32_t *prompt,
-                  size_t n_prompt, const GenOptions *o,
-                  void (*on_token)(const IdVec *so_far, void *ctx), void *ctx);
-
-// The same on CUDA device 0 (model.h's DevModel with DEVMODEL_DECODE: the keys and
-// values cached on the device, bf16 matrix products, the logits of each step copied back
-// and sampled here). A pack's weights stay packed on the device and its products read
-// them straight from their encodings (spmv.h). ERR in builds without CUDA.
-int eval_generate_cuda(IdVec *out, GenStats *st, const Model *m, const int32_t *prompt, size_t n_prompt,
-                       const GenOptions *o, void (*on_token)(const IdVec *so_far, void *ctx), void *ctx);
+// Appends to out the tokens generated after prompt (n_prompt >= 1), through the engine's
+// keys/values cache (on CUDA: cached on the device, bf16 matrix products, a pack's
+// products straight from its encodings, spmv.h; at temperature 0 only the greedy token
+// comes back). on_token (may be NULL) is called after each new token but a stop token
+// (which ends the text and is not part of it; out still ends with it), for streaming
+// output. st may be NULL.
+int eval_generate(IdVec *out, GenStats *st, Engine *e, const Model *m, const int32_t *prompt, size_t n_prompt,
+                  const GenOptions *o, void (*on_token)(const IdVec *so_far, void *ctx), void *ctx);
 
 // Picks the next token from logits (V): argmax at temperature 0, else a sample from
 // softmax(logits / T) restricted to the smallest set whose mass reaches top_p.

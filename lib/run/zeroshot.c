@@ -2,14 +2,11 @@
 #include "run/zeroshot.h"
 
 #include <math.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/error.h" // defines: ERR, TRY, xmalloc, xcalloc
 #include "base/vec.h"   // defines: IdVec, ByteVec
-#include "nn/layers.h"  // defines: crossentropy_forward
-#include "nn/cuda.h"    // defines: CudaCtx, cuda_ctx_create, cuda_info
 
 // One request as the model reads it: full = (ctx + continuation)[-(L+1):], the input is
 // full[:-1], and the last cont tokens of full are scored.
@@ -185,19 +182,18 @@ static size_t *docs_rows(size_t *longest, ZsWork *w, const Requests *r, const Ta
     return rows;
 }
 
-// Runs a packed batch and subtracts each scoring row's NLL from its request's ll.
-typedef int (*BatchRun)(void *runner, double *ll, const Batch *b);
-
 // ll (r->nreq) = each request's loglikelihood: the documents of t in order, whole, packed
-// into batches of at most max_rows rows (rows: docs_rows'), each run by run.
+// into batches of at most max_rows rows (rows: docs_rows'), each scored by the engine.
 static int batches_score(double *ll, const Requests *r, const Task *t, const size_t *rows, size_t max_rows,
-                         BatchRun run, void *runner, Progress *pr) {
+                         EngineRows *er, Progress *pr) {
     Batch b = {0};
     size_t done = 0, d0 = 0;
     int rc = 0;
     for (size_t d = 0; d <= t->n && rc == 0; d++) {
         if (b.tok.n && (d == t->n || b.tok.n + rows[d] > max_rows)) { // run what is gathered
-            if ((rc = run(runner, ll, &b)) < 0) break;
+            EngineBatch eb = {b.tok.v, b.pos.v, b.tok.n, b.seg.v, b.seg.n / 4, b.score_row.v, b.target.v, b.score_req,
+                              b.n_score};
+            if ((rc = engine_rows_score(er, ll, &eb)) < 0) break;
             for (; d0 < d; d0++) done += (size_t)t->docs[d0].n;
             if (pr) progress_update(pr, done);
             batch_clear(&b);
@@ -208,140 +204,20 @@ static int batches_score(double *ll, const Requests *r, const Task *t, const siz
     return rc;
 }
 
-// --- on the CPU: model_forward_packed -------------------------------------------------------
-
-typedef struct {
-    const Model *m;
-    PackedActs a;
-    float *nll; // (a.logit_rows)
-} CpuRunner;
-
-// The scoring rows' NLL (layers.h's cross-entropy, as model_eval's) a.logit_rows at a
-// time, subtracted in row order (the same sums whatever the threads).
-static int cpu_batch_run(void *runner, double *ll, const Batch *b) {
-    CpuRunner *c = runner;
-    PackedActs *a = &c->a;
-    TRY(model_forward_packed(c->m, a, b->tok.v, b->pos.v, b->tok.n, b->seg.v, b->seg.n / 4));
-    for (size_t r0 = 0; r0 < b->n_score; r0 += a->logit_rows) {
-        size_t nr = b->n_score - r0 < a->logit_rows ? b->n_score - r0 : a->logit_rows;
-        const float *z = model_packed_logits(c->m, a, b->score_row.v + r0, nr);
-        crossentropy_forward(c->nll, NULL, z, b->target.v + r0, nr, c->m->V);
-        for (size_t r = 0; r < nr; r++) ll[b->score_req[r0 + r]] -= c->nll[r];
-    }
-    return 0;
-}
-
-int zeroshot_score(double **lls, ZsWork *w, const Model *m, const Tokenizer *tok, const Task *t, int max_length,
-                   Progress *pr) {
+int zeroshot_score(double **lls, ZsWork *w, EngineRows *er, const Model *m, const Tokenizer *tok, const Task *t,
+                   int max_length, Progress *pr) {
     if (max_length <= 0) max_length = m->cfg.max_position_embeddings;
     Requests r;
     TRY(requests_tokenize(&r, tok, t, max_length));
-    // batches of as many rows as 256 MiB of activations hold
-    size_t row_floats = 2 * m->C + 2 * m->Q + 2 * m->KVD + 2 * m->I + m->NH + m->HD + (size_t)omp_get_max_threads();
-    size_t max_rows = (256u << 20) / (row_floats * sizeof(float)), logit_rows = (64u << 20) / (m->V * sizeof(float));
-    max_rows = max_rows < 256 ? 256 : max_rows > 2048 ? 2048 : max_rows;
-    logit_rows = logit_rows < 16 ? 16 : logit_rows > 512 ? 512 : logit_rows;
-    size_t longest, *rows = docs_rows(&longest, w, &r, t); // a document's rows bound its segments' keys
-    if (longest > max_rows) max_rows = longest;
+    size_t longest, max_rows = 0, *rows = docs_rows(&longest, w, &r, t); // a document's rows bound its segments' keys
     double *ll = xcalloc(r.nreq ? r.nreq : 1, sizeof *ll);
-    CpuRunner c = {m, {0}, xmalloc(logit_rows * sizeof(float))};
-    int rc = packed_acts_init(&c.a, m, max_rows, logit_rows, longest);
-    if (rc == 0) rc = batches_score(ll, &r, t, rows, max_rows, cpu_batch_run, &c, pr);
-    packed_acts_free(&c.a);
-    if (rc == 0) lls_scatter(lls, ll, &r, t);
-    free(c.nll);
-    free(ll);
-    free(rows);
-    requests_free(&r);
-    return rc;
-}
-
-// --- on a CUDA device: devmodel_forward_packed ----------------------------------------------
-
-#ifdef BEST_CUDA
-#define ZS_DEVICE_ROWS ((size_t)1 << 14) // rows a batch, unless a document has more
-
-struct ZsDevice {
-    CudaCtx *c;
-    const Model *m;
-    DevModel d;       // (when rows > 0) DEVMODEL_EVAL of rows rows
-    size_t rows;      // rows a batch
-    int32_t *targets; // (rows) per row, -1 where a row does not score
-    float *nll;       // (rows)
-};
-
-// z's DevModel and buffers for batches of rows rows (the model uploaded again). 0, or ERR.
-static int device_rows(ZsDevice *z, size_t rows) {
-    if (z->rows) devmodel_free(&z->d);
-    z->rows = 0;
-    TRY(devmodel_init(&z->d, z->c, z->m, 1, (int)rows, 0, DEVMODEL_EVAL));
-    z->rows = rows;
-    z->targets = xrealloc(z->targets, rows * sizeof *z->targets);
-    z->nll = xrealloc(z->nll, rows * sizeof *z->nll);
-    return 0;
-}
-
-static int dev_batch_run(void *runner, double *ll, const Batch *b) {
-    ZsDevice *x = runner;
-    for (size_t i = 0; i < b->tok.n; i++) x->targets[i] = -1;
-    for (size_t k = 0; k < b->n_score; k++) x->targets[b->score_row.v[k]] = b->target.v[k];
-    TRY(devmodel_forward_packed(&x->d, b->tok.v, b->pos.v, x->targets, b->tok.n, b->seg.v, b->seg.n / 4));
-    devmodel_download_nll(&x->d, x->nll);
-    for (size_t k = 0; k < b->n_score; k++) ll[b->score_req[k]] -= x->nll[b->score_row.v[k]];
-    return 0;
-}
-#endif
-
-int zeroshot_device_open(ZsDevice **out, const Model *m) {
-    *out = NULL;
-#ifndef BEST_CUDA
-    (void)m;
-    return ERR("--device cuda: this build has no CUDA (%s); use --device cpu", cuda_info());
-#else
-    ZsDevice *z = xcalloc(1, sizeof *z);
-    z->m = m;
-    int rc = cuda_ctx_create(&z->c, 0, (size_t)32 << 20);
-    if (rc == 0) rc = device_rows(z, ZS_DEVICE_ROWS);
-    if (rc < 0) {
-        zeroshot_device_close(z);
-        return -1;
-    }
-    *out = z;
-    return 0;
-#endif
-}
-
-void zeroshot_device_close(ZsDevice *z) {
-    if (!z) return;
-#ifdef BEST_CUDA
-    if (z->rows) devmodel_free(&z->d);
-    if (z->c) cuda_ctx_free(z->c);
-    free(z->targets);
-    free(z->nll);
-#endif
-    free(z);
-}
-
-int zeroshot_score_cuda(double **lls, ZsWork *w, ZsDevice *z, const Tokenizer *tok, const Task *t,
-                        int max_length, Progress *pr) {
-#ifndef BEST_CUDA
-    (void)lls, (void)w, (void)z, (void)tok, (void)t, (void)max_length, (void)pr;
-    return ERR("--device cuda: this build has no CUDA (%s); use --device cpu", cuda_info());
-#else
-    const Model *m = z->m;
-    if (max_length <= 0) max_length = m->cfg.max_position_embeddings;
-    Requests r;
-    TRY(requests_tokenize(&r, tok, t, max_length));
-    size_t longest, *rows = docs_rows(&longest, w, &r, t);
-    double *ll = xcalloc(r.nreq ? r.nreq : 1, sizeof *ll);
-    int rc = longest > z->rows ? device_rows(z, longest) : 0; // a document longer than a batch: rare
-    if (rc == 0) rc = batches_score(ll, &r, t, rows, z->rows, dev_batch_run, z, pr);
+    int rc = engine_rows_reserve(er, longest, &max_rows);
+    if (rc == 0) rc = batches_score(ll, &r, t, rows, max_rows, er, pr);
     if (rc == 0) lls_scatter(lls, ll, &r, t);
     free(ll);
     free(rows);
     requests_free(&r);
     return rc;
-#endif
 }
 
 // --- one request a row: the plain forward, the reference of the packed batches ---------------

@@ -27,6 +27,7 @@
 #include <stddef.h>
 
 #include "base/progress.h" // defines: Progress
+#include "nn/engine.h"     // defines: EngineRows
 #include "nn/model.h"      // defines: Model
 #include "run/tasks.h"     // defines: Task, TaskDoc
 #include "tok/tokenizer.h" // defines: Tokenizer
@@ -46,30 +47,19 @@ typedef struct {
 } ZsWork;
 
 // lls: one array per document of t (t->docs[i].n loglikelihoods each), filled in; w (may
-// be NULL) the work. max_length 0: the model's context. Progress counts requests. -1
-// after ERR (a continuation with no token of its own, or longer than max_length).
-int zeroshot_score(double **lls, ZsWork *w, const Model *m, const Tokenizer *tok, const Task *t, int max_length,
-                   Progress *pr);
-// The same on CUDA device 0 (z, the model there): the same packed batches, of up to 16k
-// rows, through devmodel_forward_packed (model.h's DevModel in DEVMODEL_EVAL: bf16 matrix
-// products, fp32 elsewhere). ERR in builds without CUDA. tests/gpu/eval_check.sh compares
-// it with the CPU's (within 2% on an H200).
+// be NULL) the work. The packed batches run on er (engine.h's rows, opened on m once for
+// every task: the CPU's model_forward_packed, or CUDA's devmodel_forward_packed with
+// bf16 matrix products, which tests/gpu/eval_check.sh compares with the CPU's: within 2%
+// on an H200). max_length 0: the model's context. Progress counts requests. -1 after ERR
+// (a continuation with no token of its own, or longer than max_length).
+int zeroshot_score(double **lls, ZsWork *w, EngineRows *er, const Model *m, const Tokenizer *tok, const Task *t,
+                   int max_length, Progress *pr);
 // zeroshot_score_rows: the plain reference of the packed batches, one request a row
 // through model_eval, the requests by length in batches of about 16k tokens, each row
 // padded on the right (causal: the padding changes no earlier position); checked
 // against zeroshot_score in tests/test_tasks.c.
 int zeroshot_score_rows(double **lls, const Model *m, const Tokenizer *tok, const Task *t, int max_length,
                         Progress *pr);
-// A model on CUDA device 0 for zeroshot_score_cuda, opened once for every task: its
-// context, the model uploaded (DEVMODEL_EVAL) and room for batches of 16k rows (more
-// when a task's document needs it). open: 0, or ERR (no CUDA in the build, out of device
-// memory); close takes NULL.
-typedef struct ZsDevice ZsDevice;
-int zeroshot_device_open(ZsDevice **out, const Model *m);
-void zeroshot_device_close(ZsDevice *z);
-int zeroshot_score_cuda(double **lls, ZsWork *w, ZsDevice *z, const Tokenizer *tok, const Task *t,
-                        int max_length, Progress *pr);
-
 // The metrics of a task from its lls; pred and pred_norm (t->n each, may be NULL) get
 // the chosen index per document (pred_norm: -1 when the task has no acc_norm).
 void zeroshot_metrics(ZsResult *r, int *pred, int *pred_norm, const Task *t, double *const *lls);

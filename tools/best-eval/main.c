@@ -14,7 +14,8 @@
 #include "base/blas.h"       // defines: blas_init
 #include "base/args.h"       // defines: ArgSpec, args_parse, args_threads
 #include "io/docs.h"         // defines: docs_open_file, docs_next
-#include "nn/cuda.h"         // defines: cuda_device_count, cuda_info
+#include "nn/cuda.h"         // defines: cuda_info
+#include "nn/engine.h"       // defines: Engine, engine_open
 #include "base/error.h"      // defines: TRY_OR_DIE, DIE
 #include "run/eval.h"        // defines: eval_perplexity, eval_generate
 #include "pack/pack_model.h" // defines: model_open, pack_model_file, model_dense_store
@@ -242,7 +243,8 @@ static json_t *protocol_json(const Protocol *p) {
 static json_t *json_number(double x) { return isfinite(x) ? json_real(x) : json_null(); }
 
 // Perplexity on o->data; returns 0 when it is not a finite number (printed all the same).
-static int run_ppl(const Opts *o, const Model *m, int on_cuda) {
+static int run_ppl(const Opts *o, Engine *e, const Model *m) {
+    int on_cuda = engine_kind(e) == ENGINE_CUDA; // (what is reported)
     double t0 = now_seconds();
     IdVec ids = {0};
     Protocol pc;
@@ -254,15 +256,14 @@ static int run_ppl(const Opts *o, const Model *m, int on_cuda) {
     Progress pr;
     progress_init(&pr, "eval", seq > 0 ? ids.n / (size_t)seq : 0, "windows", o->quiet);
     PplResult r;
-    if (on_cuda) TRY_OR_DIE(eval_perplexity_cuda(&r, m, ids.v, ids.n, seq, o->batch, &pr));
-    else TRY_OR_DIE(eval_perplexity(&r, m, ids.v, ids.n, seq, o->batch, &pr));
+    TRY_OR_DIE(eval_perplexity(&r, e, m, ids.v, ids.n, seq, o->batch, &pr));
     progress_finish(&pr);
     double secs = now_seconds() - t0;
     if (o->json) {
         json_t *j = json_pack("{s:o, s:o, s:I, s:i, s:i, s:s, s:s, s:f, s:s}", "ppl", json_number(r.ppl), "nll",
                               json_number(r.nll), "tokens", (json_int_t)r.tokens, "windows", r.windows, "seq",
                               r.seq, "model", o->model, "data", o->data, "seconds", secs, "device",
-                              on_cuda ? "cuda" : "cpu");
+                              engine_name(e));
         if (j && on_cuda) json_object_set_new(j, "device_bytes", json_integer((json_int_t)r.device_bytes));
         if (j) json_object_set_new(j, "batch", json_integer(r.batch));
         if (j && o->datas.n > 1) { // several shards: "data" lists them, in the order read
@@ -320,7 +321,8 @@ static void stream_token(const IdVec *so_far, void *ctx) {
     fflush(stdout);
 }
 
-static void run_generate(const Opts *o, const Model *m, int on_cuda) {
+static void run_generate(const Opts *o, Engine *e, const Model *m) {
+    int on_cuda = engine_kind(e) == ENGINE_CUDA; // (what is reported)
     Tokenizer tok;
     load_tokenizer(&tok, o, m);
     IdVec prompt = {0}, out = {0};
@@ -343,8 +345,7 @@ static void run_generate(const Opts *o, const Model *m, int on_cuda) {
     if (!o->json) { fputs(o->generate, stdout); fflush(stdout); }
     double t0 = now_seconds();
     GenStats gs;
-    if (on_cuda) TRY_OR_DIE(eval_generate_cuda(&out, &gs, m, prompt.v, prompt.n, &g, stream_token, &s));
-    else TRY_OR_DIE(eval_generate(&out, &gs, m, prompt.v, prompt.n, &g, stream_token, &s));
+    TRY_OR_DIE(eval_generate(&out, &gs, e, m, prompt.v, prompt.n, &g, stream_token, &s));
     double secs = now_seconds() - t0;
     // decoding alone (no prompt, no streaming): what dense and packed decoding compare on
     double tps = gs.decode_seconds > 0 ? gs.decode_tokens / gs.decode_seconds : 0;
@@ -360,7 +361,7 @@ static void run_generate(const Opts *o, const Model *m, int on_cuda) {
                               "seconds", secs, "overall_tokens_per_s", out.n / (secs > 0 ? secs : 1e-9),
                               "prompt_seconds", gs.prompt_seconds, "tokens_per_s", tps,
                               "temperature", o->temperature);
-        if (j) json_object_set_new(j, "device", json_string(on_cuda ? "cuda" : "cpu"));
+        if (j) json_object_set_new(j, "device", json_string(engine_name(e)));
         if (j && on_cuda) {
             json_object_set_new(j, "device_weight_bytes", json_integer((json_int_t)gs.device_weight_bytes));
             json_object_set_new(j, "device_bytes", json_integer((json_int_t)gs.device_bytes));
@@ -422,14 +423,14 @@ static void log_samples(FILE *f, const Task *t, double *const *lls, const int *p
 }
 
 // Zero-shot accuracy on each task of o->tasks; 0 when some result is not finite.
-static int run_tasks(const Opts *o, const Model *m, int on_cuda) {
+static int run_tasks(const Opts *o, Engine *e, const Model *m) {
     Tokenizer tok;
     load_tokenizer(&tok, o, m);
     char *list = xstrdup(o->tasks);
     AFile samples = {0};
     if (o->log_samples) TRY_OR_DIE(afile_open(&samples, o->log_samples));
-    ZsDevice *dev = NULL; // the model on the GPU once for every task
-    if (on_cuda) TRY_OR_DIE(zeroshot_device_open(&dev, m));
+    EngineRows rows; // the model on the device once for every task
+    TRY_OR_DIE(engine_rows_open(&rows, e, m));
     json_t *jt = json_object();
     double sum_acc = 0, sum_best = 0;
     int ntasks = 0, finite = 1, nt = 0;
@@ -455,8 +456,7 @@ static int run_tasks(const Opts *o, const Model *m, int on_cuda) {
         Progress pr;
         progress_init(&pr, t.name, nreq, "requests", o->quiet);
         ZsWork w;
-        if (on_cuda) TRY_OR_DIE(zeroshot_score_cuda(lls, &w, dev, &tok, &t, 0, &pr));
-        else TRY_OR_DIE(zeroshot_score(lls, &w, m, &tok, &t, 0, &pr));
+        TRY_OR_DIE(zeroshot_score(lls, &w, &rows, m, &tok, &t, 0, &pr));
         progress_finish(&pr);
         ZsResult r;
         int *pred = xmalloc(t.n * sizeof *pred), *pred_norm = xmalloc(t.n * sizeof *pred_norm);
@@ -499,7 +499,7 @@ static int run_tasks(const Opts *o, const Model *m, int on_cuda) {
         task_free(&t);
     }
     free(tasks);
-    zeroshot_device_close(dev);
+    engine_rows_close(&rows);
     if (o->log_samples) TRY_OR_DIE(afile_commit(&samples));
     double mean = sum_acc / ntasks, mean_best = sum_best / ntasks;
     if (o->json) {
@@ -508,7 +508,7 @@ static int run_tasks(const Opts *o, const Model *m, int on_cuda) {
         else snprintf(conv, sizeof conv, "no BOS (the tokenizer adds none)");
         json_t *j = json_pack("{s:o, s:o, s:o, s:i, s:s, s:s, s:s, s:s}", "tasks", jt, "mean_acc", json_number(mean),
                               "mean_acc_norm_or_acc", json_number(mean_best), "n_tasks", ntasks, "harness",
-                              ZEROSHOT_HARNESS, "tokenizer", conv, "model", o->model, "device", on_cuda ? "cuda" : "cpu");
+                              ZEROSHOT_HARNESS, "tokenizer", conv, "model", o->model, "device", engine_name(e));
         if (j && o->limit > 0) json_object_set_new(j, "limit", json_integer(o->limit));
         char *str = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
         if (!str) DIE("--json: cannot encode the result");
@@ -618,14 +618,13 @@ int main(int argc, char **argv) {
         args_usage_error(&spec, "--generate: the prompt is not valid UTF-8 (byte %zu)", bad);
     if (o.device && strcmp(o.device, "cuda") != 0 && strcmp(o.device, "cpu") != 0)
         args_usage_error(&spec, "unknown --device %s (cuda, cpu)", o.device);
-    int want_cuda = o.device && strcmp(o.device, "cuda") == 0;
     args_threads(&spec, o.threads);
 
     Model m;
     TRY_OR_DIE(model_open(&m, o.model));
-    // the default: the GPU when one is visible
-    int on_cuda = want_cuda || (!o.device && cuda_device_count() > 0);
-    if (want_cuda && cuda_device_count() == 0) DIE("--device cuda: %s; use --device cpu", cuda_info());
+    Engine *e; // the default: the GPU when one is visible (engine_pick)
+    TRY_OR_DIE(engine_open(&e, o.device, 0));
+    int on_cuda = engine_kind(e) == ENGINE_CUDA;
     if (!o.quiet) {
         char np[32];
         human_count(np, sizeof np, (double)model_numel(&m));
@@ -644,9 +643,10 @@ int main(int argc, char **argv) {
                     st_dtype_name(m.dtype), spmv_isa_name(spmv_isa()));
     }
     int finite = 1;
-    if (o.data) finite = run_ppl(&o, &m, on_cuda);
-    else if (o.tasks) finite = run_tasks(&o, &m, on_cuda);
-    else run_generate(&o, &m, on_cuda);
+    if (o.data) finite = run_ppl(&o, e, &m);
+    else if (o.tasks) finite = run_tasks(&o, e, &m);
+    else run_generate(&o, e, &m);
+    engine_close(e);
     model_free(&m);
     free(installed);
     free(o.datas.v);

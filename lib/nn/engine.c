@@ -1,0 +1,267 @@
+// engine.c: the engine's dispatch and the default-device rule (engine.h), and the CPU's
+// table: model.c's forward passes in fp32.
+#include "nn/engine.h"
+
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/error.h" // defines: ERR, TRY, xmalloc, xcalloc
+#include "nn/cuda.h"    // defines: cuda_device_count, cuda_info
+#include "nn/layers.h"  // defines: crossentropy_forward
+
+struct Engine {
+    const EngineOps *ops;
+    EngineKind kind;
+    void *ctx; // the device's context (CUDA: a CudaCtx), NULL on the CPU
+};
+
+int engine_pick(EngineKind *kind, const char *name) {
+    *kind = ENGINE_CPU;
+    if (name && strcmp(name, "cpu") == 0) return 0;
+    if (name && *name && strcmp(name, "cuda") != 0) return ERR("unknown device %s (cuda, cpu)", name);
+    int cuda = name && *name; // asked for, or the default
+    if (cuda_device_count() > 0) *kind = ENGINE_CUDA;
+    else if (cuda) return ERR("--device cuda: %s; use --device cpu", cuda_info());
+    return 0;
+}
+
+int engine_open(Engine **out, const char *name, int device) {
+    *out = NULL;
+    EngineKind kind;
+    TRY(engine_pick(&kind, name));
+    const EngineOps *ops = kind == ENGINE_CUDA ? engine_cuda_ops : &engine_cpu_ops;
+    if (!ops) return ERR("--device cuda: %s; use --device cpu", cuda_info()); // (count > 0 without CUDA: never)
+    Engine *e = xcalloc(1, sizeof *e);
+    e->ops = ops;
+    e->kind = kind;
+    if (ops->open && ops->open(&e->ctx, device) < 0) {
+        free(e);
+        return -1;
+    }
+    *out = e;
+    return 0;
+}
+
+void engine_close(Engine *e) {
+    if (!e) return;
+    if (e->ops->close) e->ops->close(e->ctx);
+    free(e);
+}
+
+EngineKind engine_kind(const Engine *e) { return e->kind; }
+const char *engine_name(const Engine *e) { return e->ops->name; }
+
+// --- dispatch ---------------------------------------------------------------------------------
+
+int engine_win_auto_batch(Engine *e, const Model *m, int seq, size_t nwin, int max) {
+    int b = max;
+    if ((size_t)b > nwin) b = (int)nwin;
+    double budget = e->ops->win_budget(e->ctx);
+    while (b > 1 && (double)e->ops->win_bytes(m, b, seq) > budget) b--;
+    return b < 1 ? 1 : b;
+}
+
+int engine_win_open(EngineWin *w, Engine *e, const Model *m, int batch, int seq) {
+    w->e = e;
+    return e->ops->win_open(&w->s, e->ctx, m, batch, seq);
+}
+int engine_win_nll(double *total, EngineWin *w, const int32_t *x, const int32_t *targets, int nb) {
+    return w->e->ops->win_nll(total, w->s, x, targets, nb);
+}
+size_t engine_win_device_bytes(const EngineWin *w) { return w->e->ops->win_device_bytes(w->s); }
+void engine_win_close(EngineWin *w) {
+    if (w->e && w->s) w->e->ops->win_close(w->s);
+    w->s = NULL;
+}
+
+int engine_rows_open(EngineRows *r, Engine *e, const Model *m) {
+    r->e = e;
+    return e->ops->rows_open(&r->s, e->ctx, m);
+}
+int engine_rows_reserve(EngineRows *r, size_t longest, size_t *max_rows) {
+    return r->e->ops->rows_reserve(r->s, longest, max_rows);
+}
+int engine_rows_score(EngineRows *r, double *ll, const EngineBatch *b) { return r->e->ops->rows_score(r->s, ll, b); }
+void engine_rows_close(EngineRows *r) {
+    if (r->e && r->s) r->e->ops->rows_close(r->s);
+    r->s = NULL;
+}
+
+int engine_dec_open(EngineDec *d, Engine *e, const Model *m, int max_T) {
+    d->e = e;
+    return e->ops->dec_open(&d->s, e->ctx, m, max_T);
+}
+const float *engine_dec_step(EngineDec *d, int32_t token, int pos) { return d->e->ops->dec_step(d->s, token, pos); }
+int engine_dec_has_greedy(const EngineDec *d) {
+    const char *gl = getenv("BEST_GREEDY_LOGITS"); // 1: the logits come back, as before the greedy step
+    return d->e->ops->dec_greedy && !(gl && strcmp(gl, "1") == 0);
+}
+int engine_dec_greedy(EngineDec *d, int32_t token, int pos, int32_t *next) {
+    return d->e->ops->dec_greedy(d->s, token, pos, next);
+}
+void engine_dec_stats(EngineDecStats *st, const EngineDec *d) {
+    memset(st, 0, sizeof *st);
+    if (d->e->ops->dec_stats) d->e->ops->dec_stats(st, d->s);
+}
+void engine_dec_close(EngineDec *d) {
+    if (d->e && d->s) d->e->ops->dec_close(d->s);
+    d->s = NULL;
+}
+
+// --- the CPU ----------------------------------------------------------------------------------
+
+static size_t cpu_win_bytes(const Model *m, int batch, int seq) { return model_acts_bytes(m, batch, seq, 0); }
+
+static double cpu_win_budget(void *ctx) {
+    (void)ctx; // a quarter of the memory available now
+    return 0.25 * (double)sysconf(_SC_AVPHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+}
+
+typedef struct {
+    const Model *m;
+    ModelActs a; // (batch, seq), or (nb, seq) after a last smaller batch
+    int batch, seq;
+    float *nll; // (batch * seq)
+} CpuWin;
+
+static int cpu_win_open(void **s, void *ctx, const Model *m, int batch, int seq) {
+    (void)ctx;
+    CpuWin *w = xcalloc(1, sizeof *w);
+    if (model_acts_init(&w->a, m, batch, seq, 0) < 0) {
+        free(w);
+        return -1;
+    }
+    w->m = m, w->batch = batch, w->seq = seq;
+    w->nll = xmalloc((size_t)batch * (size_t)seq * sizeof *w->nll);
+    *s = w;
+    return 0;
+}
+
+static int cpu_win_nll(double *total, void *s, const int32_t *x, const int32_t *targets, int nb) {
+    CpuWin *w = s;
+    if (nb != w->batch) { // the last, smaller batch gets its own buffers
+        model_acts_free(&w->a);
+        w->batch = 0;
+        TRY(model_acts_init(&w->a, w->m, nb, w->seq, 0));
+        w->batch = nb;
+    }
+    TRY(model_eval(NULL, w->nll, w->m, &w->a, x, targets));
+    for (size_t i = 0; i < (size_t)nb * (size_t)w->seq; i++) *total += w->nll[i];
+    return 0;
+}
+
+static size_t cpu_win_device_bytes(const void *s) {
+    (void)s;
+    return 0;
+}
+
+static void cpu_win_close(void *s) {
+    CpuWin *w = s;
+    if (w->batch) model_acts_free(&w->a);
+    free(w->nll);
+    free(w);
+}
+
+typedef struct {
+    const Model *m;
+    PackedActs a;
+    int have_acts;
+    float *nll; // (a.logit_rows)
+} CpuRows;
+
+static int cpu_rows_open(void **s, void *ctx, const Model *m) {
+    (void)ctx;
+    CpuRows *r = xcalloc(1, sizeof *r);
+    r->m = m;
+    *s = r;
+    return 0;
+}
+
+// Batches of as many rows as 256 MiB of activations hold (256 to 2048, and longest),
+// logits 64 MiB at a time (16 to 512 rows).
+static int cpu_rows_reserve(void *s, size_t longest, size_t *max_rows) {
+    CpuRows *r = s;
+    const Model *m = r->m;
+    size_t row_floats = 2 * m->C + 2 * m->Q + 2 * m->KVD + 2 * m->I + m->NH + m->HD + (size_t)omp_get_max_threads();
+    size_t rows = (256u << 20) / (row_floats * sizeof(float)), logit_rows = (64u << 20) / (m->V * sizeof(float));
+    rows = rows < 256 ? 256 : rows > 2048 ? 2048 : rows;
+    logit_rows = logit_rows < 16 ? 16 : logit_rows > 512 ? 512 : logit_rows;
+    if (longest > rows) rows = longest;
+    if (r->have_acts) packed_acts_free(&r->a);
+    r->have_acts = 0;
+    TRY(packed_acts_init(&r->a, m, rows, logit_rows, longest));
+    r->have_acts = 1;
+    r->nll = realloc(r->nll, logit_rows * sizeof *r->nll);
+    if (!r->nll) return ERR("out of memory");
+    *max_rows = rows;
+    return 0;
+}
+
+// The scoring rows' NLL (layers.h's cross-entropy, as model_eval's) logit_rows at a time,
+// subtracted in row order (the same sums whatever the threads).
+static int cpu_rows_score(void *s, double *ll, const EngineBatch *b) {
+    CpuRows *r = s;
+    PackedActs *a = &r->a;
+    TRY(model_forward_packed(r->m, a, b->tok, b->pos, b->n, b->seg, b->nseg));
+    for (size_t r0 = 0; r0 < b->n_score; r0 += a->logit_rows) {
+        size_t nr = b->n_score - r0 < a->logit_rows ? b->n_score - r0 : a->logit_rows;
+        const float *z = model_packed_logits(r->m, a, b->score_row + r0, nr);
+        crossentropy_forward(r->nll, NULL, z, b->target + r0, nr, r->m->V);
+        for (size_t k = 0; k < nr; k++) ll[b->score_req[r0 + k]] -= r->nll[k];
+    }
+    return 0;
+}
+
+static void cpu_rows_close(void *s) {
+    CpuRows *r = s;
+    if (r->have_acts) packed_acts_free(&r->a);
+    free(r->nll);
+    free(r);
+}
+
+typedef struct {
+    const Model *m;
+    KVCache c;
+} CpuDec;
+
+static int cpu_dec_open(void **s, void *ctx, const Model *m, int max_T) {
+    (void)ctx;
+    CpuDec *d = xcalloc(1, sizeof *d);
+    d->m = m;
+    if (kvcache_init(&d->c, m, max_T) < 0) {
+        free(d);
+        return -1;
+    }
+    *s = d;
+    return 0;
+}
+
+static const float *cpu_dec_step(void *s, int32_t token, int pos) {
+    CpuDec *d = s;
+    return model_forward_token(d->m, &d->c, token, pos);
+}
+
+static void cpu_dec_close(void *s) {
+    CpuDec *d = s;
+    kvcache_free(&d->c);
+    free(d);
+}
+
+const EngineOps engine_cpu_ops = {
+    .name = "cpu",
+    .win_bytes = cpu_win_bytes,
+    .win_budget = cpu_win_budget,
+    .win_open = cpu_win_open,
+    .win_nll = cpu_win_nll,
+    .win_device_bytes = cpu_win_device_bytes,
+    .win_close = cpu_win_close,
+    .rows_open = cpu_rows_open,
+    .rows_reserve = cpu_rows_reserve,
+    .rows_score = cpu_rows_score,
+    .rows_close = cpu_rows_close,
+    .dec_open = cpu_dec_open,
+    .dec_step = cpu_dec_step,
+    .dec_close = cpu_dec_close,
+};

@@ -1,0 +1,149 @@
+// engine.h: the seam between the run layer and the device a model runs on. One table of
+// operations (EngineOps, below) per device: the CPU's (engine.c: model.c's forward
+// passes) and CUDA's (engine_cuda.c: model.cu's DevModel). The run layer (lib/run) asks
+// an Engine and never which device it is: no #ifdef BEST_CUDA there or in tools/
+// (tests/t_layout.sh checks it).
+//
+// engine_pick holds the default-device rule, the one place it is decided: the GPU when
+// one is visible, else the CPU; "cuda" asked of a build without CUDA or a machine
+// without a usable GPU is an error naming why (cuda_info). engine_open picks and
+// creates the device's context (CUDA: its stream, cuBLASLt handle and workspace).
+//
+// The operations, each a session opened on a Model and closed by the caller:
+//   windows (EngineWin)  perplexity: the summed NLL of (nb, seq) windows of tokens, each
+//                        predicting the targets given (-1: none); at most `batch` windows
+//                        a call. CPU: model_eval in fp32 (a last smaller batch gets its own
+//                        activations); CUDA: devmodel_forward (DEVMODEL_EVAL: bf16
+//                        products, fp32 elsewhere; a last smaller batch padded with
+//                        copies of its first window, without targets).
+//   rows (EngineRows)    zero-shot scoring: packed batches of rows, each row at its own
+//                        position in its own segments (layers.h's attention_packed),
+//                        the NLL of the scoring rows subtracted from their requests'
+//                        loglikelihoods in row order. CPU: model_forward_packed and
+//                        model_packed_logits; CUDA: devmodel_forward_packed.
+//   decode (EngineDec)   generation: one token at a time through a keys/values cache of
+//                        max_T positions, the logits (V) of each step; on the device the
+//                        greedy token can also come back alone (4 bytes a step).
+// The training step is not behind the engine yet (lib/run/train.c: issue 37).
+#ifndef BEST_ENGINE_H
+#define BEST_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nn/model.h" // defines: Model
+
+typedef enum { ENGINE_CPU = 0, ENGINE_CUDA = 1 } EngineKind;
+
+typedef struct Engine Engine;
+
+// *kind = the device a run takes: name "cpu", "cuda", or NULL/"" (the default: CUDA when
+// a GPU is visible, else the CPU). 0, or -1 after ERR ("--device cuda: ...; use --device
+// cpu") when CUDA is asked and this build or machine has none usable; an unknown name
+// is an ERR too.
+int engine_pick(EngineKind *kind, const char *name);
+// *out = the engine of engine_pick(name), on GPU `device` for CUDA. 0, or -1 after ERR.
+int engine_open(Engine **out, const char *name, int device);
+void engine_close(Engine *e); // NULL is fine
+EngineKind engine_kind(const Engine *e);
+const char *engine_name(const Engine *e); // "cpu", "cuda"
+
+// --- windows: perplexity --------------------------------------------------------------------
+typedef struct {
+    Engine *e;
+    void *s; // the device's state
+} EngineWin;
+
+// The most windows of seq tokens (at most max and nwin, at least 1) whose activations fit
+// the memory the device has free (CPU: a quarter of the memory available now; CUDA: half
+// of the device's free memory, never run on a GPU as of 2026-11-29).
+int engine_win_auto_batch(Engine *e, const Model *m, int seq, size_t nwin, int max);
+int engine_win_open(EngineWin *w, Engine *e, const Model *m, int batch, int seq);
+// Adds to *total (a double: 10^5 .. 10^7 terms) the NLL of x's targets, x and targets
+// (nb, seq), nb <= batch: term by term in order on the CPU, the device's sum (in double,
+// in a fixed order) on CUDA. -1 after ERR.
+int engine_win_nll(double *total, EngineWin *w, const int32_t *x, const int32_t *targets, int nb);
+size_t engine_win_device_bytes(const EngineWin *w); // the model and activations on a GPU; 0 on the CPU
+void engine_win_close(EngineWin *w);
+
+// --- rows: zero-shot scoring ----------------------------------------------------------------
+typedef struct {
+    Engine *e;
+    void *s;
+} EngineRows;
+
+// A packed batch: rows (n) of tokens at positions pos, in segments seg (nseg, 4); the
+// scoring rows score_row (n_score), the token each predicts (target) and the request it
+// adds to (score_req).
+typedef struct {
+    const int32_t *tok, *pos;
+    size_t n;
+    const int32_t *seg;
+    size_t nseg;
+    const int32_t *score_row, *target;
+    const size_t *score_req;
+    size_t n_score;
+} EngineBatch;
+
+int engine_rows_open(EngineRows *r, Engine *e, const Model *m);
+// Room for batches in which a segment sees up to `longest` rows; *max_rows = the rows a
+// batch may hold (at least longest). 0, or -1 after ERR.
+int engine_rows_reserve(EngineRows *r, size_t longest, size_t *max_rows);
+// ll[score_req[k]] -= the NLL of score_row[k] predicting target[k], k in order.
+int engine_rows_score(EngineRows *r, double *ll, const EngineBatch *b);
+void engine_rows_close(EngineRows *r);
+
+// --- decode: generation ---------------------------------------------------------------------
+typedef struct {
+    Engine *e;
+    void *s;
+} EngineDec;
+
+// On a GPU, what decoding took there: the weights (a pack: in its encodings), all of the
+// model with its cache and activations, cudaMemGetInfo's use before the model went up,
+// once it was up and now; whether the steps ran as CUDA graphs; the fused product kernels
+// of a step (BEST_DECODE_FUSE=on). All 0 on the CPU.
+typedef struct {
+    size_t weight_bytes, bytes;
+    size_t mem_before, mem_loaded, mem_now;
+    int cuda_graph, fused;
+} EngineDecStats;
+
+int engine_dec_open(EngineDec *d, Engine *e, const Model *m, int max_T);
+// The logits (V) of token at position pos, valid until the next step; NULL after ERR.
+const float *engine_dec_step(EngineDec *d, int32_t token, int pos);
+// Whether engine_dec_greedy is there (CUDA, unless BEST_GREEDY_LOGITS=1).
+int engine_dec_has_greedy(const EngineDec *d);
+// The step, and *next = the argmax of its logits (lowest id on ties) without copying
+// them back. 0, or -1 after ERR.
+int engine_dec_greedy(EngineDec *d, int32_t token, int pos, int32_t *next);
+void engine_dec_stats(EngineDecStats *st, const EngineDec *d);
+void engine_dec_close(EngineDec *d);
+
+// --- the table each device fills ------------------------------------------------------------
+typedef struct {
+    const char *name;
+    int (*open)(void **ctx, int device);
+    void (*close)(void *ctx);
+    size_t (*win_bytes)(const Model *m, int batch, int seq);
+    double (*win_budget)(void *ctx);
+    int (*win_open)(void **s, void *ctx, const Model *m, int batch, int seq);
+    int (*win_nll)(double *total, void *s, const int32_t *x, const int32_t *targets, int nb);
+    size_t (*win_device_bytes)(const void *s);
+    void (*win_close)(void *s);
+    int (*rows_open)(void **s, void *ctx, const Model *m);
+    int (*rows_reserve)(void *s, size_t longest, size_t *max_rows);
+    int (*rows_score)(void *s, double *ll, const EngineBatch *b);
+    void (*rows_close)(void *s);
+    int (*dec_open)(void **s, void *ctx, const Model *m, int max_T);
+    const float *(*dec_step)(void *s, int32_t token, int pos);
+    int (*dec_greedy)(void *s, int32_t token, int pos, int32_t *next); // NULL: none
+    void (*dec_stats)(EngineDecStats *st, const void *s);
+    void (*dec_close)(void *s);
+} EngineOps;
+
+extern const EngineOps engine_cpu_ops;
+// CUDA's table, or NULL in a build without CUDA (engine_cuda.c).
+extern const EngineOps *const engine_cuda_ops;
+
+#endif
