@@ -5,7 +5,8 @@
 #   make test       installs missing packages (and, with CUDA, the cuDNN frontend's
 #                   headers: make cudnn-frontend), builds, runs tests/run.sh twice:
 #                   plain and under AddressSanitizer + UBSan (objects in build-san/),
-#                   plus a short run of every fuzz target
+#                   plus a short run of every fuzz target; JOBS (2) compilers and tests
+#                   at a time
 #   make test SAN=1 only the sanitizer pass
 #   make fuzz       runs every libFuzzer target in tests/fuzz for FUZZ_SECONDS each
 #   make deps       installs missing Debian packages and the Python test oracles
@@ -328,19 +329,21 @@ $(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIBA)
 FUZZ_SECONDS_CI ?= 15
 # CUDA_BUILD=1 in the environment: the kernels compiled here whether or not a driver is,
 # and every make a test runs (make install, make cuda-flags) sees the same build.
+# JOBS: how many compilers, and how many tests, run at a time (tests/run.sh).
+JOBS ?= 2
 test: deps
 	@CUDA_BUILD=1 $(MAKE) --no-print-directory cudnn-frontend-maybe
-	@CUDA_BUILD=1 $(MAKE) --no-print-directory all
-	@$(MAKE) --no-print-directory SAN=1 all
-	@$(MAKE) --no-print-directory fuzz-build
-	@CUDA_BUILD=1 FUZZ_SECONDS=$(FUZZ_SECONDS_CI) MODES="$(if $(filter 1,$(SAN)),san,plain san)" sh tests/run.sh
+	@CUDA_BUILD=1 $(MAKE) --no-print-directory -j$(JOBS) all
+	@$(MAKE) --no-print-directory -j$(JOBS) SAN=1 all
+	@$(MAKE) --no-print-directory -j$(JOBS) fuzz-build
+	@CUDA_BUILD=1 JOBS=$(JOBS) FUZZ_SECONDS=$(FUZZ_SECONDS_CI) MODES="$(if $(filter 1,$(SAN)),san,plain san)" sh tests/run.sh
 
 # The edit-test loop: the unit programs, t_layout and a smoke of the tools' command lines on
 # the plain build (no sanitizers, no fuzzing, no pipelines), about 2.5 minutes on 2 cores;
 # `make test` is the whole suite, what CI runs.
 check: deps
-	@$(MAKE) --no-print-directory all
-	@TIER=check sh tests/run.sh
+	@$(MAKE) --no-print-directory -j$(JOBS) all
+	@JOBS=$(JOBS) TIER=check sh tests/run.sh
 
 # Debian packages the build and the tests need; nothing happens when all are present.
 APT_PKGS := build-essential pkg-config clang libarchive-dev libxxhash-dev libzstd-dev \

@@ -82,6 +82,9 @@ for t in best-tokenize best-train best-mask best-eval best-pack; do
     [ "$t" = "$name" ] || others="$others${others:+, }.BR $(printf "%s" "$t" | sed "s/-/\\\\-/") (1)"
 done
 printf '%s\n' "$others" | tr ',' '\n' | sed 's/^ //'
+# (a long PREFIX makes a path wider than the page: \: after each / lets groff break it
+# there, and a ragged right edge spares it from stretching the line)
+echo ".ad l"
+doc=$(printf '%s' "$docdir" | sed 's/-/\\-/g; s|/|/\\:|g')
 printf '%s/%s.md (options, examples, exit codes), %s/formats.md (the files it reads and writes)\n' \
-    "$(printf '%s' "$docdir" | sed 's/-/\\-/g')" "$(printf '%s' "$name" | sed 's/-/\\-/g')" \
-    "$(printf '%s' "$docdir" | sed 's/-/\\-/g')"
+    "$doc" "$(printf '%s' "$name" | sed 's/-/\\-/g')" "$doc"

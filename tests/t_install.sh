@@ -31,7 +31,7 @@ for t in best-tokenize best-train best-mask best-eval best-pack; do
     check "$t.1: NAME says what $t is for in words, SEE ALSO names the other tools and $P/share/doc/best/$t.md" sh -c \
         "grep -A1 '^NAME' '$TMP/$t.txt' | tr -s ' ' | grep -q '$t - [a-z][a-z]*,* [a-z]' && ! grep -A1 '^NAME' '$TMP/$t.txt' | grep -q '[=*]' &&
          for o in best-tokenize best-train best-mask best-eval best-pack; do [ \$o = $t ] || grep -A2 '^SEE ALSO' '$TMP/$t.txt' | grep -q \"\$o(1)\" || exit 1; done &&
-         tr -d '\n' <'$TMP/$t.txt' | tr -s ' ' | grep -q '$P/share/doc/best/$t.md'"
+         tr -d '\n' <'$TMP/$t.txt' | tr -s ' ' | sed 's|/ |/|g' | grep -q '$P/share/doc/best/$t.md'"
     check "$t.1: EXAMPLES are the manual's (its first command among them)" sh -c \
         "first=\$(awk '/^## Examples/ { e = 1 } e && /^\\\`\\\`\\\`sh/ { c = 1; next } c && /^$t / { print; exit }' docs/$t.md | cut -c1-40);
          [ -n \"\$first\" ] && sed -n '/^EXAMPLES/,/^SEE ALSO/p' '$TMP/$t.txt' | sed 's/^ *//' | grep -qF \"\$first\""
@@ -59,6 +59,6 @@ make --no-print-directory -s install $MAKE_SAN DESTDIR="$S" PREFIX=/opt/best >"$
 check "make install DESTDIR=STAGE PREFIX=/opt/best: the tree under STAGE/opt/best, PREFIX in the recipes and man pages" sh -c \
     "[ -x '$S/opt/best/bin/best-train' ] && [ ! -e /opt/best/bin/best-train ] &&
      grep -q '^BIN *?= /opt/best/bin\$' '$S/opt/best/share/best/pipelines/best.mk' &&
-     grep -q '/opt/best/share/doc/best/best\\\\-train.md' '$S/opt/best/share/man/man1/best-train.1' &&
+     sed 's/[\\\\]://g' '$S/opt/best/share/man/man1/best-train.1' | grep -q '/opt/best/share/doc/best/best\\\\-train.md' &&
      ! grep -rq '$S' '$S/opt/best/share'"
 finish
