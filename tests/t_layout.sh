@@ -2,14 +2,16 @@
 # t_layout.sh: the layout of lib/ that docs/layout.md promises. Every #include "x/y.h"
 # (in lib/, tools/, tests/, bench/) names a header that exists as lib/x/y.h; a folder
 # of lib/ includes only from itself and the folders before it in the order
-#   base dist io tok nn sparse pack run
+#   base dist io tok nn sparse pack engine run
 # (so the folders are acyclic by construction); and no header or source file reaches
-# itself through includes (no cycle such as the old model.c <-> pack.c). Each check is
-# also run on a planted violation, to show that it can fail.
+# itself through includes (no cycle such as the old model.c <-> pack.c). The run layer
+# and the tools ask the engine (engine/engine.h) which device they are on, never the
+# build: no BEST_CUDA in a preprocessor line of lib/run/ or tools/. Each check is also
+# run on a planted violation, to show that it can fail.
 . tests/lib.sh
 cat >"$TMP/layout.py" <<'PY'
 import os, re, sys
-ORDER = "base dist io tok nn sparse pack run".split()
+ORDER = "base dist io tok nn sparse pack engine run".split()
 root = sys.argv[1]
 inc = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 def files(top):
@@ -63,7 +65,7 @@ PY
 run() { python3 "$TMP/layout.py" "$1"; }
 run . >"$TMP/real.out"
 check "every quoted include names an existing lib/ header" grep -qx 'missing 0' "$TMP/real.out"
-check "lib/ folders include only from earlier folders (base dist io tok nn sparse pack run)" grep -qx 'order 0' "$TMP/real.out"
+check "lib/ folders include only from earlier folders (base dist io tok nn sparse pack engine run)" grep -qx 'order 0' "$TMP/real.out"
 check "no include cycle between modules (lib/, tools/, tests/, bench/)" grep -qx 'cycle 0' "$TMP/real.out"
 grep -v ' 0$' "$TMP/real.out" | sed 's/^/# /'
 # The checks on a copy with planted violations: each must be seen.
@@ -74,4 +76,12 @@ printf '#include "nn/nothere.h"\n' >>"$TMP/copy/lib/run/eval.c"
 run "$TMP/copy" >"$TMP/planted.out"
 check "planted: a missing header, a later folder and a cycle are all reported" sh -c \
     "grep -qx 'missing 1' '$TMP/planted.out' && grep -q 'nn/layers.h (nn) includes pack/spmv.h' '$TMP/planted.out' && grep -Eq 'lib/nn/layers -> lib/pack/spmv|lib/pack/spmv -> lib/nn/layers' '$TMP/planted.out'"
+# devif DIR...: the preprocessor lines of DIR's C files that test BEST_CUDA
+devif() { grep -rnE '^[[:space:]]*#[[:space:]]*(if|ifdef|ifndef|elif)\b.*BEST_CUDA' --include='*.c' --include='*.h' "$@"; }
+devif lib/run tools >"$TMP/devif.out"
+check "no #if on BEST_CUDA in lib/run/ or tools/ (the engine decides the device)" test ! -s "$TMP/devif.out"
+sed 's/^/# /' "$TMP/devif.out"
+printf '#ifdef BEST_CUDA\n#endif\n' >>"$TMP/copy/lib/run/eval.c"
+planted_devif() { devif "$TMP/copy/lib/run" | grep -q 'eval.c:'; }
+check "planted: an #ifdef BEST_CUDA in lib/run is reported" planted_devif
 finish

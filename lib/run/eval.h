@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "nn/engine.h"     // defines: Engine
+#include "engine/engine.h"     // defines: Engine
 #include "nn/model.h"      // defines: Model
 #include "base/progress.h" // defines: Progress
 #include "base/vec.h"      // defines: IdVec

@@ -29,8 +29,7 @@
 #include "pack/pack_model.h" // defines: model_open
 #include "dist/dist.h"       // defines: dist_slice, dist_sum_f64, dist_reduce_scatter_f32, dist_gather
 #include "run/shards.h"      // defines: ShardManifest, shards_read, shard_add
-#include "dist/dist_nccl.h"  // defines: devcomm_init, devcomm_free (BEST_CUDA)
-#include "nn/cuda.h"         // defines: cuda_device_count, cuda_info, cuda_ctx_create
+#include "nn/cuda.h"         // defines: cuda_info
 #include "nn/layers.h"       // defines: layers_blas_info
 #include "base/version.h"    // defines: best_version
 
@@ -470,13 +469,10 @@ static int state_find(SafeTensors *st, ShardManifest *mf, int *sharded, const ch
 // fp32 weights of their slice only: the host block is gathered from them (every rank
 // calls this at the same points).
 static void host_sync(Trainer *tr) {
-#ifdef BEST_CUDA
-    if (tr->dev && tr->host_stale) {
-        devmodel_download(tr->dev, tr->m.params, &tr->opt);
-        devmodel_download_mask(tr->dev, tr->mask); // the device updates it (mask_update)
+    if (engine_train_on_device(&tr->dt) && tr->host_stale) {
+        engine_train_download(&tr->dt, tr->m.params, &tr->opt, tr->mask); // the device updates the mask too
         if (dist_size() > 1) dist_gather(tr->m.params, tr->m.params + tr->lo, tr->m.n_params, sizeof(float), 1);
     }
-#endif
     tr->host_stale = 0;
 }
 
@@ -830,47 +826,15 @@ static int resume_with_mask(Trainer *tr, const char *path) {
     return 0;
 }
 
-// --device cuda is possible here: a build with CUDA and a device (ERR otherwise, before
-// anything is written).
-static int device_check(void) {
-#ifndef BEST_CUDA
-    return ERR("--device cuda: this best-train was built without CUDA (%s); use --device cpu", cuda_info());
-#else
-    if (cuda_device_count() == 0) return ERR("--device cuda: %s; use --device cpu", cuda_info());
-    return 0;
-#endif
-}
-
-// The device's context and model, with the host's weights, moments and mask (this
-// rank's slice) uploaded; every rank calls it. Under mpirun each rank takes the GPU of
-// its local rank and joins the ranks' NCCL communicator (one rank too: the same path as
-// several, so that mpirun -np 1 checks it); without, device 0 and no communicator.
+// The engine of the run's device (engine.h) and, on a GPU, the step there with the host's
+// weights, moments and mask (this rank's slice) uploaded; every rank calls it. Under
+// mpirun each rank takes the GPU of its local rank and joins the ranks' NCCL
+// communicator; without, GPU 0 and no communicator.
 static int device_open(Trainer *tr) {
-#ifdef BEST_CUDA
     const TrainConfig *c = &tr->cfg;
-    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK"), *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-    int local = dist_is_mpi() && lr ? atoi(lr) : 0, here = dist_is_mpi() && ls ? atoi(ls) : 1, rc = 0;
-    if (here > cuda_device_count())
-        rc = ERR("--device cuda: mpirun started %d ranks on this machine, which has %d GPU%s: one rank a GPU "
-                 "(mpirun -np, or a hostfile's slots), or --device cpu", here, cuda_device_count(),
-                 cuda_device_count() == 1 ? "" : "s");
-    if (rc == 0) rc = cuda_ctx_create(&tr->cuda, local, (size_t)32 << 20); // cuBLASLt's workspace: 32 MiB (Hopper)
-    TRY(dist_agree(rc));
-    if (dist_is_mpi()) TRY(dist_agree(devcomm_init(&tr->comm)));
-    tr->dev = xcalloc(1, sizeof *tr->dev);
-    if (devmodel_init_ranks(tr->dev, tr->cuda, &tr->m, c->micro_batch, c->seq, 0,
-                            c->recompute ? DEVMODEL_RECOMPUTE : 0, tr->comm) < 0) {
-        free(tr->dev);
-        tr->dev = NULL;
-        return -1;
-    }
-    devmodel_upload(tr->dev, tr->m.params, &tr->opt, tr->masked ? tr->mask : NULL);
-    if (c->profile) devmodel_profile_start(tr->dev);
-    return 0;
-#else
-    (void)tr;
-    return device_check();
-#endif
+    TRY(dist_agree(engine_open(&tr->eng, c->device == TRAIN_DEVICE_CUDA ? "cuda" : "cpu", ENGINE_LOCAL_GPU)));
+    EngineTrainShape sh = {c->micro_batch, c->seq, c->recompute, c->profile != NULL};
+    return engine_train_open(&tr->dt, tr->eng, &tr->m, &tr->opt, tr->masked ? tr->mask : NULL, &sh);
 }
 
 // The host memory a run takes, in bytes, from its config alone (nothing allocated yet, so
@@ -960,7 +924,10 @@ static int open_read(Trainer *tr, const TrainConfig *cfg, int *sharded) {
     *sharded = 0;
     // OUT in use: refused before anything is read (or written); rank 0 holds the lock
     if (dist_rank() == 0 && c->out && path_is_dir(c->out) && out_lock(tr, c->out, 0) < 0) return -1;
-    int on_cuda = c->device == TRAIN_DEVICE_CUDA || (c->device == TRAIN_DEVICE_DEFAULT && cuda_device_count() > 0);
+    EngineKind kind; // the default: the GPU when one is visible
+    if (engine_pick(&kind, c->device == TRAIN_DEVICE_CUDA ? "cuda" : c->device == TRAIN_DEVICE_CPU ? "cpu" : NULL) < 0)
+        return -1;
+    int on_cuda = kind == ENGINE_CUDA;
     if (c->resume) {
         TRY(state_find(&st, &mf, sharded, c->resume));
         have_st = 1;
@@ -1009,7 +976,6 @@ static int open_read(Trainer *tr, const TrainConfig *cfg, int *sharded) {
     if (out_check_fresh(c) < 0) goto fail;
     Model *m = &tr->m;
     c->device = on_cuda ? TRAIN_DEVICE_CUDA : TRAIN_DEVICE_CPU;
-    if (on_cuda && device_check() < 0) goto fail;
     if (!on_cuda && c->recompute) {
         ERR("--recompute is for --device cuda (the CPU path keeps every layer's activations)");
         goto fail;
@@ -1062,7 +1028,7 @@ int train_open(Trainer *tr, const TrainConfig *cfg) {
         if (dist_agree(weights_check(m, c->resume)) < 0) goto fail;
     }
     // the device, with the weights all ranks now hold (the ranks together: a collective)
-    if (c->device == TRAIN_DEVICE_CUDA && dist_agree(device_open(tr)) < 0) goto fail;
+    if (dist_agree(device_open(tr)) < 0) goto fail;
     uint64_t kept = mask_count(tr->mask, tr->hi - tr->lo);
     dist_sum_u64(&kept, 1);
     tr->fixed_kept = kept - (m->n_params - m->n_prunable);
@@ -1107,12 +1073,8 @@ fail:
 }
 
 void train_close(Trainer *tr) {
-#ifdef BEST_CUDA
-    if (tr->dev) devmodel_free(tr->dev);
-    devcomm_free(tr->comm);
-#endif
-    free(tr->dev);
-    cuda_ctx_free(tr->cuda);
+    engine_train_close(&tr->dt);
+    engine_close(tr->eng);
     if (tr->log) fclose(tr->log);
     free(tr->log_path);
     if (tr->lock_fd >= 0) close(tr->lock_fd);
@@ -1131,12 +1093,8 @@ void train_close(Trainer *tr) {
     tr->lock_fd = -1;
 }
 
-#ifdef BEST_CUDA
 // Payload bytes this rank has put into collectives so far: MPI's and NCCL's.
-static double comm_bytes(const Trainer *tr) {
-    return (double)dist_bytes() + (tr->comm ? devcomm_bytes(tr->comm) : 0);
-}
-#endif
+static double comm_bytes(const Trainer *tr) { return (double)dist_bytes() + engine_train_comm_bytes(&tr->dt); }
 
 // Step 5 of train.h: shrink the mask to S(t) and apply it to the weights.
 // On the device (--device cuda) the update runs there (mask_update_cuda: the same mask,
@@ -1146,11 +1104,10 @@ static int mask_update(Trainer *tr, double S, double *bytes) {
     Model *m = &tr->m;
     MaskSpec spec = {tr->cfg.saliency, tr->cfg.group, S, NULL, 0}; // weights in memory: no file to name
     int on_device = 0;
-#ifdef BEST_CUDA
-    if (tr->dev) {
+    if (engine_train_on_device(&tr->dt)) {
         // the counts (MPI) and, with GPU ranks, the zeroed weights shared (NCCL)
         double b0 = comm_bytes(tr);
-        int rc = mask_update_cuda(tr->dev, &spec);
+        int rc = engine_train_mask_update(&tr->dt, &spec);
         *bytes = comm_bytes(tr) - b0;
         if (rc < 0) {
             err_prefix("step %d: mask update", tr->step);
@@ -1159,7 +1116,6 @@ static int mask_update(Trainer *tr, double S, double *bytes) {
         on_device = rc == 0;
         if (on_device) tr->masked = tr->host_stale = 1; // the host's mask, weights: downloaded when read
     }
-#endif
     if (!on_device) {
         host_sync(tr); // on the device: its weights and moments are the ones to score
         Moments mo;
@@ -1173,12 +1129,10 @@ static int mask_update(Trainer *tr, double S, double *bytes) {
         }
         *bytes = (double)(dist_bytes() - b0);
         mask_install(tr, fresh);
-#ifdef BEST_CUDA
-        if (tr->dev) { // the mask, and the weights it zeroed (every rank's)
+        if (engine_train_on_device(&tr->dt)) { // the mask, and the weights it zeroed (every rank's)
             dist_gather(m->params, m->params + tr->lo, m->n_params, sizeof *m->params, 1);
-            devmodel_upload(tr->dev, m->params, NULL, tr->mask);
+            engine_train_upload(&tr->dt, m->params, NULL, tr->mask);
         }
-#endif
     }
     if (!tr->cfg.save_masks) return 0;
     host_sync(tr);
@@ -1234,40 +1188,6 @@ static int grads_cpu(Trainer *tr, int t, double *loss, double *sumsq) {
     return 0;
 }
 
-#ifdef BEST_CUDA
-// grads_cpu on the device: the tokens go up, the losses and the sum of squares come back;
-// for the one-pass optimizer on one rank the sum stays on the device (*sumsq NaN: known
-// after the step). With GPU ranks the last micro-batch's backward sums the gradients onto
-// their owners (devmodel_backward_sum, over NCCL).
-static int grads_cuda(Trainer *tr, int t, double *loss, double *sumsq) {
-    TrainConfig *c = &tr->cfg;
-    DevModel *d = tr->dev;
-    devmodel_zero_grad(d);
-    int n_micro = c->batch / c->micro_batch, ranks = dist_size(), per = c->batch / ranks;
-    *loss = 0;
-    loader_skip(&tr->data, (uint64_t)dist_rank() * (uint64_t)per);
-    for (int i = 0; i < n_micro / ranks; i++) {
-        for (int b = 0; b < c->micro_batch; b++)
-            loader_next(&tr->data, tr->tokens + (size_t)b * c->seq, tr->targets + (size_t)b * c->seq);
-        // forward and backward; the last micro-batch's sums the gradients over GPU ranks
-        float scale = (float)c->micro_batch / (float)c->batch;
-        if (devmodel_forward_backward(d, tr->tokens, tr->targets, scale, i == n_micro / ranks - 1) < 0) {
-            err_prefix("step %d", t);
-            return -1;
-        }
-        *loss += d->loss / n_micro;
-    }
-    loader_skip(&tr->data, (uint64_t)(ranks - 1 - dist_rank()) * (uint64_t)per);
-    if (c->optim == TRAIN_OPTIM_PASSES) {
-        *sumsq = devmodel_grad_sumsq(d, tr->masked);
-        return 0;
-    }
-    devmodel_grad_sumsq_start(d, tr->masked);
-    *sumsq = ranks > 1 ? devmodel_grad_sumsq_get(d) : NAN; // the ranks add theirs on the host
-    return 0;
-}
-#endif
-
 int train_optim_parse(const char *s) {
     static const char *const names[] = {"fused", "fused1", "passes"}; // TRAIN_OPTIM_* in order
     return args_choice(s, names, 3);
@@ -1286,13 +1206,13 @@ static int step(Trainer *tr, StepStats *stats) {
     double t0 = now_seconds();
     double loss, sumsq;
     // the one-pass optimizer on one rank: the norm stays on the device until the step is done
-    int norm_later = 0;
-#ifdef BEST_CUDA
-    norm_later = tr->dev && c->optim != TRAIN_OPTIM_PASSES && dist_size() == 1;
-    if (tr->dev) TRY(grads_cuda(tr, t, &loss, &sumsq));
-    else
-#endif
-        TRY(grads_cpu(tr, t, &loss, &sumsq));
+    int on_device = engine_train_on_device(&tr->dt);
+    int norm_later = on_device && c->optim != TRAIN_OPTIM_PASSES && dist_size() == 1;
+    if (on_device) {
+        EngineGrads g = {&tr->data, tr->tokens, tr->targets, c->batch, c->micro_batch, c->seq, tr->masked,
+                         c->optim == TRAIN_OPTIM_PASSES, t};
+        TRY(engine_train_grads(&tr->dt, &loss, &sumsq, &g));
+    } else TRY(grads_cpu(tr, t, &loss, &sumsq));
     // the mean loss and clip_grad_norm_ over the ranks: each adds its part (dist.h), then clips
     double part[2] = {loss, sumsq};
     dist_sum_f64(part, 2);
@@ -1300,28 +1220,14 @@ static int step(Trainer *tr, StepStats *stats) {
     double norm = sqrt(part[1]);
     if (!isfinite(loss) || (!norm_later && !isfinite(norm))) return diverged(t, loss, norm);
     AdamWHyper h = {lr_at(c->lr, c->warmup, c->steps, t), c->beta1, c->beta2, c->eps, c->weight_decay};
-#ifdef BEST_CUDA
-    if (tr->dev && c->optim != TRAIN_OPTIM_PASSES) {
-        if (!norm_later) devmodel_grad_sumsq_put(tr->dev, part[1]); // every rank's
-        devmodel_optimize(tr->dev, &h, tr->opt.t + 1, tr->masked, c->clip, c->optim == TRAIN_OPTIM_FUSED ? 4 : 1);
-    } else if (tr->dev) {
-        float coef = c->clip > 0 ? grad_clip_coef(norm, c->clip) : 1.0f;
-        if (coef < 1.0f) devmodel_grad_scale(tr->dev, coef);
-        devmodel_adamw(tr->dev, &h, tr->opt.t + 1, tr->masked);
-    }
-    // the device's optimizer is only enqueued here: wait for it, so that the clock times the
-    // work (until 2026-11-29 tokens/s left the device's AdamW out, and the mask update)
-    if (tr->dev) {
-        devmodel_sync(tr->dev);
-        if (norm_later) {
-            norm = sqrt(devmodel_grad_sumsq_get(tr->dev));
-            if (!isfinite(norm)) return diverged(t, loss, norm); // (the kernel changed nothing)
-        }
+    if (on_device) { // (the optimizer is waited for: the clock times the work)
+        EngineOptim o = {&h, tr->opt.t + 1, tr->masked, c->optim == TRAIN_OPTIM_PASSES,
+                         c->optim == TRAIN_OPTIM_FUSED ? 4 : 1, c->clip, norm_later ? NAN : part[1]};
+        engine_train_optimize(&tr->dt, &norm, &o);
+        if (norm_later && !isfinite(norm)) return diverged(t, loss, norm); // (the kernel changed nothing)
         tr->opt.t++;
         tr->host_stale = 1;
-    } else
-#endif
-    {
+    } else {
         float coef = c->clip > 0 ? grad_clip_coef(norm, c->clip) : 1.0f;
         size_t lo = tr->lo, n = tr->hi - tr->lo;
         if (coef < 1.0f) grad_scale(m->grads + lo, coef, n);
@@ -1330,33 +1236,17 @@ static int step(Trainer *tr, StepStats *stats) {
     tr->step = t;
     double tm = now_seconds(), mask_seconds = 0, mask_bytes = 0;
     if (schedule_update_at(&tr->sched, t)) {
-#ifdef BEST_CUDA
-        if (tr->dev) devmodel_profile_mark(tr->dev, DP_MASK, 0);
-#endif
+        engine_train_mask_begin(&tr->dt);
         TRY(mask_update(tr, schedule_sparsity(&tr->sched, t), &mask_bytes));
-#ifdef BEST_CUDA
-        if (tr->dev) devmodel_sync(tr->dev);
-#endif
+        engine_train_mask_end(&tr->dt);
         mask_seconds = now_seconds() - tm;
     }
     // each rank updated (and masked) its slice of the weights: all-gather them
-    if (!tr->dev) dist_gather(m->params, m->params + tr->lo, m->n_params, sizeof *m->params, 1);
-#ifdef BEST_CUDA
-    if (tr->dev && !tr->dev_mem) tr->dev_mem = cuda_mem_in_use(tr->cuda); // all allocated by now
-    if (tr->dev && tr->dev->prof) {
-        devmodel_profile_step(tr->dev);
-        double wall = now_seconds() - t0;
-        if (tr->prof_steps++ == 0) tr->prof_first = wall;
-        else tr->prof_wall += wall;
-    }
-#endif
+    if (!on_device) dist_gather(m->params, m->params + tr->lo, m->n_params, sizeof *m->params, 1);
+    engine_train_step_end(&tr->dt, now_seconds() - t0);
     if (stats) {
         double dt = now_seconds() - t0; // the whole step: forward to optimizer, mask update, all-gather
-#ifdef BEST_CUDA
-        double sparsity = tr->dev ? devmodel_sparsity(tr->dev) : count_sparsity(m);
-#else
-        double sparsity = count_sparsity(m);
-#endif
+        double sparsity = on_device ? engine_train_sparsity(&tr->dt) : count_sparsity(m);
         *stats = (StepStats){t, loss, h.lr, tr->masked && tr->sched.final == 0 ? NAN : schedule_mask_target(&tr->sched, t),
                              sparsity, norm, dt > 0 ? (double)c->batch * c->seq / dt : 0, 0, mask_seconds,
                              mask_bytes}; // (tokens_per_s_avg: train_run's)
@@ -1367,7 +1257,7 @@ static int step(Trainer *tr, StepStats *stats) {
 int train_step(Trainer *tr, StepStats *stats) {
     // GPU ranks wait for each other inside NCCL, where a stream synchronisation waits
     // without a limit: the watchdog times the whole step (dist.h)
-    if (tr->comm) dist_watch("a step of the GPU ranks (NCCL)");
+    if (engine_train_nccl(&tr->dt)) dist_watch("a step of the GPU ranks (NCCL)");
     int rc = step(tr, stats);
     dist_watch(NULL);
     return rc;
@@ -1413,46 +1303,27 @@ static void fresh_run_unmake(Trainer *tr) {
     }
 }
 
-#ifdef BEST_CUDA
-// What devmodel_init computes this run's DevModel takes (docs/best-train.md's table).
-static size_t device_bytes_computed(const Trainer *tr) {
-    size_t acts;
-    return devmodel_bytes(&acts, &tr->m, tr->cfg.micro_batch, tr->cfg.seq, 0,
-                          tr->cfg.recompute ? DEVMODEL_RECOMPUTE : 0, dist_size());
-}
-#endif
-
 // The device memory of the run (rank 0's GPU), measured against computed, at its end.
 static void device_memory_say(const Trainer *tr) {
-#ifdef BEST_CUDA
-    if (!tr->dev || !tr->dev_mem || tr->cfg.quiet || dist_rank() > 0) return;
+    size_t measured, computed;
+    engine_train_memory(&tr->dt, &measured, &computed);
+    if (!measured || tr->cfg.quiet || dist_rank() > 0) return;
     fprintf(stderr, "best-train: device memory: %.2f GiB in use after the first step (cudaMemGetInfo: the model, "
             "activations, workspaces and CUDA's own), %.2f GiB computed for the model and activations\n",
-            (double)tr->dev_mem / (1 << 30), (double)device_bytes_computed(tr) / (1 << 30));
-#else
-    (void)tr;
-#endif
+            (double)measured / (1 << 30), (double)computed / (1 << 30));
 }
 
 // --profile FILE: the table of the device's phases (rank 0's), written at the end of the run.
 static int profile_write(Trainer *tr) {
-    int rc = 0;
-#ifdef BEST_CUDA
     const char *path = tr->cfg.profile;
-    if (!path || !tr->dev || dist_rank() > 0 || tr->prof_steps == 0) return dist_agree(0);
-    double wall_ms = 1e3 * (tr->prof_steps > 1 ? tr->prof_wall / (tr->prof_steps - 1) : tr->prof_first);
+    if (!path || !engine_train_profiled(&tr->dt) || dist_rank() > 0) return dist_agree(0);
     AFile f;
-    rc = afile_open(&f, path);
+    int rc = afile_open(&f, path);
     if (rc == 0) {
-        devmodel_profile_write(tr->dev, f.fp, wall_ms);
-        fprintf(f.fp, "# device memory: %.3f GiB in use after the first step (cudaMemGetInfo), %.3f GiB computed "
-                "(devmodel_bytes)\n", (double)tr->dev_mem / (1 << 30), (double)device_bytes_computed(tr) / (1 << 30));
+        engine_train_profile_write(&tr->dt, f.fp);
         rc = afile_commit(&f);
     }
     if (rc == 0 && !tr->cfg.quiet) fprintf(stderr, "best-train: the profile of the device's step: %s\n", path);
-#else
-    (void)tr;
-#endif
     return dist_agree(rc);
 }
 
@@ -1578,10 +1449,10 @@ void train_print_config(FILE *f, const Trainer *tr) {
     if (tr->mem_ram > 0)
         fprintf(f, "best-train: host memory: about %.2f GiB estimated for this run, of %.1f GiB RAM%s\n",
                 tr->mem_need / GIB, tr->mem_ram / GIB, tr->mem_need > tr->mem_ram ? " (--ignore-memory)" : "");
-    if (dist_size() > 1 || tr->comm)
+    if (dist_size() > 1 || engine_train_nccl(&tr->dt))
         fprintf(f, "best-train: %s: data parallel, %d sequences per rank per step, ZeRO-1 (Adam moments, mask "
                 "and update of ~%zu parameters per rank)%s\n", dist_info(), c->batch / dist_size(),
-                tr->hi - tr->lo, tr->comm ? "; gradients and weights over NCCL" : "");
+                tr->hi - tr->lo, engine_train_nccl(&tr->dt) ? "; gradients and weights over NCCL" : "");
     if (!c->resume) return;
     // where each run option of a resumed run came from (train.h)
     static const char *const names[] = {"threads", "save-every", "moments-every", "save-masks", "log"};

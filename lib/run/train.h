@@ -49,6 +49,7 @@
 #include "io/loader.h"       // defines: Loader
 #include "sparse/mask.h"     // defines: MaskGroup
 #include "nn/model.h"        // defines: Model, ModelActs
+#include "engine/engine.h"   // defines: Engine, EngineTrain
 #include "base/progress.h"   // defines: Progress
 #include "sparse/saliency.h" // defines: Saliency
 #include "sparse/schedule.h" // defines: PruneSchedule, SchedKind
@@ -160,16 +161,12 @@ typedef struct {
     int saved;               // a save of this run finished (or the run is a resume)
     double mem_need, mem_ram; // host memory: the estimate for this run (bytes, all ranks of this
                               // machine) and the machine's RAM (train_print_config shows both)
-    // --device cuda: the step runs on the device (model.h's DevModel, with its own
-    // weights, gradients, moments and mask); the host's m.params, opt and mask are
-    // brought up to date before a mask update and a save. NULL on the CPU.
-    struct CudaCtx *cuda;
-    DevModel *dev;
-    struct DevComm *comm;    // under mpirun: the GPU ranks' NCCL communicator (dist_nccl.h)
+    // The run's device (engine.h). --device cuda: the step runs there (dt: its own weights,
+    // gradients, moments and mask); the host's m.params, opt and mask are brought up to date
+    // before a mask update and a save. On the CPU dt is empty and the step is the host's.
+    Engine *eng;
+    EngineTrain dt;
     int host_stale;          // the device's weights and moments are ahead of the host's
-    size_t dev_mem;          // --device cuda: bytes in use on the GPU after the first step (cudaMemGetInfo)
-    double prof_wall, prof_first; // --profile: the host clock's seconds of the steps after the
-    int prof_steps;               // first, of the first, and the steps timed
 } Trainer;
 
 // Checks and opens everything (model or state, shards, mask) before writing

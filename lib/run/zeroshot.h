@@ -27,7 +27,7 @@
 #include <stddef.h>
 
 #include "base/progress.h" // defines: Progress
-#include "nn/engine.h"     // defines: EngineRows
+#include "engine/engine.h"     // defines: EngineRows
 #include "nn/model.h"      // defines: Model
 #include "run/tasks.h"     // defines: Task, TaskDoc
 #include "tok/tokenizer.h" // defines: Tokenizer

@@ -15,7 +15,7 @@
 #include "base/args.h"       // defines: ArgSpec, args_parse, args_threads
 #include "io/docs.h"         // defines: docs_open_file, docs_next
 #include "nn/cuda.h"         // defines: cuda_info
-#include "nn/engine.h"       // defines: Engine, engine_open
+#include "engine/engine.h"       // defines: Engine, engine_open
 #include "base/error.h"      // defines: TRY_OR_DIE, DIE
 #include "run/eval.h"        // defines: eval_perplexity, eval_generate
 #include "pack/pack_model.h" // defines: model_open, pack_model_file, model_dense_store

@@ -24,14 +24,28 @@
 //   decode (EngineDec)   generation: one token at a time through a keys/values cache of
 //                        max_T positions, the logits (V) of each step; on the device the
 //                        greedy token can also come back alone (4 bytes a step).
-// The training step is not behind the engine yet (lib/run/train.c: issue 37).
+//   train (EngineTrain)  the training step on a device: gradients over micro-batches,
+//                        the clip and AdamW, the mask update, the sparsity, and the host's
+//                        copies brought up to date. The CPU has no such table: its step is
+//                        the host's own (run/train.c), and engine_train_open leaves the
+//                        session empty (engine_train_on_device: 0). CUDA: model.cu's
+//                        DevModel with its own weights, gradients, moments and mask, under
+//                        mpirun one GPU a rank and NCCL between them (dist_nccl.h), the
+//                        mask update there too (sparse/mask.cu).
+//
+// The engine sits above sparse/ and pack/ (the device's mask update is sparse's) and below
+// run/ (tests/t_layout.sh).
 #ifndef BEST_ENGINE_H
 #define BEST_ENGINE_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
-#include "nn/model.h" // defines: Model
+#include "io/loader.h"    // defines: Loader
+#include "nn/adamw.h"     // defines: AdamW, AdamWHyper
+#include "nn/model.h"     // defines: Model
+#include "sparse/mask.h"  // defines: MaskSpec
 
 typedef enum { ENGINE_CPU = 0, ENGINE_CUDA = 1 } EngineKind;
 
@@ -42,7 +56,10 @@ typedef struct Engine Engine;
 // cpu") when CUDA is asked and this build or machine has none usable; an unknown name
 // is an ERR too.
 int engine_pick(EngineKind *kind, const char *name);
-// *out = the engine of engine_pick(name), on GPU `device` for CUDA. 0, or -1 after ERR.
+// *out = the engine of engine_pick(name), on GPU `device` for CUDA; ENGINE_LOCAL_GPU:
+// under mpirun the GPU of this rank's local rank (one rank a GPU: ERR when mpirun started
+// more ranks on this machine than it has GPUs), else GPU 0. 0, or -1 after ERR.
+#define ENGINE_LOCAL_GPU (-1)
 int engine_open(Engine **out, const char *name, int device);
 void engine_close(Engine *e); // NULL is fine
 EngineKind engine_kind(const Engine *e);
@@ -120,6 +137,79 @@ int engine_dec_greedy(EngineDec *d, int32_t token, int pos, int32_t *next);
 void engine_dec_stats(EngineDecStats *st, const EngineDec *d);
 void engine_dec_close(EngineDec *d);
 
+// --- train: the training step on a device ------------------------------------------------
+typedef struct {
+    Engine *e;
+    void *s; // NULL: the engine has no training step (the CPU: the host's own)
+} EngineTrain;
+
+typedef struct {
+    int micro_batch, seq;
+    int recompute; // keep each layer's input only, recompute the rest in the backward pass
+    int profile;   // time the step's phases (engine_train_profile_write)
+} EngineTrainShape;
+
+// The gradients of one step: batch sequences from data, this rank's share in micro-batches
+// of micro_batch (the other ranks' sequences skipped, so every rank's cursor stays the
+// same), the mean loss; masked: only kept weights get gradients. passes: the optimizer
+// of separate passes (the sum of squares comes back here) rather than the one-pass one.
+typedef struct {
+    Loader *data;
+    int32_t *tokens, *targets; // (micro_batch, seq) host scratch
+    int batch, micro_batch, seq, masked, passes;
+    int step; // for errors: "step N: ..."
+} EngineGrads;
+
+// The optimizer of one step, after engine_train_grads: the gradient norm clipped to clip
+// (0: off), then AdamW (h, its step t) on the kept weights (masked) or all of them. vec:
+// the one-pass optimizer's vector width (4; 1 for fused1); passes: the separate passes.
+// sumsq: the squared gradient norm summed over the ranks, or NaN when it stayed on the
+// device (one rank, one pass: known after the step).
+typedef struct {
+    const AdamWHyper *h;
+    int t, masked, passes, vec;
+    double clip, sumsq;
+} EngineOptim;
+
+// Uploads the host's params (every parameter), opt and mask (this rank's slice; NULL:
+// all kept). A CPU engine: nothing, and the session stays empty.
+int engine_train_open(EngineTrain *t, Engine *e, Model *m, const AdamW *opt, const uint8_t *mask,
+                      const EngineTrainShape *sh);
+void engine_train_close(EngineTrain *t);
+int engine_train_on_device(const EngineTrain *t);
+// What engine_train_open takes on the device for this shape (docs/best-train.md's table);
+// 0 on the CPU.
+size_t engine_train_bytes(Engine *e, const Model *m, const EngineTrainShape *sh, int ranks);
+// The device's weights, moments (opt; may be NULL) and mask into the host's (this rank's
+// slice of the weights with GPU ranks), and back.
+void engine_train_download(EngineTrain *t, float *params, AdamW *opt, uint8_t *mask);
+void engine_train_upload(EngineTrain *t, const float *params, const AdamW *opt, const uint8_t *mask);
+// *loss = the mean loss of this rank's sequences; *sumsq = their squared gradient norm,
+// NaN when it stays on the device (one rank, one-pass optimizer). -1 after ERR.
+int engine_train_grads(EngineTrain *t, double *loss, double *sumsq, const EngineGrads *g);
+// Enqueues the optimizer and waits for it; *norm = the gradient norm when o->sumsq was NaN.
+void engine_train_optimize(EngineTrain *t, double *norm, const EngineOptim *o);
+// The mask update on the device (sparse/mask.h's mask_update_cuda): 0 done, 1 declined
+// (bad inputs: the host's mask_compute gives the message), -1 after ERR.
+int engine_train_mask_update(EngineTrain *t, const MaskSpec *spec);
+// Marks the mask update's start in the profile, and waits for its end.
+void engine_train_mask_begin(EngineTrain *t);
+void engine_train_mask_end(EngineTrain *t);
+// A step ended after wall seconds on the host's clock: the profile's step, and the
+// device memory in use measured after the first.
+void engine_train_step_end(EngineTrain *t, double wall);
+double engine_train_sparsity(EngineTrain *t); // the zero share of the prunable weights
+// Payload bytes put into the device's collectives so far (NCCL); whether the GPU ranks
+// talk over NCCL (under mpirun, one rank too).
+double engine_train_comm_bytes(const EngineTrain *t);
+int engine_train_nccl(const EngineTrain *t);
+// Bytes in use on the device after the first step (cudaMemGetInfo), and computed.
+void engine_train_memory(const EngineTrain *t, size_t *measured, size_t *computed);
+// Whether steps were timed (EngineTrainShape.profile, and at least one step ended), and
+// the profile's table (the device's phases, ms per step, and the memory) written to f.
+int engine_train_profiled(const EngineTrain *t);
+void engine_train_profile_write(EngineTrain *t, FILE *f);
+
 // --- the table each device fills ------------------------------------------------------------
 typedef struct {
     const char *name;
@@ -140,6 +230,25 @@ typedef struct {
     int (*dec_greedy)(void *s, int32_t token, int pos, int32_t *next); // NULL: none
     void (*dec_stats)(EngineDecStats *st, const void *s);
     void (*dec_close)(void *s);
+    // (NULL on the CPU)
+    int (*train_open)(void **s, void *ctx, Model *m, const AdamW *opt, const uint8_t *mask,
+                      const EngineTrainShape *sh);
+    void (*train_close)(void *s);
+    size_t (*train_bytes)(const Model *m, const EngineTrainShape *sh, int ranks);
+    void (*train_download)(void *s, float *params, AdamW *opt, uint8_t *mask);
+    void (*train_upload)(void *s, const float *params, const AdamW *opt, const uint8_t *mask);
+    int (*train_grads)(void *s, double *loss, double *sumsq, const EngineGrads *g);
+    void (*train_optimize)(void *s, double *norm, const EngineOptim *o);
+    int (*train_mask_update)(void *s, const MaskSpec *spec);
+    void (*train_mask_begin)(void *s);
+    void (*train_mask_end)(void *s);
+    void (*train_step_end)(void *s, double wall);
+    double (*train_sparsity)(void *s);
+    double (*train_comm_bytes)(const void *s);
+    int (*train_nccl)(const void *s);
+    void (*train_memory)(const void *s, size_t *measured, size_t *computed);
+    int (*train_profiled)(const void *s);
+    void (*train_profile_write)(void *s, FILE *f);
 } EngineOps;
 
 extern const EngineOps engine_cpu_ops;

@@ -1,6 +1,6 @@
 // engine.c: the engine's dispatch and the default-device rule (engine.h), and the CPU's
 // table: model.c's forward passes in fp32.
-#include "nn/engine.h"
+#include "engine/engine.h"
 
 #include <omp.h>
 #include <stdlib.h>
@@ -108,6 +108,54 @@ void engine_dec_stats(EngineDecStats *st, const EngineDec *d) {
 void engine_dec_close(EngineDec *d) {
     if (d->e && d->s) d->e->ops->dec_close(d->s);
     d->s = NULL;
+}
+
+// The training step: only a device has one; on the CPU every call below is never made
+// (engine_train_on_device is 0) or does nothing.
+int engine_train_open(EngineTrain *t, Engine *e, Model *m, const AdamW *opt, const uint8_t *mask,
+                      const EngineTrainShape *sh) {
+    t->e = e;
+    t->s = NULL;
+    return e->ops->train_open ? e->ops->train_open(&t->s, e->ctx, m, opt, mask, sh) : 0;
+}
+void engine_train_close(EngineTrain *t) {
+    if (t->e && t->s) t->e->ops->train_close(t->s);
+    t->s = NULL;
+}
+int engine_train_on_device(const EngineTrain *t) { return t->s != NULL; }
+size_t engine_train_bytes(Engine *e, const Model *m, const EngineTrainShape *sh, int ranks) {
+    return e->ops->train_bytes ? e->ops->train_bytes(m, sh, ranks) : 0;
+}
+void engine_train_download(EngineTrain *t, float *params, AdamW *opt, uint8_t *mask) {
+    if (t->s) t->e->ops->train_download(t->s, params, opt, mask);
+}
+void engine_train_upload(EngineTrain *t, const float *params, const AdamW *opt, const uint8_t *mask) {
+    if (t->s) t->e->ops->train_upload(t->s, params, opt, mask);
+}
+int engine_train_grads(EngineTrain *t, double *loss, double *sumsq, const EngineGrads *g) {
+    return t->e->ops->train_grads(t->s, loss, sumsq, g);
+}
+void engine_train_optimize(EngineTrain *t, double *norm, const EngineOptim *o) { t->e->ops->train_optimize(t->s, norm, o); }
+int engine_train_mask_update(EngineTrain *t, const MaskSpec *spec) { return t->e->ops->train_mask_update(t->s, spec); }
+void engine_train_mask_begin(EngineTrain *t) {
+    if (t->s) t->e->ops->train_mask_begin(t->s);
+}
+void engine_train_mask_end(EngineTrain *t) {
+    if (t->s) t->e->ops->train_mask_end(t->s);
+}
+void engine_train_step_end(EngineTrain *t, double wall) {
+    if (t->s) t->e->ops->train_step_end(t->s, wall);
+}
+double engine_train_sparsity(EngineTrain *t) { return t->e->ops->train_sparsity(t->s); }
+double engine_train_comm_bytes(const EngineTrain *t) { return t->s ? t->e->ops->train_comm_bytes(t->s) : 0; }
+int engine_train_nccl(const EngineTrain *t) { return t->s ? t->e->ops->train_nccl(t->s) : 0; }
+void engine_train_memory(const EngineTrain *t, size_t *measured, size_t *computed) {
+    *measured = *computed = 0;
+    if (t->s) t->e->ops->train_memory(t->s, measured, computed);
+}
+int engine_train_profiled(const EngineTrain *t) { return t->s ? t->e->ops->train_profiled(t->s) : 0; }
+void engine_train_profile_write(EngineTrain *t, FILE *f) {
+    if (t->s) t->e->ops->train_profile_write(t->s, f);
 }
 
 // --- the CPU ----------------------------------------------------------------------------------
