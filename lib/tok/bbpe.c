@@ -50,6 +50,12 @@
 // classes keep PCRE2's meaning. The decoder is always ByteLevel. Added-token ids
 // are assigned as HF's deserializer does (see added_push), not read from the file.
 //
+// Size (about 1,340 lines, over our ~900): the loader (tokenizer.json, vocab.json +
+// merges.txt, the regex rewrite, added-token sets) and the encoder (splitters, NFC,
+// merge loop) still share this file. The Unicode tables are in unicode_tables.c and the
+// maps, word cache and merge heap in tokmap.h, wordcache.h and mergeheap.h; the loader
+// is the next cut (as spm_json.c was for spm.c), with struct Bbpe in a shared header.
+//
 // How it is checked: tests/test_bbpe.c (hand-derived ids, HF ids of tricky
 // strings, the splitters against PCRE2 on C4 and WikiText), the fuzz targets
 // tests/fuzz/fuzz_bbpe_encode.c (splitters == PCRE2, round trips) and
@@ -64,13 +70,14 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 #include <utf8proc.h>
-#define XXH_INLINE_ALL  // the short-key hash inlined: it runs once per pre-token
-#include <xxhash.h>
 
 #include "base/error.h"          // defines: ERR, TRY, xmalloc, xcalloc, xrealloc
 #include "base/fileio.h"         // defines: file_read_all
 #include "base/utf8.h"           // defines: utf8_valid
+#include "tok/mergeheap.h"       // defines: MergeHeap, mergeheap_push, mergeheap_pop
+#include "tok/tokmap.h"          // defines: StrMap, PairMap, tok_hash, RANK_NONE
 #include "tok/unicode_tables.h"  // defines: uni_ranges, uni_ws, nfc_unsafe (generated)
+#include "tok/wordcache.h"       // defines: WordCache, wordcache_get, wordcache_put
 
 // ---------------------------------------------------------------------------
 // Unicode classes as Oniguruma sees them
@@ -223,101 +230,6 @@ static uint32_t bytelevel_cp(int byte) {
 }
 
 // ---------------------------------------------------------------------------
-// Hash maps: token string -> id, and (left id, right id) -> (rank, merged id)
-
-typedef struct { uint64_t h; uint32_t off, len; int32_t id; } StrEnt;  // id < 0: empty
-typedef struct { StrEnt *tab; size_t mask, n; ByteVec keys; } StrMap;
-
-static void strmap_init(StrMap *m, size_t expect) {
-    size_t cap = 64;
-    while (cap < 2 * expect) cap *= 2;
-    m->tab = xmalloc(cap * sizeof *m->tab);
-    for (size_t i = 0; i < cap; i++) m->tab[i].id = -1;
-    m->mask = cap - 1;
-    m->n = 0;
-    memset(&m->keys, 0, sizeof m->keys);
-}
-
-static void strmap_free(StrMap *m) {
-    free(m->tab);
-    bytevec_free(&m->keys);
-    memset(m, 0, sizeof *m);
-}
-
-static StrEnt *strmap_slot(const StrMap *m, const char *s, size_t len, uint64_t h) {
-    for (size_t i = h & m->mask;; i = (i + 1) & m->mask) {
-        StrEnt *e = &m->tab[i];
-        if (e->id < 0) return e;
-        if (e->h == h && e->len == len && (len == 0 || memcmp(m->keys.v + e->off, s, len) == 0)) return e;
-    }
-}
-
-static void strmap_put(StrMap *m, const char *s, size_t len, int32_t id) {
-    if (2 * (m->n + 1) > m->mask + 1) {  // grow to keep the load under 1/2
-        StrEnt *old = m->tab;
-        size_t oldcap = m->mask + 1, cap = 2 * oldcap;
-        m->tab = xmalloc(cap * sizeof *m->tab);
-        for (size_t i = 0; i < cap; i++) m->tab[i].id = -1;
-        m->mask = cap - 1;
-        for (size_t i = 0; i < oldcap; i++) {
-            if (old[i].id < 0) continue;
-            size_t j = old[i].h & m->mask;
-            while (m->tab[j].id >= 0) j = (j + 1) & m->mask;
-            m->tab[j] = old[i];
-        }
-        free(old);
-    }
-    uint64_t h = XXH3_64bits(s, len);
-    StrEnt *e = strmap_slot(m, s, len, h);
-    if (e->id < 0) {
-        e->h = h;
-        e->off = (uint32_t)m->keys.n;
-        e->len = (uint32_t)len;
-        append_bytes(&m->keys, s, len);
-        m->n++;
-    }
-    e->id = id;  // a repeated key keeps the last id, as serde's HashMap does
-}
-
-static int32_t strmap_get(const StrMap *m, const char *s, size_t len) {
-    if (!m->tab) return -1;
-    return strmap_slot(m, s, len, XXH3_64bits(s, len))->id;
-}
-
-#define RANK_NONE UINT32_MAX
-typedef struct { uint64_t key; uint32_t rank; int32_t id; } PairEnt;  // key UINT64_MAX: empty
-typedef struct { PairEnt *tab; size_t mask; } PairMap;
-
-static inline size_t pair_hash(uint64_t key) { return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 29); }
-
-static void pairmap_init(PairMap *p, size_t expect) {
-    size_t cap = 64;
-    while (cap < 2 * expect) cap *= 2;
-    p->tab = xmalloc(cap * sizeof *p->tab);
-    for (size_t i = 0; i < cap; i++) p->tab[i].key = UINT64_MAX;
-    p->mask = cap - 1;
-}
-
-// A repeated pair keeps the later rank, as HF's collect() into a HashMap does.
-static void pairmap_put(PairMap *p, int32_t a, int32_t b, uint32_t rank, int32_t id) {
-    uint64_t key = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
-    size_t i = pair_hash(key) & p->mask;
-    while (p->tab[i].key != UINT64_MAX && p->tab[i].key != key) i = (i + 1) & p->mask;
-    p->tab[i].key = key;
-    p->tab[i].rank = rank;
-    p->tab[i].id = id;
-}
-
-static inline uint32_t pairmap_get(const PairMap *p, int32_t a, int32_t b, int32_t *id) {
-    uint64_t key = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
-    for (size_t i = pair_hash(key) & p->mask;; i = (i + 1) & p->mask) {
-        const PairEnt *e = &p->tab[i];
-        if (e->key == key) { *id = e->id; return e->rank; }
-        if (e->key == UINT64_MAX) return RANK_NONE;
-    }
-}
-
-// ---------------------------------------------------------------------------
 // The tokenizer
 
 typedef struct {
@@ -387,7 +299,7 @@ void bbpe_free(Bbpe *b) {
     strmap_free(&b->vocab);
     strmap_free(&b->raw);
     strmap_free(&b->added_map);
-    free(b->merges.tab);
+    pairmap_free(&b->merges);
     for (size_t i = 0; i < b->n_added; i++) {
         if (b->added[i].ns != b->added[i].s) free(b->added[i].ns);
         free(b->added[i].s);
@@ -956,23 +868,21 @@ fail:
 // ---------------------------------------------------------------------------
 // Encoder
 
-typedef struct { uint64_t h; uint32_t koff, ioff; uint16_t klen, nids; } CacheEnt;  // klen 0: empty
-#define CACHE_SLOTS (1u << 17)     // 3 MiB of slots; flushed when half full
-#define CACHE_MAX_KEY 48           // longer pre-tokens are rare and not worth keeping
+// Words longer than CACHE_MAX_KEY bytes are rare in byte-level BPE (the regex cuts text
+// at spaces and letter/digit changes) and not worth keeping; spm.c keeps longer ones,
+// because its words are whole runs of text up to the next space.
+#define CACHE_MAX_KEY 48
 #define SCAN_MAX 48                // words up to this many symbols merge by linear scan
 
 struct BbpeEncoder {
     const Bbpe *b;
-    CacheEnt *cache;
-    size_t cache_n;
-    ByteVec ckeys;                 // cached pre-token bytes
-    IdVec cids;                    // their ids
+    WordCache cache;               // pre-token bytes -> ids
     ByteVec norm;                  // NFC output of the current segment
     ByteVec pre[MAX_STAGES];       // prefix-space copies, one per stage
     size_t scap;                   // capacity of the merge scratch below
     int32_t *sym, *nxt, *prv, *pid;  // (scap,) symbols, links, merged id of pair at i
     uint32_t *rk;                  // (scap,) rank of the pair (i, nxt[i]), RANK_NONE if none
-    uint64_t *heap;                // (scap,) rank << 32 | position
+    MergeHeap heap;                // rank << 32 | position, for words over SCAN_MAX symbols
     pcre2_match_data *md;
     pcre2_match_context *mctx;
     pcre2_jit_stack *jstack;
@@ -981,7 +891,7 @@ struct BbpeEncoder {
 BbpeEncoder *bbpe_encoder_new(const Bbpe *b) {
     BbpeEncoder *e = xcalloc(1, sizeof *e);
     e->b = b;
-    e->cache = xcalloc(CACHE_SLOTS, sizeof *e->cache);
+    wordcache_init(&e->cache);
     if (b->has_pcre) {
         e->md = pcre2_match_data_create(1, NULL);
         e->mctx = pcre2_match_context_create(NULL);
@@ -994,12 +904,11 @@ BbpeEncoder *bbpe_encoder_new(const Bbpe *b) {
 
 void bbpe_encoder_free(BbpeEncoder *e) {
     if (!e) return;
-    free(e->cache);
-    bytevec_free(&e->ckeys);
-    idvec_free(&e->cids);
+    wordcache_free(&e->cache);
     bytevec_free(&e->norm);
     for (int i = 0; i < MAX_STAGES; i++) bytevec_free(&e->pre[i]);
-    free(e->sym); free(e->nxt); free(e->prv); free(e->pid); free(e->rk); free(e->heap);
+    free(e->sym); free(e->nxt); free(e->prv); free(e->pid); free(e->rk);
+    mergeheap_free(&e->heap);
     pcre2_match_data_free(e->md);
     pcre2_match_context_free(e->mctx);
     pcre2_jit_stack_free(e->jstack);
@@ -1015,29 +924,7 @@ static void scratch_reserve(BbpeEncoder *e, size_t n) {
     e->prv = xrealloc(e->prv, cap * sizeof *e->prv);
     e->pid = xrealloc(e->pid, cap * sizeof *e->pid);
     e->rk = xrealloc(e->rk, cap * sizeof *e->rk);
-    e->heap = xrealloc(e->heap, cap * sizeof *e->heap);
     e->scap = cap;
-}
-
-static inline void heap_push(uint64_t *h, size_t *n, uint64_t x) {
-    size_t i = (*n)++;
-    while (i > 0 && h[(i - 1) / 2] > x) { h[i] = h[(i - 1) / 2]; i = (i - 1) / 2; }
-    h[i] = x;
-}
-
-static inline uint64_t heap_pop(uint64_t *h, size_t *n) {
-    uint64_t top = h[0], x = h[--*n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= *n) break;
-        if (c + 1 < *n && h[c + 1] < h[c]) c++;
-        if (h[c] >= x) break;
-        h[i] = h[c];
-        i = c;
-    }
-    h[i] = x;
-    return top;
 }
 
 // Rank and merged id of the pair starting at symbol i (RANK_NONE at the end).
@@ -1095,27 +982,22 @@ static void bpe_merge(BbpeEncoder *e, IdVec *out, const uint8_t *s, size_t n) {
             merge_at(e, bi);
         }
     } else {
-        size_t hn = 0;
+        MergeHeap *h = &e->heap;
+        uint32_t aux;
+        h->n = 0;
         for (size_t i = 0; i < m; i++)
-            if (e->rk[i] != RANK_NONE) heap_push(e->heap, &hn, (uint64_t)e->rk[i] << 32 | i);
-        while (hn > 0) {
-            uint64_t top = heap_pop(e->heap, &hn);
+            if (e->rk[i] != RANK_NONE) mergeheap_push(h, (uint64_t)e->rk[i] << 32 | i, 0);
+        while (h->n > 0) {
+            uint64_t top = mergeheap_pop(h, &aux);
             int32_t i = (int32_t)(uint32_t)top;
             // stale entries: the pair at i changed (ranks are unique per pair)
             if (e->rk[i] != (uint32_t)(top >> 32)) continue;
             int32_t p = merge_at(e, i);
-            if (e->rk[i] != RANK_NONE) heap_push(e->heap, &hn, (uint64_t)e->rk[i] << 32 | (uint32_t)i);
-            if (p >= 0 && e->rk[p] != RANK_NONE) heap_push(e->heap, &hn, (uint64_t)e->rk[p] << 32 | (uint32_t)p);
+            if (e->rk[i] != RANK_NONE) mergeheap_push(h, (uint64_t)e->rk[i] << 32 | (uint32_t)i, 0);
+            if (p >= 0 && e->rk[p] != RANK_NONE) mergeheap_push(h, (uint64_t)e->rk[p] << 32 | (uint32_t)p, 0);
         }
     }
     for (int32_t i = 0; i >= 0; i = e->nxt[i]) idvec_push(out, sym[i]);
-}
-
-static void cache_clear(BbpeEncoder *e) {
-    memset(e->cache, 0, CACHE_SLOTS * sizeof *e->cache);
-    e->cache_n = 0;
-    e->ckeys.n = 0;
-    e->cids.n = 0;
 }
 
 // Ids of one pre-token, through the word cache.
@@ -1127,39 +1009,21 @@ static void bpe_piece(BbpeEncoder *e, IdVec *out, const uint8_t *s, size_t n) {
         if (id >= 0) { idvec_push(out, id); return; }
     }
     if (n > CACHE_MAX_KEY) { bpe_merge(e, out, s, n); return; }
-    uint64_t h = XXH3_64bits(s, n);
-    size_t slot = h & (CACHE_SLOTS - 1);
-    for (;; slot = (slot + 1) & (CACHE_SLOTS - 1)) {
-        const CacheEnt *c = &e->cache[slot];
-        if (c->klen == 0) break;
-        if (c->h == h && c->klen == n && memcmp(e->ckeys.v + c->koff, s, n) == 0) {
-            if (c->nids) {
-                idvec_reserve(out, c->nids);
-                memcpy(out->v + out->n, e->cids.v + c->ioff, c->nids * sizeof *out->v);
-                out->n += c->nids;
-            }
-            return;
+    uint64_t h = tok_hash(s, n);
+    uint32_t at = 0;
+    size_t nids = 0;
+    const int32_t *ids = wordcache_get(&e->cache, &at, &nids, h, s, n);
+    if (ids) {
+        if (nids) {
+            idvec_reserve(out, nids);
+            memcpy(out->v + out->n, ids, nids * sizeof *out->v);
+            out->n += nids;
         }
+        return;
     }
     size_t start = out->n;
     bpe_merge(e, out, s, n);
-    if (e->cache_n >= CACHE_SLOTS / 2 || e->ckeys.n > (64u << 20)) {
-        cache_clear(e);
-        slot = h & (CACHE_SLOTS - 1);
-    }
-    CacheEnt *c = &e->cache[slot];
-    c->h = h;
-    c->koff = (uint32_t)e->ckeys.n;
-    c->klen = (uint16_t)n;
-    c->ioff = (uint32_t)e->cids.n;
-    c->nids = (uint16_t)(out->n - start);
-    bytevec_append(&e->ckeys, s, n);
-    if (out->n > start) {
-        idvec_reserve(&e->cids, out->n - start);
-        memcpy(e->cids.v + e->cids.n, out->v + start, (out->n - start) * sizeof *out->v);
-        e->cids.n += out->n - start;
-    }
-    e->cache_n++;
+    wordcache_put(&e->cache, at, h, s, n, out->v + start, out->n - start);
 }
 
 // ---- the two known split regexes, by hand ---------------------------------

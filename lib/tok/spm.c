@@ -38,10 +38,14 @@
 #include <utf8proc.h>
 
 #include "base/error.h"       // defines: ERR, TRY, xmalloc, xcalloc, xrealloc
-#include "tok/spm_internal.h" // defines: struct Spm, WS, find_norm, piece_to_id, merge_find
+#include "tok/mergeheap.h"    // defines: MergeHeap, mergeheap_push, mergeheap_pop
+#include "tok/spm_internal.h" // defines: struct Spm, WS, find_norm, piece_to_id
+#include "tok/tokmap.h"       // defines: tok_hash, pairmap_get, RANK_NONE
+#include "tok/wordcache.h"    // defines: WordCache, wordcache_get, wordcache_put
 
-#define CACHE_SLOTS (1u << 17)   // word cache: slots per encoder (power of two)
-#define CACHE_MAX_WORD 256       // longer words are not cached (rare; encoded every time)
+// Longer words are not cached (rare; encoded every time). Longer than bbpe.c's: a word
+// here is a whole run of text up to the next "▁", not a regex pre-token.
+#define CACHE_MAX_WORD 256
 
 // ---------------------------------------------------------------------------------
 // UTF-8
@@ -82,11 +86,14 @@ static inline size_t one_char_len(const uint8_t *p, size_t n) {
 // The encoder
 
 typedef struct { int32_t start, len, prev, next, id, freeze; } Sym;  // a symbol of one word
-// A merge candidate: symbols left and right. prio: higher merges first (sentencepiece:
-// the score key; HF: ~rank), ties to the smaller left. aux: sentencepiece: the length of
-// the merged piece, to spot stale candidates; HF: the id the merge makes.
-typedef struct { uint32_t prio; int32_t left, right; uint32_t aux; } Cand;
-typedef struct { uint64_t h; uint32_t key_off, key_len, ids_off, ids_n; } CacheSlot;  // key_len 0: empty
+// A merge candidate in the heap (mergeheap.h): key = order << 32 | left symbol, smaller
+// first, where order is sentencepiece's ~score key (higher scores first) or HF's rank;
+// ties go to the smaller left. The right symbol is the left one's next when it pops (if
+// either merged since, the lengths or ids below no longer match). aux: sentencepiece:
+// the length of the merged piece, to spot stale candidates; HF: the id the merge makes.
+static inline uint64_t cand_key(uint32_t order, int32_t left) {
+    return (uint64_t)order << 32 | (uint32_t)left;
+}
 typedef struct { size_t a, b; int32_t id; } Seg;  // text [a, b), an added token when id >= 0
 typedef struct { Seg *v; size_t n, cap; } SegVec;
 
@@ -95,15 +102,11 @@ struct SpmEncoder {
     ByteVec norm, tmp, pre;     // normalized text; scratch for HF normalizer and Metaspace
     Sym *sym;                   // symbols of the word being merged
     size_t sym_cap;
-    Cand *heap;                 // binary heap of merge candidates
-    size_t n_heap, heap_cap;
+    MergeHeap heap;             // merge candidates (cand_key)
     IdVec word;                 // ids of one word, before they go to the cache and out
     int32_t *rev;               // (n) sentencepiece rev_merge: left length per UNUSED piece, -1 none
     IdVec rev_touched, stack;   // entries of rev to reset; resegmentation work stack
-    CacheSlot *cache;           // word -> ids
-    uint32_t cache_used;
-    ByteVec cache_keys;
-    IdVec cache_ids;
+    WordCache cache;            // word -> ids
     SegVec seg1, seg2;          // HF added-token splits of the raw and of the normalized text
     size_t out_start;           // where this spm_encode call began appending
 };
@@ -111,7 +114,7 @@ struct SpmEncoder {
 SpmEncoder *spm_encoder_new(const Spm *s) {
     SpmEncoder *e = xcalloc(1, sizeof *e);
     e->s = s;
-    e->cache = xcalloc(CACHE_SLOTS, sizeof *e->cache);
+    wordcache_init(&e->cache);
     if (s->has_unused) {
         e->rev = xmalloc((size_t)s->n * sizeof *e->rev);
         for (int32_t i = 0; i < s->n; i++) e->rev[i] = -1;
@@ -125,52 +128,15 @@ void spm_encoder_free(SpmEncoder *e) {
     bytevec_free(&e->tmp);
     bytevec_free(&e->pre);
     free(e->sym);
-    free(e->heap);
+    mergeheap_free(&e->heap);
     idvec_free(&e->word);
     free(e->rev);
     idvec_free(&e->rev_touched);
     idvec_free(&e->stack);
-    free(e->cache);
-    bytevec_free(&e->cache_keys);
-    idvec_free(&e->cache_ids);
+    wordcache_free(&e->cache);
     free(e->seg1.v);
     free(e->seg2.v);
     free(e);
-}
-
-static inline int cand_before(const Cand *a, const Cand *b) {
-    return a->prio > b->prio || (a->prio == b->prio && a->left < b->left);
-}
-
-static void heap_push(SpmEncoder *e, Cand c) {
-    if (e->n_heap == e->heap_cap) {
-        e->heap_cap = e->heap_cap ? 2 * e->heap_cap : 256;
-        e->heap = xrealloc(e->heap, e->heap_cap * sizeof *e->heap);
-    }
-    size_t i = e->n_heap++;
-    while (i > 0) {
-        size_t up = (i - 1) / 2;
-        if (!cand_before(&c, &e->heap[up])) break;
-        e->heap[i] = e->heap[up];
-        i = up;
-    }
-    e->heap[i] = c;
-}
-
-static Cand heap_pop(SpmEncoder *e) {
-    Cand top = e->heap[0], last = e->heap[--e->n_heap];
-    size_t n = e->n_heap, i = 0;
-    if (n == 0) return top;
-    for (;;) {
-        size_t l = 2 * i + 1;
-        if (l >= n) break;
-        size_t b = l + 1 < n && cand_before(&e->heap[l + 1], &e->heap[l]) ? l + 1 : l;
-        if (!cand_before(&e->heap[b], &last)) break;
-        e->heap[i] = e->heap[b];
-        i = b;
-    }
-    e->heap[i] = last;
-    return top;
 }
 
 static Sym *sym_reserve(SpmEncoder *e, size_t n) {
@@ -190,7 +156,7 @@ static void spm_try_pair(SpmEncoder *e, const char *w, int32_t l, int32_t r) {
     const Spm *s = e->s;
     int32_t id = find_norm(s, w + L->start, (size_t)L->len + (size_t)R->len);
     if (id < 0) return;
-    heap_push(e, (Cand){s->prio[id], l, r, (uint32_t)(L->len + R->len)});
+    mergeheap_push(&e->heap, cand_key(~s->prio[id], l), (uint32_t)(L->len + R->len));
     if (s->type[id] == PIECE_UNUSED) {  // rev_merge[piece] = (left, right), last push wins
         if (e->rev[id] < 0) idvec_push(&e->rev_touched, id);
         e->rev[id] = L->len;
@@ -256,18 +222,21 @@ static int spm_bpe(SpmEncoder *e, IdVec *out, const char *w, size_t n) {
         i += len;
     }
     sym[k - 1].next = -1;
-    e->n_heap = 0;
+    e->heap.n = 0;
     for (int32_t i = 1; i < k; i++) spm_try_pair(e, w, i - 1, i);
-    while (e->n_heap) {
-        Cand c = heap_pop(e);
-        Sym *L = &sym[c.left], *R = &sym[c.right];
-        if (L->len == 0 || R->len == 0 || (uint32_t)(L->len + R->len) != c.aux) continue;  // stale
+    while (e->heap.n) {
+        uint32_t aux;
+        int32_t left = (int32_t)(uint32_t)mergeheap_pop(&e->heap, &aux);
+        Sym *L = &sym[left];
+        if (L->len == 0 || L->next < 0) continue;  // stale
+        Sym *R = &sym[L->next];
+        if (R->len == 0 || (uint32_t)(L->len + R->len) != aux) continue;  // stale
         L->len += R->len;
         L->next = R->next;
-        if (R->next >= 0) sym[R->next].prev = c.left;
+        if (R->next >= 0) sym[R->next].prev = left;
         R->len = 0;
-        spm_try_pair(e, w, L->prev, c.left);
-        spm_try_pair(e, w, c.left, L->next);
+        spm_try_pair(e, w, L->prev, left);
+        spm_try_pair(e, w, left, L->next);
     }
     int rc = 0;
     for (int32_t i = 0; i != -1 && rc == 0; i = sym[i].next) {
@@ -288,8 +257,9 @@ static inline void hf_push_sym(Sym *sym, int32_t *k, int32_t id, int32_t len) {
 static void hf_try_pair(SpmEncoder *e, int32_t l) {
     const Sym *sym = e->sym;
     if (l < 0 || sym[l].next < 0) return;
-    const MergeSlot *m = merge_find(e->s, sym[l].id, sym[sym[l].next].id);
-    if (m) heap_push(e, (Cand){~m->rank, l, sym[l].next, (uint32_t)m->new_id});
+    int32_t id;
+    uint32_t rank = pairmap_get(&e->s->merges, sym[l].id, sym[sym[l].next].id, &id);
+    if (rank != RANK_NONE) mergeheap_push(&e->heap, cand_key(rank, l), (uint32_t)id);
 }
 
 // HF BPE of one word (models/bpe/model.rs merge_word + word.rs merge_all, no dropout).
@@ -323,22 +293,22 @@ static int hf_bpe(SpmEncoder *e, IdVec *out, const char *w, size_t n) {
     if (unk_len) hf_push_sym(sym, &k, s->unk_id, unk_len);
     if (k == 0) return 0;
     sym[k - 1].next = -1;
-    e->n_heap = 0;
+    e->heap.n = 0;
     for (int32_t i = 0; i + 1 < k; i++) hf_try_pair(e, i);
-    while (e->n_heap) {
-        Cand c = heap_pop(e);
-        Sym *L = &sym[c.left];
+    while (e->heap.n) {
+        uint32_t aux;
+        int32_t left = (int32_t)(uint32_t)mergeheap_pop(&e->heap, &aux), id;
+        Sym *L = &sym[left];
         if (L->len == 0 || L->next < 0) continue;
         Sym *R = &sym[L->next];
-        const MergeSlot *m = merge_find(s, L->id, R->id);
-        if (!m || (uint32_t)m->new_id != c.aux) continue;  // stale
-        L->id = m->new_id;
+        if (pairmap_get(&s->merges, L->id, R->id, &id) == RANK_NONE || (uint32_t)id != aux) continue;  // stale
+        L->id = id;
         L->len += R->len;
         L->next = R->next;
         R->len = 0;
-        if (L->next >= 0) sym[L->next].prev = c.left;
+        if (L->next >= 0) sym[L->next].prev = left;
         hf_try_pair(e, L->prev);
-        hf_try_pair(e, c.left);
+        hf_try_pair(e, left);
     }
     for (int32_t i = 0; i != -1; i = sym[i].next) idvec_push(out, sym[i].id);
     return 0;
@@ -357,50 +327,24 @@ static void append_word(SpmEncoder *e, IdVec *out, const int32_t *ids, size_t n)
     out->n += n;
 }
 
-static void cache_clear(SpmEncoder *e) {
-    memset(e->cache, 0, CACHE_SLOTS * sizeof *e->cache);
-    e->cache_used = 0;
-    e->cache_keys.n = 0;
-    e->cache_ids.n = 0;
-}
-
 // Encodes one word (a piece of text no merge crosses), through the cache.
 static int encode_word(SpmEncoder *e, IdVec *out, const char *w, size_t n) {
     const Spm *s = e->s;
-    CacheSlot *slot = NULL;
     uint64_t h = 0;
-    if (n <= CACHE_MAX_WORD) {
-        h = hash_bytes(w, n);
-        for (uint32_t i = (uint32_t)h & (CACHE_SLOTS - 1);; i = (i + 1) & (CACHE_SLOTS - 1)) {
-            slot = &e->cache[i];
-            if (slot->key_len == 0) break;
-            if (slot->h == h && slot->key_len == n && memcmp(e->cache_keys.v + slot->key_off, w, n) == 0) {
-                append_word(e, out, e->cache_ids.v + slot->ids_off, slot->ids_n);
-                return 0;
-            }
+    uint32_t at = 0;
+    int cached = n > 0 && n <= CACHE_MAX_WORD;
+    if (cached) {
+        size_t n_ids = 0;
+        h = tok_hash(w, n);
+        const int32_t *ids = wordcache_get(&e->cache, &at, &n_ids, h, w, n);
+        if (ids) {
+            append_word(e, out, ids, n_ids);
+            return 0;
         }
     }
     e->word.n = 0;
     TRY(s->rules == RULES_SPM ? spm_bpe(e, &e->word, w, n) : hf_bpe(e, &e->word, w, n));
-    if (slot) {
-        if (e->cache_used >= CACHE_SLOTS / 2 || e->cache_ids.n > (64u << 20)) {
-            cache_clear(e);  // full: start over rather than evict (the words come back)
-            for (uint32_t i = (uint32_t)h & (CACHE_SLOTS - 1);; i = (i + 1) & (CACHE_SLOTS - 1))
-                if (e->cache[i].key_len == 0) {
-                    slot = &e->cache[i];
-                    break;
-                }
-        }
-        *slot = (CacheSlot){h, (uint32_t)e->cache_keys.n, (uint32_t)n, (uint32_t)e->cache_ids.n,
-                            (uint32_t)e->word.n};
-        append_bytes(&e->cache_keys, w, n);
-        if (e->word.n) {
-            idvec_reserve(&e->cache_ids, e->word.n);
-            memcpy(e->cache_ids.v + e->cache_ids.n, e->word.v, e->word.n * sizeof *e->word.v);
-            e->cache_ids.n += e->word.n;
-        }
-        e->cache_used++;
-    }
+    if (cached) wordcache_put(&e->cache, at, h, w, n, e->word.v, e->word.n);
     append_word(e, out, e->word.v, e->word.n);
     return 0;
 }

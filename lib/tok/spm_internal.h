@@ -16,7 +16,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "base/vec.h" // defines: IdVec, ByteVec
+#include "base/vec.h"  // defines: IdVec, ByteVec
+#include "tok/tokmap.h" // defines: StrMap, PairMap, tok_hash, strmap_get_h, pairmap_get
 
 enum { PIECE_NORMAL = 1, PIECE_UNKNOWN = 2, PIECE_CONTROL = 3, PIECE_USER = 4,
        PIECE_UNUSED = 5, PIECE_BYTE = 6 };                 // sentencepiece's enum values
@@ -27,33 +28,6 @@ enum { META_ALWAYS = 0, META_FIRST = 1, META_NEVER = 2 };  // Metaspace prepend_
 static const char WS[] = "\xe2\x96\x81"; // U+2581 LOWER ONE EIGHTH BLOCK, the space symbol
 #define WS_LEN 3
 static const char REPLACEMENT_CHAR[] = "\xef\xbf\xbd"; // U+FFFD
-
-// ---------------------------------------------------------------------------------
-// Hashing
-
-static inline uint64_t mix64(uint64_t a, uint64_t b) {
-    __uint128_t r = (__uint128_t)a * b;
-    return (uint64_t)r ^ (uint64_t)(r >> 64);
-}
-
-// A wyhash-like hash: pieces and words are short, so one multiply per 8 bytes.
-static inline uint64_t hash_bytes(const void *data, size_t n) {
-    const uint8_t *p = data;
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xC2B2AE3D27D4EB4Full);
-    while (n >= 8) {
-        uint64_t w;
-        memcpy(&w, p, 8);
-        h = mix64(h ^ w, 0xA0761D6478BD642Full);
-        p += 8;
-        n -= 8;
-    }
-    if (n) {
-        uint64_t w = 0;
-        memcpy(&w, p, n);
-        h = mix64(h ^ w, 0xE7037ED1A0B428DBull);
-    }
-    return mix64(h, 0x8EBC6AF09C88C6E3ull);
-}
 
 // bytevec_append that accepts n == 0 with p == NULL (memcpy does not).
 static inline void append_bytes(ByteVec *b, const void *p, size_t n) {
@@ -103,8 +77,6 @@ static inline int32_t trie_longest(const Trie *t, const uint8_t *s, size_t n, si
 // ---------------------------------------------------------------------------------
 // The model
 
-typedef struct { uint32_t tag; int32_t norm, res; } MapSlot;  // empty: norm < 0 && res < 0
-typedef struct { uint64_t key; uint32_t rank; int32_t new_id; } MergeSlot;  // key ~0: empty
 typedef struct { int32_t id; uint8_t single_word, lstrip, rstrip; } AddedTok;
 typedef struct { int prepend; char *a, *b; size_t a_len, b_len; } NormOp;  // Prepend a | Replace a->b
 
@@ -122,9 +94,9 @@ struct Spm {
 
     // piece bytes -> ids. "norm": pieces merges may form (sentencepiece's pieces_: normal,
     // user-defined, unused; HF: the model vocab); "res": the rest (sentencepiece's
-    // reserved_id_map_: control, unknown, byte), looked up first by PieceToId.
-    MapSlot *map;
-    uint64_t map_mask;
+    // reserved_id_map_: control, unknown, byte), looked up first by PieceToId. (One
+    // piece may be in both, with two ids: two maps, not tokmap.h's one id per key.)
+    StrMap norm_map, res_map;
 
     int32_t unk_id, bos_id, eos_id;  // -1 when absent
     int32_t byte_id[256];            // id used for byte b by byte fallback, -1 if none
@@ -142,8 +114,7 @@ struct Spm {
     size_t unk_surface_len;
 
     // HF tokenizer.json
-    MergeSlot *merges;
-    uint64_t merges_mask;
+    PairMap merges;                  // (left id, right id) -> (line of the merge, merged id)
     int fuse_unk, ignore_merges, unk_missing;  // unk_missing: unk_token names no vocab entry
     NormOp *ops;
     int n_ops;
@@ -156,36 +127,16 @@ struct Spm {
 static inline const char *piece_ptr(const Spm *s, int32_t id) { return s->blob + s->off[id]; }
 static inline size_t piece_len(const Spm *s, int32_t id) { return s->off[id + 1] - s->off[id]; }
 
-// The slot holding piece p[0..n), or the empty slot where it would go.
-static inline MapSlot *map_slot(const Spm *s, const char *p, size_t n) {
-    uint64_t h = hash_bytes(p, n);
-    uint32_t tag = (uint32_t)(h >> 32);
-    for (uint64_t i = h & s->map_mask;; i = (i + 1) & s->map_mask) {
-        MapSlot *m = &s->map[i];
-        if (m->norm < 0 && m->res < 0) return m;
-        if (m->tag != tag) continue;
-        int32_t id = m->norm >= 0 ? m->norm : m->res;
-        if (piece_len(s, id) == n && memcmp(piece_ptr(s, id), p, n) == 0) return m;
-    }
-}
-
 static inline int32_t find_norm(const Spm *s, const char *p, size_t n) {
-    return map_slot(s, p, n)->norm;
+    return strmap_get(&s->norm_map, p, n);
 }
 
 // sentencepiece's PieceToId: reserved pieces first, then normal ones, else <unk>.
 static inline int32_t piece_to_id(const Spm *s, const char *p, size_t n) {
-    const MapSlot *m = map_slot(s, p, n);
-    return m->res >= 0 ? m->res : m->norm >= 0 ? m->norm : s->unk_id;
-}
-
-static inline const MergeSlot *merge_find(const Spm *s, int32_t a, int32_t b) {
-    uint64_t key = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
-    for (uint64_t i = hash_bytes(&key, 8) & s->merges_mask;; i = (i + 1) & s->merges_mask) {
-        const MergeSlot *m = &s->merges[i];
-        if (m->key == key) return m;
-        if (m->key == UINT64_MAX) return NULL;
-    }
+    uint64_t h = tok_hash(p, n);
+    int32_t id = strmap_get_h(&s->res_map, p, n, h);
+    if (id < 0) id = strmap_get_h(&s->norm_map, p, n, h);
+    return id >= 0 ? id : s->unk_id;
 }
 
 // A new, empty model that follows `rules` (RULES_SPM or RULES_HF); path is for messages.

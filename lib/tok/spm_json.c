@@ -94,11 +94,7 @@ static int hf_read_pretokenizer(Spm *s, const json_t *pj) {
 // merges: ["a b", ...] (lines starting "#version" skipped) or [["a", "b"], ...].
 static int hf_read_merges(Spm *s, const json_t *merges, int32_t V) {
     size_t n = json_array_size(merges);
-    uint64_t cap = 16;
-    while (cap < 2 * (uint64_t)n) cap *= 2;
-    s->merges = xmalloc(cap * sizeof *s->merges);
-    s->merges_mask = cap - 1;
-    for (uint64_t i = 0; i < cap; i++) s->merges[i].key = UINT64_MAX;
+    pairmap_init(&s->merges, n);
     char *buf = NULL;
     size_t buf_cap = 0;
     uint32_t rank = 0;
@@ -138,10 +134,7 @@ static int hf_read_merges(Spm *s, const json_t *merges, int32_t V) {
             ERR("%s: merge %zu: token \"%.*s\" is not in the vocab", s->path, i, (int)(wl > 64 ? 64 : wl), what);
             goto done;
         }
-        uint64_t key = (uint64_t)(uint32_t)ia << 32 | (uint32_t)ib;
-        uint64_t k = hash_bytes(&key, 8) & s->merges_mask;
-        while (s->merges[k].key != UINT64_MAX && s->merges[k].key != key) k = (k + 1) & s->merges_mask;
-        s->merges[k] = (MergeSlot){key, rank++, inew};  // a repeated pair keeps its last rank
+        pairmap_put(&s->merges, ia, ib, rank++, inew);  // a repeated pair keeps its last rank
     }
     rc = 0;
 done:
@@ -243,10 +236,11 @@ int spm_load_json(Spm **out, const json_t *root, const char *path) {
         }
         add_id[i] = id;
     }
-    free(s->map);
+    strmap_free(&s->norm_map);
+    strmap_free(&s->res_map);
     free(s->byte_of);
     free(s->dec_id);
-    s->map = NULL, s->byte_of = NULL, s->dec_id = NULL;
+    s->byte_of = NULL, s->dec_id = NULL;
     for (size_t i = 0; i < n_add; i++) {
         if (add_id[i] < 0) continue;
         s->type[add_id[i]] = add[i].special ? PIECE_CONTROL : PIECE_USER;
@@ -302,12 +296,10 @@ int spm_load_json(Spm **out, const json_t *root, const char *path) {
     s->remove_extra_ws = 0;
     s->unk_surface = xstrdup(" \xE2\x81\x87 ");
     s->unk_surface_len = strlen(s->unk_surface);
-    {
-        const MapSlot *m = map_slot(s, "<s>", 3);
-        s->bos_id = m->norm >= 0 ? m->norm : m->res;
-        m = map_slot(s, "</s>", 4);
-        s->eos_id = m->norm >= 0 ? m->norm : m->res;
-    }
+    s->bos_id = find_norm(s, "<s>", 3);
+    if (s->bos_id < 0) s->bos_id = strmap_get(&s->res_map, "<s>", 3);
+    s->eos_id = find_norm(s, "</s>", 4);
+    if (s->eos_id < 0) s->eos_id = strmap_get(&s->res_map, "</s>", 4);
     rc = 0;
 done:
     free(tok);

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "base/error.h"       // defines: ERR, xmalloc, xcalloc, xrealloc, xstrdup
-#include "tok/spm_internal.h" // defines: struct Spm, map_slot, piece_to_id, trie_longest
+#include "tok/spm_internal.h" // defines: struct Spm, piece_to_id, trie_longest
 
 static int32_t trie_new_node(Trie *t, uint8_t b) {
     if (t->n == t->cap) {
@@ -69,12 +69,13 @@ void spm_free(Spm *s) {
     free(s->type);
     free(s->byte_of);
     free(s->dec_id);
-    free(s->map);
+    strmap_free(&s->norm_map);
+    strmap_free(&s->res_map);
     free(s->cm_unit);
     free(s->cm_norm);
     free(s->user.node);
     free(s->unk_surface);
-    free(s->merges);
+    pairmap_free(&s->merges);
     for (int i = 0; i < s->n_ops; i++) {
         free(s->ops[i].a);
         free(s->ops[i].b);
@@ -118,22 +119,18 @@ void spm_push_piece(Spm *s, const char *p, size_t len, float score, int type) {
 
 int spm_index(Spm *s, const uint8_t *norm) {
     const char *path = s->path;
-    uint64_t cap = 16;
-    while (cap < 2 * (uint64_t)s->n) cap *= 2;
-    s->map = xmalloc(cap * sizeof *s->map);
-    s->map_mask = cap - 1;
-    for (uint64_t i = 0; i < cap; i++) s->map[i] = (MapSlot){0, -1, -1};
+    strmap_init(&s->norm_map, (size_t)s->n);
+    strmap_init(&s->res_map, 256);
     for (int32_t i = 0; i < s->n; i++) {
         const char *p = piece_ptr(s, i);
         size_t len = piece_len(s, i);
         if (len == 0) return ERR("%s: piece %d is empty", path, i);
-        MapSlot *m = map_slot(s, p, len);
-        int32_t *slot = norm[i] ? &m->norm : &m->res;
-        if (*slot >= 0)
+        StrMap *m = norm[i] ? &s->norm_map : &s->res_map;
+        int32_t was = strmap_get(m, p, len);
+        if (was >= 0)
             return ERR("%s: piece %d \"%.*s\" is already defined as piece %d", path, i,
-                       (int)(len > 64 ? 64 : len), p, *slot);
-        *slot = i;
-        m->tag = (uint32_t)(hash_bytes(p, len) >> 32);
+                       (int)(len > 64 ? 64 : len), p, was);
+        strmap_put(m, p, len, i);
     }
     s->byte_of = xmalloc((size_t)s->n * sizeof *s->byte_of);
     s->dec_id = xmalloc((size_t)s->n * sizeof *s->dec_id);
