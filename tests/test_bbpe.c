@@ -591,8 +591,9 @@ static void test_shared_gpt2(const char *shared, const Docs *docs) {
 }
 
 int main(void) {
-    // nfc_unsafe in bbpe.c lists where utf8proc 2.8's Unicode 15 differs from HF's
-    // Unicode 9 NFC tables; another utf8proc needs that list re-derived (see bbpe.c).
+    // nfc_unsafe (lib/tok/unicode_tables.c) lists where utf8proc 2.8's Unicode 15 differs
+    // from HF's Unicode 9 NFC tables; another utf8proc needs that list re-derived
+    // (lib/tok/gen_unicode_tables.py).
     T_OK(strcmp(utf8proc_unicode_version(), "15.0.0") == 0,
          "utf8proc Unicode version is 15.0.0, the one nfc_unsafe was derived for (got %s)", utf8proc_unicode_version());
     test_tiny_gpt2();

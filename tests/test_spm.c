@@ -1,5 +1,6 @@
-// test_spm.c: lib/tok/spm.c against ids derived by hand (tiny models built here, byte by
-// byte, so these run without ../shared), against the llama.cpp LLaMA-SPM cases (ids
+// test_spm.c: lib/tok/spm*.c (the readers spm_model.c and spm_json.c, the encoder and
+// decoder spm.c) against ids derived by hand (tiny models built here, byte by byte, so
+// these run without ../shared), against the llama.cpp LLaMA-SPM cases (ids
 // made by sentencepiece), round trips, and damaged tokenizer.model files (truncated at
 // every length, bytes flipped), which must be refused or survive, never crash.
 //

@@ -22,15 +22,16 @@
 // unicode-normalization-alignments (Unicode 9 tables); we link PCRE2 10.42
 // (Unicode 14) and utf8proc 2.8 (Unicode 15). Measured differences and fixes:
 //   - \p{L} and \p{N}: 9272 / 120 code points differ from PCRE2 (new letters and
-//     digits). We carry Oniguruma's own sets (uni_ranges below, dumped from HF)
-//     and feed them to both our splitters and PCRE2 (the rewrite turns \p{L},
-//     \p{N}, \s, \S into explicit classes).
+//     digits). We carry Oniguruma's own sets (uni_ranges in unicode_tables.c,
+//     dumped from HF by gen_unicode_tables.py) and feed them to both our
+//     splitters and PCRE2 (the rewrite turns \p{L}, \p{N}, \s, \S into
+//     explicit classes).
 //   - \s: Oniguruma matches the 25 White_Space code points; PCRE2 with UCP also
 //     matches U+180E. Same fix. (Rust's \s used for lstrip/rstrip is the same 25.)
 //   - NFC: for code points assigned after Unicode 9 that have a combining class
 //     or a canonical (de)composition in utf8proc, HF treats them as plain
-//     starters. nfc_unsafe below lists them (found by probing HF's normalizer
-//     against utf8proc for every code point); text is normalized in segments
+//     starters. nfc_unsafe (unicode_tables.c) lists them (found by probing HF's
+//     normalizer against utf8proc for every code point); text is normalized in segments
 //     cut at those characters, which is exactly what HF's tables do. The table
 //     is tied to utf8proc's Unicode 15.0: tests/test_bbpe.c checks the version.
 //   - Case-insensitive "(?i:'s...)": both engines also accept U+017F (long s) for
@@ -49,6 +50,12 @@
 // classes keep PCRE2's meaning. The decoder is always ByteLevel. Added-token ids
 // are assigned as HF's deserializer does (see added_push), not read from the file.
 //
+// Size (about 1,340 lines, over our ~900): the loader (tokenizer.json, vocab.json +
+// merges.txt, the regex rewrite, added-token sets) and the encoder (splitters, NFC,
+// merge loop) still share this file. The Unicode tables are in unicode_tables.c and the
+// maps, word cache and merge heap in tokmap.h, wordcache.h and mergeheap.h; the loader
+// is the next cut (as spm_json.c was for spm.c), with struct Bbpe in a shared header.
+//
 // How it is checked: tests/test_bbpe.c (hand-derived ids, HF ids of tricky
 // strings, the splitters against PCRE2 on C4 and WikiText), the fuzz targets
 // tests/fuzz/fuzz_bbpe_encode.c (splitters == PCRE2, round trips) and
@@ -63,226 +70,17 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 #include <utf8proc.h>
-#define XXH_INLINE_ALL  // the short-key hash inlined: it runs once per pre-token
-#include <xxhash.h>
 
-#include "base/error.h"  // defines: ERR, TRY, xmalloc, xcalloc, xrealloc
-#include "base/fileio.h" // defines: file_read_all
-#include "base/utf8.h"   // defines: utf8_valid
+#include "base/error.h"          // defines: ERR, TRY, xmalloc, xcalloc, xrealloc
+#include "base/fileio.h"         // defines: file_read_all
+#include "base/utf8.h"           // defines: utf8_valid
+#include "tok/mergeheap.h"       // defines: MergeHeap, mergeheap_push, mergeheap_pop
+#include "tok/tokmap.h"          // defines: StrMap, PairMap, tok_hash, RANK_NONE
+#include "tok/unicode_tables.h"  // defines: uni_ranges, uni_ws, nfc_unsafe (generated)
+#include "tok/wordcache.h"       // defines: WordCache, wordcache_get, wordcache_put
 
 // ---------------------------------------------------------------------------
 // Unicode classes as Oniguruma sees them
-
-enum { UL = 1, UN = 2, UWS = 4 };  // \p{L}, \p{N}, \s; 0 = anything else
-typedef struct { uint32_t lo, hi; uint8_t cls; } UniRange;
-
-// \p{L} and \p{N} of Oniguruma inside HF tokenizers 0.23.3 (Unicode 16), sorted,
-// disjoint. Produced by removing Split(Regex(r'\p{L}'), 'removed') matches from a
-// string of every code point and printing the survivors' complement as ranges.
-static const UniRange uni_ranges[821] = {
-    {0x30,0x39,UN}, {0x41,0x5A,UL}, {0x61,0x7A,UL}, {0xAA,0xAA,UL}, {0xB2,0xB3,UN}, {0xB5,0xB5,UL},
-    {0xB9,0xB9,UN}, {0xBA,0xBA,UL}, {0xBC,0xBE,UN}, {0xC0,0xD6,UL}, {0xD8,0xF6,UL},
-    {0xF8,0x2C1,UL}, {0x2C6,0x2D1,UL}, {0x2E0,0x2E4,UL}, {0x2EC,0x2EC,UL}, {0x2EE,0x2EE,UL},
-    {0x370,0x374,UL}, {0x376,0x377,UL}, {0x37A,0x37D,UL}, {0x37F,0x37F,UL}, {0x386,0x386,UL},
-    {0x388,0x38A,UL}, {0x38C,0x38C,UL}, {0x38E,0x3A1,UL}, {0x3A3,0x3F5,UL}, {0x3F7,0x481,UL},
-    {0x48A,0x52F,UL}, {0x531,0x556,UL}, {0x559,0x559,UL}, {0x560,0x588,UL}, {0x5D0,0x5EA,UL},
-    {0x5EF,0x5F2,UL}, {0x620,0x64A,UL}, {0x660,0x669,UN}, {0x66E,0x66F,UL}, {0x671,0x6D3,UL},
-    {0x6D5,0x6D5,UL}, {0x6E5,0x6E6,UL}, {0x6EE,0x6EF,UL}, {0x6F0,0x6F9,UN}, {0x6FA,0x6FC,UL},
-    {0x6FF,0x6FF,UL}, {0x710,0x710,UL}, {0x712,0x72F,UL}, {0x74D,0x7A5,UL}, {0x7B1,0x7B1,UL},
-    {0x7C0,0x7C9,UN}, {0x7CA,0x7EA,UL}, {0x7F4,0x7F5,UL}, {0x7FA,0x7FA,UL}, {0x800,0x815,UL},
-    {0x81A,0x81A,UL}, {0x824,0x824,UL}, {0x828,0x828,UL}, {0x840,0x858,UL}, {0x860,0x86A,UL},
-    {0x870,0x887,UL}, {0x889,0x88E,UL}, {0x8A0,0x8C9,UL}, {0x904,0x939,UL}, {0x93D,0x93D,UL},
-    {0x950,0x950,UL}, {0x958,0x961,UL}, {0x966,0x96F,UN}, {0x971,0x980,UL}, {0x985,0x98C,UL},
-    {0x98F,0x990,UL}, {0x993,0x9A8,UL}, {0x9AA,0x9B0,UL}, {0x9B2,0x9B2,UL}, {0x9B6,0x9B9,UL},
-    {0x9BD,0x9BD,UL}, {0x9CE,0x9CE,UL}, {0x9DC,0x9DD,UL}, {0x9DF,0x9E1,UL}, {0x9E6,0x9EF,UN},
-    {0x9F0,0x9F1,UL}, {0x9F4,0x9F9,UN}, {0x9FC,0x9FC,UL}, {0xA05,0xA0A,UL}, {0xA0F,0xA10,UL},
-    {0xA13,0xA28,UL}, {0xA2A,0xA30,UL}, {0xA32,0xA33,UL}, {0xA35,0xA36,UL}, {0xA38,0xA39,UL},
-    {0xA59,0xA5C,UL}, {0xA5E,0xA5E,UL}, {0xA66,0xA6F,UN}, {0xA72,0xA74,UL}, {0xA85,0xA8D,UL},
-    {0xA8F,0xA91,UL}, {0xA93,0xAA8,UL}, {0xAAA,0xAB0,UL}, {0xAB2,0xAB3,UL}, {0xAB5,0xAB9,UL},
-    {0xABD,0xABD,UL}, {0xAD0,0xAD0,UL}, {0xAE0,0xAE1,UL}, {0xAE6,0xAEF,UN}, {0xAF9,0xAF9,UL},
-    {0xB05,0xB0C,UL}, {0xB0F,0xB10,UL}, {0xB13,0xB28,UL}, {0xB2A,0xB30,UL}, {0xB32,0xB33,UL},
-    {0xB35,0xB39,UL}, {0xB3D,0xB3D,UL}, {0xB5C,0xB5D,UL}, {0xB5F,0xB61,UL}, {0xB66,0xB6F,UN},
-    {0xB71,0xB71,UL}, {0xB72,0xB77,UN}, {0xB83,0xB83,UL}, {0xB85,0xB8A,UL}, {0xB8E,0xB90,UL},
-    {0xB92,0xB95,UL}, {0xB99,0xB9A,UL}, {0xB9C,0xB9C,UL}, {0xB9E,0xB9F,UL}, {0xBA3,0xBA4,UL},
-    {0xBA8,0xBAA,UL}, {0xBAE,0xBB9,UL}, {0xBD0,0xBD0,UL}, {0xBE6,0xBF2,UN}, {0xC05,0xC0C,UL},
-    {0xC0E,0xC10,UL}, {0xC12,0xC28,UL}, {0xC2A,0xC39,UL}, {0xC3D,0xC3D,UL}, {0xC58,0xC5A,UL},
-    {0xC5D,0xC5D,UL}, {0xC60,0xC61,UL}, {0xC66,0xC6F,UN}, {0xC78,0xC7E,UN}, {0xC80,0xC80,UL},
-    {0xC85,0xC8C,UL}, {0xC8E,0xC90,UL}, {0xC92,0xCA8,UL}, {0xCAA,0xCB3,UL}, {0xCB5,0xCB9,UL},
-    {0xCBD,0xCBD,UL}, {0xCDD,0xCDE,UL}, {0xCE0,0xCE1,UL}, {0xCE6,0xCEF,UN}, {0xCF1,0xCF2,UL},
-    {0xD04,0xD0C,UL}, {0xD0E,0xD10,UL}, {0xD12,0xD3A,UL}, {0xD3D,0xD3D,UL}, {0xD4E,0xD4E,UL},
-    {0xD54,0xD56,UL}, {0xD58,0xD5E,UN}, {0xD5F,0xD61,UL}, {0xD66,0xD78,UN}, {0xD7A,0xD7F,UL},
-    {0xD85,0xD96,UL}, {0xD9A,0xDB1,UL}, {0xDB3,0xDBB,UL}, {0xDBD,0xDBD,UL}, {0xDC0,0xDC6,UL},
-    {0xDE6,0xDEF,UN}, {0xE01,0xE30,UL}, {0xE32,0xE33,UL}, {0xE40,0xE46,UL}, {0xE50,0xE59,UN},
-    {0xE81,0xE82,UL}, {0xE84,0xE84,UL}, {0xE86,0xE8A,UL}, {0xE8C,0xEA3,UL}, {0xEA5,0xEA5,UL},
-    {0xEA7,0xEB0,UL}, {0xEB2,0xEB3,UL}, {0xEBD,0xEBD,UL}, {0xEC0,0xEC4,UL}, {0xEC6,0xEC6,UL},
-    {0xED0,0xED9,UN}, {0xEDC,0xEDF,UL}, {0xF00,0xF00,UL}, {0xF20,0xF33,UN}, {0xF40,0xF47,UL},
-    {0xF49,0xF6C,UL}, {0xF88,0xF8C,UL}, {0x1000,0x102A,UL}, {0x103F,0x103F,UL}, {0x1040,0x1049,UN},
-    {0x1050,0x1055,UL}, {0x105A,0x105D,UL}, {0x1061,0x1061,UL}, {0x1065,0x1066,UL},
-    {0x106E,0x1070,UL}, {0x1075,0x1081,UL}, {0x108E,0x108E,UL}, {0x1090,0x1099,UN},
-    {0x10A0,0x10C5,UL}, {0x10C7,0x10C7,UL}, {0x10CD,0x10CD,UL}, {0x10D0,0x10FA,UL},
-    {0x10FC,0x1248,UL}, {0x124A,0x124D,UL}, {0x1250,0x1256,UL}, {0x1258,0x1258,UL},
-    {0x125A,0x125D,UL}, {0x1260,0x1288,UL}, {0x128A,0x128D,UL}, {0x1290,0x12B0,UL},
-    {0x12B2,0x12B5,UL}, {0x12B8,0x12BE,UL}, {0x12C0,0x12C0,UL}, {0x12C2,0x12C5,UL},
-    {0x12C8,0x12D6,UL}, {0x12D8,0x1310,UL}, {0x1312,0x1315,UL}, {0x1318,0x135A,UL},
-    {0x1369,0x137C,UN}, {0x1380,0x138F,UL}, {0x13A0,0x13F5,UL}, {0x13F8,0x13FD,UL},
-    {0x1401,0x166C,UL}, {0x166F,0x167F,UL}, {0x1681,0x169A,UL}, {0x16A0,0x16EA,UL},
-    {0x16EE,0x16F0,UN}, {0x16F1,0x16F8,UL}, {0x1700,0x1711,UL}, {0x171F,0x1731,UL},
-    {0x1740,0x1751,UL}, {0x1760,0x176C,UL}, {0x176E,0x1770,UL}, {0x1780,0x17B3,UL},
-    {0x17D7,0x17D7,UL}, {0x17DC,0x17DC,UL}, {0x17E0,0x17E9,UN}, {0x17F0,0x17F9,UN},
-    {0x1810,0x1819,UN}, {0x1820,0x1878,UL}, {0x1880,0x1884,UL}, {0x1887,0x18A8,UL},
-    {0x18AA,0x18AA,UL}, {0x18B0,0x18F5,UL}, {0x1900,0x191E,UL}, {0x1946,0x194F,UN},
-    {0x1950,0x196D,UL}, {0x1970,0x1974,UL}, {0x1980,0x19AB,UL}, {0x19B0,0x19C9,UL},
-    {0x19D0,0x19DA,UN}, {0x1A00,0x1A16,UL}, {0x1A20,0x1A54,UL}, {0x1A80,0x1A89,UN},
-    {0x1A90,0x1A99,UN}, {0x1AA7,0x1AA7,UL}, {0x1B05,0x1B33,UL}, {0x1B45,0x1B4C,UL},
-    {0x1B50,0x1B59,UN}, {0x1B83,0x1BA0,UL}, {0x1BAE,0x1BAF,UL}, {0x1BB0,0x1BB9,UN},
-    {0x1BBA,0x1BE5,UL}, {0x1C00,0x1C23,UL}, {0x1C40,0x1C49,UN}, {0x1C4D,0x1C4F,UL},
-    {0x1C50,0x1C59,UN}, {0x1C5A,0x1C7D,UL}, {0x1C80,0x1C8A,UL}, {0x1C90,0x1CBA,UL},
-    {0x1CBD,0x1CBF,UL}, {0x1CE9,0x1CEC,UL}, {0x1CEE,0x1CF3,UL}, {0x1CF5,0x1CF6,UL},
-    {0x1CFA,0x1CFA,UL}, {0x1D00,0x1DBF,UL}, {0x1E00,0x1F15,UL}, {0x1F18,0x1F1D,UL},
-    {0x1F20,0x1F45,UL}, {0x1F48,0x1F4D,UL}, {0x1F50,0x1F57,UL}, {0x1F59,0x1F59,UL},
-    {0x1F5B,0x1F5B,UL}, {0x1F5D,0x1F5D,UL}, {0x1F5F,0x1F7D,UL}, {0x1F80,0x1FB4,UL},
-    {0x1FB6,0x1FBC,UL}, {0x1FBE,0x1FBE,UL}, {0x1FC2,0x1FC4,UL}, {0x1FC6,0x1FCC,UL},
-    {0x1FD0,0x1FD3,UL}, {0x1FD6,0x1FDB,UL}, {0x1FE0,0x1FEC,UL}, {0x1FF2,0x1FF4,UL},
-    {0x1FF6,0x1FFC,UL}, {0x2070,0x2070,UN}, {0x2071,0x2071,UL}, {0x2074,0x2079,UN},
-    {0x207F,0x207F,UL}, {0x2080,0x2089,UN}, {0x2090,0x209C,UL}, {0x2102,0x2102,UL},
-    {0x2107,0x2107,UL}, {0x210A,0x2113,UL}, {0x2115,0x2115,UL}, {0x2119,0x211D,UL},
-    {0x2124,0x2124,UL}, {0x2126,0x2126,UL}, {0x2128,0x2128,UL}, {0x212A,0x212D,UL},
-    {0x212F,0x2139,UL}, {0x213C,0x213F,UL}, {0x2145,0x2149,UL}, {0x214E,0x214E,UL},
-    {0x2150,0x2182,UN}, {0x2183,0x2184,UL}, {0x2185,0x2189,UN}, {0x2460,0x249B,UN},
-    {0x24EA,0x24FF,UN}, {0x2776,0x2793,UN}, {0x2C00,0x2CE4,UL}, {0x2CEB,0x2CEE,UL},
-    {0x2CF2,0x2CF3,UL}, {0x2CFD,0x2CFD,UN}, {0x2D00,0x2D25,UL}, {0x2D27,0x2D27,UL},
-    {0x2D2D,0x2D2D,UL}, {0x2D30,0x2D67,UL}, {0x2D6F,0x2D6F,UL}, {0x2D80,0x2D96,UL},
-    {0x2DA0,0x2DA6,UL}, {0x2DA8,0x2DAE,UL}, {0x2DB0,0x2DB6,UL}, {0x2DB8,0x2DBE,UL},
-    {0x2DC0,0x2DC6,UL}, {0x2DC8,0x2DCE,UL}, {0x2DD0,0x2DD6,UL}, {0x2DD8,0x2DDE,UL},
-    {0x2E2F,0x2E2F,UL}, {0x3005,0x3006,UL}, {0x3007,0x3007,UN}, {0x3021,0x3029,UN},
-    {0x3031,0x3035,UL}, {0x3038,0x303A,UN}, {0x303B,0x303C,UL}, {0x3041,0x3096,UL},
-    {0x309D,0x309F,UL}, {0x30A1,0x30FA,UL}, {0x30FC,0x30FF,UL}, {0x3105,0x312F,UL},
-    {0x3131,0x318E,UL}, {0x3192,0x3195,UN}, {0x31A0,0x31BF,UL}, {0x31F0,0x31FF,UL},
-    {0x3220,0x3229,UN}, {0x3248,0x324F,UN}, {0x3251,0x325F,UN}, {0x3280,0x3289,UN},
-    {0x32B1,0x32BF,UN}, {0x3400,0x4DBF,UL}, {0x4E00,0xA48C,UL}, {0xA4D0,0xA4FD,UL},
-    {0xA500,0xA60C,UL}, {0xA610,0xA61F,UL}, {0xA620,0xA629,UN}, {0xA62A,0xA62B,UL},
-    {0xA640,0xA66E,UL}, {0xA67F,0xA69D,UL}, {0xA6A0,0xA6E5,UL}, {0xA6E6,0xA6EF,UN},
-    {0xA717,0xA71F,UL}, {0xA722,0xA788,UL}, {0xA78B,0xA7CD,UL}, {0xA7D0,0xA7D1,UL},
-    {0xA7D3,0xA7D3,UL}, {0xA7D5,0xA7DC,UL}, {0xA7F2,0xA801,UL}, {0xA803,0xA805,UL},
-    {0xA807,0xA80A,UL}, {0xA80C,0xA822,UL}, {0xA830,0xA835,UN}, {0xA840,0xA873,UL},
-    {0xA882,0xA8B3,UL}, {0xA8D0,0xA8D9,UN}, {0xA8F2,0xA8F7,UL}, {0xA8FB,0xA8FB,UL},
-    {0xA8FD,0xA8FE,UL}, {0xA900,0xA909,UN}, {0xA90A,0xA925,UL}, {0xA930,0xA946,UL},
-    {0xA960,0xA97C,UL}, {0xA984,0xA9B2,UL}, {0xA9CF,0xA9CF,UL}, {0xA9D0,0xA9D9,UN},
-    {0xA9E0,0xA9E4,UL}, {0xA9E6,0xA9EF,UL}, {0xA9F0,0xA9F9,UN}, {0xA9FA,0xA9FE,UL},
-    {0xAA00,0xAA28,UL}, {0xAA40,0xAA42,UL}, {0xAA44,0xAA4B,UL}, {0xAA50,0xAA59,UN},
-    {0xAA60,0xAA76,UL}, {0xAA7A,0xAA7A,UL}, {0xAA7E,0xAAAF,UL}, {0xAAB1,0xAAB1,UL},
-    {0xAAB5,0xAAB6,UL}, {0xAAB9,0xAABD,UL}, {0xAAC0,0xAAC0,UL}, {0xAAC2,0xAAC2,UL},
-    {0xAADB,0xAADD,UL}, {0xAAE0,0xAAEA,UL}, {0xAAF2,0xAAF4,UL}, {0xAB01,0xAB06,UL},
-    {0xAB09,0xAB0E,UL}, {0xAB11,0xAB16,UL}, {0xAB20,0xAB26,UL}, {0xAB28,0xAB2E,UL},
-    {0xAB30,0xAB5A,UL}, {0xAB5C,0xAB69,UL}, {0xAB70,0xABE2,UL}, {0xABF0,0xABF9,UN},
-    {0xAC00,0xD7A3,UL}, {0xD7B0,0xD7C6,UL}, {0xD7CB,0xD7FB,UL}, {0xF900,0xFA6D,UL},
-    {0xFA70,0xFAD9,UL}, {0xFB00,0xFB06,UL}, {0xFB13,0xFB17,UL}, {0xFB1D,0xFB1D,UL},
-    {0xFB1F,0xFB28,UL}, {0xFB2A,0xFB36,UL}, {0xFB38,0xFB3C,UL}, {0xFB3E,0xFB3E,UL},
-    {0xFB40,0xFB41,UL}, {0xFB43,0xFB44,UL}, {0xFB46,0xFBB1,UL}, {0xFBD3,0xFD3D,UL},
-    {0xFD50,0xFD8F,UL}, {0xFD92,0xFDC7,UL}, {0xFDF0,0xFDFB,UL}, {0xFE70,0xFE74,UL},
-    {0xFE76,0xFEFC,UL}, {0xFF10,0xFF19,UN}, {0xFF21,0xFF3A,UL}, {0xFF41,0xFF5A,UL},
-    {0xFF66,0xFFBE,UL}, {0xFFC2,0xFFC7,UL}, {0xFFCA,0xFFCF,UL}, {0xFFD2,0xFFD7,UL},
-    {0xFFDA,0xFFDC,UL}, {0x10000,0x1000B,UL}, {0x1000D,0x10026,UL}, {0x10028,0x1003A,UL},
-    {0x1003C,0x1003D,UL}, {0x1003F,0x1004D,UL}, {0x10050,0x1005D,UL}, {0x10080,0x100FA,UL},
-    {0x10107,0x10133,UN}, {0x10140,0x10178,UN}, {0x1018A,0x1018B,UN}, {0x10280,0x1029C,UL},
-    {0x102A0,0x102D0,UL}, {0x102E1,0x102FB,UN}, {0x10300,0x1031F,UL}, {0x10320,0x10323,UN},
-    {0x1032D,0x10340,UL}, {0x10341,0x10341,UN}, {0x10342,0x10349,UL}, {0x1034A,0x1034A,UN},
-    {0x10350,0x10375,UL}, {0x10380,0x1039D,UL}, {0x103A0,0x103C3,UL}, {0x103C8,0x103CF,UL},
-    {0x103D1,0x103D5,UN}, {0x10400,0x1049D,UL}, {0x104A0,0x104A9,UN}, {0x104B0,0x104D3,UL},
-    {0x104D8,0x104FB,UL}, {0x10500,0x10527,UL}, {0x10530,0x10563,UL}, {0x10570,0x1057A,UL},
-    {0x1057C,0x1058A,UL}, {0x1058C,0x10592,UL}, {0x10594,0x10595,UL}, {0x10597,0x105A1,UL},
-    {0x105A3,0x105B1,UL}, {0x105B3,0x105B9,UL}, {0x105BB,0x105BC,UL}, {0x105C0,0x105F3,UL},
-    {0x10600,0x10736,UL}, {0x10740,0x10755,UL}, {0x10760,0x10767,UL}, {0x10780,0x10785,UL},
-    {0x10787,0x107B0,UL}, {0x107B2,0x107BA,UL}, {0x10800,0x10805,UL}, {0x10808,0x10808,UL},
-    {0x1080A,0x10835,UL}, {0x10837,0x10838,UL}, {0x1083C,0x1083C,UL}, {0x1083F,0x10855,UL},
-    {0x10858,0x1085F,UN}, {0x10860,0x10876,UL}, {0x10879,0x1087F,UN}, {0x10880,0x1089E,UL},
-    {0x108A7,0x108AF,UN}, {0x108E0,0x108F2,UL}, {0x108F4,0x108F5,UL}, {0x108FB,0x108FF,UN},
-    {0x10900,0x10915,UL}, {0x10916,0x1091B,UN}, {0x10920,0x10939,UL}, {0x10980,0x109B7,UL},
-    {0x109BC,0x109BD,UN}, {0x109BE,0x109BF,UL}, {0x109C0,0x109CF,UN}, {0x109D2,0x109FF,UN},
-    {0x10A00,0x10A00,UL}, {0x10A10,0x10A13,UL}, {0x10A15,0x10A17,UL}, {0x10A19,0x10A35,UL},
-    {0x10A40,0x10A48,UN}, {0x10A60,0x10A7C,UL}, {0x10A7D,0x10A7E,UN}, {0x10A80,0x10A9C,UL},
-    {0x10A9D,0x10A9F,UN}, {0x10AC0,0x10AC7,UL}, {0x10AC9,0x10AE4,UL}, {0x10AEB,0x10AEF,UN},
-    {0x10B00,0x10B35,UL}, {0x10B40,0x10B55,UL}, {0x10B58,0x10B5F,UN}, {0x10B60,0x10B72,UL},
-    {0x10B78,0x10B7F,UN}, {0x10B80,0x10B91,UL}, {0x10BA9,0x10BAF,UN}, {0x10C00,0x10C48,UL},
-    {0x10C80,0x10CB2,UL}, {0x10CC0,0x10CF2,UL}, {0x10CFA,0x10CFF,UN}, {0x10D00,0x10D23,UL},
-    {0x10D30,0x10D39,UN}, {0x10D40,0x10D49,UN}, {0x10D4A,0x10D65,UL}, {0x10D6F,0x10D85,UL},
-    {0x10E60,0x10E7E,UN}, {0x10E80,0x10EA9,UL}, {0x10EB0,0x10EB1,UL}, {0x10EC2,0x10EC4,UL},
-    {0x10F00,0x10F1C,UL}, {0x10F1D,0x10F26,UN}, {0x10F27,0x10F27,UL}, {0x10F30,0x10F45,UL},
-    {0x10F51,0x10F54,UN}, {0x10F70,0x10F81,UL}, {0x10FB0,0x10FC4,UL}, {0x10FC5,0x10FCB,UN},
-    {0x10FE0,0x10FF6,UL}, {0x11003,0x11037,UL}, {0x11052,0x1106F,UN}, {0x11071,0x11072,UL},
-    {0x11075,0x11075,UL}, {0x11083,0x110AF,UL}, {0x110D0,0x110E8,UL}, {0x110F0,0x110F9,UN},
-    {0x11103,0x11126,UL}, {0x11136,0x1113F,UN}, {0x11144,0x11144,UL}, {0x11147,0x11147,UL},
-    {0x11150,0x11172,UL}, {0x11176,0x11176,UL}, {0x11183,0x111B2,UL}, {0x111C1,0x111C4,UL},
-    {0x111D0,0x111D9,UN}, {0x111DA,0x111DA,UL}, {0x111DC,0x111DC,UL}, {0x111E1,0x111F4,UN},
-    {0x11200,0x11211,UL}, {0x11213,0x1122B,UL}, {0x1123F,0x11240,UL}, {0x11280,0x11286,UL},
-    {0x11288,0x11288,UL}, {0x1128A,0x1128D,UL}, {0x1128F,0x1129D,UL}, {0x1129F,0x112A8,UL},
-    {0x112B0,0x112DE,UL}, {0x112F0,0x112F9,UN}, {0x11305,0x1130C,UL}, {0x1130F,0x11310,UL},
-    {0x11313,0x11328,UL}, {0x1132A,0x11330,UL}, {0x11332,0x11333,UL}, {0x11335,0x11339,UL},
-    {0x1133D,0x1133D,UL}, {0x11350,0x11350,UL}, {0x1135D,0x11361,UL}, {0x11380,0x11389,UL},
-    {0x1138B,0x1138B,UL}, {0x1138E,0x1138E,UL}, {0x11390,0x113B5,UL}, {0x113B7,0x113B7,UL},
-    {0x113D1,0x113D1,UL}, {0x113D3,0x113D3,UL}, {0x11400,0x11434,UL}, {0x11447,0x1144A,UL},
-    {0x11450,0x11459,UN}, {0x1145F,0x11461,UL}, {0x11480,0x114AF,UL}, {0x114C4,0x114C5,UL},
-    {0x114C7,0x114C7,UL}, {0x114D0,0x114D9,UN}, {0x11580,0x115AE,UL}, {0x115D8,0x115DB,UL},
-    {0x11600,0x1162F,UL}, {0x11644,0x11644,UL}, {0x11650,0x11659,UN}, {0x11680,0x116AA,UL},
-    {0x116B8,0x116B8,UL}, {0x116C0,0x116C9,UN}, {0x116D0,0x116E3,UN}, {0x11700,0x1171A,UL},
-    {0x11730,0x1173B,UN}, {0x11740,0x11746,UL}, {0x11800,0x1182B,UL}, {0x118A0,0x118DF,UL},
-    {0x118E0,0x118F2,UN}, {0x118FF,0x11906,UL}, {0x11909,0x11909,UL}, {0x1190C,0x11913,UL},
-    {0x11915,0x11916,UL}, {0x11918,0x1192F,UL}, {0x1193F,0x1193F,UL}, {0x11941,0x11941,UL},
-    {0x11950,0x11959,UN}, {0x119A0,0x119A7,UL}, {0x119AA,0x119D0,UL}, {0x119E1,0x119E1,UL},
-    {0x119E3,0x119E3,UL}, {0x11A00,0x11A00,UL}, {0x11A0B,0x11A32,UL}, {0x11A3A,0x11A3A,UL},
-    {0x11A50,0x11A50,UL}, {0x11A5C,0x11A89,UL}, {0x11A9D,0x11A9D,UL}, {0x11AB0,0x11AF8,UL},
-    {0x11BC0,0x11BE0,UL}, {0x11BF0,0x11BF9,UN}, {0x11C00,0x11C08,UL}, {0x11C0A,0x11C2E,UL},
-    {0x11C40,0x11C40,UL}, {0x11C50,0x11C6C,UN}, {0x11C72,0x11C8F,UL}, {0x11D00,0x11D06,UL},
-    {0x11D08,0x11D09,UL}, {0x11D0B,0x11D30,UL}, {0x11D46,0x11D46,UL}, {0x11D50,0x11D59,UN},
-    {0x11D60,0x11D65,UL}, {0x11D67,0x11D68,UL}, {0x11D6A,0x11D89,UL}, {0x11D98,0x11D98,UL},
-    {0x11DA0,0x11DA9,UN}, {0x11EE0,0x11EF2,UL}, {0x11F02,0x11F02,UL}, {0x11F04,0x11F10,UL},
-    {0x11F12,0x11F33,UL}, {0x11F50,0x11F59,UN}, {0x11FB0,0x11FB0,UL}, {0x11FC0,0x11FD4,UN},
-    {0x12000,0x12399,UL}, {0x12400,0x1246E,UN}, {0x12480,0x12543,UL}, {0x12F90,0x12FF0,UL},
-    {0x13000,0x1342F,UL}, {0x13441,0x13446,UL}, {0x13460,0x143FA,UL}, {0x14400,0x14646,UL},
-    {0x16100,0x1611D,UL}, {0x16130,0x16139,UN}, {0x16800,0x16A38,UL}, {0x16A40,0x16A5E,UL},
-    {0x16A60,0x16A69,UN}, {0x16A70,0x16ABE,UL}, {0x16AC0,0x16AC9,UN}, {0x16AD0,0x16AED,UL},
-    {0x16B00,0x16B2F,UL}, {0x16B40,0x16B43,UL}, {0x16B50,0x16B59,UN}, {0x16B5B,0x16B61,UN},
-    {0x16B63,0x16B77,UL}, {0x16B7D,0x16B8F,UL}, {0x16D40,0x16D6C,UL}, {0x16D70,0x16D79,UN},
-    {0x16E40,0x16E7F,UL}, {0x16E80,0x16E96,UN}, {0x16F00,0x16F4A,UL}, {0x16F50,0x16F50,UL},
-    {0x16F93,0x16F9F,UL}, {0x16FE0,0x16FE1,UL}, {0x16FE3,0x16FE3,UL}, {0x17000,0x187F7,UL},
-    {0x18800,0x18CD5,UL}, {0x18CFF,0x18D08,UL}, {0x1AFF0,0x1AFF3,UL}, {0x1AFF5,0x1AFFB,UL},
-    {0x1AFFD,0x1AFFE,UL}, {0x1B000,0x1B122,UL}, {0x1B132,0x1B132,UL}, {0x1B150,0x1B152,UL},
-    {0x1B155,0x1B155,UL}, {0x1B164,0x1B167,UL}, {0x1B170,0x1B2FB,UL}, {0x1BC00,0x1BC6A,UL},
-    {0x1BC70,0x1BC7C,UL}, {0x1BC80,0x1BC88,UL}, {0x1BC90,0x1BC99,UL}, {0x1CCF0,0x1CCF9,UN},
-    {0x1D2C0,0x1D2D3,UN}, {0x1D2E0,0x1D2F3,UN}, {0x1D360,0x1D378,UN}, {0x1D400,0x1D454,UL},
-    {0x1D456,0x1D49C,UL}, {0x1D49E,0x1D49F,UL}, {0x1D4A2,0x1D4A2,UL}, {0x1D4A5,0x1D4A6,UL},
-    {0x1D4A9,0x1D4AC,UL}, {0x1D4AE,0x1D4B9,UL}, {0x1D4BB,0x1D4BB,UL}, {0x1D4BD,0x1D4C3,UL},
-    {0x1D4C5,0x1D505,UL}, {0x1D507,0x1D50A,UL}, {0x1D50D,0x1D514,UL}, {0x1D516,0x1D51C,UL},
-    {0x1D51E,0x1D539,UL}, {0x1D53B,0x1D53E,UL}, {0x1D540,0x1D544,UL}, {0x1D546,0x1D546,UL},
-    {0x1D54A,0x1D550,UL}, {0x1D552,0x1D6A5,UL}, {0x1D6A8,0x1D6C0,UL}, {0x1D6C2,0x1D6DA,UL},
-    {0x1D6DC,0x1D6FA,UL}, {0x1D6FC,0x1D714,UL}, {0x1D716,0x1D734,UL}, {0x1D736,0x1D74E,UL},
-    {0x1D750,0x1D76E,UL}, {0x1D770,0x1D788,UL}, {0x1D78A,0x1D7A8,UL}, {0x1D7AA,0x1D7C2,UL},
-    {0x1D7C4,0x1D7CB,UL}, {0x1D7CE,0x1D7FF,UN}, {0x1DF00,0x1DF1E,UL}, {0x1DF25,0x1DF2A,UL},
-    {0x1E030,0x1E06D,UL}, {0x1E100,0x1E12C,UL}, {0x1E137,0x1E13D,UL}, {0x1E140,0x1E149,UN},
-    {0x1E14E,0x1E14E,UL}, {0x1E290,0x1E2AD,UL}, {0x1E2C0,0x1E2EB,UL}, {0x1E2F0,0x1E2F9,UN},
-    {0x1E4D0,0x1E4EB,UL}, {0x1E4F0,0x1E4F9,UN}, {0x1E5D0,0x1E5ED,UL}, {0x1E5F0,0x1E5F0,UL},
-    {0x1E5F1,0x1E5FA,UN}, {0x1E7E0,0x1E7E6,UL}, {0x1E7E8,0x1E7EB,UL}, {0x1E7ED,0x1E7EE,UL},
-    {0x1E7F0,0x1E7FE,UL}, {0x1E800,0x1E8C4,UL}, {0x1E8C7,0x1E8CF,UN}, {0x1E900,0x1E943,UL},
-    {0x1E94B,0x1E94B,UL}, {0x1E950,0x1E959,UN}, {0x1EC71,0x1ECAB,UN}, {0x1ECAD,0x1ECAF,UN},
-    {0x1ECB1,0x1ECB4,UN}, {0x1ED01,0x1ED2D,UN}, {0x1ED2F,0x1ED3D,UN}, {0x1EE00,0x1EE03,UL},
-    {0x1EE05,0x1EE1F,UL}, {0x1EE21,0x1EE22,UL}, {0x1EE24,0x1EE24,UL}, {0x1EE27,0x1EE27,UL},
-    {0x1EE29,0x1EE32,UL}, {0x1EE34,0x1EE37,UL}, {0x1EE39,0x1EE39,UL}, {0x1EE3B,0x1EE3B,UL},
-    {0x1EE42,0x1EE42,UL}, {0x1EE47,0x1EE47,UL}, {0x1EE49,0x1EE49,UL}, {0x1EE4B,0x1EE4B,UL},
-    {0x1EE4D,0x1EE4F,UL}, {0x1EE51,0x1EE52,UL}, {0x1EE54,0x1EE54,UL}, {0x1EE57,0x1EE57,UL},
-    {0x1EE59,0x1EE59,UL}, {0x1EE5B,0x1EE5B,UL}, {0x1EE5D,0x1EE5D,UL}, {0x1EE5F,0x1EE5F,UL},
-    {0x1EE61,0x1EE62,UL}, {0x1EE64,0x1EE64,UL}, {0x1EE67,0x1EE6A,UL}, {0x1EE6C,0x1EE72,UL},
-    {0x1EE74,0x1EE77,UL}, {0x1EE79,0x1EE7C,UL}, {0x1EE7E,0x1EE7E,UL}, {0x1EE80,0x1EE89,UL},
-    {0x1EE8B,0x1EE9B,UL}, {0x1EEA1,0x1EEA3,UL}, {0x1EEA5,0x1EEA9,UL}, {0x1EEAB,0x1EEBB,UL},
-    {0x1F100,0x1F10C,UN}, {0x1FBF0,0x1FBF9,UN}, {0x20000,0x2A6DF,UL}, {0x2A700,0x2B739,UL},
-    {0x2B740,0x2B81D,UL}, {0x2B820,0x2CEA1,UL}, {0x2CEB0,0x2EBE0,UL}, {0x2EBF0,0x2EE5D,UL},
-    {0x2F800,0x2FA1D,UL}, {0x30000,0x3134A,UL}, {0x31350,0x323AF,UL},
-};
-
-// \s of Oniguruma (and of Rust's regex crate): Unicode White_Space.
-static const uint32_t uni_ws[][2] = {
-    {0x9, 0xD}, {0x20, 0x20}, {0x85, 0x85}, {0xA0, 0xA0}, {0x1680, 0x1680}, {0x2000, 0x200A},
-    {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000},
-};
 
 static uint8_t uni_bmp[0x10000];  // class of every BMP code point, filled once
 // Bit c set: NFC may change text around code point c (see nfc_table_init).
@@ -327,17 +125,17 @@ static void nfc_table_init(void) {
 }
 
 static void uni_init(void) {
-    for (size_t r = 0; r < sizeof uni_ranges / sizeof uni_ranges[0]; r++)
+    for (size_t r = 0; r < n_uni_ranges; r++)
         for (uint32_t c = uni_ranges[r].lo; c <= uni_ranges[r].hi && c < 0x10000; c++)
             uni_bmp[c] = uni_ranges[r].cls;
-    for (size_t r = 0; r < sizeof uni_ws / sizeof uni_ws[0]; r++)
+    for (size_t r = 0; r < n_uni_ws; r++)
         for (uint32_t c = uni_ws[r][0]; c <= uni_ws[r][1]; c++) uni_bmp[c] = UWS;
     nfc_table_init();
 }
 
 static inline int uni_class(uint32_t c) {
     if (c < 0x10000) return uni_bmp[c];
-    size_t lo = 0, hi = sizeof uni_ranges / sizeof uni_ranges[0];
+    size_t lo = 0, hi = n_uni_ranges;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
         if (c < uni_ranges[mid].lo) hi = mid;
@@ -347,27 +145,8 @@ static inline int uni_class(uint32_t c) {
     return 0;
 }
 
-// Code points for which utf8proc 2.8 (Unicode 15) and HF's NFC (Unicode 9 tables)
-// disagree: assigned after Unicode 9 with a nonzero combining class, plus the
-// Dives Akuru pair U+11935 U+11930 -> U+11938 (a Unicode 13 composition). HF
-// treats all of them as starters that never compose. Found by comparing HF's
-// NFD of "a"+c+m and "a"+m+c (m a mark of each combining class) with utf8proc's
-// for every c, and the single-code-point NFD/NFC of every code point.
-static const uint32_t nfc_unsafe[][2] = {
-    {0x7FD, 0x7FD}, {0x898, 0x89F}, {0x8CA, 0x8D3}, {0x9FE, 0x9FE}, {0xC3C, 0xC3C},
-    {0xD3B, 0xD3C}, {0xEBA, 0xEBA}, {0x1715, 0x1715}, {0x1ABF, 0x1ACE}, {0x1DF6, 0x1DFA},
-    {0xA82C, 0xA82C}, {0x10D24, 0x10D27}, {0x10EAB, 0x10EAC}, {0x10EFD, 0x10EFF},
-    {0x10F46, 0x10F50}, {0x10F82, 0x10F85}, {0x11070, 0x11070}, {0x1133B, 0x1133B},
-    {0x1145E, 0x1145E}, {0x11839, 0x1183A}, {0x11930, 0x11930}, {0x11935, 0x11935},
-    {0x11938, 0x11938}, {0x1193D, 0x1193E}, {0x11943, 0x11943}, {0x119E0, 0x119E0},
-    {0x11A34, 0x11A34}, {0x11A47, 0x11A47}, {0x11A99, 0x11A99}, {0x11D42, 0x11D42},
-    {0x11D44, 0x11D45}, {0x11D97, 0x11D97}, {0x11F41, 0x11F42}, {0x16FF0, 0x16FF1},
-    {0x1E08F, 0x1E08F}, {0x1E130, 0x1E136}, {0x1E2AE, 0x1E2AE}, {0x1E2EC, 0x1E2EF},
-    {0x1E4EC, 0x1E4EF},
-};
-
 static int nfc_is_unsafe(uint32_t c) {
-    size_t lo = 0, hi = sizeof nfc_unsafe / sizeof nfc_unsafe[0];
+    size_t lo = 0, hi = n_nfc_unsafe;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
         if (c < nfc_unsafe[mid][0]) hi = mid;
@@ -451,101 +230,6 @@ static uint32_t bytelevel_cp(int byte) {
 }
 
 // ---------------------------------------------------------------------------
-// Hash maps: token string -> id, and (left id, right id) -> (rank, merged id)
-
-typedef struct { uint64_t h; uint32_t off, len; int32_t id; } StrEnt;  // id < 0: empty
-typedef struct { StrEnt *tab; size_t mask, n; ByteVec keys; } StrMap;
-
-static void strmap_init(StrMap *m, size_t expect) {
-    size_t cap = 64;
-    while (cap < 2 * expect) cap *= 2;
-    m->tab = xmalloc(cap * sizeof *m->tab);
-    for (size_t i = 0; i < cap; i++) m->tab[i].id = -1;
-    m->mask = cap - 1;
-    m->n = 0;
-    memset(&m->keys, 0, sizeof m->keys);
-}
-
-static void strmap_free(StrMap *m) {
-    free(m->tab);
-    bytevec_free(&m->keys);
-    memset(m, 0, sizeof *m);
-}
-
-static StrEnt *strmap_slot(const StrMap *m, const char *s, size_t len, uint64_t h) {
-    for (size_t i = h & m->mask;; i = (i + 1) & m->mask) {
-        StrEnt *e = &m->tab[i];
-        if (e->id < 0) return e;
-        if (e->h == h && e->len == len && (len == 0 || memcmp(m->keys.v + e->off, s, len) == 0)) return e;
-    }
-}
-
-static void strmap_put(StrMap *m, const char *s, size_t len, int32_t id) {
-    if (2 * (m->n + 1) > m->mask + 1) {  // grow to keep the load under 1/2
-        StrEnt *old = m->tab;
-        size_t oldcap = m->mask + 1, cap = 2 * oldcap;
-        m->tab = xmalloc(cap * sizeof *m->tab);
-        for (size_t i = 0; i < cap; i++) m->tab[i].id = -1;
-        m->mask = cap - 1;
-        for (size_t i = 0; i < oldcap; i++) {
-            if (old[i].id < 0) continue;
-            size_t j = old[i].h & m->mask;
-            while (m->tab[j].id >= 0) j = (j + 1) & m->mask;
-            m->tab[j] = old[i];
-        }
-        free(old);
-    }
-    uint64_t h = XXH3_64bits(s, len);
-    StrEnt *e = strmap_slot(m, s, len, h);
-    if (e->id < 0) {
-        e->h = h;
-        e->off = (uint32_t)m->keys.n;
-        e->len = (uint32_t)len;
-        append_bytes(&m->keys, s, len);
-        m->n++;
-    }
-    e->id = id;  // a repeated key keeps the last id, as serde's HashMap does
-}
-
-static int32_t strmap_get(const StrMap *m, const char *s, size_t len) {
-    if (!m->tab) return -1;
-    return strmap_slot(m, s, len, XXH3_64bits(s, len))->id;
-}
-
-#define RANK_NONE UINT32_MAX
-typedef struct { uint64_t key; uint32_t rank; int32_t id; } PairEnt;  // key UINT64_MAX: empty
-typedef struct { PairEnt *tab; size_t mask; } PairMap;
-
-static inline size_t pair_hash(uint64_t key) { return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 29); }
-
-static void pairmap_init(PairMap *p, size_t expect) {
-    size_t cap = 64;
-    while (cap < 2 * expect) cap *= 2;
-    p->tab = xmalloc(cap * sizeof *p->tab);
-    for (size_t i = 0; i < cap; i++) p->tab[i].key = UINT64_MAX;
-    p->mask = cap - 1;
-}
-
-// A repeated pair keeps the later rank, as HF's collect() into a HashMap does.
-static void pairmap_put(PairMap *p, int32_t a, int32_t b, uint32_t rank, int32_t id) {
-    uint64_t key = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
-    size_t i = pair_hash(key) & p->mask;
-    while (p->tab[i].key != UINT64_MAX && p->tab[i].key != key) i = (i + 1) & p->mask;
-    p->tab[i].key = key;
-    p->tab[i].rank = rank;
-    p->tab[i].id = id;
-}
-
-static inline uint32_t pairmap_get(const PairMap *p, int32_t a, int32_t b, int32_t *id) {
-    uint64_t key = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
-    for (size_t i = pair_hash(key) & p->mask;; i = (i + 1) & p->mask) {
-        const PairEnt *e = &p->tab[i];
-        if (e->key == key) { *id = e->id; return e->rank; }
-        if (e->key == UINT64_MAX) return RANK_NONE;
-    }
-}
-
-// ---------------------------------------------------------------------------
 // The tokenizer
 
 typedef struct {
@@ -615,7 +299,7 @@ void bbpe_free(Bbpe *b) {
     strmap_free(&b->vocab);
     strmap_free(&b->raw);
     strmap_free(&b->added_map);
-    free(b->merges.tab);
+    pairmap_free(&b->merges);
     for (size_t i = 0; i < b->n_added; i++) {
         if (b->added[i].ns != b->added[i].s) free(b->added[i].ns);
         free(b->added[i].s);
@@ -791,13 +475,13 @@ static int added_push(Bbpe *b, const json_t *o, json_int_t id, int hf_ids, const
 static void class_body(ByteVec *o, int cls) {
     char t[40];
     if (cls == UWS) {
-        for (size_t r = 0; r < sizeof uni_ws / sizeof uni_ws[0]; r++) {
+        for (size_t r = 0; r < n_uni_ws; r++) {
             int k = snprintf(t, sizeof t, "\\x{%X}-\\x{%X}", uni_ws[r][0], uni_ws[r][1]);
             bytevec_append(o, t, (size_t)k);
         }
         return;
     }
-    for (size_t r = 0; r < sizeof uni_ranges / sizeof uni_ranges[0]; r++) {
+    for (size_t r = 0; r < n_uni_ranges; r++) {
         if (uni_ranges[r].cls != cls) continue;
         int k = snprintf(t, sizeof t, "\\x{%X}-\\x{%X}", uni_ranges[r].lo, uni_ranges[r].hi);
         bytevec_append(o, t, (size_t)k);
@@ -1184,23 +868,21 @@ fail:
 // ---------------------------------------------------------------------------
 // Encoder
 
-typedef struct { uint64_t h; uint32_t koff, ioff; uint16_t klen, nids; } CacheEnt;  // klen 0: empty
-#define CACHE_SLOTS (1u << 17)     // 3 MiB of slots; flushed when half full
-#define CACHE_MAX_KEY 48           // longer pre-tokens are rare and not worth keeping
+// Words longer than CACHE_MAX_KEY bytes are rare in byte-level BPE (the regex cuts text
+// at spaces and letter/digit changes) and not worth keeping; spm.c keeps longer ones,
+// because its words are whole runs of text up to the next space.
+#define CACHE_MAX_KEY 48
 #define SCAN_MAX 48                // words up to this many symbols merge by linear scan
 
 struct BbpeEncoder {
     const Bbpe *b;
-    CacheEnt *cache;
-    size_t cache_n;
-    ByteVec ckeys;                 // cached pre-token bytes
-    IdVec cids;                    // their ids
+    WordCache cache;               // pre-token bytes -> ids
     ByteVec norm;                  // NFC output of the current segment
     ByteVec pre[MAX_STAGES];       // prefix-space copies, one per stage
     size_t scap;                   // capacity of the merge scratch below
     int32_t *sym, *nxt, *prv, *pid;  // (scap,) symbols, links, merged id of pair at i
     uint32_t *rk;                  // (scap,) rank of the pair (i, nxt[i]), RANK_NONE if none
-    uint64_t *heap;                // (scap,) rank << 32 | position
+    MergeHeap heap;                // rank << 32 | position, for words over SCAN_MAX symbols
     pcre2_match_data *md;
     pcre2_match_context *mctx;
     pcre2_jit_stack *jstack;
@@ -1209,7 +891,7 @@ struct BbpeEncoder {
 BbpeEncoder *bbpe_encoder_new(const Bbpe *b) {
     BbpeEncoder *e = xcalloc(1, sizeof *e);
     e->b = b;
-    e->cache = xcalloc(CACHE_SLOTS, sizeof *e->cache);
+    wordcache_init(&e->cache);
     if (b->has_pcre) {
         e->md = pcre2_match_data_create(1, NULL);
         e->mctx = pcre2_match_context_create(NULL);
@@ -1222,12 +904,11 @@ BbpeEncoder *bbpe_encoder_new(const Bbpe *b) {
 
 void bbpe_encoder_free(BbpeEncoder *e) {
     if (!e) return;
-    free(e->cache);
-    bytevec_free(&e->ckeys);
-    idvec_free(&e->cids);
+    wordcache_free(&e->cache);
     bytevec_free(&e->norm);
     for (int i = 0; i < MAX_STAGES; i++) bytevec_free(&e->pre[i]);
-    free(e->sym); free(e->nxt); free(e->prv); free(e->pid); free(e->rk); free(e->heap);
+    free(e->sym); free(e->nxt); free(e->prv); free(e->pid); free(e->rk);
+    mergeheap_free(&e->heap);
     pcre2_match_data_free(e->md);
     pcre2_match_context_free(e->mctx);
     pcre2_jit_stack_free(e->jstack);
@@ -1243,29 +924,7 @@ static void scratch_reserve(BbpeEncoder *e, size_t n) {
     e->prv = xrealloc(e->prv, cap * sizeof *e->prv);
     e->pid = xrealloc(e->pid, cap * sizeof *e->pid);
     e->rk = xrealloc(e->rk, cap * sizeof *e->rk);
-    e->heap = xrealloc(e->heap, cap * sizeof *e->heap);
     e->scap = cap;
-}
-
-static inline void heap_push(uint64_t *h, size_t *n, uint64_t x) {
-    size_t i = (*n)++;
-    while (i > 0 && h[(i - 1) / 2] > x) { h[i] = h[(i - 1) / 2]; i = (i - 1) / 2; }
-    h[i] = x;
-}
-
-static inline uint64_t heap_pop(uint64_t *h, size_t *n) {
-    uint64_t top = h[0], x = h[--*n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= *n) break;
-        if (c + 1 < *n && h[c + 1] < h[c]) c++;
-        if (h[c] >= x) break;
-        h[i] = h[c];
-        i = c;
-    }
-    h[i] = x;
-    return top;
 }
 
 // Rank and merged id of the pair starting at symbol i (RANK_NONE at the end).
@@ -1323,27 +982,22 @@ static void bpe_merge(BbpeEncoder *e, IdVec *out, const uint8_t *s, size_t n) {
             merge_at(e, bi);
         }
     } else {
-        size_t hn = 0;
+        MergeHeap *h = &e->heap;
+        uint32_t aux;
+        h->n = 0;
         for (size_t i = 0; i < m; i++)
-            if (e->rk[i] != RANK_NONE) heap_push(e->heap, &hn, (uint64_t)e->rk[i] << 32 | i);
-        while (hn > 0) {
-            uint64_t top = heap_pop(e->heap, &hn);
+            if (e->rk[i] != RANK_NONE) mergeheap_push(h, (uint64_t)e->rk[i] << 32 | i, 0);
+        while (h->n > 0) {
+            uint64_t top = mergeheap_pop(h, &aux);
             int32_t i = (int32_t)(uint32_t)top;
             // stale entries: the pair at i changed (ranks are unique per pair)
             if (e->rk[i] != (uint32_t)(top >> 32)) continue;
             int32_t p = merge_at(e, i);
-            if (e->rk[i] != RANK_NONE) heap_push(e->heap, &hn, (uint64_t)e->rk[i] << 32 | (uint32_t)i);
-            if (p >= 0 && e->rk[p] != RANK_NONE) heap_push(e->heap, &hn, (uint64_t)e->rk[p] << 32 | (uint32_t)p);
+            if (e->rk[i] != RANK_NONE) mergeheap_push(h, (uint64_t)e->rk[i] << 32 | (uint32_t)i, 0);
+            if (p >= 0 && e->rk[p] != RANK_NONE) mergeheap_push(h, (uint64_t)e->rk[p] << 32 | (uint32_t)p, 0);
         }
     }
     for (int32_t i = 0; i >= 0; i = e->nxt[i]) idvec_push(out, sym[i]);
-}
-
-static void cache_clear(BbpeEncoder *e) {
-    memset(e->cache, 0, CACHE_SLOTS * sizeof *e->cache);
-    e->cache_n = 0;
-    e->ckeys.n = 0;
-    e->cids.n = 0;
 }
 
 // Ids of one pre-token, through the word cache.
@@ -1355,39 +1009,21 @@ static void bpe_piece(BbpeEncoder *e, IdVec *out, const uint8_t *s, size_t n) {
         if (id >= 0) { idvec_push(out, id); return; }
     }
     if (n > CACHE_MAX_KEY) { bpe_merge(e, out, s, n); return; }
-    uint64_t h = XXH3_64bits(s, n);
-    size_t slot = h & (CACHE_SLOTS - 1);
-    for (;; slot = (slot + 1) & (CACHE_SLOTS - 1)) {
-        const CacheEnt *c = &e->cache[slot];
-        if (c->klen == 0) break;
-        if (c->h == h && c->klen == n && memcmp(e->ckeys.v + c->koff, s, n) == 0) {
-            if (c->nids) {
-                idvec_reserve(out, c->nids);
-                memcpy(out->v + out->n, e->cids.v + c->ioff, c->nids * sizeof *out->v);
-                out->n += c->nids;
-            }
-            return;
+    uint64_t h = tok_hash(s, n);
+    uint32_t at = 0;
+    size_t nids = 0;
+    const int32_t *ids = wordcache_get(&e->cache, &at, &nids, h, s, n);
+    if (ids) {
+        if (nids) {
+            idvec_reserve(out, nids);
+            memcpy(out->v + out->n, ids, nids * sizeof *out->v);
+            out->n += nids;
         }
+        return;
     }
     size_t start = out->n;
     bpe_merge(e, out, s, n);
-    if (e->cache_n >= CACHE_SLOTS / 2 || e->ckeys.n > (64u << 20)) {
-        cache_clear(e);
-        slot = h & (CACHE_SLOTS - 1);
-    }
-    CacheEnt *c = &e->cache[slot];
-    c->h = h;
-    c->koff = (uint32_t)e->ckeys.n;
-    c->klen = (uint16_t)n;
-    c->ioff = (uint32_t)e->cids.n;
-    c->nids = (uint16_t)(out->n - start);
-    bytevec_append(&e->ckeys, s, n);
-    if (out->n > start) {
-        idvec_reserve(&e->cids, out->n - start);
-        memcpy(e->cids.v + e->cids.n, out->v + start, (out->n - start) * sizeof *out->v);
-        e->cids.n += out->n - start;
-    }
-    e->cache_n++;
+    wordcache_put(&e->cache, at, h, s, n, out->v + start, out->n - start);
 }
 
 // ---- the two known split regexes, by hand ---------------------------------

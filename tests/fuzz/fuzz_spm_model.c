@@ -1,4 +1,4 @@
-// fuzz_spm_model.c: libFuzzer target for the tokenizer.model reader (lib/tok/spm.c).
+// fuzz_spm_model.c: libFuzzer target for the tokenizer.model reader (lib/tok/spm_model.c).
 // The input is the ModelProto. When it loads, the model encodes a fixed string and
 // the input's own last bytes (so the fuzzer steers the text too), and the ids are
 // decoded back, along with ids taken from the input's first bytes.
