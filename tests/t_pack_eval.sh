@@ -96,6 +96,12 @@ if have_shared; then
 import json,sys; a,b=(json.load(open(f)) for f in sys.argv[1:])
 assert a['ids'] == b['ids'] and a['text'] == b['text'] and len(a['ids']) > 10, (a['ids'], b['ids'])" \
         "$TMP/gd.json" "$TMP/gp.json"
+    # the pack's tokenizer is read from its map, with no temporary folder (until 2026-11-29
+    # best-eval copied its files to one): TMPDIR where nothing can be made changes nothing
+    TMPDIR=/dev/null/none "$E" --model "$P" --generate "Once upon a time" --max-new-tokens 100 --json --quiet \
+        >"$TMP/gp2.json" 2>"$TMP/gp2.err"
+    check "the pack's tokenizer needs no temporary folder (TMPDIR unusable): the same generation" python3 -c "
+import json,sys; a,b=(json.load(open(f)) for f in sys.argv[1:]); assert a['ids'] == b['ids']" "$TMP/gp.json" "$TMP/gp2.json"
     check "--generate --json reports decoding speed (tokens_per_s)" python3 -c "
 import json,sys; j=json.load(open(sys.argv[1])); assert j['tokens_per_s'] > 0 and j['prompt_seconds'] >= 0" "$TMP/gp.json"
     # every kernel set this CPU has (BEST_ISA forces one): the folder's greedy tokens

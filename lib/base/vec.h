@@ -17,7 +17,7 @@ static inline void idvec_reserve(IdVec *a, size_t extra) {
     if (a->n + extra <= a->cap) return;
     size_t cap = a->cap ? a->cap : 256;
     while (cap < a->n + extra) cap *= 2;
-    a->v = xrealloc(a->v, cap * sizeof *a->v);
+    a->v = (int32_t *)xrealloc(a->v, cap * sizeof *a->v); // (the cast: C++ includes this too)
     a->cap = cap;
 }
 static inline void idvec_push(IdVec *a, int32_t x) { idvec_reserve(a, 1); a->v[a->n++] = x; }
@@ -27,7 +27,7 @@ static inline void bytevec_reserve(ByteVec *b, size_t extra) {
     if (b->n + extra <= b->cap) return;
     size_t cap = b->cap ? b->cap : 256;
     while (cap < b->n + extra) cap *= 2;
-    b->v = xrealloc(b->v, cap);
+    b->v = (char *)xrealloc(b->v, cap);
     b->cap = cap;
 }
 static inline void bytevec_append(ByteVec *b, const void *p, size_t n) {

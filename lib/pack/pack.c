@@ -17,17 +17,17 @@
 #include <xxhash.h>
 
 #include "base/error.h"       // defines: ERR, TRY, xmalloc
-#include "pack/pack_format.h" // defines: PACK_FILES, PACK_SUFFIX, pack_val_bytes, pack_name_ok
+#include "tok/tokenizer.h"      // defines: TOKENIZER_FILES
+#include "pack/pack_format.h" // defines: pack_file_name, PACK_SUFFIX, pack_val_bytes, pack_name_ok
 
 #define TAR_BLOCK 512
 #define DIM_MAX ((int64_t)INT32_MAX)
 #define NUMEL_MAX ((size_t)1 << 40)
 
-const char *const PACK_FILES[PACK_N_FILES] = {
-    "config.json", "generation_config.json", "tokenizer.model", "tokenizer.json",
-    "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "vocab.json",
-    "merges.txt",
-};
+_Static_assert(PACK_N_FILES == 2 + TOKENIZER_N_FILES, "pack_format.h's PACK_N_FILES");
+const char *pack_file_name(int i) {
+    return i == 0 ? "config.json" : i == 1 ? "generation_config.json" : TOKENIZER_FILES[i - 2];
+}
 const char *const PACK_SUFFIX[S_N] = {"", ".nnz", ".index", ".ixptr", ".slots", ".values", ".scales"};
 
 static const char *const QUANT_NAMES[] = {"none", "bf16", "int8", "int4"};
@@ -504,7 +504,7 @@ static int manifest_parse(Pack *p) {
         const PackMember *mb = &p->members[i];
         if (rank[i]) continue;
         int f = 0;
-        while (f < PACK_N_FILES && strcmp(PACK_FILES[f], mb->name) != 0) f++;
+        while (f < PACK_N_FILES && strcmp(pack_file_name(f), mb->name) != 0) f++;
         if (f == PACK_N_FILES)
             rc = ERR("%s: member %s is neither a stream of a listed tensor nor an allowed file", path, mb->name);
         else rank[i] = file_rank(f);

@@ -31,10 +31,11 @@ typedef enum { QUANT_NONE, QUANT_BF16, QUANT_INT8, QUANT_INT4 } PackQuant;
 #define TENSOR_NAME_MAX 92        // + ".values" still fits MEMBER_NAME_MAX
 #define MANIFEST_TAIL 28          // ,"xxh64":"<16 hex digits>"} ending the manifest
 
-// Files besides tensors that a pack may hold (config.json first); nothing else is ever
-// unpacked.
-#define PACK_N_FILES 9
-extern const char *const PACK_FILES[PACK_N_FILES];
+// Files besides tensors that a pack may hold, in the order they are written:
+// config.json, generation_config.json, then the tokenizer's (tokenizer.h's
+// TOKENIZER_FILES); nothing else is ever unpacked.
+#define PACK_N_FILES 9 // 2 + TOKENIZER_N_FILES (pack.c checks it; this header is C++'s too)
+const char *pack_file_name(int i);
 
 // The members of one tensor, in the order they are written.
 enum { S_DENSE, S_NNZ, S_INDEX, S_IXPTR, S_SLOTS, S_VALUES, S_SCALES, S_N };
@@ -42,7 +43,7 @@ extern const char *const PACK_SUFFIX[S_N]; // "", ".nnz", ".index", ...
 
 static inline int pack_is_file_name(const char *s) {
     for (int i = 0; i < PACK_N_FILES; i++)
-        if (strcmp(PACK_FILES[i], s) == 0) return 1;
+        if (strcmp(pack_file_name(i), s) == 0) return 1;
     return 0;
 }
 

@@ -232,3 +232,38 @@ int pack_model_file(const uint8_t **data, size_t *len, const Model *m, const cha
     *len = pm->size;
     return 0;
 }
+
+// A pack's files for tokenizer_load_files: ctx is the Model.
+static int pack_read(void *ctx, const char *name, char **data, size_t *n) {
+    const uint8_t *d;
+    size_t len;
+    if (pack_model_file(&d, &len, ctx, name) < 0) return 1;
+    *data = xmalloc(len + 1);
+    memcpy(*data, d, len);
+    (*data)[len] = 0;
+    *n = len;
+    return 0;
+}
+
+int tokenizer_of_model(Tokenizer *t, const Model *m, const char *where) {
+    if (m->src_dir) return tokenizer_load(t, m->src_dir);
+    TokFiles f = {pack_read, (void *)m, where};
+    return tokenizer_load_files(t, &f);
+}
+
+int model_has_tokenizer(const Model *m) {
+    static const char *const files[] = {"tokenizer.json", "tokenizer.model", "vocab.json"};
+    for (int i = 0; i < 3; i++) {
+        if (m->src_dir) {
+            char *p = path_join(m->src_dir, files[i]);
+            int ok = access(p, F_OK) == 0;
+            free(p);
+            if (ok) return 1;
+        } else {
+            const uint8_t *d;
+            size_t n;
+            if (pack_model_file(&d, &n, m, files[i]) == 0) return 1;
+        }
+    }
+    return 0;
+}

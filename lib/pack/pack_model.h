@@ -15,6 +15,7 @@
 
 #include "nn/model.h"  // defines: Model
 #include "pack/pack.h" // defines: Pack
+#include "tok/tokenizer.h" // defines: Tokenizer
 
 // path a folder (model_load; a best-train output folder OUT, which holds no config.json
 // but OUT/model, means OUT/model, and m->src_dir says so) or a packed checkpoint file
@@ -37,5 +38,14 @@ void model_dense_store(Model *m);
 // bytes, inside the map, valid until model_free. -1 (no ERR) when m is not backed by a
 // pack or the pack has no such member.
 int pack_model_file(const uint8_t **data, size_t *len, const Model *m, const char *name);
+// The tokenizer of m: its folder's files (m->src_dir), or those of the pack it came from,
+// read from the pack's map (tokenizer.h's tokenizer_load_files; the same tokenizer and
+// hash as from a folder of them). -1 after ERR, naming the folder or pack (for a pack
+// without tokenizer files: "WHERE: no tokenizer.json, tokenizer.model or vocab.json +
+// merges.txt in this pack").
+int tokenizer_of_model(Tokenizer *t, const Model *m, const char *where);
+// Whether m has tokenizer files: a tokenizer.json, tokenizer.model or vocab.json in its
+// folder or pack.
+int model_has_tokenizer(const Model *m);
 
 #endif

@@ -24,7 +24,7 @@
 #include "base/error.h"       // defines: ERR, TRY, xmalloc
 #include "base/fileio.h"      // defines: AFile, path_join, file_read_all
 #include "pack/pack_model.h"  // defines: pack_check_model
-#include "pack/pack_format.h" // defines: PACK_FILES, PACK_SUFFIX, pack_val_bytes, pack_name_ok
+#include "pack/pack_format.h" // defines: pack_file_name, PACK_SUFFIX, pack_val_bytes, pack_name_ok
 
 static int is_stored(float x) {
     uint32_t u;
@@ -467,11 +467,11 @@ static int files_collect(FileBlob *f, int *n, const Model *m) {
     f[0].size = m->config_len;
     *n = 1;
     for (int i = 1; m->src_dir && i < PACK_N_FILES; i++) {
-        char *path = path_join(m->src_dir, PACK_FILES[i]);
+        char *path = path_join(m->src_dir, pack_file_name(i));
         int rc = 0;
         if (access(path, R_OK) == 0) {
             rc = file_read_all(&f[*n].data, &f[*n].size, path);
-            if (rc == 0) f[(*n)++].name = xstrdup(PACK_FILES[i]);
+            if (rc == 0) f[(*n)++].name = xstrdup(pack_file_name(i));
         }
         free(path);
         TRY(rc);

@@ -810,59 +810,65 @@ fail:
     return -1;
 }
 
-static json_t *json_file(const char *path) {
-    char *buf;
-    size_t n;
-    if (file_read_all(&buf, &n, path) < 0) return NULL;
+static json_t *json_buf(const TokBuf *f) {
     json_error_t je;
-    json_t *j = json_loadb(buf, n, 0, &je);
-    free(buf);
-    if (!j) ERR("%s:%d:%d: bad JSON: %s", path, je.line, je.column, je.text);
+    json_t *j = json_loadb(f->data, f->n, 0, &je);
+    if (!j) ERR("%s:%d:%d: bad JSON: %s", f->name, je.line, je.column, je.text);
     return j;
 }
 
-int bbpe_load_files(Bbpe **out, const char *vocab_path, const char *merges_path, const char *config_path) {
+int bbpe_load_buffers(Bbpe **out, const TokBuf *vf, const TokBuf *mf, const TokBuf *cf) {
     *out = NULL;
     Bbpe *b = bbpe_alloc();
     json_t *vocab = NULL, *config = NULL;
-    char *mbuf = NULL;
-    size_t mn;
     int qwen = 0;
-    if (!(vocab = json_file(vocab_path))) goto fail;
-    if (vocab_load(b, vocab, vocab_path) < 0) goto fail;
-    if (file_read_all(&mbuf, &mn, merges_path) < 0) goto fail;
-    if (merges_load_txt(b, mbuf, mn, merges_path) < 0) goto fail;
-    if (config_path) {
-        if (!(config = json_file(config_path))) goto fail;
-        if (!json_is_object(config)) { ERR("%s: not a JSON object", config_path); goto fail; }
+    if (!(vocab = json_buf(vf))) goto fail;
+    if (vocab_load(b, vocab, vf->name) < 0) goto fail;
+    if (merges_load_txt(b, mf->data, mf->n, mf->name) < 0) goto fail;
+    if (cf) {
+        if (!(config = json_buf(cf))) goto fail;
+        if (!json_is_object(config)) { ERR("%s: not a JSON object", cf->name); goto fail; }
         const char *cls = json_string_value(json_object_get(config, "tokenizer_class"));
         qwen = cls && strncmp(cls, "Qwen2Tokenizer", 14) == 0;  // also Qwen2TokenizerFast
         const json_t *dec = json_object_get(config, "added_tokens_decoder");
-        if (dec && !json_is_object(dec)) { ERR("%s: added_tokens_decoder is not an object", config_path); goto fail; }
+        if (dec && !json_is_object(dec)) { ERR("%s: added_tokens_decoder is not an object", cf->name); goto fail; }
         const char *k;
         json_t *o;
         json_object_foreach((json_t *)dec, k, o) {
             char *end;
             long long id = strtoll(k, &end, 10);
-            if (!*k || *end || !json_is_object(o)) { ERR("%s: bad added_tokens_decoder entry \"%.20s\"", config_path, k); goto fail; }
-            if (added_push(b, o, id, 0, config_path) < 0) goto fail;
+            if (!*k || *end || !json_is_object(o)) { ERR("%s: bad added_tokens_decoder entry \"%.20s\"", cf->name, k); goto fail; }
+            if (added_push(b, o, id, 0, cf->name) < 0) goto fail;
         }
     }
     b->nfc = qwen;
     const char *pat = qwen ? QWEN2_PATTERN : GPT2_PATTERN;
-    if (stage_add(b, 0, pat, strlen(pat), 0, vocab_path) < 0) goto fail;
-    if (bbpe_finish(b, vocab_path) < 0) goto fail;
+    if (stage_add(b, 0, pat, strlen(pat), 0, vf->name) < 0) goto fail;
+    if (bbpe_finish(b, vf->name) < 0) goto fail;
     json_decref(vocab);
     json_decref(config);
-    free(mbuf);
     *out = b;
     return 0;
 fail:
     json_decref(vocab);
     json_decref(config);
-    free(mbuf);
     bbpe_free(b);
     return -1;
+}
+
+int bbpe_load_files(Bbpe **out, const char *vocab_path, const char *merges_path, const char *config_path) {
+    *out = NULL;
+    const char *paths[3] = {vocab_path, merges_path, config_path};
+    char *data[3] = {0};
+    TokBuf f[3] = {{0}};
+    int rc = 0;
+    for (int i = 0; i < 3 && rc == 0 && paths[i]; i++) {
+        rc = file_read_all(&data[i], &f[i].n, paths[i]);
+        f[i].data = data[i], f[i].name = paths[i];
+    }
+    if (rc == 0) rc = bbpe_load_buffers(out, &f[0], &f[1], config_path ? &f[2] : NULL);
+    for (int i = 0; i < 3; i++) free(data[i]);
+    return rc;
 }
 
 // ---------------------------------------------------------------------------

@@ -28,10 +28,19 @@ typedef struct Bbpe Bbpe;
 
 // root: a parsed HF tokenizer.json; path is only used in messages.
 int bbpe_load_json(Bbpe **out, const json_t *root, const char *path);
-// vocab.json + merges.txt ("#version" lines are skipped). config_path may be NULL
-// or a tokenizer_config.json: tokenizer_class "Qwen2Tokenizer" selects NFC and the
-// Qwen2 split regex, anything else GPT-2 (GPT-2 regex, no normalizer); the
-// entries of added_tokens_decoder become added tokens in both cases.
+// A file's bytes, and its name for messages (a path, or PACK/NAME).
+typedef struct {
+    const char *data;
+    size_t n;
+    const char *name;
+} TokBuf;
+
+// vocab.json + merges.txt ("#version" lines are skipped). config may be NULL or a
+// tokenizer_config.json: tokenizer_class "Qwen2Tokenizer" selects NFC and the Qwen2
+// split regex, anything else GPT-2 (GPT-2 regex, no normalizer); the entries of
+// added_tokens_decoder become added tokens in both cases.
+int bbpe_load_buffers(Bbpe **out, const TokBuf *vocab, const TokBuf *merges, const TokBuf *config);
+// The same from files (config_path may be NULL).
 int bbpe_load_files(Bbpe **out, const char *vocab_path, const char *merges_path,
                     const char *config_path);
 void bbpe_free(Bbpe *b);

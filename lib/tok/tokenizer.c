@@ -1,13 +1,15 @@
-// tokenizer.c: finds the tokenizer files, recognises the family, hashes the bytes
-// and dispatches to lib/tok/spm.c or lib/tok/bbpe.c. No tokenization happens here.
+// tokenizer.c: finds the tokenizer files (in a folder, or wherever a TokFiles reads them
+// from: a pack), recognises the family, hashes the bytes and dispatches to lib/tok/spm.c
+// or lib/tok/bbpe.c. No tokenization happens here.
 #include "tok/tokenizer.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
 
-#include "tok/bbpe.h"    // defines: bbpe_load_json, bbpe_load_files, bbpe_encode
+#include "tok/bbpe.h"    // defines: bbpe_load_json, bbpe_load_buffers, bbpe_encode
 #include "base/error.h"  // defines: ERR, TRY
 #include "base/fileio.h" // defines: file_read_all, path_join, path_is_dir
 #include "tok/spm.h"     // defines: spm_load_model, spm_load_json, spm_encode
@@ -38,14 +40,16 @@ static int json_has_type(const json_t *node, const char *type) {
     return 0;
 }
 
-static int load_json(Tokenizer *t, const char *path) {
-    char *text;
-    size_t n;
-    TRY(file_read_all(&text, &n, path));
+const char *const TOKENIZER_FILES[TOKENIZER_N_FILES] = {
+    "tokenizer.model", "tokenizer.json",    "tokenizer_config.json", "special_tokens_map.json",
+    "added_tokens.json", "vocab.json", "merges.txt",
+};
+
+// text (n bytes of a tokenizer.json); path names it in messages.
+static int load_json(Tokenizer *t, const char *text, size_t n, const char *path) {
     t->hash = XXH64(text, n, 0);
     json_error_t jerr;
     json_t *root = json_loadb(text, n, 0, &jerr);
-    free(text);
     if (!root) return ERR("%s: malformed JSON at line %d: %s", path, jerr.line, jerr.text);
     int rc = -1;
     json_t *model = json_object_get(root, "model");
@@ -69,71 +73,86 @@ static int load_json(Tokenizer *t, const char *path) {
     return rc;
 }
 
-static int load_model(Tokenizer *t, const char *path) {
-    char *data;
-    size_t n;
-    TRY(file_read_all(&data, &n, path));
+// data (n bytes of a tokenizer.model: sentencepiece's protobuf); path names it.
+static int load_model(Tokenizer *t, const char *data, size_t n, const char *path) {
     t->hash = XXH64(data, n, 0);
     t->kind = TOK_SPM;
-    int rc = spm_load_model(&t->spm, (const uint8_t *)data, n, path);
-    free(data);
-    return rc;
+    return spm_load_model(&t->spm, (const uint8_t *)data, n, path);
 }
 
-// vocab.json + merges.txt (+ tokenizer_config.json) from one folder.
-static int load_vocab_merges(Tokenizer *t, const char *dir) {
-    char *vocab = path_join(dir, "vocab.json"), *merges = path_join(dir, "merges.txt");
-    char *config = path_join(dir, "tokenizer_config.json");
-    int rc = -1;
-    if (!exists(merges)) {
-        ERR("%s: no merges.txt beside vocab.json", dir);
-    } else {
+// A file of f: 0 with its bytes in *b (b->name: WHERE/NAME, freed by buf_free), 1 when
+// there is none, -1 after ERR.
+static int buf_read(TokBuf *b, const TokFiles *f, const char *name) {
+    memset(b, 0, sizeof *b);
+    char *data;
+    size_t n;
+    int rc = f->read(f->ctx, name, &data, &n);
+    if (rc != 0) return rc;
+    b->data = data, b->n = n, b->name = path_join(f->where, name);
+    return 0;
+}
+static void buf_free(TokBuf *b) {
+    free((char *)b->data);
+    free((char *)b->name);
+    memset(b, 0, sizeof *b);
+}
+
+// vocab.json + merges.txt (+ tokenizer_config.json) of f; the hash is of the first two.
+static int load_vocab_merges(Tokenizer *t, const TokFiles *f) {
+    TokBuf vocab, merges, config;
+    int rv = buf_read(&vocab, f, "vocab.json"), rm = rv < 0 ? 1 : buf_read(&merges, f, "merges.txt");
+    int rc = rv < 0 || rm < 0 ? -1 : rv == 1 ? ERR("%s/vocab.json: cannot open: %s", f->where, strerror(ENOENT))
+                                   : rm == 1 ? ERR("%s: no merges.txt beside vocab.json", f->where) : 0;
+    int rcfg = rc == 0 ? buf_read(&config, f, "tokenizer_config.json") : 1;
+    if (rcfg < 0) rc = -1;
+    if (rc == 0) {
         XXH64_state_t *xx = XXH64_createState();
         XXH64_reset(xx, 0);
-        const char *files[] = {vocab, merges};
-        rc = 0;
-        for (int i = 0; i < 2 && rc == 0; i++) {
-            char *d;
-            size_t n;
-            rc = file_read_all(&d, &n, files[i]);
-            if (rc == 0) { XXH64_update(xx, d, n); free(d); }
-        }
+        XXH64_update(xx, vocab.data, vocab.n);
+        XXH64_update(xx, merges.data, merges.n);
         t->hash = XXH64_digest(xx);
         XXH64_freeState(xx);
         t->kind = TOK_BBPE;
-        if (rc == 0) rc = bbpe_load_files(&t->bbpe, vocab, merges, exists(config) ? config : NULL);
+        rc = bbpe_load_buffers(&t->bbpe, &vocab, &merges, rcfg == 0 ? &config : NULL);
     }
-    free(vocab);
-    free(merges);
-    free(config);
+    if (rv == 0) buf_free(&vocab);
+    if (rm == 0) buf_free(&merges);
+    if (rcfg == 0) buf_free(&config);
     return rc;
 }
 
-int tokenizer_load(Tokenizer *t, const char *path) {
-    memset(t, 0, sizeof *t);
-    t->path = xstrdup(path);
-    int rc;
-    if (path_is_dir(path)) {
-        char *json = path_join(path, "tokenizer.json"), *model = path_join(path, "tokenizer.model");
-        char *vocab = path_join(path, "vocab.json");
-        if (exists(json)) rc = load_json(t, json);
-        else if (exists(model)) rc = load_model(t, model);
-        else if (exists(vocab)) rc = load_vocab_merges(t, path);
-        else rc = ERR("%s: no tokenizer.json, tokenizer.model or vocab.json + merges.txt in this folder", path);
-        free(json);
-        free(model);
-        free(vocab);
-    } else if (ends_with(path, ".json") && !ends_with(path, "vocab.json")) {
-        rc = load_json(t, path);
-    } else if (ends_with(path, "vocab.json")) {
-        char *dir = xstrdup(path);
-        char *slash = strrchr(dir, '/');
-        if (slash) *slash = 0; else strcpy(dir, ".");
-        rc = load_vocab_merges(t, dir);
-        free(dir);
-    } else {
-        rc = load_model(t, path); // tokenizer.model or any other name: the protobuf
+// A folder's files: ctx is the folder.
+static int folder_read(void *ctx, const char *name, char **data, size_t *n) {
+    char *path = path_join(ctx, name);
+    int rc = exists(path) ? file_read_all(data, n, path) : 1;
+    free(path);
+    return rc;
+}
+
+// One file: 0 with its bytes, or -1 after ERR (a missing file names itself).
+static int whole_file(char **data, size_t *n, const char *path) { return file_read_all(data, n, path); }
+
+// tokenizer.json preferred, then tokenizer.model, then vocab.json + merges.txt.
+static int load_files(Tokenizer *t, const TokFiles *f) {
+    static const char *const order[] = {"tokenizer.json", "tokenizer.model"};
+    for (int i = 0; i < 2; i++) {
+        TokBuf b;
+        int rc = buf_read(&b, f, order[i]);
+        if (rc == 1) continue;
+        if (rc == 0) rc = i == 0 ? load_json(t, b.data, b.n, b.name) : load_model(t, b.data, b.n, b.name);
+        buf_free(&b);
+        return rc;
     }
+    TokBuf b;
+    int rc = buf_read(&b, f, "vocab.json");
+    if (rc == 0) buf_free(&b);
+    if (rc == 1) return ERR("%s: no tokenizer.json, tokenizer.model or vocab.json + merges.txt in this %s", f->where,
+                            f->read == folder_read ? "folder" : "pack");
+    return rc < 0 ? -1 : load_vocab_merges(t, f);
+}
+
+// The fields every kind sets from its tables; t->path = where.
+static int tokenizer_finish(Tokenizer *t, int rc) {
     if (rc < 0) { tokenizer_free(t); return -1; }
     if (t->kind == TOK_SPM) {
         t->vocab_size = spm_vocab_size(t->spm);
@@ -149,6 +168,38 @@ int tokenizer_load(Tokenizer *t, const char *path) {
         t->add_eos = t->eos_id >= 0;
     }
     return 0;
+}
+
+int tokenizer_load_files(Tokenizer *t, const TokFiles *f) {
+    memset(t, 0, sizeof *t);
+    t->path = xstrdup(f->where);
+    return tokenizer_finish(t, load_files(t, f));
+}
+
+int tokenizer_load(Tokenizer *t, const char *path) {
+    memset(t, 0, sizeof *t);
+    t->path = xstrdup(path);
+    int rc;
+    if (path_is_dir(path)) {
+        TokFiles f = {folder_read, (void *)path, path};
+        rc = load_files(t, &f);
+    } else if (ends_with(path, "vocab.json")) { // the folder's vocab.json + merges.txt, whatever else is there
+        char *dir = xstrdup(path);
+        char *slash = strrchr(dir, '/');
+        if (slash) *slash = 0; else strcpy(dir, ".");
+        TokFiles f = {folder_read, dir, dir};
+        rc = load_vocab_merges(t, &f);
+        free(dir);
+    } else { // a tokenizer.json, or tokenizer.model under any other name: the protobuf
+        char *data;
+        size_t n;
+        rc = whole_file(&data, &n, path);
+        if (rc == 0) {
+            rc = ends_with(path, ".json") ? load_json(t, data, n, path) : load_model(t, data, n, path);
+            free(data);
+        }
+    }
+    return tokenizer_finish(t, rc);
 }
 
 void tokenizer_free(Tokenizer *t) {

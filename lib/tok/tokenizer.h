@@ -37,6 +37,24 @@ typedef struct {
 // or a folder holding one of them (tokenizer.json preferred, then tokenizer.model,
 // then vocab.json + merges.txt).
 int tokenizer_load(Tokenizer *t, const char *path);
+
+// The names of a model's tokenizer files, the one list: what model_save copies beside the
+// weights, what a pack stores (pack_format.h), what a pack's tokenizer is read from.
+#define TOKENIZER_N_FILES 7
+extern const char *const TOKENIZER_FILES[TOKENIZER_N_FILES];
+
+// Where a model's tokenizer files come from, by name (a pack's members: pack_model.h's
+// tokenizer_of_model). read gives a file's bytes in *data (malloc'd, the caller frees)
+// and returns 0, 1 when there is no such file, -1 after ERR; where names the source in
+// messages (WHERE/NAME).
+typedef struct {
+    int (*read)(void *ctx, const char *name, char **data, size_t *n);
+    void *ctx;
+    const char *where;
+} TokFiles;
+// The tokenizer of f's files, chosen as in a folder (tokenizer.json, then tokenizer.model,
+// then vocab.json + merges.txt); the same tokenizer and hash as from a folder of them.
+int tokenizer_load_files(Tokenizer *t, const TokFiles *f);
 void tokenizer_free(Tokenizer *t);
 
 typedef struct {

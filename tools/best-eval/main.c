@@ -47,83 +47,21 @@ typedef struct {
 } Protocol;
 
 // The tokenizer: --tokenizer, else the model folder's, else the one inside a packed
-// checkpoint (its files are copied to a temporary folder for tokenizer_load, which
-// reads paths, and removed after).
-static void load_tokenizer_files(Tokenizer *tok, const Opts *o, const Model *m);
-
-// The tokenizer (below), whose ids must all be ids of the model: errors name where it
-// came from.
+// checkpoint; its ids must all be ids of the model: errors name where it came from.
 static void load_tokenizer(Tokenizer *tok, const Opts *o, const Model *m) {
-    load_tokenizer_files(tok, o, m);
+    if (o->tokenizer) TRY_OR_DIE(tokenizer_load(tok, o->tokenizer));
+    else TRY_OR_DIE(tokenizer_of_model(tok, m, o->model)); // the folder's, or the pack's (read from its map)
     const char *from = o->tokenizer ? o->tokenizer : m->src_dir ? m->src_dir : o->model;
     if (tok->vocab_size > (int32_t)m->V)
         DIE("%s: tokenizer vocab %d is larger than the model's %zu (another model's tokenizer?)", from,
             tok->vocab_size, m->V);
 }
 
-static void load_tokenizer_files(Tokenizer *tok, const Opts *o, const Model *m) {
-    if (o->tokenizer || m->src_dir) { // the folder's: m->src_dir (a best-train OUT gives OUT/model;
-                                      // a folder's dense store keeps it); a pack has none
-        TRY_OR_DIE(tokenizer_load(tok, o->tokenizer ? o->tokenizer : m->src_dir));
-        return;
-    }
-    static const char *files[] = {"tokenizer.json", "tokenizer.model", "tokenizer_config.json",
-                                  "special_tokens_map.json", "added_tokens.json", "vocab.json",
-                                  "merges.txt"};
-    enum { NF = sizeof files / sizeof *files };
-    const char *tmp = getenv("TMPDIR");
-    char dir[512];
-    snprintf(dir, sizeof dir, "%s/best-eval.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(dir)) DIE("%s: cannot create a temporary folder for the pack's tokenizer", dir);
-    int found = 0;
-    for (int i = 0; i < NF; i++) {
-        const uint8_t *data;
-        size_t len;
-        if (pack_model_file(&data, &len, m, files[i]) < 0) continue;
-        char *path = path_join(dir, files[i]);
-        FILE *f = fopen(path, "wb");
-        int ok = f && fwrite(data, 1, len, f) == len;
-        if (f && fclose(f) != 0) ok = 0;
-        free(path);
-        if (!ok) DIE("%s: cannot write %s", dir, files[i]);
-        found++;
-    }
-    int rc = found ? tokenizer_load(tok, dir) : -1;
-    for (int i = 0; i < NF; i++) {
-        char *path = path_join(dir, files[i]);
-        unlink(path);
-        free(path);
-    }
-    rmdir(dir);
-    if (!found) DIE("%s: the pack holds no tokenizer files; give --tokenizer", o->model);
-    TRY_OR_DIE(rc);
-}
-
-// Whether a tokenizer is at hand for m: --tokenizer, tokenizer files in the folder, or
-// in the pack.
-static int have_tokenizer(const Opts *o, const Model *m) {
-    if (o->tokenizer) return 1;
-    static const char *files[] = {"tokenizer.json", "tokenizer.model"};
-    for (int i = 0; i < 2; i++) {
-        if (m->src_dir) {
-            char *p = path_join(m->src_dir, files[i]);
-            int ok = access(p, F_OK) == 0;
-            free(p);
-            if (ok) return 1;
-        } else {
-            const uint8_t *d;
-            size_t n;
-            if (pack_model_file(&d, &n, m, files[i]) == 0) return 1;
-        }
-    }
-    return 0;
-}
-
 // A shard made by another tokenizer than the model's has ids that mean other tokens: its
 // perplexity is a number about nothing. Refused (exit 1) unless --any-tokenizer.
 static void check_shard_tokenizer(const Opts *o, const Model *m, uint64_t shard_hash) {
     if (o->any_tokenizer || shard_hash == 0) return; // 0: a shard of an older build
-    if (!have_tokenizer(o, m)) {
+    if (!o->tokenizer && !model_has_tokenizer(m)) {
         if (!o->quiet)
             fprintf(stderr, "best-eval: note: %s has no tokenizer files: the shard's tokenizer (%016llx) is not "
                     "checked against the model's\n", o->model, (unsigned long long)shard_hash);
