@@ -21,6 +21,10 @@
 // are bitwise the unpacked model's; one-token decoding multiplies straight from the
 // storage. Training such a model is an error.
 //
+// Two files implement this header: model.c (the table, the forward and backward,
+// decoding) and model_io.c (the folder: model_create, model_load, model_save and the
+// checks and clean-ups around them).
+//
 // Not here: the kernels (layers.h), the optimizer (adamw.h), masks (sparse/mask.h),
 // config.json parsing (config.h), packed checkpoints (lib/pack/), tokenization, data.
 #ifndef BEST_MODEL_H

@@ -1,6 +1,6 @@
 // pack_format.h: the vocabulary of the packed checkpoint format (pack.h has its
 // summary, docs/formats.md every byte), shared by the reader (pack.c), the writer
-// (pack_write.c) and the kernels (spmv.c): the version, the encodings, value types and
+// (pack_write.c) and the kernels (spmv*.c): the version, the encodings, value types and
 // quantizations, the tile and slice sizes, name limits, the member suffixes of a tensor, the
 // allow-list of plain files, and the value types' sizes.
 #ifndef BEST_PACK_FORMAT_H

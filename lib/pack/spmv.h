@@ -16,6 +16,8 @@
 // kernels (tables of lane permutations stand in for compress and expand), and sell
 // (8-row slices) an 8-lane kernel that gathers x (vgatherdps), which AVX-512 CPUs run
 // too. Delta streams use portable C on every CPU (lib/pack/spmv.c says what was measured).
+// The portable kernels, the choice of a set and the product are spmv.c's; the AVX-512
+// and AVX2 kernels are spmv_avx512.c's and spmv_avx2.c's, with their measurements.
 //
 // Threads: OpenMP over chunks of rows (tiles: of 32-row panels; sell: of 8-row slices) cut by nonzero count (handed out dynamically,
 // so that a thread on a busy core does not hold the others), every row summed by one

@@ -1,4 +1,4 @@
-// mask.h: a model's pruning mask: computing it from scores, its file, and reports.
+// mask.h: a model's pruning mask: computing it from scores, and its file.
 //
 // A mask is uint8, one byte per parameter of the block (model.h), 1 = keep, laid out
 // like the weights (adamw.h applies it). Only prunable tensors (the seven Linear
@@ -21,13 +21,12 @@
 // NAME.exp_avg and NAME.exp_avg_sq for each parameter NAME (all prunable ones at least).
 //
 // Not here: the threshold (select.h), scores (saliency.h), the optimizer step that
-// keeps pruned weights at zero (nn/adamw.h).
+// keeps pruned weights at zero (nn/adamw.h), the reports of a mask (mask_report.h).
 #ifndef BEST_MASK_H
 #define BEST_MASK_H
 
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 
 #include "nn/params.h"       // defines: ParamInfo, params_check_finite
 #include "io/safetensors.h"  // defines: SafeTensors
@@ -135,17 +134,6 @@ int mask_load(uint8_t *mask, const char *path, const ParamInfo *info, int n_info
 // up, down) from its HF name; -1 for any other name.
 int mask_module_of(int *layer, const char *name);
 extern const char *const MASK_MODULES[7];  // "q", "k", "v", "o", "gate", "up", "down"
-
-// Sparsity per tensor, per layer, per module type and in total, as one JSON object.
-int mask_report_json(const char *path, const uint8_t *mask, const MaskMeta *meta,
-                     const ParamInfo *info, int n_info);
-// The allocation heatmap: layers (rows) x module types (columns), cell colour =
-// sparsity, with labels and a legend; plain SVG text.
-int mask_plot_svg(const char *path, const uint8_t *mask, const ParamInfo *info, int n_info, const char *title);
-// A short per-layer table (sparsity in % per module type and in total).
-void mask_print_table(FILE *f, const uint8_t *mask, const ParamInfo *info, int n_info);
-// The fraction of the prunable weights that mask (n_params) zeroes: the achieved sparsity.
-double mask_sparsity(const uint8_t *mask, const ParamInfo *info, int n_info);
 
 #ifdef __cplusplus
 }

@@ -18,6 +18,7 @@
 #include "base/error.h"      // defines: TRY_OR_DIE, DIE
 #include "base/fileio.h"     // defines: path_check_out_file, path_check_out_dir
 #include "sparse/mask.h"     // defines: mask_compute, mask_save, Moments
+#include "sparse/mask_report.h" // defines: mask_report_json, mask_plot_svg, mask_print_table
 #include "nn/model.h"        // defines: Model, model_save
 #include "pack/pack_model.h" // defines: model_open
 #include "base/progress.h"   // defines: now_seconds, Progress, human_count
