@@ -22,6 +22,7 @@
 
 #include "base/error.h"  // defines: ERR, TRY, xmalloc, xcalloc, xstrdup
 #include "base/fileio.h" // defines: file_read_all, path_join, path_mkdir_made, AFile
+#include "tok/tokenizer.h" // defines: TOKENIZER_FILES
 
 // --- config.json ----------------------------------------------------------------------
 
@@ -272,17 +273,17 @@ static int save_config(const Model *m, const char *dir, StDtype dtype) {
     return rc;
 }
 
-// What model_save writes: the weights, config.json, and the tokenizer files it copies.
-static const char *const saved_files[] = {
-    "model.safetensors", "config.json",
-    "tokenizer.model", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-    "vocab.json", "merges.txt", "added_tokens.json", "generation_config.json",
-};
-enum { N_SAVED_FILES = sizeof saved_files / sizeof *saved_files, FIRST_TOKENIZER_FILE = 2 };
+// What model_save writes: the weights and config.json, then the files it copies from the
+// source folder: generation_config.json and the tokenizer's (tokenizer.h's list).
+enum { N_SAVED_FILES = 3 + TOKENIZER_N_FILES, FIRST_COPIED_FILE = 2 };
+static const char *saved_file(size_t i) {
+    static const char *const own[3] = {"model.safetensors", "config.json", "generation_config.json"};
+    return i < 3 ? own[i] : TOKENIZER_FILES[i - 3];
+}
 
 static int copy_tokenizer_files(const char *src, const char *dir) {
-    for (size_t i = FIRST_TOKENIZER_FILE; i < N_SAVED_FILES; i++) {
-        char *from = path_join(src, saved_files[i]), *to = path_join(dir, saved_files[i]);
+    for (size_t i = FIRST_COPIED_FILE; i < N_SAVED_FILES; i++) {
+        char *from = path_join(src, saved_file(i)), *to = path_join(dir, saved_file(i));
         int rc = 0;
         if (access(from, R_OK) == 0) {
             char *data;
@@ -331,8 +332,8 @@ int model_save(const Model *m, const char *dir, int dtype) {
         const char *written[N_SAVED_FILES];
         int n = 0;
         for (size_t i = 0; i < N_SAVED_FILES; i++) {
-            char *from = m->src_dir && i >= FIRST_TOKENIZER_FILE ? path_join(m->src_dir, saved_files[i]) : NULL;
-            if (i < FIRST_TOKENIZER_FILE || (from && access(from, R_OK) == 0)) written[n++] = saved_files[i];
+            char *from = m->src_dir && i >= FIRST_COPIED_FILE ? path_join(m->src_dir, saved_file(i)) : NULL;
+            if (i < FIRST_COPIED_FILE || (from && access(from, R_OK) == 0)) written[n++] = saved_file(i);
             free(from);
         }
         model_unlink_unsaved(dir, written, n);
@@ -349,14 +350,14 @@ int model_save(const Model *m, const char *dir, int dtype) {
 // A name model_save writes, or a temporary of one (".NAME.tmp.XXXXXX", fileio.h).
 static int is_saved_name(const char *name) {
     for (size_t i = 0; i < N_SAVED_FILES; i++)
-        if (strcmp(name, saved_files[i]) == 0 || path_is_temp_of(name, saved_files[i])) return 1;
+        if (strcmp(name, saved_file(i)) == 0 || path_is_temp_of(name, saved_file(i))) return 1;
     return 0;
 }
 
 int model_check_save_dir(const char *dir) {
     int rc = 0;
     for (size_t i = 0; i < N_SAVED_FILES && rc == 0; i++) {
-        char *path = path_join(dir, saved_files[i]);
+        char *path = path_join(dir, saved_file(i));
         rc = path_check_not_input(path);
         free(path);
     }
@@ -372,9 +373,9 @@ int model_check_save_dir(const char *dir) {
 void model_unlink_unsaved(const char *dir, const char *const *written, int n_written) {
     for (size_t i = 0; i < N_SAVED_FILES; i++) {
         int kept = 0;
-        for (int j = 0; j < n_written && !kept; j++) kept = strcmp(written[j], saved_files[i]) == 0;
+        for (int j = 0; j < n_written && !kept; j++) kept = strcmp(written[j], saved_file(i)) == 0;
         if (kept) continue;
-        char *path = path_join(dir, saved_files[i]);
+        char *path = path_join(dir, saved_file(i));
         unlink(path);
         free(path);
     }
@@ -382,7 +383,7 @@ void model_unlink_unsaved(const char *dir, const char *const *written, int n_wri
 
 void model_unlink_saved(const char *dir) {
     for (size_t i = 0; i < N_SAVED_FILES; i++) {
-        char *path = path_join(dir, saved_files[i]);
+        char *path = path_join(dir, saved_file(i));
         unlink(path);
         free(path);
     }
