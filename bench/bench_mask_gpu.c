@@ -22,7 +22,7 @@
 #include "base/fileio.h"   // defines: file_read_all
 #include "base/progress.h" // defines: now_seconds
 #include "nn/adamw.h"      // defines: AdamW, adamw_init
-#include "nn/cuda.h"       // defines: CudaCtx, cuda_ctx_create, cuda_info
+#include "base/cuda.h"       // defines: CudaCtx, cuda_ctx_create, cuda_info
 #include "nn/model.h"      // defines: Model, model_plan, model_alloc, DevModel
 #include "sparse/mask.h"   // defines: MaskSpec, mask_update_cuda
 

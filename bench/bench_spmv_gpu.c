@@ -27,7 +27,7 @@
 
 #include "base/error.h"      // defines: TRY_OR_DIE, DIE
 #include "base/progress.h"   // defines: now_seconds
-#include "nn/cuda.h"         // defines: CudaCtx, cuda_ctx_create, cuda_info
+#include "base/cuda.h"         // defines: CudaCtx, cuda_ctx_create, cuda_info
 #include "nn/kernel_math.h"  // defines: km_bf16_from_float
 #include "nn/layers.h"       // defines: matmul_forward_cuda (BEST_CUDA)
 #include "nn/model.h"        // defines: Model, model_plan, model_alloc

@@ -17,7 +17,7 @@
 
 #include "base/error.h"      // defines: TRY_OR_DIE, DIE, CHECK, xmalloc
 #include "io/safetensors.h"  // defines: StWriter
-#include "nn/cuda.h"         // defines: cuda_ctx_create, cuda_device_count
+#include "base/cuda.h"         // defines: cuda_ctx_create, cuda_device_count
 #include "nn/model.h"        // defines: Model, ModelActs, model_forward, model_backward, DevModel
 
 int main(int argc, char **argv) {

@@ -33,7 +33,7 @@ int test_report(int cond, const char *file, int line, const char *fmt, ...) {
 #define T_OK(cond, ...) test_report(!!(cond), __FILE__, __LINE__, __VA_ARGS__)
 #define T_SKIP(...) do { printf("skip - "); printf(__VA_ARGS__); printf("\n"); } while (0)
 #define T_DONE() return test_failures ? 1 : 0
-// The first line of a GPU test's main (the _gpu builds of tests/*.cpp, nn/cuda.h
+// The first line of a GPU test's main (the _gpu builds of tests/*.cpp, base/cuda.h
 // included): without a CUDA device, one skip line and exit 0; else the device's line.
 #define T_CUDA_DEVICE_OR_SKIP()                                                             \
     do {                                                                                    \

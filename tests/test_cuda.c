@@ -3,7 +3,7 @@
 // where the runtime's discovery fails), cuda_info says something, and without a device
 // a context is refused with a message instead of a crash. With a GPU, a context is
 // made and freed.
-#include "nn/cuda.h"
+#include "base/cuda.h"
 
 #include <string.h>
 

@@ -29,7 +29,7 @@
 
 #ifdef TEST_ON_GPU
 #include "nn/adamw.h"        // defines: adamw_update_cuda (BEST_CUDA)
-#include "nn/cuda.h"         // defines: CUDA_CHECK, cuda_device_count, CudaCtx
+#include "base/cuda.h"         // defines: CUDA_CHECK, cuda_device_count, CudaCtx
 #include "nn/decode_fused.h" // defines: DecodeJob, decode_fused_gemv_cuda
 #include "nn/layers.h"       // defines: the layer kernels and their _cuda twins, matmul_*_cuda
 #include "sparse/saliency.h" // defines: saliency_score_cuda

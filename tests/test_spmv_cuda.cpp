@@ -42,7 +42,7 @@ extern "C" { // C headers without their own guards, before spmv.cu includes them
 #include "pack/pack_write.h" // defines: pack_write
 }
 #ifdef TEST_ON_GPU
-#include "nn/cuda.h" // defines: CUDA_CHECK, cuda_device_count
+#include "base/cuda.h" // defines: CUDA_CHECK, cuda_device_count
 #define MODE "gpu"
 #else
 #include "cuda_emu.h"

@@ -64,7 +64,7 @@
 #include <vector>
 
 #ifdef TEST_ON_GPU
-#include "nn/cuda.h"     // defines: cuda_ctx_create, cuda_device_count
+#include "base/cuda.h"     // defines: cuda_ctx_create, cuda_device_count
 #include "nn/layers.h"   // defines: layers_init
 #include "nn/attention_cudnn.h" // defines: attn_cudnn_* (cuDNN's attention, BEST_CUDA)
 #include "nn/model.h"    // defines: DevModel and its devmodel_ functions (BEST_CUDA)

@@ -1,26 +1,15 @@
 // dist_nccl.cu: dist_nccl.h over NCCL. Written like the kernels' files so that
 // tests/nccl_emu.h and tests/cuda_emu.h run it on the CPU (tests/test_step.cpp includes
-// it): the API's linkage through BEST_KAPI, the NCCL and CUDA calls checked by macros.
-// (lib/dist comes before lib/nn, so nn/cuda.h's BEST_KAPI and CUDA_CHECK are not
-// included: the two lines each needs are here, and the emulator brings its own.)
+// it): the API's linkage through base/cuda.h's BEST_KAPI, the CUDA calls checked by its
+// CUDA_CHECK (the emulator brings its own), the NCCL calls by NCCL_CHECK below.
 #include "dist/dist_nccl.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "base/cuda.h"  // defines: BEST_KAPI, CUDA_CHECK
 #include "base/error.h" // defines: ERR, die_, xcalloc
 #include "dist/dist.h"  // defines: dist_rank, dist_size, dist_slice, dist_part, dist_bcast
-
-#ifndef BEST_KAPI // (the emulated tests make it static)
-#define BEST_KAPI extern "C"
-#endif
-#ifndef CUDA_CHECK // (tests/cuda_emu.h has its own)
-#define CUDA_CHECK(call)                                                                      \
-    do {                                                                                      \
-        cudaError_t e_ = (call);                                                              \
-        if (e_ != cudaSuccess) die_(__FILE__, __LINE__, "%s: %s", #call, cudaGetErrorString(e_)); \
-    } while (0)
-#endif
 #if defined(BEST_NCCL) && !defined(BEST_NCCL_EMU) // tests/nccl_emu.h stands in for it
 #include <nccl.h>
 #endif

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "base/error.h" // defines: ERR, TRY, xmalloc, xcalloc
-#include "nn/cuda.h"    // defines: cuda_device_count, cuda_info
+#include "base/cuda.h"    // defines: cuda_device_count, cuda_info
 #include "nn/layers.h"  // defines: crossentropy_forward
 
 struct Engine {

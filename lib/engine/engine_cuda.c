@@ -18,7 +18,7 @@ const EngineOps *const engine_cuda_ops = NULL;
 #include "base/error.h"     // defines: ERR, TRY, xmalloc, xcalloc, xrealloc, err_prefix
 #include "dist/dist.h"      // defines: dist_is_mpi, dist_agree, dist_rank, dist_size
 #include "dist/dist_nccl.h" // defines: DevComm, devcomm_init, devcomm_free, devcomm_bytes
-#include "nn/cuda.h"        // defines: CudaCtx, cuda_ctx_create, cuda_mem_free, cuda_mem_in_use
+#include "base/cuda.h"        // defines: CudaCtx, cuda_ctx_create, cuda_mem_free, cuda_mem_in_use
 
 // ENGINE_LOCAL_GPU: under mpirun each rank takes the GPU of its local rank.
 static int cuda_open(void **ctx, int device) {

@@ -12,7 +12,7 @@
 // Not here: the sum of squares (model.cu's reductions), where the moments of pruned
 // weights could be dropped (docs/cuda.md's list).
 #include "nn/adamw.h"       // defines: adamw_scalars, the _cuda prototype (with BEST_CUDA)
-#include "nn/cuda.h"        // defines: CUDA_CHECK, LAUNCH, BEST_KAPI
+#include "base/cuda.h"        // defines: CUDA_CHECK, LAUNCH, BEST_KAPI
 #include "nn/kernel_math.h" // defines: km_adamw, km_blocks
 
 // mask (n) or NULL: uint8, 1 = keep.

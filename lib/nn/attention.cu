@@ -29,7 +29,7 @@
 // (bank conflicts are avoided by padding rows by one float, nothing more). Checked on an
 // H200 (tests/gpu/run.sh). Not here: the model's device step that calls these (docs/cuda.md).
 #include "base/error.h"     // defines: die_
-#include "nn/cuda.h"        // defines: CUDA_CHECK, LAUNCH, BEST_KAPI
+#include "base/cuda.h"        // defines: CUDA_CHECK, LAUNCH, BEST_KAPI
 #include "nn/kernel_math.h" // defines: km_exp, km_lse_merge, km_lse_value, km_blocks
 #include "nn/layers.h"      // defines: the _cuda prototypes (with BEST_CUDA)
 

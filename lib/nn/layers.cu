@@ -20,7 +20,7 @@
 //
 // Not here: matrix products (matmul.cu) and attention, the loop that calls these (the
 // model's device step, to come).
-#include "nn/cuda.h"        // defines: CUDA_CHECK, LAUNCH, BEST_KAPI
+#include "base/cuda.h"        // defines: CUDA_CHECK, LAUNCH, BEST_KAPI
 #include "nn/cuda_reduce.cuh" // defines: block_sum, block_lse
 #include "nn/decode_fused.cuh" // defines: decode_fused_kernel, DecodeJob
 #include "nn/kernel_math.h" // defines: km_* (per element), km_blocks, km_row_threads

@@ -40,7 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn/cuda.h"       // defines: CudaCtx, CUBLAS_CHECK, BEST_KAPI
+#include "base/cuda.h"       // defines: CudaCtx, CUBLAS_CHECK, BEST_KAPI
 #include "nn/layers.h"     // defines: the _cuda prototypes (with BEST_CUDA)
 #include "nn/matmul_map.h" // defines: MatmulMap, matmul_map_*
 

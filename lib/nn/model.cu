@@ -40,7 +40,7 @@
 #include "dist/dist_nccl.h"   // defines: devcomm_sum, devcomm_share, devcomm_wait
 #include "nn/adamw.h"         // defines: adamw_update_cuda
 #include "nn/attention_cudnn.h" // defines: attn_cudnn_* (the emulator: test_step's stand-ins)
-#include "nn/cuda.h"          // defines: CUDA_CHECK, LAUNCH, BEST_KAPI, CudaCtx
+#include "base/cuda.h"          // defines: CUDA_CHECK, LAUNCH, BEST_KAPI, CudaCtx
 #include "nn/cuda_reduce.cuh" // defines: block_sum
 #include "nn/decode_fused.h"  // defines: DecodeJob, decode_fused_gemv_cuda
 #include "nn/kernel_math.h"   // defines: km_blocks, km_thread_index, km_rmsnorm_dw_chunks

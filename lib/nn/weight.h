@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct CUstream_st; // cudaStream_t's struct (nn/cuda.h)
+struct CUstream_st; // cudaStream_t's struct (base/cuda.h)
 struct DecodeJob;   // nn/decode_fused.h
 
 typedef struct {

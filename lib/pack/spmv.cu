@@ -35,7 +35,7 @@
 #include <string.h>
 
 #include "base/error.h"     // defines: ERR, CHECK, xmalloc
-#include "nn/cuda.h"        // defines: CUDA_CHECK, LAUNCH, BEST_KAPI
+#include "base/cuda.h"        // defines: CUDA_CHECK, LAUNCH, BEST_KAPI
 #include "nn/decode_fused.cuh" // defines: decode_fused_kernel, DecodeJob
 #include "nn/kernel_math.h" // defines: km_float_from_bf16, km_bf16_from_float, km_blocks, km_thread_index
 

@@ -29,7 +29,7 @@
 #include "pack/pack_model.h" // defines: model_open
 #include "dist/dist.h"       // defines: dist_slice, dist_sum_f64, dist_reduce_scatter_f32, dist_gather
 #include "run/shards.h"      // defines: ShardManifest, shards_read, shard_add
-#include "nn/cuda.h"         // defines: cuda_info
+#include "base/cuda.h"         // defines: cuda_info
 #include "nn/layers.h"       // defines: layers_blas_info
 #include "base/version.h"    // defines: best_version
 

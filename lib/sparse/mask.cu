@@ -35,7 +35,7 @@
 
 #include "base/error.h"       // defines: ERR, CUDA_CHECK's exit
 #include "dist/dist.h"        // defines: dist_sum_u64, dist_part
-#include "nn/cuda.h"          // defines: CUDA_CHECK, LAUNCH, BEST_KAPI, CudaCtx
+#include "base/cuda.h"          // defines: CUDA_CHECK, LAUNCH, BEST_KAPI, CudaCtx
 #include "nn/kernel_math.h"   // defines: km_bits, km_blocks, km_thread_index
 #include "nn/layers.h"        // defines: masked_fill_cuda, cast_bf16_cuda
 #include "nn/model.h"         // defines: DevModel, Model

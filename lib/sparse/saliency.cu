@@ -8,7 +8,7 @@
 // Not here: the threshold (select.cu), the mask update that calls both (mask.cu).
 #include "sparse/saliency.h" // defines: Saliency, the _cuda prototype (with BEST_CUDA)
 
-#include "nn/cuda.h"        // defines: CUDA_CHECK, LAUNCH, BEST_KAPI
+#include "base/cuda.h"        // defines: CUDA_CHECK, LAUNCH, BEST_KAPI
 #include "nn/kernel_math.h" // defines: km_saliency_*, km_finite, km_blocks
 
 static __global__ void saliency_kernel(float *out, unsigned long long *bad, Saliency s,

@@ -37,7 +37,7 @@
 
 #include "base/error.h"     // defines: CHECK, xmalloc
 #include "dist/dist.h"      // defines: dist_sum_u64, dist_exscan_u64, dist_size
-#include "nn/cuda.h"        // defines: CUDA_CHECK, LAUNCH, BEST_KAPI
+#include "base/cuda.h"        // defines: CUDA_CHECK, LAUNCH, BEST_KAPI
 #include "nn/kernel_math.h" // defines: km_bits, km_blocks, km_thread_index
 
 #define SELECT_THREADS 256 // a multiple of 32: the scan's shuffles need full warps

@@ -215,12 +215,12 @@ elif budget "fallback build"; then
     else
         (
             set -ex
-            for f in lib/base/error.c lib/dist/dist_single.c lib/nn/layers.c lib/nn/adamw.c lib/nn/cuda.c \
+            for f in lib/base/error.c lib/dist/dist_single.c lib/nn/layers.c lib/nn/adamw.c lib/base/cuda.c \
                 lib/sparse/saliency.c lib/sparse/select.c tests/test_cuda.c; do
                 gcc $CFLAGS -Itests/gpu/blas_stub -c "$f" -o "$TB/$(basename "$f").o"
             done
             gcc -O2 -Wall -Wextra -Werror -c tests/gpu/blas_stub/blas_stub.c -o "$TB/blas_stub.o"
-            for f in lib/nn/cuda.cu lib/nn/layers.cu lib/nn/attention.cu lib/nn/adamw.cu lib/nn/matmul.cu lib/sparse/saliency.cu \
+            for f in lib/base/cuda.cu lib/nn/layers.cu lib/nn/attention.cu lib/nn/adamw.cu lib/nn/matmul.cu lib/sparse/saliency.cu \
                 lib/sparse/select.cu; do
                 $NVCC $NVCCFLAGS -c "$f" -o "$TB/$(basename "$f").o"
             done

@@ -14,7 +14,7 @@
 #include "base/blas.h"       // defines: blas_init
 #include "base/args.h"       // defines: ArgSpec, args_parse, args_threads
 #include "io/docs.h"         // defines: docs_open_file, docs_next
-#include "nn/cuda.h"         // defines: cuda_info
+#include "base/cuda.h"         // defines: cuda_info
 #include "engine/engine.h"       // defines: Engine, engine_open
 #include "base/error.h"      // defines: TRY_OR_DIE, DIE
 #include "run/eval.h"        // defines: eval_perplexity, eval_generate

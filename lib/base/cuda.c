@@ -1,7 +1,7 @@
 // cuda.c: cuda.h in a build without CUDA (no nvcc, NVCC=none, the sanitizer and fuzz
 // builds): no devices, and a context cannot be made. With BEST_CUDA=1 cuda.cu is the
 // implementation and this file compiles to nothing.
-#include "nn/cuda.h"
+#include "base/cuda.h"
 
 #ifndef BEST_CUDA
 #include "base/error.h" // defines: ERR

@@ -3,7 +3,7 @@
 // Discovery must be harmless on a machine with the toolkit and no driver (the build
 // machines): cudaGetDeviceCount then fails with cudaErrorInsufficientDriver, which is
 // not sticky; we clear it and count 0. The reason is kept for cuda_info.
-#include "nn/cuda.h"
+#include "base/cuda.h"
 
 #include <stdio.h>
 #include <stdlib.h>
