@@ -248,27 +248,13 @@ static float *take(Carver *c, size_t n) {
 
 static void acts_layout(ModelActs *a, const Model *m, Carver *cv) {
     size_t N = a->N, T = (size_t)a->T, C = m->C, Q = m->Q, KVD = m->KVD, I = m->I;
-    size_t qk = (size_t)m->qk_norm;
-    for (int s = 0; s < a->n_slots; s++) {
-        LayerActs *l = &a->layer[s];
-        l->res = take(cv, N * C);
-        l->rstd1 = take(cv, N);
-        l->xn1 = take(cv, N * C);
-        l->qraw = take(cv, qk * N * Q);
-        l->qrstd = take(cv, qk * N * m->NH);
-        l->kraw = take(cv, qk * N * KVD);
-        l->krstd = take(cv, qk * N * m->KV);
-        l->q = take(cv, N * Q);
-        l->k = take(cv, N * KVD);
-        l->v = take(cv, N * KVD);
-        l->lse = take(cv, N * m->NH);
-        l->att = take(cv, N * Q);
-        l->res2 = take(cv, N * C);
-        l->rstd2 = take(cv, N);
-        l->xn2 = take(cv, N * C);
-        l->gate = take(cv, N * I);
-        l->up = take(cv, N * I);
-    }
+    const LayerActField *fields = layer_act_fields(); // (model.h: the device's too)
+    for (int s = 0; s < a->n_slots; s++)
+        for (int i = 0; i < N_LAYER_ACT_FIELDS; i++) {
+            const LayerActField *f = &fields[i];
+            size_t n = f->qk_norm_only && !m->qk_norm ? 0 : N * LAYER_ACT_WIDTH(m, f->width);
+            *LAYER_ACT_PTR(&a->layer[s], f->offset, float) = take(cv, n);
+        }
     a->resf = take(cv, N * C);
     a->rstdf = take(cv, N);
     a->xnf = take(cv, N * C);

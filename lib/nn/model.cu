@@ -147,25 +147,15 @@ static void acts_layout(DevModel *d, DevCarver *cv) {
             continue;
         }
         memset(s, 0, sizeof *s);
-        s->res = TAKE_F(cv, N * C);
-        s->rstd1 = TAKE_F(cv, N);
-        if (!d->eval) s->xn1b = (uint16_t *)dev_take(cv, N * C * sizeof(uint16_t)); // (evaluating: d->xbf)
-        if (m->qk_norm) {
-            s->qraw = TAKE_F(cv, N * Q);
-            s->qrstd = TAKE_F(cv, N * m->NH);
-            s->kraw = TAKE_F(cv, N * KVD);
-            s->krstd = TAKE_F(cv, N * m->KV);
+        const LayerActField *fields = layer_act_fields(); // model.h's table, the CPU's too
+        for (int i = 0; i < N_LAYER_ACT_FIELDS; i++) {
+            const LayerActField *f = &fields[i];
+            size_t w = LAYER_ACT_WIDTH(m, f->width);
+            if (f->qk_norm_only && !m->qk_norm) continue;
+            if (!f->bf16_offset) *LAYER_ACT_PTR(s, f->offset, float) = TAKE_F(cv, N * w);
+            else if (!d->eval) // xn1, xn2: the products' bf16 operands only (evaluating: d->xbf)
+                *LAYER_ACT_PTR(s, f->bf16_offset, uint16_t) = (uint16_t *)dev_take(cv, N * w * sizeof(uint16_t));
         }
-        s->q = TAKE_F(cv, N * Q);
-        s->k = TAKE_F(cv, N * KVD);
-        s->v = TAKE_F(cv, N * KVD);
-        s->lse = TAKE_F(cv, N * m->NH);
-        s->att = TAKE_F(cv, N * Q);
-        s->res2 = TAKE_F(cv, N * C);
-        s->rstd2 = TAKE_F(cv, N);
-        if (!d->eval) s->xn2b = (uint16_t *)dev_take(cv, N * C * sizeof(uint16_t));
-        s->gate = TAKE_F(cv, N * I);
-        s->up = TAKE_F(cv, N * I);
     }
     d->resf = TAKE_F(cv, N * C);
     d->rstdf = TAKE_F(cv, N);

@@ -195,6 +195,40 @@ typedef struct {
                            // operands only (the norms write them; NULL on the CPU)
 } LayerActs;
 
+// LayerActs' layout, the one table model.c (the CPU) and model.cu (the device) carve a
+// layer's activations by, field by field in this order: each field's width per row (a
+// dimension of the model), whether only a model with q/k norms (Qwen3) has it, and for
+// xn1 and xn2 the field the device's training step keeps in bf16 instead (bf16_offset;
+// evaluating on the device keeps neither). Pointers are set through the offsets.
+typedef enum { ACT_1, ACT_C, ACT_Q, ACT_KVD, ACT_NH, ACT_KV, ACT_I } ActWidth;
+typedef struct {
+    size_t offset;      // of the float * in LayerActs
+    ActWidth width;
+    int qk_norm_only;
+    size_t bf16_offset; // of the uint16_t * the device uses instead (xn1b, xn2b); 0: none
+} LayerActField;
+
+enum { N_LAYER_ACT_FIELDS = 17 };
+static inline const LayerActField *layer_act_fields(void) {
+#define LAF(f, w, qk, b) {offsetof(LayerActs, f), w, qk, b}
+    static const LayerActField fields[N_LAYER_ACT_FIELDS] = {
+        LAF(res, ACT_C, 0, 0),    LAF(rstd1, ACT_1, 0, 0),  LAF(xn1, ACT_C, 0, offsetof(LayerActs, xn1b)),
+        LAF(qraw, ACT_Q, 1, 0),   LAF(qrstd, ACT_NH, 1, 0), LAF(kraw, ACT_KVD, 1, 0),
+        LAF(krstd, ACT_KV, 1, 0), LAF(q, ACT_Q, 0, 0),      LAF(k, ACT_KVD, 0, 0),
+        LAF(v, ACT_KVD, 0, 0),    LAF(lse, ACT_NH, 0, 0),   LAF(att, ACT_Q, 0, 0),
+        LAF(res2, ACT_C, 0, 0),   LAF(rstd2, ACT_1, 0, 0),  LAF(xn2, ACT_C, 0, offsetof(LayerActs, xn2b)),
+        LAF(gate, ACT_I, 0, 0),   LAF(up, ACT_I, 0, 0),
+    };
+#undef LAF
+    return fields;
+}
+// A field's width per row for model m (Model's C, Q, KVD, NH, KV, I).
+#define LAYER_ACT_WIDTH(m, w)                                                                 \
+    ((w) == ACT_1 ? 1 : (w) == ACT_C ? (m)->C : (w) == ACT_Q ? (m)->Q : (w) == ACT_KVD ? (m)->KVD \
+     : (w) == ACT_NH ? (m)->NH : (w) == ACT_KV ? (m)->KV : (m)->I)
+// The field's pointer in s.
+#define LAYER_ACT_PTR(s, off, type) ((type **)((char *)(s) + (off)))
+
 typedef struct {
     int B, T, train;
     size_t N;             // B*T
