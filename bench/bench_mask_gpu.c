@@ -29,6 +29,13 @@
 #ifdef BEST_CUDA
 #include <cuda_runtime.h> // the C API: the peer's copy
 
+// mask_update_cuda on d's spans (the engine's call, lib/engine/engine_cuda.c)
+static int mask_update_dev(DevModel *d, const MaskSpec *spec) {
+    MaskSpans ms;
+    mask_spans_of(&ms, d);
+    return mask_update_cuda(&ms, spec);
+}
+
 #define RT_CHECK(call)                                                                           \
     do {                                                                                         \
         cudaError_t e_ = (call);                                                                 \
@@ -126,7 +133,7 @@ int main(int argc, char **argv) {
     for (int k = 0; k < (int)(sizeof S / sizeof *S); k++) {
         MaskSpec spec = {SAL_SECOND, GROUP_GLOBAL, S[k], NULL, 0};
         double t = now_seconds();
-        int rc = mask_update_cuda(&d, &spec); // synchronises before it returns
+        int rc = mask_update_dev(&d, &spec); // synchronises before it returns
         t = now_seconds() - t;
         if (rc != 0) DIE("mask_update_cuda returned %d at sparsity %g", rc, S[k]);
         double sp = devmodel_sparsity(&d);

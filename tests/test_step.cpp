@@ -203,6 +203,13 @@ static int attn_cudnn_backward(uint16_t *dq, uint16_t *dk, uint16_t *dv, const u
 #pragma GCC diagnostic pop
 #endif
 
+// mask_update_cuda on d's spans (the engine's call, lib/engine/engine_cuda.c)
+static int mask_update_dev(DevModel *d, const MaskSpec *spec) {
+    MaskSpans ms;
+    mask_spans_of(&ms, d);
+    return mask_update_cuda(&ms, spec);
+}
+
 #include "base/error.h"      // defines: err_msg, xmalloc
 #include "dist/dist.h"       // defines: dist_init, dist_rank, dist_size, dist_slice, dist_sum_f64
 #include "nn/kernel_math.h"  // defines: km_bf16_from_float
@@ -1047,7 +1054,7 @@ static void check_mask_update(const char *name) {
         for (MaskGroup g : groups) {
             MaskSpec spec = {sal, g, g == GROUP_GLOBAL ? 0.55 : 0.25, NULL, 0};
             devmodel_upload(&d, m.params, &opt, old.data());
-            int rc = mask_update_cuda(&d, &spec);
+            int rc = mask_update_dev(&d, &spec);
             devmodel_download(&d, wd.data(), NULL);
             devmodel_download_mask(&d, md.data());
             std::vector<uint8_t> want(n);
@@ -1079,7 +1086,7 @@ static void check_mask_update(const char *name) {
         if (c == 0) opt.v[at] = NAN;
         devmodel_upload(&d, m.params, &opt, old.data());
         MaskSpec spec = {SAL_SECOND, GROUP_GLOBAL, c == 0 ? 0.5 : 0.1, NULL, 0};
-        int rc = mask_update_cuda(&d, &spec);
+        int rc = mask_update_dev(&d, &spec);
         devmodel_download(&d, wd.data(), NULL);
         devmodel_download_mask(&d, md.data());
         T_OK(rc == 1 && memcmp(md.data(), old.data(), n) == 0 && memcmp(wd.data(), m.params, n * sizeof(float)) == 0,
@@ -1161,7 +1168,7 @@ static int run_steps(RunLog *log, Model *m, DevModel *d, const char *name) {
             moments_from_block(&dm, opt.m, opt.v, 0);
             std::vector<uint8_t> want(m->n_params);
             int hrc = mask_compute(want.data(), &spec, m->info, m->n_info, m->params, m->n_params, &dm, mask.data());
-            if (mask_update_cuda(d, &spec) != 0) {
+            if (mask_update_dev(d, &spec) != 0) {
                 T_OK(0, "%s: device mask update at step %d: %s", name, t, err_msg());
                 return -1;
             }
@@ -1494,7 +1501,7 @@ static int run_ranks(RanksLog *log, const char *name, MaskGroup group, int R, De
         if (!schedule_update_at(&sched, t)) continue;
         MaskSpec spec = {SAL_SECOND, group, schedule_sparsity(&sched, t), NULL, 0};
         masked = 1;
-        rc = mask_update_cuda(&d, &spec);
+        rc = mask_update_dev(&d, &spec);
         T_OK(rc == 0, "%s: mask update at step %d%s", name, t, comm ? " on the ranks" : "");
         devmodel_download_mask(&d, mask.data());
         log->masks.insert(log->masks.end(), mask.begin(), mask.begin() + own);

@@ -308,7 +308,9 @@ static void cuda_train_optimize(void *s, double *norm, const EngineOptim *o) {
 
 static int cuda_train_mask_update(void *s, const MaskSpec *spec) {
     CudaTrain *t = s;
-    return mask_update_cuda(&t->d, spec);
+    MaskSpans ms; // its slice's weights, moments and mask; the gradients as the scores' scratch
+    mask_spans_of(&ms, &t->d);
+    return mask_update_cuda(&ms, spec);
 }
 
 static void cuda_train_mask_begin(void *s) {

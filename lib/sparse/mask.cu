@@ -1,10 +1,11 @@
-// mask.cu: mask_compute (mask.h) on a DevModel (nn/model.h): BEST's mask update with the
-// weights, moments and mask on the device, nothing but counts crossing to the host.
+// mask.cu: mask_compute (mask.h) on the device: BEST's mask update with the weights,
+// moments and mask there (MaskSpans: spans of the parameter block; mask_spans_of makes
+// them of a DevModel, nn/model.h), nothing but counts crossing to the host.
 //
-//   scores  saliency_score_cuda of each range of prunable weights into d->grads (dead
-//           between a step's optimizer update and the next step's zeroing), at the
-//           weights' own offsets; weights the old mask pruned score -1 (masked_fill_cuda),
-//           so they are not candidates (select.h).
+//   scores  saliency_score_cuda of each range of prunable weights into ms->scores (a
+//           DevModel's gradients, dead between a step's optimizer update and the next
+//           step's zeroing), at the weights' own offsets; weights the old mask pruned
+//           score -1 (masked_fill_cuda), so they are not candidates (select.h).
 //   select  group global: one select_mask_cuda over the span from the first prunable
 //           weight to the last, in block order, which is the parameter table's order, so
 //           ties go to the first weight in mask_compute's order. The tensors inside the
@@ -12,12 +13,12 @@
 //           NaN (sign bit set: not candidates), and get their mask bytes back to 1 after.
 //           group layer: one select_mask_cuda per prunable tensor, k capped at what the
 //           old mask kept in it (mask_compute's rule).
-//   apply   the weights the new mask prunes set to 0, their bf16 copy refreshed.
-// With GPU ranks (d->comm) each rank does all of this on its slice of the block only
-// (d->own_lo, d->own_hi: its moments and mask), and the counts are summed over the ranks
-// (the candidates here, the histograms and ties in select_mask_cuda), as the host's
+//   apply   the weights the new mask prunes set to 0, their bf16 copy refreshed (ms->share).
+// With GPU ranks each rank does all of this on its slice of the block only (own_lo,
+// own_hi: its moments and mask), and the counts are summed over the ranks (the
+// candidates here, the histograms and ties in select_mask_cuda), as the host's
 // mask_compute_slice does; each owner's zeroed weights then reach every rank's bf16 copy
-// (devmodel_share_weights). Every rank makes every selection, an empty part included, so
+// (a DevModel's share: devmodel_share_weights). Every rank makes every selection, an empty part included, so
 // that the ranks' collectives pair up.
 // The scores are the CPU's function (kernel_math.h) and select_mask_cuda is select.h's
 // selection, so the mask is mask_compute's bit for bit (tests/test_step.cpp checks it).
@@ -72,20 +73,29 @@ static uint64_t count_candidates(u64 *ctr, const float *s, size_t n, cudaStream_
     return c;
 }
 
-// [*a, *b): the part of [lo, hi) in d's slice (a == b == own_lo when none).
-static void own_part(size_t *a, size_t *b, const DevModel *d, size_t lo, size_t hi) {
-    dist_part(a, b, lo, hi, d->own_lo, d->own_hi);
+// [*a, *b): the part of [lo, hi) in the slice of ms (a == b == own_lo when none).
+static void own_part(size_t *a, size_t *b, const MaskSpans *ms, size_t lo, size_t hi) {
+    dist_part(a, b, lo, hi, ms->own_lo, ms->own_hi);
 }
 
-BEST_KAPI int mask_update_cuda(DevModel *d, const MaskSpec *spec) {
+static void share_weights(void *ctx, size_t a, size_t b) { devmodel_share_weights((DevModel *)ctx, a, b); }
+
+BEST_KAPI void mask_spans_of(MaskSpans *ms, DevModel *d) {
+    MaskSpans x = {d->m->info, d->m->n_info, d->m->n_prunable, d->pr_off, d->pr_len, d->n_pr, d->own_lo,
+                   d->own_hi, d->params, d->adam_m, d->adam_v, d->mask, d->grads, d->ctx->stream,
+                   share_weights, d};
+    *ms = x;
+}
+
+BEST_KAPI int mask_update_cuda(const MaskSpans *ms, const MaskSpec *spec) {
     if (!(spec->sparsity >= 0.0 && spec->sparsity < 1.0))
         return ERR("sparsity %g is outside [0, 1)", spec->sparsity);
-    if (d->n_pr == 0) return 0; // nothing is prunable: the mask stays all ones
-    const Model *m = d->m;
-    cudaStream_t st = d->ctx->stream;
-    size_t lo, hi, ol = d->own_lo; // [lo, hi): the span of prunable weights in this rank's slice
-    own_part(&lo, &hi, d, d->pr_off[0], d->pr_off[d->n_pr - 1] + d->pr_len[d->n_pr - 1]);
-    float *s = d->grads; // (n_params) the scores, at the weights' offsets
+    if (ms->n_pr == 0) return 0; // nothing is prunable: the mask stays all ones
+    cudaStream_t st = ms->stream;
+    size_t lo, hi, ol = ms->own_lo; // [lo, hi): the span of prunable weights in this rank's slice
+    size_t first = ms->pr_off[0], last = ms->pr_off[ms->n_pr - 1] + ms->pr_len[ms->n_pr - 1];
+    own_part(&lo, &hi, ms, first, last);
+    float *s = ms->scores; // (n_params) the scores, at the weights' offsets
     u64 *ctr = NULL;
     uint64_t *scratch = NULL;
     if (cudaMalloc((void **)&ctr, sizeof *ctr) != cudaSuccess ||
@@ -97,42 +107,41 @@ BEST_KAPI int mask_update_cuda(DevModel *d, const MaskSpec *spec) {
     }
     CUDA_CHECK(cudaMemsetAsync(ctr, 0, sizeof *ctr, st));
     CUDA_CHECK(cudaMemsetAsync(s + lo, 0xff, (hi - lo) * sizeof *s, st)); // the gaps: not candidates
-    for (int r = 0; r < d->n_pr; r++) {
+    for (int r = 0; r < ms->n_pr; r++) {
         size_t o, e;
-        own_part(&o, &e, d, d->pr_off[r], d->pr_off[r] + d->pr_len[r]);
+        own_part(&o, &e, ms, ms->pr_off[r], ms->pr_off[r] + ms->pr_len[r]);
         if (o == e) continue;
-        saliency_score_cuda(s + o, ctr, spec->saliency, d->params + (o - ol), d->adam_m + (o - ol), d->adam_v + (o - ol),
-                            e - o, st);
-        masked_fill_cuda(s + o, d->mask + (o - ol), -1.0f, e - o, st); // pruned already: not a candidate
+        saliency_score_cuda(s + o, ctr, spec->saliency, ms->params + (o - ol), ms->adam_m + (o - ol),
+                            ms->adam_v + (o - ol), e - o, st);
+        masked_fill_cuda(s + o, ms->mask + (o - ol), -1.0f, e - o, st); // pruned already: not a candidate
     }
     uint64_t bad = counter_take(ctr, st);
     dist_sum_u64(&bad, 1); // every rank falls back together
     int rc = bad ? 1 : 0;
     if (rc == 0 && spec->group == GROUP_GLOBAL) {
-        uint64_t k = select_keep_count(spec->sparsity, m->n_prunable);
+        uint64_t k = select_keep_count(spec->sparsity, ms->n_prunable);
         if (k > count_candidates(ctr, s + lo, hi - lo, st)) rc = 1; // mask_compute: "a mask only shrinks"
-        else rc = select_mask_cuda(d->mask + (lo - ol), scratch, s + lo, hi - lo, k, st);
-        for (int r = 1; rc == 0 && r < d->n_pr; r++) { // the gaps' bytes back to 1
+        else rc = select_mask_cuda(ms->mask + (lo - ol), scratch, s + lo, hi - lo, k, st);
+        for (int r = 1; rc == 0 && r < ms->n_pr; r++) { // the gaps' bytes back to 1
             size_t g0, g1;
-            own_part(&g0, &g1, d, d->pr_off[r - 1] + d->pr_len[r - 1], d->pr_off[r]);
-            if (g0 < g1) CUDA_CHECK(cudaMemsetAsync(d->mask + (g0 - ol), 1, g1 - g0, st));
+            own_part(&g0, &g1, ms, ms->pr_off[r - 1] + ms->pr_len[r - 1], ms->pr_off[r]);
+            if (g0 < g1) CUDA_CHECK(cudaMemsetAsync(ms->mask + (g0 - ol), 1, g1 - g0, st));
         }
     } else if (rc == 0) {
         // per tensor: k capped by the old mask's survivors, never more than exist
-        for (int i = 0; i < m->n_info && rc == 0; i++) {
-            const ParamInfo *p = &m->info[i];
+        for (int i = 0; i < ms->n_info && rc == 0; i++) {
+            const ParamInfo *p = &ms->info[i];
             if (!p->prunable) continue;
             size_t a, b;
-            own_part(&a, &b, d, p->offset, p->offset + p->numel);
+            own_part(&a, &b, ms, p->offset, p->offset + p->numel);
             uint64_t k = select_keep_count(spec->sparsity, p->numel);
             uint64_t c = count_candidates(ctr, s + a, b - a, st);
-            rc = select_mask_cuda(d->mask + (a - ol), scratch, s + a, b - a, k < c ? k : c, st);
+            rc = select_mask_cuda(ms->mask + (a - ol), scratch, s + a, b - a, k < c ? k : c, st);
         }
     }
     if (rc == 0) {
-        masked_fill_cuda(d->params + (lo - ol), d->mask + (lo - ol), 0.0f, hi - lo, st);
-        // the zeros to every rank's bf16 copy, from every rank's span
-        devmodel_share_weights(d, d->pr_off[0], d->pr_off[d->n_pr - 1] + d->pr_len[d->n_pr - 1]);
+        masked_fill_cuda(ms->params + (lo - ol), ms->mask + (lo - ol), 0.0f, hi - lo, st);
+        ms->share(ms->share_ctx, first, last); // the zeros to every rank's bf16 copy, from every rank's span
     }
     CUDA_CHECK(cudaStreamSynchronize(st));
     CUDA_CHECK(cudaFree(scratch));

@@ -93,17 +93,44 @@ int mask_compute_slice(uint8_t *mask, const MaskSpec *spec, const ParamInfo *inf
                        const float *params, size_t lo, size_t hi, const Moments *mo, const uint8_t *old);
 
 #ifdef BEST_CUDA
+// The device memory a mask update reads and writes, as spans of the parameter block
+// (mask.cu): the parameter table, the prunable ranges of the block in its order
+// (pr_off, pr_len: n_pr of them), this rank's slice [own_lo, own_hi) and in it the fp32
+// weights, Adam's moments and the mask (own_hi - own_lo each, from own_lo); scores
+// (n_params) scratch at the weights' own offsets, overwritten; the stream the work goes
+// to; share(ctx, a, b), called after the pruned weights are zeroed: each owner's weights
+// of [a, b) to every rank's copy that the products read (their bf16 copy).
+typedef struct {
+    const ParamInfo *info;
+    int n_info;
+    size_t n_prunable;
+    const size_t *pr_off, *pr_len;
+    int n_pr;
+    size_t own_lo, own_hi;
+    float *params;
+    const float *adam_m, *adam_v;
+    uint8_t *mask;
+    float *scores;
+    struct CUstream_st *stream;
+    void (*share)(void *ctx, size_t a, size_t b);
+    void *share_ctx;
+} MaskSpans;
+
+// mask_compute on the device, for best-train --device cuda: the new mask replaces
+// ms->mask (the old one is the `old` mask), the weights it prunes become 0 (and
+// ms->share passes them on), and no score leaves the device. The same mask as
+// mask_compute on the downloaded weights and moments, bit for bit. Returns 0; 1 where
+// mask_compute would fail on bad inputs (a NaN or infinite weight or moment, a negative
+// exp_avg_sq; or fewer candidates than k): nothing but the scores changed, and
+// mask_compute on the host gives the message naming the tensor and element; -1 after
+// ERR (sparsity outside [0, 1)).
+int mask_update_cuda(const MaskSpans *ms, const MaskSpec *spec);
+
 struct DevModel;
-// mask_compute on a DevModel's own weights, moments and mask (nn/model.h; mask.cu), for
-// best-train --device cuda: the new mask replaces d->mask (the old one is the `old`
-// mask), the weights it prunes become 0 (their bf16 copy too), and no score leaves the
-// device. d->grads is overwritten (the scores live there): call it between a step's
-// optimizer update and the next step's zero_grad. The same mask as mask_compute on the
-// downloaded weights and moments, bit for bit. Returns 0; 1 where mask_compute would fail
-// on bad inputs (a NaN or infinite weight or moment, a negative exp_avg_sq; or fewer
-// candidates than k): nothing but d->grads changed, and mask_compute on the host gives
-// the message naming the tensor and element; -1 after ERR (sparsity outside [0, 1)).
-int mask_update_cuda(struct DevModel *d, const MaskSpec *spec);
+// The spans of a DevModel (nn/model.h) for mask_update_cuda: its slice's weights, moments
+// and mask, d->grads as the scores (dead between a step's optimizer update and the next
+// step's zero_grad: call the update there), its stream, devmodel_share_weights.
+void mask_spans_of(MaskSpans *ms, struct DevModel *d);
 #endif
 
 // Ones in mask (n).
