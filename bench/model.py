@@ -41,7 +41,6 @@ import json
 import math
 import os
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
@@ -52,6 +51,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # (bench/tokenize.py was one) would shadow it when torch imports that module.
 sys.path = [d for d in sys.path if os.path.abspath(d or ".") != HERE]
 ROOT = os.path.dirname(HERE)
+sys.path.append(os.path.join(ROOT, "tests"))  # last: nothing there shadows a module torch imports
 SEED = 1234
 MASK64 = (1 << 64) - 1
 
@@ -94,31 +94,12 @@ def make_batch(seed, B, T, V):
     return tokens, targets
 
 
-# --- safetensors (F32 / BF16 / F16), read by hand: Debian has no safetensors module ----
+# --- safetensors (F32 / BF16 / F16), read by tests/safetensors_py.py: Debian has no safetensors module
 
 def load_safetensors(path):
-    import numpy as np
     import torch
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    out = {}
-    for name, t in header.items():
-        if name == "__metadata__":
-            continue
-        a, b = t["data_offsets"]
-        raw = data[a:b]
-        if t["dtype"] == "F32":
-            arr = np.frombuffer(raw, dtype="<f4")
-        elif t["dtype"] == "F16":
-            arr = np.frombuffer(raw, dtype="<f2").astype(np.float32)
-        elif t["dtype"] == "BF16":
-            arr = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
-        else:
-            raise SystemExit(f"{path}: tensor {name}: dtype {t['dtype']} not handled here")
-        out[name] = torch.from_numpy(arr.copy()).reshape(t["shape"])
-    return out
+    from safetensors_py import load  # tests/, appended to sys.path above
+    return {k: torch.from_numpy(v) for k, v in load(path, dtypes={"F32", "F16", "BF16"}, float32=True).items()}
 
 
 # --- the PyTorch model ---------------------------------------------------------------------

@@ -14,15 +14,15 @@
 # the ones before, ppl = exp(sum of nll / predicted tokens).
 #
 # Run with Debian's python3-torch and python3-sentencepiece: /usr/bin/python3 tests/eval_ref.py
-import json, math, os, struct, sys
+import json, math, os, sys
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import model_ref  # noqa: E402  (the reference modules: forward())
+import safetensors_py  # noqa: E402
 from shardio import write_shard  # noqa: E402
 
 OUT = os.path.join(HERE, "fixtures", "eval")
@@ -30,18 +30,8 @@ SHARED = os.path.join(HERE, "..", "..", "shared")
 
 
 def load_safetensors(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    out = {}
-    for name, t in header.items():
-        if name == "__metadata__":
-            continue
-        assert t["dtype"] == "F32", name
-        a, b = t["data_offsets"]
-        out[name] = torch.from_numpy(np.frombuffer(data[a:b], dtype="<f4").reshape(t["shape"]).copy())
-    return out
+    """{name: float32 torch tensor}; a tensor of another dtype is an error (the fixtures are F32)."""
+    return {k: torch.from_numpy(v) for k, v in safetensors_py.load(path, dtypes={"F32"}).items()}
 
 
 def perplexity(folder, tokens, seq):

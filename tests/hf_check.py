@@ -45,6 +45,7 @@ import transformers
 from transformers import AutoModelForCausalLM
 
 import blas_info  # (tests/, this file's folder)
+from safetensors_py import header
 
 LOGIT_TOL = 1e-5
 PPL_TOL = 1e-6
@@ -69,13 +70,7 @@ def read_shard(path):
 def st_dtypes(folder):
     """The dtypes of the tensors in the folder's safetensors files."""
     names = [f for f in os.listdir(folder) if f.endswith(".safetensors")]
-    dtypes = set()
-    for f in names:
-        with open(os.path.join(folder, f), "rb") as fh:
-            n = struct.unpack("<Q", fh.read(8))[0]
-            header = json.loads(fh.read(n))
-        dtypes |= {v["dtype"] for k, v in header.items() if k != "__metadata__"}
-    return dtypes
+    return {t["dtype"] for f in names for t in header(os.path.join(folder, f))[0].values()}
 
 
 def run(*args):

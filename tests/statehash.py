@@ -5,28 +5,22 @@
 #   python3 statehash.py seal FILE        sets FILE's metadata content_hash to its hash
 # seal lets a test edit a state (metadata, a tensor) and keep it self-consistent, so that
 # what is checked is the edited value, not the hash.
-import json
-import struct
 import sys
 
+from safetensors_py import metadata, raw
 from shardio import xxh64
 
 
 def content_hash(path):
-    buf = open(path, "rb").read()
-    n = struct.unpack_from("<Q", buf, 0)[0]
-    header = json.loads(buf[8:8 + n])
-    data = buf[8 + n:]
-    meta = header.pop("__metadata__", {})
+    tensors, meta = raw(path), metadata(path)
     out = bytearray()
     for k in sorted(meta, key=lambda s: s.encode()):
         if k != "content_hash":
             out += k.encode() + b"\0" + meta[k].encode() + b"\0"
-    for name in sorted(header, key=lambda s: s.encode()):
-        t = header[name]
-        a, b = t["data_offsets"]
-        dims = ",".join(str(d) for d in t["shape"])
-        out += name.encode() + b"\0" + t["dtype"].encode() + b"\0" + dims.encode() + b"\0" + data[a:b]
+    for name in sorted(tensors, key=lambda s: s.encode()):
+        dtype, shape, data = tensors[name]
+        dims = ",".join(str(d) for d in shape)
+        out += name.encode() + b"\0" + dtype.encode() + b"\0" + dims.encode() + b"\0" + data
     return "%016x" % xxh64(bytes(out))
 
 

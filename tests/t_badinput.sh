@@ -136,12 +136,13 @@ mkdir -p "$TMP/nan"
 cp $D/config.json "$TMP/nan/"
 python3 - $D/model.safetensors "$TMP/nan/model.safetensors" <<'PY'
 # one weight of layer 0's q_proj set to NaN (F32), with nothing but the standard library
-import json, struct, sys
+import struct, sys
+sys.path.insert(0, "tests"); from safetensors_py import header
 b = bytearray(open(sys.argv[1], "rb").read())
-n = struct.unpack_from("<Q", b)[0]
-t = json.loads(b[8:8 + n])["model.layers.0.self_attn.q_proj.weight"]
+entries, _, base = header(sys.argv[1])
+t = entries["model.layers.0.self_attn.q_proj.weight"]
 assert t["dtype"] == "F32"
-struct.pack_into("<f", b, 8 + n + t["data_offsets"][0] + 4 * 7, float("nan"))
+struct.pack_into("<f", b, base + t["data_offsets"][0] + 4 * 7, float("nan"))
 open(sys.argv[2], "wb").write(b)
 PY
 "$E" --model "$TMP/nan" --data "$TMP/toks.bin" --json --quiet >"$TMP/nan.json" 2>"$TMP/nan.err"; rc=$?
@@ -168,9 +169,8 @@ python3 - $D/model.safetensors "$TMP/moments.safetensors" <<'PY'
 # Adam moments for every prunable tensor (exp_avg 0, exp_avg_sq 1), one exp_avg_sq NaN
 import json, struct, sys
 import numpy as np
-b = open(sys.argv[1], "rb").read()
-head = json.loads(b[8:8 + struct.unpack_from("<Q", b)[0]])
-head.pop("__metadata__", None)
+sys.path.insert(0, "tests"); from safetensors_py import header
+head = header(sys.argv[1])[0]
 ts = {}
 for k, v in head.items():
     if k.endswith("_proj.weight"):

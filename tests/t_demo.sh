@@ -123,14 +123,14 @@ t = [title('$D/report/heatmap-%d.svg' % i) for i in (1, 2)]
 assert t == ['BEST, cubic schedule, second-order saliency, global, sparsity 0.9, mask set at step 100 of 200',
              'magnitude saliency, global, sparsity 0.9'], t"
 check "the BEST mask report is of the run's last mask: per tensor, its kept count is the trained model's nonzero count" python3 -c "
-import array, json, struct
-f = open('$D/best/model/model.safetensors', 'rb')
-n = struct.unpack('<Q', f.read(8))[0]; h = json.loads(f.read(n)); base = 8 + n
+import array, json, sys
+sys.path.insert(0, 'tests'); from safetensors_py import raw
+w = raw('$D/best/model/model.safetensors')
 r = json.load(open('$D/best/mask-report.json'))
 assert (r['method'], r['schedule'], r['step']) == ('BEST', 'cubic', 100), r
 for t in r['tensors']:
-    e = h[t['name']]; assert e['dtype'] == 'F32', e
-    f.seek(base + e['data_offsets'][0]); a = array.array('f'); a.frombytes(f.read(e['data_offsets'][1] - e['data_offsets'][0]))
+    dtype, _, b = w[t['name']]; assert dtype == 'F32', dtype
+    a = array.array('f'); a.frombytes(b)
     assert t['kept'] == sum(1 for x in a if x != 0) and t['numel'] == len(a), (t, sum(1 for x in a if x != 0))"
 check "report: ppl.svg has BEST and magnitude, and dense as a reference line" python3 -c "
 import xml.etree.ElementTree as ET

@@ -29,21 +29,14 @@ import io, json, struct, sys, tarfile
 import numpy as np
 from safetensors.numpy import load_file
 
+sys.path.insert(0, "tests")  # run from the repository's root
+from safetensors_py import raw  # name -> (dtype, shape, bytes), BF16 too
+
 MODS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
 def report(ok, what):
     print(("ok - " if ok else "not ok - ") + what)
-
-
-def raw(path):
-    """name -> (dtype, shape, bytes), read without numpy so BF16 works too."""
-    b = open(path, "rb").read()
-    n = struct.unpack_from("<Q", b)[0]
-    h = json.loads(b[8:8 + n])
-    h.pop("__metadata__", None)
-    return {k: (v["dtype"], v["shape"], b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
-            for k, v in h.items()}
 
 
 def bf16_bits(x):

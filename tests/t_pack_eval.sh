@@ -127,16 +127,15 @@ src, dst = sys.argv[1], sys.argv[2]
 os.makedirs(dst, exist_ok=True)
 for f in os.listdir(src):
     if f != "model.safetensors": shutil.copy(os.path.join(src, f), dst)
-raw = open(os.path.join(src, "model.safetensors"), "rb").read()
-n = struct.unpack("<Q", raw[:8])[0]
-head = json.loads(raw[8:8 + n]); body = raw[8 + n:]
+sys.path.insert(0, "tests"); from safetensors_py import load, metadata
+st = os.path.join(src, "model.safetensors")
 out, meta, at = [], {}, 0
-for name, t in head.items():
-    if name == "__metadata__": meta[name] = t; continue
-    u = np.frombuffer(body[t["data_offsets"][0]:t["data_offsets"][1]], np.uint32)
+for name, a in load(st, dtypes={"F32"}).items():
+    u = a.reshape(-1).view(np.uint32)
     b = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16).tobytes()  # round to nearest even
-    meta[name] = {"dtype": "BF16", "shape": t["shape"], "data_offsets": [at, at + len(b)]}
+    meta[name] = {"dtype": "BF16", "shape": list(a.shape), "data_offsets": [at, at + len(b)]}
     out.append(b); at += len(b)
+if metadata(st): meta["__metadata__"] = metadata(st)
 h = json.dumps(meta).encode(); h += b" " * (-len(h) % 8)
 open(os.path.join(dst, "model.safetensors"), "wb").write(struct.pack("<Q", len(h)) + h + b"".join(out))
 PY

@@ -9,7 +9,12 @@
 #   3. our reader on a Python-written file of random tensors: names, dtypes, shapes,
 #      byte hashes and float32 conversions agree with what numpy computes;
 #   4. our float32 -> float16 rounding (through the writer's fill callback) is
-#      bitwise numpy's astype(float16) on normals, subnormals, ties, overflow, NaN.
+#      bitwise numpy's astype(float16) on normals, subnormals, ties, overflow, NaN;
+#   5. the tests' own Python reader (tests/safetensors_py.py) against the package: every
+#      array, dtype, shape and metadata of the fixture, the random file and ours; a sharded
+#      folder through its index.json (and a wrong index refused); truncated files refused
+#      with ValueError; BF16 against torch's, with the venv's python (tests/hf_env.sh)
+#      when it is there, and the same checks run by that python too.
 # The C side is build/tests/test_safetensors --write-fixture / --dump.
 . tests/lib.sh
 : "${TBIN:=$(pwd)/build/tests}"
@@ -17,15 +22,7 @@ T="$TBIN/test_safetensors"
 if [ ! -x "$T" ]; then fail "$T not built"; finish; fi
 if ! have_py numpy || ! have_py safetensors; then
     skip "safetensors vs Python: needs python3 with numpy and safetensors (pip install safetensors numpy)"
-    
-# 4. float32 -> float16 rounding against numpy
-if $PY halfin "$TMP/f32.st" && "$T" --to-f16 "$TMP/f32.st" "$TMP/f16.st" 2>"$TMP/err"; then
-    if n=$($PY halfcheck "$TMP/f32.st" "$TMP/f16.st"); then ok "float32 -> float16 bitwise as numpy on 450014 values (ties, subnormals, overflow)"
-    else fail "float32 -> float16: $n values differ from numpy"; fi
-else
-    fail "float16 conversion: $(cat "$TMP/err")"
-fi
-finish
+    finish
 fi
 
 # The fixture of tests/test_safetensors.c, rebuilt in numpy. Keep the two in step.
@@ -145,6 +142,73 @@ elif cmd == "halfcheck":               # halfcheck IN OUT: OUT == IN.astype(floa
     sys.exit(0 if bad == 0 else 1)
 elif cmd == "dump":
     sys.stdout.write(dump(sys.argv[2]))
+elif cmd == "reader":                  # reader PATH...: safetensors_py reads as the package does
+    sys.path.insert(0, "tests")
+    import safetensors_py as sp
+    for path in sys.argv[2:]:
+        ref, ours, raw = load_file(path), sp.load(path), sp.raw(path)
+        with safe_open(path, framework="np") as f:
+            meta = f.metadata() or {}
+        n = struct.unpack("<Q", open(path, "rb").read(8))[0]
+        if not (same_arrays(ref, ours) and all(ours[k].flags.writeable for k in ours)
+                and sp.metadata(path) == meta and sp.header(path)[2] == 8 + n
+                and all(np.dtype(sp.NUMPY[raw[k][0]]) == v.dtype and raw[k][1] == list(v.shape)
+                        and raw[k][2] == v.tobytes() for k, v in ref.items())):
+            sys.exit(f"{path}: safetensors_py differs from the package")
+elif cmd == "shards":                  # shards SRC DIR: SRC split in two shards with an index
+    sys.path.insert(0, "tests")
+    import os, safetensors_py as sp
+    whole = load_file(sys.argv[2])
+    names = list(whole)
+    parts = {"model-00001-of-00002.safetensors": names[::2], "model-00002-of-00002.safetensors": names[1::2]}
+    d = sys.argv[3]
+    os.makedirs(d)
+    for f, ks in parts.items():
+        save_file({k: whole[k] for k in ks}, os.path.join(d, f))
+    index = {"metadata": {}, "weight_map": {k: f for f, ks in parts.items() for k in ks}}
+    json.dump(index, open(os.path.join(d, "model.safetensors.index.json"), "w"))
+    if not same_arrays(sp.load_folder(d), whole):
+        sys.exit("load_folder: the shards differ from the whole file")
+    index["weight_map"][names[0]] = "model-00002-of-00002.safetensors"
+    json.dump(index, open(os.path.join(d, "model.safetensors.index.json"), "w"))
+    try:
+        sp.load_folder(d)
+        sys.exit("load_folder: a wrong index was accepted")
+    except ValueError:
+        pass
+elif cmd == "truncated":               # truncated PATH TMPFILE: every cut refused with ValueError
+    sys.path.insert(0, "tests")
+    import safetensors_py as sp
+    b = open(sys.argv[2], "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    for cut in (0, 5, 8, 8 + n // 2, 8 + n, len(b) - 1):
+        open(sys.argv[3], "wb").write(b[:cut])
+        for f in (sp.load, sp.raw, sp.header):
+            try:
+                f(sys.argv[3])
+                if f is not sp.header or cut < 8 + n:
+                    sys.exit(f"{f.__name__} accepted a file cut at {cut} of {len(b)} bytes")
+            except ValueError:
+                pass
+elif cmd == "bf16":                    # bf16 PATH: torch's BF16 file read as torch reads it
+    sys.path.insert(0, "tests")
+    import torch, safetensors_py as sp
+    from safetensors.torch import save_file as save_torch
+    g = torch.Generator().manual_seed(3)
+    t = {"w": torch.randn(37, 11, generator=g).to(torch.bfloat16), "h": torch.randn(5, generator=g).to(torch.float16)}
+    save_torch(t, sys.argv[2], metadata={"format": "pt"})
+    wide, bits = sp.load(sys.argv[2]), sp.load(sys.argv[2], bf16="bits")
+    f32 = sp.load(sys.argv[2], float32=True)
+    ok = (np.array_equal(wide["w"], t["w"].float().numpy()) and
+          np.array_equal(bits["w"], t["w"].view(torch.int16).numpy().view(np.uint16)) and
+          np.array_equal(f32["h"], t["h"].float().numpy()) and f32["h"].dtype == np.float32 and
+          wide["h"].dtype == np.float16 and sp.metadata(sys.argv[2]) == {"format": "pt"})
+    try:
+        sp.load(sys.argv[2], dtypes={"F32"})
+        ok = False
+    except ValueError:
+        pass
+    sys.exit(0 if ok else 1)
 EOF
 PY="python3 $TMP/fixture.py"
 
@@ -184,5 +248,23 @@ if $PY halfin "$TMP/f32.st" && "$T" --to-f16 "$TMP/f32.st" "$TMP/f16.st" 2>"$TMP
     else fail "float32 -> float16: $n values differ from numpy"; fi
 else
     fail "float16 conversion: $(cat "$TMP/err")"
+fi
+
+# 5. the tests' Python reader (tests/safetensors_py.py) against the package
+"$T" --write-fixture "$TMP/ours5.st" "format=np" 2>/dev/null
+$PY save "$TMP/fix5.st" "format=pt" "step=3"
+check "safetensors_py reads the fixture, the random file and ours as the package does" \
+    $PY reader "$TMP/fix5.st" "$TMP/rand.st" "$TMP/ours5.st"
+check "safetensors_py.load_folder: a sharded folder through its index.json; a wrong index refused" \
+    $PY shards "$TMP/rand.st" "$TMP/sharded"
+check "safetensors_py: a file cut anywhere is a ValueError" $PY truncated "$TMP/rand.st" "$TMP/cut.st"
+. tests/hf_env.sh
+if "$HF_PY" -c "import torch, numpy, safetensors" 2>/dev/null; then
+    check "safetensors_py: BF16 and F16 as torch reads them (the venv's python)" \
+        "$HF_PY" "$TMP/fixture.py" bf16 "$TMP/bf16.st"
+    check "safetensors_py under the venv's python: the same files as the package" \
+        "$HF_PY" "$TMP/fixture.py" reader "$TMP/fix5.st" "$TMP/rand.st" "$TMP/ours5.st"
+else
+    skip "safetensors_py on BF16: no venv with torch ($HF_PY; make deps makes it)"
 fi
 finish

@@ -485,8 +485,9 @@ p = '$TMP/meta0/state/state.safetensors'; assert safe_open(p, 'np').metadata()['
 flip() { # flip SRC_OUT DST_OUT TENSOR INDEX XOR: a byte of a tensor of the state changed in place
     rm -rf "$2" && cp -r "$1" "$2"
     python3 -c "
-import json, struct, sys; p = '$2/state/state.safetensors'; b = bytearray(open(p, 'rb').read())
-n = struct.unpack_from('<Q', b)[0]; h = json.loads(b[8:8 + n]); at = 8 + n + h['$3']['data_offsets'][0] + $4
+import sys; sys.path.insert(0, 'tests'); from safetensors_py import header
+p = '$2/state/state.safetensors'; b = bytearray(open(p, 'rb').read())
+h, _, base = header(p); at = base + h['$3']['data_offsets'][0] + $4
 b[at] ^= $5; open(p, 'wb').write(b)"
 }
 HASH_ERR="state.safetensors: the contents do not match their hash"
