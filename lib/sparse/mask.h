@@ -92,7 +92,6 @@ int mask_compute(uint8_t *mask, const MaskSpec *spec, const ParamInfo *info, int
 int mask_compute_slice(uint8_t *mask, const MaskSpec *spec, const ParamInfo *info, int n_info,
                        const float *params, size_t lo, size_t hi, const Moments *mo, const uint8_t *old);
 
-#ifdef BEST_CUDA
 // The device memory a mask update reads and writes, as spans of the parameter block
 // (mask.cu): the parameter table, the prunable ranges of the block in its order
 // (pr_off, pr_len: n_pr of them), this rank's slice [own_lo, own_hi) and in it the fp32
@@ -124,6 +123,7 @@ typedef struct {
 // exp_avg_sq; or fewer candidates than k): nothing but the scores changed, and
 // mask_compute on the host gives the message naming the tensor and element; -1 after
 // ERR (sparsity outside [0, 1)).
+#ifdef BEST_CUDA // (the emulated tests include mask.cu, whose functions they make static)
 int mask_update_cuda(const MaskSpans *ms, const MaskSpec *spec);
 
 struct DevModel;
