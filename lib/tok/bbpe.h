@@ -9,7 +9,7 @@
 // pre-tokenizer regex, mapped to the byte-level alphabet and merged by rank.
 // What it does not do: training, offsets, truncation/padding, post-processors
 // (BOS/EOS are the caller's job: lib/tok/tokenizer.c), normalizers other than NFC.
-// Supported settings and the deliberate gaps are listed at the top of bbpe.c.
+// Supported settings and the deliberate gaps are listed at the top of bbpe_load.c.
 //
 // A Bbpe is read-only after loading and can be shared by threads; each thread
 // encodes through its own BbpeEncoder (word cache and scratch buffers).
