@@ -54,7 +54,7 @@
 #include "sparse/saliency.h" // defines: Saliency
 #include "sparse/schedule.h" // defines: PruneSchedule, SchedKind
 
-typedef struct {
+typedef struct TrainConfig { // (tagged: run/train_internal.h declares it)
     // where from, where to
     const char *model_dir;     // HF folder, or NULL with init_config
     const char *init_config;   // config.json for a random init (normal(0, 0.02), norms 1)

@@ -6,6 +6,8 @@
 //
 //   train.c        the Trainer: open (its checks, the memory estimate), the step, the
 //                  loop and its log, close; the few helpers below that the state uses too
+//   train_out.c    the OUT folder: its lock, a fresh run's checks and clean-ups, the log
+//                  cut back on resume, the undoing of a fresh run whose first save failed
 //   train_state.c  the training state: its metadata (the hyperparameters, cursor and run
 //                  options a resume restores), the one-rank file and the sharded save
 //                  (shards.h), finding and reading the state on --resume, OUT/model's
@@ -20,7 +22,8 @@
 #include "nn/model.h"       // defines: Model
 #include "run/shards.h"     // defines: ShardManifest
 
-typedef struct Trainer Trainer; // run/train.h
+typedef struct TrainConfig TrainConfig; // run/train.h
+typedef struct Trainer Trainer;
 
 // --- train_state.c: the state read on --resume (train_open, in this order) ---
 
@@ -35,6 +38,24 @@ int state_config_check(const SafeTensors *st, const Model *m, const char *dir);
 int state_load_single(Trainer *tr, const SafeTensors *st);
 // Adam's step count, the data cursor (loader_seek) and the shards' tokenizer check.
 int state_cursor_read(Trainer *tr, const SafeTensors *st);
+
+// --- train_out.c: OUT, for train_open and train_run (rank 0 calls them) ---
+
+// Takes OUT/.lock (an exclusive flock, its holder's pid written in it) into tr->lock_fd;
+// ERR "OUT is in use by another best-train (pid N)" when another process holds it.
+// create 0: a missing lock file means nobody holds OUT (nothing taken, nothing created);
+// create 1: OUT exists, the file is made.
+int out_lock(Trainer *tr, const char *out, int create);
+// A fresh run (no --resume) refuses an OUT that holds a state.
+int out_check_fresh(const TrainConfig *c);
+// Removes the temp files a killed run left in OUT's folders (under OUT's lock).
+void out_remove_stale_temps(const char *out);
+// Removes the moment dumps and masks (step-N.safetensors) that belong to no state.
+void out_remove_stale_steps(const char *out);
+// Keeps the lines of the log at path whose step is <= step.
+int out_log_truncate(const char *path, int step);
+// What a fresh run whose first save failed had written goes again (train.h).
+void out_unmake_fresh(Trainer *tr);
 
 // --- train.c: the Trainer's helpers the state uses too ---
 

@@ -4,7 +4,7 @@
 // manifest), finding and reading it on --resume, OUT/model's config.json with its "best"
 // block, and the moment dumps (OUT/moments). The format is train.h's.
 //
-// Not here: the loop, open and close, OUT's lock (train.c); the sharded files themselves
+// Not here: the loop, open and close (train.c); OUT's lock (train_out.c); the sharded files themselves
 // (shards.c); the safetensors format (io/safetensors.h).
 #include "run/train.h"
 #include "run/train_internal.h"
