@@ -8,7 +8,9 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -120,6 +122,16 @@ char *path_join(const char *dir, const char *name) {
     if (a && dir[a - 1] != '/') p[k++] = '/';
     memcpy(p + k, name, b + 1);
     return p;
+}
+
+char *path_fmt(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = NULL;
+    if (vasprintf(&s, fmt, ap) < 0) s = NULL;
+    va_end(ap);
+    CHECK(s, "out of memory");
+    return s;
 }
 
 int path_is_dir(const char *path) {

@@ -78,6 +78,8 @@ int path_check_out_file(const char *path, const char *new_dir);
 int path_check_out_dir(const char *dir);
 // "dir/name" in a fresh buffer.
 char *path_join(const char *dir, const char *name);
+// A path made by printf's format in a fresh buffer (dies when out of memory, as xmalloc).
+char *path_fmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 // The files a run reads, noted by device and inode before it writes anything (each tool
 // notes its inputs: files, and for a folder the files directly in it; "-" and names that

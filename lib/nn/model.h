@@ -601,7 +601,7 @@ void devmodel_grad_sumsq_start(DevModel *d, int masked);
 double devmodel_grad_sumsq_get(DevModel *d);
 void devmodel_grad_sumsq_put(DevModel *d, double total);
 void devmodel_optimize(DevModel *d, const AdamWHyper *h, int t, int masked, double max_norm, int vec);
-// Zeros among the prunable weights, over their count (train.c's count_sparsity).
+// Zeros among the prunable weights, over their count (train.c's train_count_sparsity).
 double devmodel_sparsity(DevModel *d);
 // Waits until the device has done everything enqueued on d's stream (the optimizer's
 // update, say), so that a clock read after it times the work and not its launch.

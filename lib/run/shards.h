@@ -20,8 +20,8 @@
 // own slice out of the files that overlap it (shards_read), so a state moves exactly
 // between rank counts.
 //
-// Not here: the state's metadata keys and the training loop (train.c), the slices
-// (dist.h), the safetensors format (io/safetensors.h).
+// Not here: the state's metadata keys and its one-rank file (train_state.c), the training
+// loop (train.c), the slices (dist.h), the safetensors format (io/safetensors.h).
 #ifndef BEST_SHARDS_H
 #define BEST_SHARDS_H
 

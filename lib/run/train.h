@@ -54,7 +54,7 @@
 #include "sparse/saliency.h" // defines: Saliency
 #include "sparse/schedule.h" // defines: PruneSchedule, SchedKind
 
-typedef struct {
+typedef struct TrainConfig { // (tagged: run/train_internal.h declares it)
     // where from, where to
     const char *model_dir;     // HF folder, or NULL with init_config
     const char *init_config;   // config.json for a random init (normal(0, 0.02), norms 1)
@@ -132,7 +132,7 @@ typedef struct {
                              // counts only; 0 on one rank)
 } StepStats;
 
-typedef struct {
+typedef struct Trainer { // (tagged: run/train_internal.h declares it)
     TrainConfig cfg;         // effective: the saved hyperparameters after a resume
     Model m;
     size_t lo, hi;           // this rank's slice of the parameter block (dist.h); [0, n_params)
@@ -183,8 +183,8 @@ int train_open(Trainer *tr, const TrainConfig *cfg);
 int train_run(Trainer *tr);
 // One step (1-6 above, without saves); stats may be NULL.
 int train_step(Trainer *tr, StepStats *stats);
-// OUT/model then OUT/state/state.safetensors, each file through temp + rename.
-// With --device cuda the device's weights and moments are downloaded first.
+// OUT/model then OUT/state/state.safetensors, each file through temp + rename
+// (train_state.c, as the state's reading). With --device cuda the device's weights and moments are downloaded first.
 int train_save(Trainer *tr);
 // OUT/moments/step-N.safetensors: NAME.exp_avg, NAME.exp_avg_sq (F32) per parameter.
 int train_save_moments(Trainer *tr);
