@@ -28,6 +28,12 @@
 //
 // Not here: the kernels (layers.cu, adamw.cu; the matrix products and attention of
 // their own files), the loop, schedules and masks (run/train.c), where a mask is chosen.
+//
+// Why one file of ~1500 lines: the step's init, forward, backward, evaluation and decoding
+// all work on DevModel's carved buffers through the same static helpers (the products'
+// operands, the reductions, the graphs, the profile's marks), and the emulated tests
+// include this file whole; a cut would make those helpers extern for two or three users.
+// The decode step's fused kernels already live apart (decode_fused.cuh).
 #include "nn/model.h" // defines: DevModel, LayerActs, the devmodel_ prototypes (BEST_CUDA)
 
 #include <stdint.h>
