@@ -7,7 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/error.h" // defines: ERR, TRY, xmalloc, xcalloc
+#include "base/error.h" // defines: ERR, TRY, xmalloc, xcalloc, err_prefix
+#include "dist/dist.h"  // defines: dist_rank, dist_size, dist_reduce_scatter_f32
 #include "base/cuda.h"    // defines: cuda_device_count, cuda_info
 #include "nn/layers.h"  // defines: crossentropy_forward
 
@@ -110,52 +111,56 @@ void engine_dec_close(EngineDec *d) {
     d->s = NULL;
 }
 
-// The training step: only a device has one; on the CPU every call below is never made
-// (engine_train_on_device is 0) or does nothing.
+// The training step: the calls of a device only do nothing on the CPU.
 int engine_train_open(EngineTrain *t, Engine *e, Model *m, const AdamW *opt, const uint8_t *mask,
                       const EngineTrainShape *sh) {
     t->e = e;
     t->s = NULL;
-    return e->ops->train_open ? e->ops->train_open(&t->s, e->ctx, m, opt, mask, sh) : 0;
+    return e->ops->train_open(&t->s, e->ctx, m, opt, mask, sh);
 }
 void engine_train_close(EngineTrain *t) {
     if (t->e && t->s) t->e->ops->train_close(t->s);
     t->s = NULL;
 }
-int engine_train_on_device(const EngineTrain *t) { return t->s != NULL; }
+int engine_train_on_device(const EngineTrain *t) { return t->s && t->e->ops->on_device; }
+int engine_train_norm_later(const EngineTrain *t, int passes) { return t->e->ops->train_norm_later(passes); }
 size_t engine_train_bytes(Engine *e, const Model *m, const EngineTrainShape *sh, int ranks) {
-    return e->ops->train_bytes ? e->ops->train_bytes(m, sh, ranks) : 0;
+    return e->ops->on_device ? e->ops->train_bytes(m, sh, ranks) : 0;
 }
 void engine_train_download(EngineTrain *t, float *params, AdamW *opt, uint8_t *mask) {
-    if (t->s) t->e->ops->train_download(t->s, params, opt, mask);
+    if (engine_train_on_device(t)) t->e->ops->train_download(t->s, params, opt, mask);
 }
 void engine_train_upload(EngineTrain *t, const float *params, const AdamW *opt, const uint8_t *mask) {
-    if (t->s) t->e->ops->train_upload(t->s, params, opt, mask);
+    if (engine_train_on_device(t)) t->e->ops->train_upload(t->s, params, opt, mask);
 }
 int engine_train_grads(EngineTrain *t, double *loss, double *sumsq, const EngineGrads *g) {
     return t->e->ops->train_grads(t->s, loss, sumsq, g);
 }
 void engine_train_optimize(EngineTrain *t, double *norm, const EngineOptim *o) { t->e->ops->train_optimize(t->s, norm, o); }
-int engine_train_mask_update(EngineTrain *t, const MaskSpec *spec) { return t->e->ops->train_mask_update(t->s, spec); }
+int engine_train_mask_update(EngineTrain *t, const MaskSpec *spec) {
+    return engine_train_on_device(t) ? t->e->ops->train_mask_update(t->s, spec) : 1;
+}
 void engine_train_mask_begin(EngineTrain *t) {
-    if (t->s) t->e->ops->train_mask_begin(t->s);
+    if (engine_train_on_device(t)) t->e->ops->train_mask_begin(t->s);
 }
 void engine_train_mask_end(EngineTrain *t) {
-    if (t->s) t->e->ops->train_mask_end(t->s);
+    if (engine_train_on_device(t)) t->e->ops->train_mask_end(t->s);
 }
 void engine_train_step_end(EngineTrain *t, double wall) {
-    if (t->s) t->e->ops->train_step_end(t->s, wall);
+    if (engine_train_on_device(t)) t->e->ops->train_step_end(t->s, wall);
 }
 double engine_train_sparsity(EngineTrain *t) { return t->e->ops->train_sparsity(t->s); }
-double engine_train_comm_bytes(const EngineTrain *t) { return t->s ? t->e->ops->train_comm_bytes(t->s) : 0; }
-int engine_train_nccl(const EngineTrain *t) { return t->s ? t->e->ops->train_nccl(t->s) : 0; }
+double engine_train_comm_bytes(const EngineTrain *t) {
+    return engine_train_on_device(t) ? t->e->ops->train_comm_bytes(t->s) : 0;
+}
+int engine_train_nccl(const EngineTrain *t) { return engine_train_on_device(t) ? t->e->ops->train_nccl(t->s) : 0; }
 void engine_train_memory(const EngineTrain *t, size_t *measured, size_t *computed) {
     *measured = *computed = 0;
-    if (t->s) t->e->ops->train_memory(t->s, measured, computed);
+    if (engine_train_on_device(t)) t->e->ops->train_memory(t->s, measured, computed);
 }
-int engine_train_profiled(const EngineTrain *t) { return t->s ? t->e->ops->train_profiled(t->s) : 0; }
+int engine_train_profiled(const EngineTrain *t) { return engine_train_on_device(t) ? t->e->ops->train_profiled(t->s) : 0; }
 void engine_train_profile_write(EngineTrain *t, FILE *f) {
-    if (t->s) t->e->ops->train_profile_write(t->s, f);
+    if (engine_train_on_device(t)) t->e->ops->train_profile_write(t->s, f);
 }
 
 // --- the CPU ----------------------------------------------------------------------------------
@@ -297,6 +302,79 @@ static void cpu_dec_close(void *s) {
     free(d);
 }
 
+typedef struct {
+    Model *m;
+    ModelActs acts; // (micro_batch, seq) the training activations
+} CpuTrain;
+
+static int cpu_train_open(void **s, void *ctx, Model *m, const AdamW *opt, const uint8_t *mask,
+                          const EngineTrainShape *sh) {
+    (void)ctx, (void)opt, (void)mask; // (the host's own)
+    CpuTrain *t = xcalloc(1, sizeof *t);
+    t->m = m;
+    if (model_acts_init(&t->acts, m, sh->micro_batch, sh->seq, 1) < 0) {
+        free(t);
+        return -1;
+    }
+    model_grads_init(m);
+    *s = t;
+    return 0;
+}
+
+static void cpu_train_close(void *s) {
+    CpuTrain *t = s;
+    model_acts_free(&t->acts);
+    free(t);
+}
+
+static int cpu_train_norm_later(int passes) {
+    (void)passes;
+    return 0;
+}
+
+// This rank's sequences forward and backward, micro-batch by micro-batch (the other ranks'
+// skipped: every rank's cursor stays the same); the gradients reduce-scattered, this
+// rank's slice masked and its sum of squares taken.
+static int cpu_train_grads(void *s, double *loss, double *sumsq, const EngineGrads *g) {
+    CpuTrain *t = s;
+    Model *m = t->m;
+    model_zero_grad(m);
+    int n_micro = g->batch / g->micro_batch, ranks = dist_size(), per = g->batch / ranks;
+    *loss = 0;
+    loader_skip(g->data, (uint64_t)dist_rank() * (uint64_t)per); // the ranks before this one's windows
+    for (int i = 0; i < n_micro / ranks; i++) {
+        for (int b = 0; b < g->micro_batch; b++)
+            loader_next(g->data, g->tokens + (size_t)b * g->seq, g->targets + (size_t)b * g->seq);
+        if (model_forward(m, &t->acts, g->tokens, g->targets) < 0) {
+            err_prefix("step %d", g->step);
+            return -1;
+        }
+        *loss += t->acts.loss / n_micro;
+        model_backward(m, &t->acts, (float)g->micro_batch / (float)g->batch);
+    }
+    loader_skip(g->data, (uint64_t)(ranks - 1 - dist_rank()) * (uint64_t)per); // and those after it
+    dist_reduce_scatter_f32(m->grads, m->n_params);
+    float *gs = m->grads + g->lo;
+    if (g->masked) mask_apply(gs, g->mask, g->hi - g->lo);
+    *sumsq = grad_sumsq(gs, g->hi - g->lo);
+    return 0;
+}
+
+// clip_grad_norm_ by the norm of every rank's gradient, then AdamW on this rank's slice.
+static void cpu_train_optimize(void *s, double *norm, const EngineOptim *o) {
+    CpuTrain *t = s;
+    Model *m = t->m;
+    float coef = o->clip > 0 ? grad_clip_coef(*norm, o->clip) : 1.0f;
+    size_t n = o->hi - o->lo;
+    if (coef < 1.0f) grad_scale(m->grads + o->lo, coef, n);
+    adamw_step(o->opt, m->params + o->lo, m->grads + o->lo, o->masked ? o->mask : NULL, o->h);
+}
+
+static double cpu_train_sparsity(void *s) {
+    CpuTrain *t = s;
+    return model_sparsity(t->m);
+}
+
 const EngineOps engine_cpu_ops = {
     .name = "cpu",
     .win_bytes = cpu_win_bytes,
@@ -312,4 +390,11 @@ const EngineOps engine_cpu_ops = {
     .dec_open = cpu_dec_open,
     .dec_step = cpu_dec_step,
     .dec_close = cpu_dec_close,
+    .train_open = cpu_train_open,
+    .on_device = 0,
+    .train_norm_later = cpu_train_norm_later,
+    .train_close = cpu_train_close,
+    .train_grads = cpu_train_grads,
+    .train_optimize = cpu_train_optimize,
+    .train_sparsity = cpu_train_sparsity,
 };

@@ -24,14 +24,16 @@
 //   decode (EngineDec)   generation: one token at a time through a keys/values cache of
 //                        max_T positions, the logits (V) of each step; on the device the
 //                        greedy token can also come back alone (4 bytes a step).
-//   train (EngineTrain)  the training step on a device: gradients over micro-batches,
-//                        the clip and AdamW, the mask update, the sparsity, and the host's
-//                        copies brought up to date. The CPU has no such table: its step is
-//                        the host's own (run/train.c), and engine_train_open leaves the
-//                        session empty (engine_train_on_device: 0). CUDA: model.cu's
-//                        DevModel with its own weights, gradients, moments and mask, under
-//                        mpirun one GPU a rank and NCCL between them (dist_nccl.h), the
-//                        mask update there too (sparse/mask.cu).
+//   train (EngineTrain)  the training step: gradients over micro-batches, the clip and
+//                        AdamW, the sparsity, and on a device the mask update and the
+//                        host's copies brought up to date. CPU: model.c's forward and
+//                        backward in fp32 on the host's own block (its gradients
+//                        reduce-scattered over the ranks, dist.h), AdamW on this rank's
+//                        slice; the mask update is the host's (run/train.c, mask.h's
+//                        mask_compute_slice). CUDA: model.cu's DevModel with its own
+//                        weights, gradients, moments and mask, under mpirun one GPU a rank
+//                        and NCCL between them (dist_nccl.h), the mask update there too
+//                        (sparse/mask.cu).
 //
 // The engine sits above sparse/ and pack/ (the device's mask update is sparse's) and below
 // run/ (tests/t_layout.sh).
@@ -140,7 +142,7 @@ void engine_dec_close(EngineDec *d);
 // --- train: the training step on a device ------------------------------------------------
 typedef struct {
     Engine *e;
-    void *s; // NULL: the engine has no training step (the CPU: the host's own)
+    void *s;
 } EngineTrain;
 
 typedef struct {
@@ -158,39 +160,54 @@ typedef struct {
     int32_t *tokens, *targets; // (micro_batch, seq) host scratch
     int batch, micro_batch, seq, masked, passes;
     int step; // for errors: "step N: ..."
+    const uint8_t *mask; // the host's: this rank's slice [lo, hi) of the block (the CPU's step)
+    size_t lo, hi;
 } EngineGrads;
 
 // The optimizer of one step, after engine_train_grads: the gradient norm clipped to clip
 // (0: off), then AdamW (h, its step t) on the kept weights (masked) or all of them. vec:
 // the one-pass optimizer's vector width (4; 1 for fused1); passes: the separate passes.
 // sumsq: the squared gradient norm summed over the ranks, or NaN when it stayed on the
-// device (one rank, one pass: known after the step).
+// device (engine_train_norm_later). opt: the host's moments of the slice [lo, hi) (the
+// CPU updates them; a device counts the step in opt->t, its moments being its own), mask
+// the host's slice.
 typedef struct {
     const AdamWHyper *h;
     int t, masked, passes, vec;
     double clip, sumsq;
+    AdamW *opt;
+    const uint8_t *mask;
+    size_t lo, hi;
 } EngineOptim;
 
-// Uploads the host's params (every parameter), opt and mask (this rank's slice; NULL:
-// all kept). A CPU engine: nothing, and the session stays empty.
+// The step's buffers: on the CPU m's gradients and the activations of one micro-batch; on
+// a device its model, with the host's params (every parameter), opt and mask (this
+// rank's slice; NULL: all kept) uploaded.
 int engine_train_open(EngineTrain *t, Engine *e, Model *m, const AdamW *opt, const uint8_t *mask,
                       const EngineTrainShape *sh);
 void engine_train_close(EngineTrain *t);
+// Whether the step's weights, moments and mask are the device's own (the host's copies
+// are then brought up to date by engine_train_download before they are read).
 int engine_train_on_device(const EngineTrain *t);
+// Whether the gradient's norm stays on the device until the optimizer has run (one rank,
+// the one-pass optimizer): engine_train_grads then gives NaN for it.
+int engine_train_norm_later(const EngineTrain *t, int passes);
 // What engine_train_open takes on the device for this shape (docs/best-train.md's table);
 // 0 on the CPU.
 size_t engine_train_bytes(Engine *e, const Model *m, const EngineTrainShape *sh, int ranks);
 // The device's weights, moments (opt; may be NULL) and mask into the host's (this rank's
-// slice of the weights with GPU ranks), and back.
+// slice of the weights with GPU ranks), and back; nothing on the CPU.
 void engine_train_download(EngineTrain *t, float *params, AdamW *opt, uint8_t *mask);
 void engine_train_upload(EngineTrain *t, const float *params, const AdamW *opt, const uint8_t *mask);
 // *loss = the mean loss of this rank's sequences; *sumsq = their squared gradient norm,
 // NaN when it stays on the device (one rank, one-pass optimizer). -1 after ERR.
 int engine_train_grads(EngineTrain *t, double *loss, double *sumsq, const EngineGrads *g);
-// Enqueues the optimizer and waits for it; *norm = the gradient norm when o->sumsq was NaN.
+// The optimizer, waited for; *norm (the gradient norm, the clip's input) is set when
+// o->sumsq was NaN.
 void engine_train_optimize(EngineTrain *t, double *norm, const EngineOptim *o);
-// The mask update on the device (sparse/mask.h's mask_update_cuda): 0 done, 1 declined
-// (bad inputs: the host's mask_compute gives the message), -1 after ERR.
+// The mask update on the device (sparse/mask.h's mask_update_cuda): 0 done, 1 not done
+// here (the CPU's; or bad inputs: the host's mask_compute gives the message), -1 after
+// ERR.
 int engine_train_mask_update(EngineTrain *t, const MaskSpec *spec);
 // Marks the mask update's start in the profile, and waits for its end.
 void engine_train_mask_begin(EngineTrain *t);
@@ -198,7 +215,7 @@ void engine_train_mask_end(EngineTrain *t);
 // A step ended after wall seconds on the host's clock: the profile's step, and the
 // device memory in use measured after the first.
 void engine_train_step_end(EngineTrain *t, double wall);
-double engine_train_sparsity(EngineTrain *t); // the zero share of the prunable weights
+double engine_train_sparsity(EngineTrain *t); // the zero share of the prunable weights (model_sparsity)
 // Payload bytes put into the device's collectives so far (NCCL); whether the GPU ranks
 // talk over NCCL (under mpirun, one rank too).
 double engine_train_comm_bytes(const EngineTrain *t);
@@ -230,9 +247,11 @@ typedef struct {
     int (*dec_greedy)(void *s, int32_t token, int pos, int32_t *next); // NULL: none
     void (*dec_stats)(EngineDecStats *st, const void *s);
     void (*dec_close)(void *s);
-    // (NULL on the CPU)
+    // the training step (those of a device only: NULL on the CPU)
     int (*train_open)(void **s, void *ctx, Model *m, const AdamW *opt, const uint8_t *mask,
                       const EngineTrainShape *sh);
+    int on_device;    // the step's state is the device's (download, upload, mask update, memory, profile)
+    int (*train_norm_later)(int passes);
     void (*train_close)(void *s);
     size_t (*train_bytes)(const Model *m, const EngineTrainShape *sh, int ranks);
     void (*train_download)(void *s, float *params, AdamW *opt, uint8_t *mask);

@@ -291,6 +291,8 @@ static int cuda_train_grads(void *s, double *loss, double *sumsq, const EngineGr
 
 // Enqueued, then waited for, so that the host's clock times the work (until 2026-11-29
 // tokens/s left the device's AdamW out, and the mask update).
+static int cuda_train_norm_later(int passes) { return !passes && dist_size() == 1; }
+
 static void cuda_train_optimize(void *s, double *norm, const EngineOptim *o) {
     CudaTrain *t = s;
     DevModel *d = &t->d;
@@ -304,6 +306,7 @@ static void cuda_train_optimize(void *s, double *norm, const EngineOptim *o) {
     }
     devmodel_sync(d);
     if (isnan(o->sumsq)) *norm = sqrt(devmodel_grad_sumsq_get(d));
+    o->opt->t++; // the host's count of steps (the moments are the device's until downloaded)
 }
 
 static int cuda_train_mask_update(void *s, const MaskSpec *spec) {
@@ -387,6 +390,8 @@ static const EngineOps cuda_ops = {
     .dec_stats = cuda_dec_stats,
     .dec_close = cuda_dec_close,
     .train_open = cuda_train_open,
+    .on_device = 1,
+    .train_norm_later = cuda_train_norm_later,
     .train_close = cuda_train_close,
     .train_bytes = cuda_train_bytes,
     .train_download = cuda_train_download,

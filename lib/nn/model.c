@@ -233,6 +233,17 @@ void model_zero_grad(Model *m) {
     if (m->grads) memset(m->grads, 0, m->n_params * sizeof *m->grads);
 }
 
+double model_sparsity(const Model *m) {
+    uint64_t zeros = 0;
+    for (int i = 0; i < m->n_info; i++) {
+        const ParamInfo *p = &m->info[i];
+        if (!p->prunable) continue;
+        const float *w = m->params + p->offset;
+        for (size_t j = 0; j < p->numel; j++) zeros += w[j] == 0.0f;
+    }
+    return m->n_prunable ? (double)zeros / (double)m->n_prunable : 0.0;
+}
+
 // --- activations ----------------------------------------------------------------------
 
 // Hands out consecutive pieces of one block; with base NULL it only counts. Pieces

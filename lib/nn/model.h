@@ -157,6 +157,9 @@ size_t model_token_bytes(const Model *m);
 // Allocates the gradient block (zeroed) and m->g; model_zero_grad zeroes it again.
 void model_grads_init(Model *m);
 void model_zero_grad(Model *m);
+// The share of zeros among the prunable weights of the fp32 block (over n_prunable; 0 when
+// nothing is prunable).
+double model_sparsity(const Model *m);
 
 // Activations for one (B, T), allocated once and reused by every call.
 //
@@ -601,7 +604,7 @@ void devmodel_grad_sumsq_start(DevModel *d, int masked);
 double devmodel_grad_sumsq_get(DevModel *d);
 void devmodel_grad_sumsq_put(DevModel *d, double total);
 void devmodel_optimize(DevModel *d, const AdamWHyper *h, int t, int masked, double max_norm, int vec);
-// Zeros among the prunable weights, over their count (train.c's train_count_sparsity).
+// Zeros among the prunable weights, over their count (model_sparsity's).
 double devmodel_sparsity(DevModel *d);
 // Waits until the device has done everything enqueued on d's stream (the optimizer's
 // update, say), so that a clock read after it times the work and not its launch.

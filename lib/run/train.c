@@ -56,17 +56,6 @@ void train_init_random(Model *m, uint64_t seed, double std) {
     }
 }
 
-double train_count_sparsity(const Model *m) {
-    uint64_t zeros = 0;
-    for (int i = 0; i < m->n_info; i++) {
-        const ParamInfo *p = &m->info[i];
-        if (!p->prunable) continue;
-        const float *w = m->params + p->offset;
-        for (size_t j = 0; j < p->numel; j++) zeros += w[j] == 0.0f;
-    }
-    return m->n_prunable ? (double)zeros / (double)m->n_prunable : 0.0;
-}
-
 const char *train_own(Trainer *tr, const char *s) {
     tr->owned = xrealloc(tr->owned, (size_t)(tr->n_owned + 1) * sizeof *tr->owned);
     return tr->owned[tr->n_owned++] = xstrdup(s);
@@ -312,7 +301,6 @@ static int open_read(Trainer *tr, const TrainConfig *cfg, int *sharded) {
         ERR("--profile %s: it times the device's phases of a step; it needs --device cuda", c->profile);
         goto fail;
     }
-    if (!on_cuda) model_grads_init(m); // the device has its own
     dist_slice(&tr->lo, &tr->hi, m->n_params, dist_rank(), ranks);
     adamw_init(&tr->opt, tr->hi - tr->lo);
     tr->mask = xmalloc(tr->hi - tr->lo ? tr->hi - tr->lo : 1);
@@ -331,7 +319,6 @@ static int open_read(Trainer *tr, const TrainConfig *cfg, int *sharded) {
     }
     tr->sched = (PruneSchedule){c->schedule, c->mask_file ? 0.0 : c->sparsity, c->steps, c->prune_start,
                                 c->prune_end, c->prune_updates};
-    if (!on_cuda && model_acts_init(&tr->acts, m, c->micro_batch, c->seq, 1) < 0) goto fail;
     size_t n = (size_t)c->micro_batch * (size_t)c->seq;
     tr->tokens = xmalloc(n * sizeof *tr->tokens);
     tr->targets = xmalloc(n * sizeof *tr->targets);
@@ -409,7 +396,6 @@ void train_close(Trainer *tr) {
     free(tr->out_made);
     if (tr->m.params) model_free(&tr->m);
     if (tr->opt.m) adamw_free(&tr->opt);
-    if (tr->acts.block) model_acts_free(&tr->acts);
     if (tr->data.perm || tr->data.shards) loader_close(&tr->data);
     free(tr->mask);
     free(tr->tokens);
@@ -488,33 +474,6 @@ static int mask_update(Trainer *tr, double S, double *bytes) {
     return dist_agree(rc);
 }
 
-// Steps 1-3 of train.h on the host: this rank's windows of the batch, their gradients
-// reduce-scattered over the ranks, the slice's pruned ones zeroed; this rank's part of
-// the mean loss into *loss and the slice's sum of squares into *sumsq (the ranks add them).
-static int grads_cpu(Trainer *tr, int t, double *loss, double *sumsq) {
-    TrainConfig *c = &tr->cfg;
-    Model *m = &tr->m;
-    model_zero_grad(m);
-    int n_micro = c->batch / c->micro_batch, ranks = dist_size(), per = c->batch / ranks;
-    *loss = 0;
-    loader_skip(&tr->data, (uint64_t)dist_rank() * (uint64_t)per); // the ranks before this one's windows
-    for (int i = 0; i < n_micro / ranks; i++) {
-        for (int b = 0; b < c->micro_batch; b++)
-            loader_next(&tr->data, tr->tokens + (size_t)b * c->seq, tr->targets + (size_t)b * c->seq);
-        if (model_forward(m, &tr->acts, tr->tokens, tr->targets) < 0) {
-            err_prefix("step %d", t);
-            return -1;
-        }
-        *loss += tr->acts.loss / n_micro;
-        model_backward(m, &tr->acts, (float)c->micro_batch / (float)c->batch);
-    }
-    loader_skip(&tr->data, (uint64_t)(ranks - 1 - dist_rank()) * (uint64_t)per); // and those after it
-    dist_reduce_scatter_f32(m->grads, m->n_params);
-    float *g = m->grads + tr->lo;
-    if (tr->masked) mask_apply(g, tr->mask, tr->hi - tr->lo);
-    *sumsq = grad_sumsq(g, tr->hi - tr->lo);
-    return 0;
-}
 
 int train_optim_parse(const char *s) {
     static const char *const names[] = {"fused", "fused1", "passes"}; // TRAIN_OPTIM_* in order
@@ -533,14 +492,12 @@ static int step(Trainer *tr, StepStats *stats) {
     int t = tr->step + 1;
     double t0 = now_seconds();
     double loss, sumsq;
-    // the one-pass optimizer on one rank: the norm stays on the device until the step is done
-    int on_device = engine_train_on_device(&tr->dt);
-    int norm_later = on_device && c->optim != TRAIN_OPTIM_PASSES && dist_size() == 1;
-    if (on_device) {
-        EngineGrads g = {&tr->data, tr->tokens, tr->targets, c->batch, c->micro_batch, c->seq, tr->masked,
-                         c->optim == TRAIN_OPTIM_PASSES, t};
-        TRY(engine_train_grads(&tr->dt, &loss, &sumsq, &g));
-    } else TRY(grads_cpu(tr, t, &loss, &sumsq));
+    int passes = c->optim == TRAIN_OPTIM_PASSES;
+    // (the one-pass optimizer on one GPU: the norm stays there until the step is done)
+    int norm_later = engine_train_norm_later(&tr->dt, passes);
+    EngineGrads g = {&tr->data, tr->tokens, tr->targets, c->batch, c->micro_batch, c->seq, tr->masked, passes, t,
+                     tr->mask, tr->lo, tr->hi};
+    TRY(engine_train_grads(&tr->dt, &loss, &sumsq, &g));
     // the mean loss and clip_grad_norm_ over the ranks: each adds its part (dist.h), then clips
     double part[2] = {loss, sumsq};
     dist_sum_f64(part, 2);
@@ -548,19 +505,11 @@ static int step(Trainer *tr, StepStats *stats) {
     double norm = sqrt(part[1]);
     if (!isfinite(loss) || (!norm_later && !isfinite(norm))) return diverged(t, loss, norm);
     AdamWHyper h = {lr_at(c->lr, c->warmup, c->steps, t), c->beta1, c->beta2, c->eps, c->weight_decay};
-    if (on_device) { // (the optimizer is waited for: the clock times the work)
-        EngineOptim o = {&h, tr->opt.t + 1, tr->masked, c->optim == TRAIN_OPTIM_PASSES,
-                         c->optim == TRAIN_OPTIM_FUSED ? 4 : 1, c->clip, norm_later ? NAN : part[1]};
-        engine_train_optimize(&tr->dt, &norm, &o);
-        if (norm_later && !isfinite(norm)) return diverged(t, loss, norm); // (the kernel changed nothing)
-        tr->opt.t++;
-        tr->host_stale = 1;
-    } else {
-        float coef = c->clip > 0 ? grad_clip_coef(norm, c->clip) : 1.0f;
-        size_t lo = tr->lo, n = tr->hi - tr->lo;
-        if (coef < 1.0f) grad_scale(m->grads + lo, coef, n);
-        adamw_step(&tr->opt, m->params + lo, m->grads + lo, tr->masked ? tr->mask : NULL, &h);
-    }
+    EngineOptim o = {&h, tr->opt.t + 1, tr->masked, passes, c->optim == TRAIN_OPTIM_FUSED ? 4 : 1, c->clip,
+                     norm_later ? NAN : part[1], &tr->opt, tr->mask, tr->lo, tr->hi};
+    engine_train_optimize(&tr->dt, &norm, &o); // (waited for: the clock times the work)
+    if (norm_later && !isfinite(norm)) return diverged(t, loss, norm); // (the kernel changed nothing)
+    tr->host_stale = 1; // (a device's weights and moments are ahead of the host's)
     tr->step = t;
     double tm = now_seconds(), mask_seconds = 0, mask_bytes = 0;
     if (schedule_update_at(&tr->sched, t)) {
@@ -569,13 +518,12 @@ static int step(Trainer *tr, StepStats *stats) {
         engine_train_mask_end(&tr->dt);
         mask_seconds = now_seconds() - tm;
     }
-    // each rank updated (and masked) its slice of the weights: all-gather them
-    if (!on_device) dist_gather(m->params, m->params + tr->lo, m->n_params, sizeof *m->params, 1);
+    // on the CPU each rank updated (and masked) its slice of the host's weights: all-gather them
+    if (!engine_train_on_device(&tr->dt)) dist_gather(m->params, m->params + tr->lo, m->n_params, sizeof *m->params, 1);
     engine_train_step_end(&tr->dt, now_seconds() - t0);
     if (stats) {
         double dt = now_seconds() - t0; // the whole step: forward to optimizer, mask update, all-gather
-        double sparsity = on_device ? engine_train_sparsity(&tr->dt)
-                                    : train_count_sparsity(m);
+        double sparsity = engine_train_sparsity(&tr->dt);
         *stats = (StepStats){t, loss, h.lr, tr->masked && tr->sched.final == 0 ? NAN : schedule_mask_target(&tr->sched, t),
                              sparsity, norm, dt > 0 ? (double)c->batch * c->seq / dt : 0, 0, mask_seconds,
                              mask_bytes}; // (tokens_per_s_avg: train_run's)

@@ -64,8 +64,6 @@ const char *train_own(Trainer *tr, const char *s);
 // Every weight of m finite (params.h's check, as best-mask's): where names the file the
 // weights came from.
 int train_weights_check(const Model *m, const char *where);
-// Zeros among the prunable weights, over n_prunable.
-double train_count_sparsity(const Model *m);
 // --device cuda: the host's weights, moments and mask brought up to date from the device
 // (every rank calls it at the same points; a no-op when they are).
 void train_host_sync(Trainer *tr);

@@ -490,7 +490,7 @@ static json_t *best_block(const Trainer *tr) {
     const TrainConfig *c = &tr->cfg;
     const char *method = c->mask_file ? "fixed mask" : c->sparsity > 0 ? "BEST" : "dense training";
     json_t *b = json_pack("{s:s, s:f, s:s, s:s, s:s, s:i, s:i, s:s}", "method", method, "sparsity",
-                          train_count_sparsity(&tr->m), "schedule", schedule_name(c->schedule), "saliency",
+                          model_sparsity(&tr->m), "schedule", schedule_name(c->schedule), "saliency",
                           saliency_name(c->saliency), "group", mask_group_name(c->group), "step", tr->step, "steps",
                           c->steps, "version", best_version());
     if (b && c->sparsity > 0 && !c->mask_file)
