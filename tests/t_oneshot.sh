@@ -81,6 +81,20 @@ got = json.load(open('$TMP/ach.$n.json'))['total']['sparsity']
 m = re.search(r'achieved sparsity ([0-9.]+)%, requested 90.00%: .*' + re.escape('$rule'), open('$TMP/ach.$n.err').read())
 assert m and abs(float(m[1]) - 100 * got) < 0.006 and abs(got - 0.9) >= 5e-5, (m, got)"
 done
+# Where a one-shot run's time went (issue 38): the report's "seconds" by phase and their
+# total, the same figures on stderr; a mask without calibration has none
+"$M" --model tests/fixtures/model/llama --sparsity 0.5 --method sparsegpt --calib "$QS" --nsamples 4 --seq 16 \
+    --out "$TMP/ph.mask" --report "$TMP/ph.json" 2>"$TMP/ph.err" >/dev/null
+check "sparsegpt --report: seconds of forward, statistics, factor and update, and their total (as on stderr)" python3 -c "
+import json, re
+j = json.load(open('$TMP/ph.json'))['seconds']
+ph = ['forward', 'statistics', 'factor', 'update']
+assert set(j) == set(ph + ['total']) and all(j[p] >= 0 for p in ph) and abs(sum(j[p] for p in ph) - j['total']) < 1e-9, j
+assert j['forward'] > 0 and j['factor'] > 0, j
+m = re.search(r'seconds: forward ([0-9.]+), Hessian ([0-9.]+), factor ([0-9.]+), prune and update ([0-9.]+)', open('$TMP/ph.err').read())
+assert m and all(abs(float(m[i + 1]) - j[p]) <= 0.005 for i, p in enumerate(ph)), (m, j)"
+check "magnitude --report: no seconds (no calibration)" python3 -c "
+import json; assert 'seconds' not in json.load(open('$TMP/ach.magnitude.json'))"
 "$M" --model tests/fixtures/model/llama --sparsity 0.9 --method wanda --calib "$QS" --nsamples 4 --seq 16 --out "$TMP/ach.w2" \
     --plot "$TMP/ach.w2.svg" --quiet
 check "a wanda heatmap is titled 'wanda, layer, sparsity 0.9' (not 'wanda, wanda saliency')" python3 -c "

@@ -89,8 +89,10 @@ int calib_windows(int32_t *windows, const char *path, int n, int seq, uint64_t s
 static const ModelMatrix LINEARS[7] = {MW_Q, MW_K, MW_V, MW_O, MW_GATE, MW_UP, MW_DOWN};
 static const int INPUT_OF[7] = {0, 0, 0, 1, 2, 2, 3};
 
-int oneshot_prune(uint8_t *mask, Model *m, const OneShotSpec *spec, const int32_t *windows, int n, int seq,
-                  Progress *pr) {
+int oneshot_prune(uint8_t *mask, OneShotTimes *times, Model *m, const OneShotSpec *spec, const int32_t *windows,
+                  int n, int seq, Progress *pr) {
+    OneShotTimes tm = {0, 0, 0, 0};
+    double t;
     memset(mask, 1, m->n_params);
     size_t T = (size_t)seq, C = m->C, dim[4] = {C, m->Q, C, m->I};
     for (size_t i = 0; i < (size_t)n * T; i++)
@@ -107,12 +109,17 @@ int oneshot_prune(uint8_t *mask, Model *m, const OneShotSpec *spec, const int32_
     for (int g = 0; g < 4; g++) stat[g] = xmalloc((gpt ? dim[g] * dim[g] : dim[g]) * sizeof(double));
     float *tmp = gpt ? xmalloc(dmax * dmax * sizeof *tmp) : NULL; // one window's X^T X; then a factor
     uint8_t *dead = xmalloc(dmax);
+    t = now_seconds();
     for (int s = 0; s < n; s++) model_embed(x + (size_t)s * T * C, m, windows + (size_t)s * T, T);
+    tm.forward += now_seconds() - t;
     int rc = 0;
     for (size_t l = 0; l < m->L && rc == 0; l++) {
         for (int g = 0; g < 4; g++) memset(stat[g], 0, (gpt ? dim[g] * dim[g] : dim[g]) * sizeof(double));
         for (int s = 0; s < n; s++) {
+            t = now_seconds();
             model_block_forward(m, &a, l, x + (size_t)s * T * C, out);
+            double t1 = now_seconds();
+            tm.forward += t1 - t;
             const float *in[4] = {a.layer[0].xn1, a.layer[0].att, a.layer[0].xn2, a.h};
             for (int g = 0; g < 4; g++) {
                 size_t d = dim[g];
@@ -122,14 +129,19 @@ int oneshot_prune(uint8_t *mask, Model *m, const OneShotSpec *spec, const int32_
                 }
                 sparsegpt_accumulate(stat[g], tmp, in[g], T, d);
             }
+            tm.stats += now_seconds() - t1;
         }
         for (int g = 0; g < 4 && rc == 0; g++) {
             if (gpt) {
                 char what[160];
                 snprintf(what, sizeof what, "layer %zu, the Hessian of %s", l,
                          g == 0 ? "q/k/v_proj" : g == 1 ? "o_proj" : g == 2 ? "gate/up_proj" : "down_proj");
-                if ((rc = sparsegpt_factor(tmp, dead, stat[g], dim[g], spec->percdamp, what)) < 0) break;
+                t = now_seconds();
+                rc = sparsegpt_factor(tmp, dead, stat[g], dim[g], spec->percdamp, what);
+                tm.factor += now_seconds() - t;
+                if (rc < 0) break;
             }
+            t = now_seconds();
             for (int f = 0; f < 7; f++) {
                 if (INPUT_OF[f] != g) continue;
                 const ParamInfo *p = &m->info[model_matrix_index(m, LINEARS[f], l)];
@@ -139,9 +151,12 @@ int oneshot_prune(uint8_t *mask, Model *m, const OneShotSpec *spec, const int32_
                 if (gpt) sparsegpt_prune(w, mask + p->offset, rows, cols, tmp, dead, spec->sparsity);
                 else wanda_prune(w, mask + p->offset, rows, cols, stat[g], spec->sparsity);
             }
+            tm.update += now_seconds() - t;
         }
+        t = now_seconds();
         for (int s = 0; s < n && rc == 0; s++) // the pruned block's outputs: the next block's inputs
             model_block_forward(m, &a, l, x + (size_t)s * T * C, x + (size_t)s * T * C);
+        tm.forward += now_seconds() - t;
         if (pr) progress_update(pr, l + 1);
     }
     for (int g = 0; g < 4; g++) free(stat[g]);
@@ -150,5 +165,6 @@ int oneshot_prune(uint8_t *mask, Model *m, const OneShotSpec *spec, const int32_
     free(x);
     free(out);
     model_acts_free(&a);
+    if (times) *times = tm;
     return rc;
 }

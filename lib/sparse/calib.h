@@ -48,11 +48,19 @@ typedef struct {
     double percdamp;  // SparseGPT's dampening, as a fraction of the mean of diag(H) (0.01)
 } OneShotSpec;
 
+// Where a one-shot run's time went, in seconds of the host's clock, summed over the
+// blocks: the blocks' forward passes (gathering the statistics, then the pruned block's
+// outputs), the statistics (Wanda's squared norms, SparseGPT's X^T X), SparseGPT's
+// factor (the damped Cholesky and inverse), and the pruning (with SparseGPT's update).
+typedef struct {
+    double forward, stats, factor, update;
+} OneShotTimes;
+
 // Prunes m's prunable weights in place (SparseGPT also updates the kept ones) from the
-// windows (n, seq); mask (m->n_params) gets 1 = kept (non-prunable entries 1). pr
-// (may be NULL) counts blocks. 0, or ERR (a token outside the vocabulary, a failed
-// factorisation).
-int oneshot_prune(uint8_t *mask, Model *m, const OneShotSpec *spec, const int32_t *windows, int n, int seq,
-                  Progress *pr);
+// windows (n, seq); mask (m->n_params) gets 1 = kept (non-prunable entries 1); times
+// (may be NULL) the phases' seconds. pr (may be NULL) counts blocks. 0, or ERR (a token
+// outside the vocabulary, a failed factorisation).
+int oneshot_prune(uint8_t *mask, OneShotTimes *times, Model *m, const OneShotSpec *spec, const int32_t *windows,
+                  int n, int seq, Progress *pr);
 
 #endif

@@ -60,7 +60,7 @@ static int write_text(const char *path, const char *text, size_t n) {
     return afile_commit(&f);
 }
 
-int mask_report_json(const char *path, const uint8_t *mask, const MaskMeta *meta,
+int mask_report_json(const char *path, const uint8_t *mask, const MaskMeta *meta, const OneShotTimes *times,
                      const ParamInfo *info, int n_info) {
     Grid g;
     grid_init(&g, mask, info, n_info);
@@ -99,6 +99,11 @@ int mask_report_json(const char *path, const uint8_t *mask, const MaskMeta *meta
     if (meta->schedule) json_object_set_new(root, "schedule", json_string(meta->schedule));
     if (meta->step >= 0) json_object_set_new(root, "step", json_integer(meta->step));
     if (meta->steps > 0) json_object_set_new(root, "steps", json_integer(meta->steps));
+    if (times)
+        json_object_set_new(root, "seconds",
+                            json_pack("{s:f, s:f, s:f, s:f, s:f}", "forward", times->forward, "statistics", times->stats,
+                                      "factor", times->factor, "update", times->update, "total",
+                                      times->forward + times->stats + times->factor + times->update));
     char *s = json_dumps(root, JSON_INDENT(1) | JSON_REAL_PRECISION(10));
     json_decref(root);
     grid_free(&g);

@@ -187,6 +187,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "best-mask: %s (%zu layers, %s prunable of %s parameters)\n", o.model, m.L, npr, np);
     }
     uint8_t *mask = xmalloc(m.n_params), *old = NULL;
+    OneShotTimes times; // (a one-shot run's phases, for --report)
+    int have_times = 0;
     Moments mo, *mop = NULL;
     MaskMeta meta;
     SafeTensors given; // --mask: kept open to the end, meta's strings point into it
@@ -232,8 +234,13 @@ int main(int argc, char **argv) {
             OneShotSpec os = {om, o.sparsity, o.percdamp};
             Progress pr;
             progress_init(&pr, o.method, m.L, "layers", o.quiet);
-            TRY_OR_DIE(oneshot_prune(mask, &m, &os, win, o.nsamples, o.seq, &pr));
+            TRY_OR_DIE(oneshot_prune(mask, &times, &m, &os, win, o.nsamples, o.seq, &pr));
             progress_finish(&pr);
+            have_times = 1;
+            if (!o.quiet)
+                fprintf(stderr, "best-mask: seconds: forward %.2f, %s %.2f, factor %.2f, %s %.2f\n", times.forward,
+                        om == ONESHOT_SPARSEGPT ? "Hessian" : "norms", times.stats, times.factor,
+                        om == ONESHOT_SPARSEGPT ? "prune and update" : "prune", times.update);
             free(win);
             if (om == ONESHOT_SPARSEGPT && !o.apply && !o.quiet)
                 fprintf(stderr, "best-mask: note: sparsegpt also updated the kept weights; only --apply --out-model "
@@ -250,7 +257,7 @@ int main(int argc, char **argv) {
         TRY_OR_DIE(model_save(&m, o.out_model, -1));
     }
     if (o.out) TRY_OR_DIE(mask_save(o.out, mask, &meta, m.info, m.n_info));
-    if (o.report) TRY_OR_DIE(mask_report_json(o.report, mask, &meta, m.info, m.n_info));
+    if (o.report) TRY_OR_DIE(mask_report_json(o.report, mask, &meta, have_times ? &times : NULL, m.info, m.n_info));
     if (o.plot) {
         char title[256];
         mask_title(title, sizeof title, &meta);
