@@ -63,6 +63,12 @@ SAVE_EVERY ?= 200
 THREADS    ?= 0
 TRAIN_ARGS ?=
 NPROC      ?= 1
+# DEVICE=cuda|cpu: best-train's and best-eval's --device (empty: each tool's default, the
+# GPU when one is visible). best-mask runs on the CPU (issue 38 brings its GPU path).
+DEVICE     ?=
+ifneq ($(filter-out cuda cpu,$(DEVICE)),)
+$(error DEVICE=$(DEVICE): cuda or cpu (empty: each tool's default, the GPU when one is visible))
+endif
 
 # --- evaluation ---------------------------------------------------------------------------
 # Text or JSON-lines files (or token shards) evaluated with best-eval's perplexity protocol
@@ -220,6 +226,7 @@ PACK_ON    := $(if $(filter auto,$(PACK)),$(if $(wildcard $(BIN)/best-pack),1,0)
 ifeq ($(PACK)$(PACK_ON),auto0)
 $(info best.mk: packing skipped: $(BIN)/best-pack is not built)
 endif
+DEV        := $(if $(DEVICE),--device $(DEVICE))
 TH         := --threads $(if $(filter-out 1,$(NPROC)),$(if $(filter 0,$(THREADS)),$(shell n=$$(($$(nproc) / $(NPROC))); echo $$((n > 0 ? n : 1))),$(THREADS)),$(THREADS))
 
 ifeq ($(TRAINED),1)
@@ -286,11 +293,11 @@ $(OUT)/oneshot/model/model.safetensors: $(CALIB_DEPS)
 $(OUT)/train/DONE: $(OUT)/data/train.bin $(TRAIN_DEPS)
 	@mkdir -p $(@D)
 	if [ -f $(@D)/state/state.safetensors ] || [ -f $(@D)/state/manifest.json ]; then \
-	    $(LAUNCH) $(BIN)/best-train --resume $(@D) --save-every $(SAVE_EVERY) $(TRAIN_MASKS) $(TH); \
+	    $(LAUNCH) $(BIN)/best-train --resume $(@D) --save-every $(SAVE_EVERY) $(TRAIN_MASKS) $(TH) $(DEV); \
 	else \
 	    $(LAUNCH) $(BIN)/best-train $(TRAIN_FROM) --data $< --out $(@D) --steps $(STEPS) --batch $(BATCH) \
 	        --micro-batch $(MICRO_BATCH) --seq $(SEQ) --lr $(LR) --warmup $(WARMUP) --seed $(SEED) \
-	        --save-every $(SAVE_EVERY) $(TRAIN_MASKS) $(TH) $(TRAIN_ARGS); \
+	        --save-every $(SAVE_EVERY) $(TRAIN_MASKS) $(TH) $(DEV) $(TRAIN_ARGS); \
 	fi
 	tail -n 1 $(@D)/log.jsonl $(SAVE)
 
@@ -314,8 +321,8 @@ endif
 # --- evaluate -----------------------------------------------------------------------------
 # (not --quiet: an evaluation of a 7B model takes a while, and its progress line has an ETA;
 # the JSON goes to the target, the progress to the terminal)
-EVAL = $(BIN)/best-eval --seq $(SEQ_EVAL) $(TH) --json
-ZEROSHOT = $(BIN)/best-eval --tasks $(TASKS) --task-dir $(TASK_DIR) --limit $(TASK_LIMIT) $(TH) --json
+EVAL = $(BIN)/best-eval --seq $(SEQ_EVAL) $(TH) $(DEV) --json
+ZEROSHOT = $(BIN)/best-eval --tasks $(TASKS) --task-dir $(TASK_DIR) --limit $(TASK_LIMIT) $(TH) $(DEV) --json
 $(OUT)/eval/wikitext2.json: $(FINAL_DEP) $(wildcard $(EVAL_WIKI))
 	@mkdir -p $(@D)
 	$(EVAL) --model $(FINAL) --data $(EVAL_WIKI) --max-tokens $(WIKI_TOKENS) $(SAVE)

@@ -156,6 +156,22 @@ if [ $rc = 0 ] && printf '%s\n' "$out" | grep -q 'mpirun -np 2 --bind-to none bi
 else
     fail "NPROC=2: make -n (exit $rc): $(printf '%s' "$out" | grep best-train | head -c 300)"
 fi
+# DEVICE: every best-train and best-eval command gets --device (issue 38: the pipelines pass
+# the device through); none without it (the tools' default); a bad one is one clear line
+# (a recipe's lines continued with \ joined, and cut at each ;: one command a line, with
+# the options it has on its later lines)
+joined() { sed -e ':a' -e '/\\$/N; s/\\\n//; ta' | tr ';' '\n'; }
+out=$($MK pipelines/llama2-99.mk -n OUT="$TMP/dry" BIN=bin DEVICE=cpu 2>&1); rc=$?
+out=$(printf '%s\n' "$out" | joined)
+n_all=$(printf '%s\n' "$out" | grep -cE 'bin/best-(train|eval) ')
+n_dev=$(printf '%s\n' "$out" | grep -E 'bin/best-(train|eval) ' | grep -c -- '--device cpu')
+out0=$($MK pipelines/llama2-99.mk -n OUT="$TMP/dry" BIN=bin 2>&1)
+if [ $rc = 0 ] && [ "$n_all" -ge 4 ] && [ "$n_dev" = "$n_all" ] && ! printf '%s\n' "$out0" | grep -q -- '--device'; then
+    ok "DEVICE=cpu: all $n_all best-train and best-eval commands of make -n have --device cpu; none without DEVICE"
+else
+    fail "DEVICE=cpu: make -n (exit $rc): $n_dev of $n_all commands with --device cpu"
+fi
+expect_make_error "DEVICE=tpu: one clear line" "DEVICE=tpu: cuda or cpu" pipelines/llama2-99.mk OUT="$TMP/e1" DEVICE=tpu
 expect_make_error "NPROC=2 without mpirun: one clear line" "MPIRUN-none-here not found" \
     pipelines/llama2-99.mk OUT="$TMP/e1" NPROC=2 MPIRUN=MPIRUN-none-here
 if have_shared; then
