@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "base/error.h" // defines: ERR, TRY, xmalloc, xcalloc, err_prefix
-#include "dist/dist.h"  // defines: dist_rank, dist_size, dist_reduce_scatter_f32
+#include "dist/dist.h"  // defines: dist_size, dist_reduce_scatter_f32
 #include "base/cuda.h"    // defines: cuda_device_count, cuda_info
 #include "nn/layers.h"  // defines: crossentropy_forward
 
@@ -32,8 +32,7 @@ int engine_open(Engine **out, const char *name, int device) {
     *out = NULL;
     EngineKind kind;
     TRY(engine_pick(&kind, name));
-    const EngineOps *ops = kind == ENGINE_CUDA ? engine_cuda_ops : &engine_cpu_ops;
-    if (!ops) return ERR("--device cuda: %s; use --device cpu", cuda_info()); // (count > 0 without CUDA: never)
+    const EngineOps *ops = kind == ENGINE_CUDA ? engine_cuda_ops : &engine_cpu_ops; // (CUDA: a build with it)
     Engine *e = xcalloc(1, sizeof *e);
     e->ops = ops;
     e->kind = kind;
@@ -124,9 +123,6 @@ void engine_train_close(EngineTrain *t) {
 }
 int engine_train_on_device(const EngineTrain *t) { return t->s && t->e->ops->on_device; }
 int engine_train_norm_later(const EngineTrain *t, int passes) { return t->e->ops->train_norm_later(passes); }
-size_t engine_train_bytes(Engine *e, const Model *m, const EngineTrainShape *sh, int ranks) {
-    return e->ops->on_device ? e->ops->train_bytes(m, sh, ranks) : 0;
-}
 void engine_train_download(EngineTrain *t, float *params, AdamW *opt, uint8_t *mask) {
     if (engine_train_on_device(t)) t->e->ops->train_download(t->s, params, opt, mask);
 }
@@ -246,8 +242,7 @@ static int cpu_rows_reserve(void *s, size_t longest, size_t *max_rows) {
     r->have_acts = 0;
     TRY(packed_acts_init(&r->a, m, rows, logit_rows, longest));
     r->have_acts = 1;
-    r->nll = realloc(r->nll, logit_rows * sizeof *r->nll);
-    if (!r->nll) return ERR("out of memory");
+    r->nll = xrealloc(r->nll, logit_rows * sizeof *r->nll);
     *max_rows = rows;
     return 0;
 }
@@ -332,27 +327,23 @@ static int cpu_train_norm_later(int passes) {
     return 0;
 }
 
-// This rank's sequences forward and backward, micro-batch by micro-batch (the other ranks'
-// skipped: every rank's cursor stays the same); the gradients reduce-scattered, this
-// rank's slice masked and its sum of squares taken.
+// This rank's sequences forward and backward, micro-batch by micro-batch; the gradients
+// reduce-scattered, this rank's slice masked and its sum of squares taken.
 static int cpu_train_grads(void *s, double *loss, double *sumsq, const EngineGrads *g) {
     CpuTrain *t = s;
     Model *m = t->m;
     model_zero_grad(m);
-    int n_micro = g->batch / g->micro_batch, ranks = dist_size(), per = g->batch / ranks;
+    int n_micro = g->batch / g->micro_batch;
+    size_t mb = (size_t)g->micro_batch * (size_t)g->seq; // tokens a micro-batch
     *loss = 0;
-    loader_skip(g->data, (uint64_t)dist_rank() * (uint64_t)per); // the ranks before this one's windows
-    for (int i = 0; i < n_micro / ranks; i++) {
-        for (int b = 0; b < g->micro_batch; b++)
-            loader_next(g->data, g->tokens + (size_t)b * g->seq, g->targets + (size_t)b * g->seq);
-        if (model_forward(m, &t->acts, g->tokens, g->targets) < 0) {
+    for (int i = 0; i < n_micro / dist_size(); i++) {
+        if (model_forward(m, &t->acts, g->tokens + i * mb, g->targets + i * mb) < 0) {
             err_prefix("step %d", g->step);
             return -1;
         }
         *loss += t->acts.loss / n_micro;
         model_backward(m, &t->acts, (float)g->micro_batch / (float)g->batch);
     }
-    loader_skip(g->data, (uint64_t)(ranks - 1 - dist_rank()) * (uint64_t)per); // and those after it
     dist_reduce_scatter_f32(m->grads, m->n_params);
     float *gs = m->grads + g->lo;
     if (g->masked) mask_apply(gs, g->mask, g->hi - g->lo);

@@ -44,7 +44,6 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "io/loader.h"    // defines: Loader
 #include "nn/adamw.h"     // defines: AdamW, AdamWHyper
 #include "nn/model.h"     // defines: Model
 #include "sparse/mask.h"  // defines: MaskSpec
@@ -151,13 +150,12 @@ typedef struct {
     int profile;   // time the step's phases (engine_train_profile_write)
 } EngineTrainShape;
 
-// The gradients of one step: batch sequences from data, this rank's share in micro-batches
-// of micro_batch (the other ranks' sequences skipped, so every rank's cursor stays the
-// same), the mean loss; masked: only kept weights get gradients. passes: the optimizer
-// of separate passes (the sum of squares comes back here) rather than the one-pass one.
+// The gradients of one step of batch sequences: this rank's share of them (tokens and
+// targets, batch / ranks sequences, read by the caller) in micro-batches of micro_batch,
+// the mean loss; masked: only kept weights get gradients. passes: the optimizer of
+// separate passes (the sum of squares comes back here) rather than the one-pass one.
 typedef struct {
-    Loader *data;
-    int32_t *tokens, *targets; // (micro_batch, seq) host scratch
+    const int32_t *tokens, *targets; // (batch / ranks, seq)
     int batch, micro_batch, seq, masked, passes;
     int step; // for errors: "step N: ..."
     const uint8_t *mask; // the host's: this rank's slice [lo, hi) of the block (the CPU's step)
@@ -192,9 +190,6 @@ int engine_train_on_device(const EngineTrain *t);
 // Whether the gradient's norm stays on the device until the optimizer has run (one rank,
 // the one-pass optimizer): engine_train_grads then gives NaN for it.
 int engine_train_norm_later(const EngineTrain *t, int passes);
-// What engine_train_open takes on the device for this shape (docs/best-train.md's table);
-// 0 on the CPU.
-size_t engine_train_bytes(Engine *e, const Model *m, const EngineTrainShape *sh, int ranks);
 // The device's weights, moments (opt; may be NULL) and mask into the host's (this rank's
 // slice of the weights with GPU ranks), and back; nothing on the CPU.
 void engine_train_download(EngineTrain *t, float *params, AdamW *opt, uint8_t *mask);
@@ -253,7 +248,6 @@ typedef struct {
     int on_device;    // the step's state is the device's (download, upload, mask update, memory, profile)
     int (*train_norm_later)(int passes);
     void (*train_close)(void *s);
-    size_t (*train_bytes)(const Model *m, const EngineTrainShape *sh, int ranks);
     void (*train_download)(void *s, float *params, AdamW *opt, uint8_t *mask);
     void (*train_upload)(void *s, const float *params, const AdamW *opt, const uint8_t *mask);
     int (*train_grads)(void *s, double *loss, double *sumsq, const EngineGrads *g);

@@ -212,6 +212,7 @@ typedef struct {
     int prof_steps;               // the first, of the first, and the steps timed
 } CudaTrain;
 
+// What cuda_train_open's DevModel takes for this shape (docs/best-train.md's table).
 static size_t cuda_train_bytes(const Model *m, const EngineTrainShape *sh, int ranks) {
     size_t acts;
     return devmodel_bytes(&acts, m, sh->micro_batch, sh->seq, 0, sh->recompute ? DEVMODEL_RECOMPUTE : 0, ranks);
@@ -265,21 +266,18 @@ static int cuda_train_grads(void *s, double *loss, double *sumsq, const EngineGr
     CudaTrain *t = s;
     DevModel *d = &t->d;
     devmodel_zero_grad(d);
-    int n_micro = g->batch / g->micro_batch, ranks = dist_size(), per = g->batch / ranks;
+    int n_micro = g->batch / g->micro_batch, ranks = dist_size(), local = n_micro / ranks;
+    size_t mb = (size_t)g->micro_batch * (size_t)g->seq; // tokens a micro-batch
     *loss = 0;
-    loader_skip(g->data, (uint64_t)dist_rank() * (uint64_t)per);
-    for (int i = 0; i < n_micro / ranks; i++) {
-        for (int b = 0; b < g->micro_batch; b++)
-            loader_next(g->data, g->tokens + (size_t)b * g->seq, g->targets + (size_t)b * g->seq);
+    for (int i = 0; i < local; i++) {
         // forward and backward; the last micro-batch's sums the gradients over GPU ranks
         float scale = (float)g->micro_batch / (float)g->batch;
-        if (devmodel_forward_backward(d, g->tokens, g->targets, scale, i == n_micro / ranks - 1) < 0) {
+        if (devmodel_forward_backward(d, g->tokens + i * mb, g->targets + i * mb, scale, i == local - 1) < 0) {
             err_prefix("step %d", g->step);
             return -1;
         }
         *loss += d->loss / n_micro;
     }
-    loader_skip(g->data, (uint64_t)(ranks - 1 - dist_rank()) * (uint64_t)per);
     if (g->passes) {
         *sumsq = devmodel_grad_sumsq(d, g->masked);
         return 0;
@@ -393,7 +391,6 @@ static const EngineOps cuda_ops = {
     .on_device = 1,
     .train_norm_later = cuda_train_norm_later,
     .train_close = cuda_train_close,
-    .train_bytes = cuda_train_bytes,
     .train_download = cuda_train_download,
     .train_upload = cuda_train_upload,
     .train_grads = cuda_train_grads,

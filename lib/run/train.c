@@ -319,7 +319,7 @@ static int open_read(Trainer *tr, const TrainConfig *cfg, int *sharded) {
     }
     tr->sched = (PruneSchedule){c->schedule, c->mask_file ? 0.0 : c->sparsity, c->steps, c->prune_start,
                                 c->prune_end, c->prune_updates};
-    size_t n = (size_t)c->micro_batch * (size_t)c->seq;
+    size_t n = (size_t)(c->batch / ranks) * (size_t)c->seq; // this rank's share of a step's batch
     tr->tokens = xmalloc(n * sizeof *tr->tokens);
     tr->targets = xmalloc(n * sizeof *tr->targets);
     shards_manifest_free(&mf);
@@ -495,7 +495,14 @@ static int step(Trainer *tr, StepStats *stats) {
     int passes = c->optim == TRAIN_OPTIM_PASSES;
     // (the one-pass optimizer on one GPU: the norm stays there until the step is done)
     int norm_later = engine_train_norm_later(&tr->dt, passes);
-    EngineGrads g = {&tr->data, tr->tokens, tr->targets, c->batch, c->micro_batch, c->seq, tr->masked, passes, t,
+    // this rank's share of the batch (the other ranks' sequences skipped: every rank's cursor
+    // stays the same)
+    int ranks = dist_size(), per = c->batch / ranks;
+    loader_skip(&tr->data, (uint64_t)dist_rank() * (uint64_t)per);
+    for (size_t i = 0; i < (size_t)per; i++)
+        loader_next(&tr->data, tr->tokens + i * (size_t)c->seq, tr->targets + i * (size_t)c->seq);
+    loader_skip(&tr->data, (uint64_t)(ranks - 1 - dist_rank()) * (uint64_t)per);
+    EngineGrads g = {tr->tokens, tr->targets, c->batch, c->micro_batch, c->seq, tr->masked, passes, t,
                      tr->mask, tr->lo, tr->hi};
     TRY(engine_train_grads(&tr->dt, &loss, &sumsq, &g));
     // the mean loss and clip_grad_norm_ over the ranks: each adds its part (dist.h), then clips

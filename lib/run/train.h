@@ -146,7 +146,7 @@ typedef struct Trainer { // (tagged: run/train_internal.h declares it)
     Loader data;
     PruneSchedule sched;
     int step;                // optimizer steps done
-    int32_t *tokens, *targets; // (micro_batch * seq)
+    int32_t *tokens, *targets; // (batch / ranks, seq) this rank's sequences of a step
     FILE *log;
     char *log_path;          // its name, for a failed write's message
     Progress prog;
