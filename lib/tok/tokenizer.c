@@ -98,13 +98,14 @@ static void buf_free(TokBuf *b) {
 }
 
 // vocab.json + merges.txt (+ tokenizer_config.json) of f; the hash is of the first two.
+// 1 (no ERR) when f has no vocab.json: the caller says what was looked for.
 static int load_vocab_merges(Tokenizer *t, const TokFiles *f) {
     TokBuf vocab, merges, config;
-    int rv = buf_read(&vocab, f, "vocab.json"), rm = rv < 0 ? 1 : buf_read(&merges, f, "merges.txt");
-    int rc = rv < 0 || rm < 0 ? -1 : rv == 1 ? ERR("%s/vocab.json: cannot open: %s", f->where, strerror(ENOENT))
-                                   : rm == 1 ? ERR("%s: no merges.txt beside vocab.json", f->where) : 0;
-    int rcfg = rc == 0 ? buf_read(&config, f, "tokenizer_config.json") : 1;
-    if (rcfg < 0) rc = -1;
+    int rv = buf_read(&vocab, f, "vocab.json");
+    if (rv != 0) return rv;
+    int rm = buf_read(&merges, f, "merges.txt"), rcfg = 1, rc = rm;
+    if (rm == 1) rc = ERR("%s: no merges.txt beside vocab.json", f->where);
+    if (rc == 0 && (rcfg = buf_read(&config, f, "tokenizer_config.json")) < 0) rc = -1;
     if (rc == 0) {
         XXH64_state_t *xx = XXH64_createState();
         XXH64_reset(xx, 0);
@@ -115,7 +116,7 @@ static int load_vocab_merges(Tokenizer *t, const TokFiles *f) {
         t->kind = TOK_BBPE;
         rc = bbpe_load_buffers(&t->bbpe, &vocab, &merges, rcfg == 0 ? &config : NULL);
     }
-    if (rv == 0) buf_free(&vocab);
+    buf_free(&vocab);
     if (rm == 0) buf_free(&merges);
     if (rcfg == 0) buf_free(&config);
     return rc;
@@ -129,9 +130,6 @@ static int folder_read(void *ctx, const char *name, char **data, size_t *n) {
     return rc;
 }
 
-// One file: 0 with its bytes, or -1 after ERR (a missing file names itself).
-static int whole_file(char **data, size_t *n, const char *path) { return file_read_all(data, n, path); }
-
 // tokenizer.json preferred, then tokenizer.model, then vocab.json + merges.txt.
 static int load_files(Tokenizer *t, const TokFiles *f) {
     static const char *const order[] = {"tokenizer.json", "tokenizer.model"};
@@ -143,12 +141,10 @@ static int load_files(Tokenizer *t, const TokFiles *f) {
         buf_free(&b);
         return rc;
     }
-    TokBuf b;
-    int rc = buf_read(&b, f, "vocab.json");
-    if (rc == 0) buf_free(&b);
+    int rc = load_vocab_merges(t, f);
     if (rc == 1) return ERR("%s: no tokenizer.json, tokenizer.model or vocab.json + merges.txt in this %s", f->where,
                             f->read == folder_read ? "folder" : "pack");
-    return rc < 0 ? -1 : load_vocab_merges(t, f);
+    return rc;
 }
 
 // The fields every kind sets from its tables; t->path = where.
@@ -188,12 +184,12 @@ int tokenizer_load(Tokenizer *t, const char *path) {
         char *slash = strrchr(dir, '/');
         if (slash) *slash = 0; else strcpy(dir, ".");
         TokFiles f = {folder_read, dir, dir};
-        rc = load_vocab_merges(t, &f);
+        if ((rc = load_vocab_merges(t, &f)) == 1) rc = ERR("%s/vocab.json: cannot open: %s", dir, strerror(ENOENT));
         free(dir);
     } else { // a tokenizer.json, or tokenizer.model under any other name: the protobuf
         char *data;
         size_t n;
-        rc = whole_file(&data, &n, path);
+        rc = file_read_all(&data, &n, path);
         if (rc == 0) {
             rc = ends_with(path, ".json") ? load_json(t, data, n, path) : load_model(t, data, n, path);
             free(data);
