@@ -174,6 +174,13 @@ void select_mark_cuda(uint8_t *mask, const Select *s, uint64_t *scratch, const f
 // exceeds the candidates.
 int select_mask_cuda(uint8_t *mask, uint64_t *scratch, const float *scores, size_t n, uint64_t k,
                      struct CUstream_st *stream);
+// select_smallest on the device, for the one-shot methods' rows and blocks: scores
+// (nseg, len), floats >= +0; in each segment of len scores the k with the smallest keys
+// select_key(score, place in the segment) get flag 1, the others 0 (flags (nseg, len)):
+// the set select_smallest leaves first. One block of threads a segment: a radix select on
+// the score's bits, 8 at a time, then the ties at the threshold numbered in order of place.
+void select_smallest_cuda(uint8_t *flags, const float *scores, size_t nseg, size_t len, size_t k,
+                          struct CUstream_st *stream);
 #endif
 
 #ifdef __cplusplus

@@ -30,6 +30,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus // sparsegpt.cu and the C++ kernel test include this
+extern "C" {
+#endif
+
 #define SPARSEGPT_BLOCK 128
 
 // H (d, d) += X^T X for x (N, d): the lower triangle only (row-major; what
@@ -44,5 +48,38 @@ int sparsegpt_factor(float *U, uint8_t *dead, double *H, size_t n, double percda
 // inputs' H; mask (rows * cols) 0 where pruned, else 1.
 void sparsegpt_prune(float *w, uint8_t *mask, size_t rows, size_t cols, const float *U, const uint8_t *dead,
                      double sparsity);
+
+#ifdef BEST_CUDA
+struct CudaCtx;
+// The device twins (sparsegpt.cu), on device arrays, on c's stream.
+//
+// sparsegpt_factor_cuda: sparsegpt_factor from H (n, n) fp32 (X^T X summed by cuBLASLt in
+// fp32: both triangles; its lower one is read, H is left as it was): the diagonal comes
+// to the host for the dead columns and the dampening (the mean in double, as the CPU);
+// the dampened H with its order reversed is formed on the device (in double, rounded to
+// fp32 as the CPU rounds it); the Cholesky and the triangular inverse are cuSOLVER's
+// (base/solver.h), retried with ten times the dampening as the CPU's, with its warning
+// and its error; the involution and the zeroed lower triangle are a kernel. So from the
+// same H (the CPU's H the doubles of these floats) the same U up to cuSOLVER's order of
+// sums (bit for bit where LAPACK stands in for it: the emulator). dead (n) bytes. 0, or ERR.
+int sparsegpt_factor_cuda(float *U, uint8_t *dead, const float *H, size_t n, double percdamp, const char *what,
+                          struct CudaCtx *c);
+// Bytes of device scratch sparsegpt_prune_cuda takes for a matrix of `rows` rows: one
+// block of 128 columns' scores, pruned flags and errors, and select_smallest_cuda's.
+size_t sparsegpt_prune_scratch(size_t rows);
+// sparsegpt_prune on the device: the dead columns zeroed, then per block of 128 columns
+// the scores w^2 / U_jj^2, its floor(rows * bc * S) smallest pruned (select_smallest_cuda:
+// the CPU's keys, the same set), the rows' column-by-column updates (a kernel, the CPU's
+// products and differences rounded as the CPU rounds them), and the columns right of the
+// block updated by an fp32 cuBLASLt product (matmul_f32_cuda). Bit for bit the CPU's where
+// a CPU product stands in for cuBLASLt's (the emulator); on a GPU the lazy product's order
+// of sums differs. scratch: sparsegpt_prune_scratch(rows) bytes.
+void sparsegpt_prune_cuda(float *w, uint8_t *mask, size_t rows, size_t cols, const float *U, const uint8_t *dead,
+                          double sparsity, void *scratch, struct CudaCtx *c);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
