@@ -110,6 +110,12 @@ static inline cudaError_t cudaMalloc(void **p, size_t bytes) {
     return cudaSuccess;
 }
 static inline cudaError_t cudaFree(void *p) { free(p); return cudaSuccess; }
+// A device of 2 GiB with 1 GiB free (what a walk sizing its batches by it sees).
+static inline cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
+    *free_bytes = (size_t)1 << 30;
+    *total_bytes = (size_t)2 << 30;
+    return cudaSuccess;
+}
 static inline cudaError_t cudaMallocHost(void **p, size_t bytes) { return cudaMalloc(p, bytes); }
 static inline cudaError_t cudaFreeHost(void *p) { return cudaFree(p); }
 

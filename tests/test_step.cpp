@@ -87,51 +87,7 @@ extern "C" { // C headers without their own guards, before spmv.cu includes them
 #include "nn/kernel_math.h" // defines: km_float_from_bf16
 #include "nn/layers.h"   // defines: the CPU kernels the shims call
 
-// The emulator's context: a stream only (there is no cuBLASLt handle to hold).
-struct CudaCtx {
-    cudaStream_t stream;
-};
-
-// --- test-only shims for the kernels the emulator cannot run (cuBLASLt) ---
-
-static std::vector<float> from_bf16(const uint16_t *x, size_t n) {
-    std::vector<float> f(n);
-    for (size_t i = 0; i < n; i++) f[i] = km_float_from_bf16(x[i]);
-    return f;
-}
-
-// cuBLASLt's bf16 products: the operands are bf16 already; the CPU product in fp32. Like
-// every shim here, enqueued (emu_enqueue): recorded during a stream capture, as a launch.
-static void matmul_forward_cuda(CudaCtx *, float *y, const uint16_t *x, const uint16_t *w, const float *b,
-                                size_t N, size_t IC, size_t OC, int acc) {
-    emu_enqueue([=] {
-        std::vector<float> xf = from_bf16(x, N * IC), wf = from_bf16(w, OC * IC);
-        matmul_forward(y, xf.data(), wf.data(), b, N, IC, OC, acc);
-    });
-}
-
-// cuBLASLt's D = A B + C with C != D: the residual copied into y, then accumulated.
-static void matmul_forward_add_cuda(CudaCtx *c, float *y, const uint16_t *x, const uint16_t *w, const float *b,
-                                    const float *res, size_t N, size_t IC, size_t OC) {
-    emu_enqueue([=] {
-        if (y != res) memmove(y, res, N * OC * sizeof(float));
-    });
-    matmul_forward_cuda(c, y, x, w, b, N, IC, OC, 1);
-}
-
-static void matmul_backward_cuda(CudaCtx *, float *dx, float *dw, const uint16_t *dy, const uint16_t *x,
-                                 const uint16_t *w, size_t N, size_t IC, size_t OC, int dx_acc) {
-    emu_enqueue([=] {
-        std::vector<float> dyf = from_bf16(dy, N * OC), xf = from_bf16(x, N * IC), wf = from_bf16(w, OC * IC);
-        std::vector<float> dw_unused;
-        float *dwp = dw;
-        if (!dwp) {
-            dw_unused.assign(OC * IC, 0.0f);
-            dwp = dw_unused.data();
-        }
-        matmul_backward(dx, dwp, NULL, dyf.data(), xf.data(), wf.data(), N, IC, OC, dx_acc);
-    });
-}
+#include "cuda_shims.h" // defines: CudaCtx, matmul_*_cuda (CPU stand-ins)
 
 // Attention: the real kernels (attention.cu, emulated) everywhere, the 20-step runs and
 // the resume check included (test_kernels checks attention.cu itself at more shapes; the

@@ -76,6 +76,11 @@ void engine_win_close(EngineWin *w) {
     w->s = NULL;
 }
 
+int engine_oneshot(Engine *e, uint8_t *mask, OneShotStats *st, Model *m, const OneShotSpec *spec,
+                   const int32_t *windows, int n, int seq, Progress *pr) {
+    return e->ops->oneshot(e->ctx, mask, st, m, spec, windows, n, seq, pr);
+}
+
 int engine_rows_open(EngineRows *r, Engine *e, const Model *m) {
     r->e = e;
     return e->ops->rows_open(&r->s, e->ctx, m);
@@ -366,6 +371,12 @@ static double cpu_train_sparsity(void *s) {
     return model_sparsity(t->m);
 }
 
+static int cpu_oneshot(void *ctx, uint8_t *mask, OneShotStats *st, Model *m, const OneShotSpec *spec,
+                       const int32_t *windows, int n, int seq, Progress *pr) {
+    (void)ctx;
+    return oneshot_prune(mask, st, m, spec, windows, n, seq, pr);
+}
+
 const EngineOps engine_cpu_ops = {
     .name = "cpu",
     .win_bytes = cpu_win_bytes,
@@ -381,6 +392,7 @@ const EngineOps engine_cpu_ops = {
     .dec_open = cpu_dec_open,
     .dec_step = cpu_dec_step,
     .dec_close = cpu_dec_close,
+    .oneshot = cpu_oneshot,
     .train_open = cpu_train_open,
     .on_device = 0,
     .train_norm_later = cpu_train_norm_later,

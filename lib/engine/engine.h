@@ -24,6 +24,12 @@
 //   decode (EngineDec)   generation: one token at a time through a keys/values cache of
 //                        max_T positions, the logits (V) of each step; on the device the
 //                        greedy token can also come back alone (4 bytes a step).
+//   oneshot              best-mask --method: magnitude, Wanda or SparseGPT over the whole
+//                        model, block by block from calibration windows (sparse/calib.h).
+//                        CPU: oneshot_prune (fp32, OpenBLAS and LAPACK); CUDA:
+//                        oneshot_prune_cuda (one block's weights on the device at a time,
+//                        bf16 products, cuBLASLt and cuSOLVER; never run on a GPU as of
+//                        2026-11-29).
 //   train (EngineTrain)  the training step: gradients over micro-batches, the clip and
 //                        AdamW, the sparsity, and on a device the mask update and the
 //                        host's copies brought up to date. CPU: model.c's forward and
@@ -46,6 +52,7 @@
 
 #include "nn/adamw.h"     // defines: AdamW, AdamWHyper
 #include "nn/model.h"     // defines: Model
+#include "sparse/calib.h" // defines: OneShotSpec, OneShotStats
 #include "sparse/mask.h"  // defines: MaskSpec
 
 typedef enum { ENGINE_CPU = 0, ENGINE_CUDA = 1 } EngineKind;
@@ -137,6 +144,15 @@ int engine_dec_has_greedy(const EngineDec *d);
 int engine_dec_greedy(EngineDec *d, int32_t token, int pos, int32_t *next);
 void engine_dec_stats(EngineDecStats *st, const EngineDec *d);
 void engine_dec_close(EngineDec *d);
+
+// --- oneshot: best-mask --method ------------------------------------------------------------
+
+// calib.h's oneshot_prune on the engine's device: m's prunable weights pruned in place (and
+// SparseGPT's kept ones updated), mask (m->n_params) 1 = kept, st (may be NULL) the
+// phases' seconds and the device memory. windows (n, seq): calibration tokens (NULL for
+// magnitude); pr (may be NULL) counts blocks. 0, or -1 after ERR.
+int engine_oneshot(Engine *e, uint8_t *mask, OneShotStats *st, Model *m, const OneShotSpec *spec,
+                   const int32_t *windows, int n, int seq, Progress *pr);
 
 // --- train: the training step on a device ------------------------------------------------
 typedef struct {
@@ -242,6 +258,8 @@ typedef struct {
     int (*dec_greedy)(void *s, int32_t token, int pos, int32_t *next); // NULL: none
     void (*dec_stats)(EngineDecStats *st, const void *s);
     void (*dec_close)(void *s);
+    int (*oneshot)(void *ctx, uint8_t *mask, OneShotStats *st, Model *m, const OneShotSpec *spec,
+                   const int32_t *windows, int n, int seq, Progress *pr);
     // the training step (those of a device only: NULL on the CPU)
     int (*train_open)(void **s, void *ctx, Model *m, const AdamW *opt, const uint8_t *mask,
                       const EngineTrainShape *sh);

@@ -4,7 +4,8 @@
 // DEVMODEL_DECODE for generation (the keys and values cached on the device, a pack's
 // products read straight from its encodings, spmv.h), and the training step (DevModel's
 // fp32 weights, gradients, moments and mask; under mpirun one GPU a rank, and NCCL
-// between them: dist_nccl.h). In a build without CUDA the table is NULL and engine_pick
+// between them: dist_nccl.h); and best-mask's one-shot walk (sparse/calib.cu, one block
+// on the device at a time). In a build without CUDA the table is NULL and engine_pick
 // never chooses it.
 #include "engine/engine.h"
 
@@ -220,6 +221,11 @@ static size_t cuda_train_bytes(const Model *m, const EngineTrainShape *sh, int r
 
 // Every rank calls it: under mpirun (one rank too: the same path as several, so that
 // mpirun -np 1 checks it) the ranks join their NCCL communicator; without, none.
+static int cuda_oneshot(void *ctx, uint8_t *mask, OneShotStats *st, Model *m, const OneShotSpec *spec,
+                        const int32_t *windows, int n, int seq, Progress *pr) {
+    return oneshot_prune_cuda(mask, st, m, spec, windows, n, seq, pr, ctx);
+}
+
 static int cuda_train_open(void **s, void *ctx, Model *m, const AdamW *opt, const uint8_t *mask,
                            const EngineTrainShape *sh) {
     CudaTrain *t = xcalloc(1, sizeof *t);
@@ -405,6 +411,7 @@ static const EngineOps cuda_ops = {
     .train_memory = cuda_train_memory,
     .train_profiled = cuda_train_profiled,
     .train_profile_write = cuda_train_profile_write,
+    .oneshot = cuda_oneshot,
 };
 const EngineOps *const engine_cuda_ops = &cuda_ops;
 #endif

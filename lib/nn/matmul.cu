@@ -53,7 +53,7 @@ static uint32_t alignment(const void *p, size_t ld_bytes) {
 
 // What the heuristic's answer depends on.
 typedef struct {
-    int device, transa, transb, bias, beta1, c_apart;
+    int device, transa, transb, bias, beta1, c_apart, f32; // f32: fp32 operands (matmul_f32_cuda)
     size_t m, n, k, lda, ldb, ldc, workspace_bytes;
     uint32_t align_a, align_b, align_c, align_bias, align_cin;
 } AlgoKey;
@@ -79,7 +79,7 @@ typedef struct {
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, lc;
     const float *alpha, *beta;
-    const uint16_t *A, *B;
+    const void *A, *B;         // bf16 or fp32
     const float *C;            // the C read (beta 1): D's own memory or another buffer
     size_t c_bytes;
 } LtRun;
@@ -152,9 +152,9 @@ static cublasLtMatmulAlgo_t algo_for(CudaCtx *c, const AlgoKey *key, cublasLtMat
     cublasLtMatmulHeuristicResult_t res = cands[0];
     if (found > 1) res = cands[lt_fastest(c, run, cands, found)];
     if (found == 0 || res.state != CUBLAS_STATUS_SUCCESS)
-        DIE("cuBLASLt has no algorithm for a bf16 product m=%zu n=%zu k=%zu (lda %zu, ldb %zu, ldc "
+        DIE("cuBLASLt has no algorithm for a%s product m=%zu n=%zu k=%zu (lda %zu, ldb %zu, ldc "
             "%zu, transa %d, transb %d, bias %d) with buffers aligned to %u, %u, %u bytes",
-            key->m, key->n, key->k, key->lda, key->ldb, key->ldc, key->transa, key->transb,
+            key->f32 ? "n fp32" : " bf16", key->m, key->n, key->k, key->lda, key->ldb, key->ldc, key->transa, key->transb,
             key->bias, key->align_a, key->align_b, key->align_c);
     if (algo_cached < ALGO_CACHE) {
         algo_cache[algo_cached].key = *key;
@@ -164,19 +164,20 @@ static cublasLtMatmulAlgo_t algo_for(CudaCtx *c, const AlgoKey *key, cublasLtMat
 }
 
 // D (column-major m x n, fp32) = alpha op(A) op(B) + beta Cin (+ bias along the rows), A
-// and B bf16, as the map says; Cin is D (Cin NULL) or another buffer of D's layout (the
-// residual added in the epilogue instead of a copy first).
-static void lt_matmul(CudaCtx *c, const MatmulMap *p, const uint16_t *A, const uint16_t *B,
-                      float *C, const float *bias, const float *Cin) {
+// and B bf16 (f32 0) or fp32 (f32 1), as the map says; Cin is D (Cin NULL) or another
+// buffer of D's layout (the residual added in the epilogue instead of a copy first).
+static void lt_matmul(CudaCtx *c, const MatmulMap *p, const void *A, const void *B, float *C, const float *bias,
+                      const float *Cin, int f32) {
     if (p->m == 0 || p->n == 0) return;
     CHECK(p->k > 0, "matmul: an empty inner dimension (m=%zu n=%zu k=0)", p->m, p->n);
     AlgoKey key;
     memset(&key, 0, sizeof key); // padding too: keys are compared with memcmp
     key.device = c->device, key.transa = p->transa, key.transb = p->transb;
-    key.bias = bias != NULL, key.beta1 = p->beta != 0.0f;
+    key.bias = bias != NULL, key.beta1 = p->beta != 0.0f, key.f32 = f32;
+    size_t ab = f32 ? 4 : 2; // bytes an operand element
     key.m = p->m, key.n = p->n, key.k = p->k, key.lda = p->lda, key.ldb = p->ldb, key.ldc = p->ldc;
     key.workspace_bytes = c->workspace_bytes;
-    key.align_a = alignment(A, p->lda * 2), key.align_b = alignment(B, p->ldb * 2);
+    key.align_a = alignment(A, p->lda * ab), key.align_b = alignment(B, p->ldb * ab);
     key.align_c = alignment(C, p->ldc * 4), key.align_bias = bias ? alignment(bias, 0) : 0;
     key.c_apart = Cin && Cin != C;
     key.align_cin = key.c_apart ? alignment(Cin, p->ldc * 4) : 0;
@@ -198,8 +199,9 @@ static void lt_matmul(CudaCtx *c, const MatmulMap *p, const uint16_t *A, const u
     matmul_map_a_shape(p, &ar, &ac);
     matmul_map_b_shape(p, &br, &bc);
     cublasLtMatrixLayout_t la, lb, lc;
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, ar, ac, (int64_t)p->lda));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, br, bc, (int64_t)p->ldb));
+    cudaDataType_t at = f32 ? CUDA_R_32F : CUDA_R_16BF;
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, at, ar, ac, (int64_t)p->lda));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, at, br, bc, (int64_t)p->ldb));
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, p->m, p->n, (int64_t)p->ldc));
     LtRun run = {op, la, lb, lc, &p->alpha, &p->beta, A, B, Cin, p->ldc * p->n * sizeof(float)};
     cublasLtMatmulAlgo_t algo = algo_for(c, &key, op, la, lb, lc, &run);
@@ -219,13 +221,13 @@ static const uint16_t *operand(MatmulOperand o, const uint16_t *x, const uint16_
 BEST_KAPI void matmul_forward_cuda(CudaCtx *c, float *y, const uint16_t *x, const uint16_t *w,
                                    const float *b, size_t N, size_t IC, size_t OC, int acc) {
     MatmulMap p = matmul_map_forward(N, IC, OC, acc);
-    lt_matmul(c, &p, operand(p.a, x, w, NULL), operand(p.b, x, w, NULL), y, b, NULL);
+    lt_matmul(c, &p, operand(p.a, x, w, NULL), operand(p.b, x, w, NULL), y, b, NULL, 0);
 }
 
 BEST_KAPI void matmul_forward_add_cuda(CudaCtx *c, float *y, const uint16_t *x, const uint16_t *w, const float *b,
                                        const float *res, size_t N, size_t IC, size_t OC) {
     MatmulMap p = matmul_map_forward(N, IC, OC, 1);
-    lt_matmul(c, &p, operand(p.a, x, w, NULL), operand(p.b, x, w, NULL), y, b, res);
+    lt_matmul(c, &p, operand(p.a, x, w, NULL), operand(p.b, x, w, NULL), y, b, res, 0);
 }
 
 BEST_KAPI void matmul_backward_cuda(CudaCtx *c, float *dx, float *dw, const uint16_t *dy,
@@ -233,10 +235,21 @@ BEST_KAPI void matmul_backward_cuda(CudaCtx *c, float *dx, float *dw, const uint
                                     size_t OC, int dx_acc) {
     if (dx) {
         MatmulMap p = matmul_map_dx(N, IC, OC, dx_acc);
-        lt_matmul(c, &p, operand(p.a, x, w, dy), operand(p.b, x, w, dy), dx, NULL, NULL);
+        lt_matmul(c, &p, operand(p.a, x, w, dy), operand(p.b, x, w, dy), dx, NULL, NULL, 0);
     }
     if (dw) {
         MatmulMap p = matmul_map_dw(N, IC, OC);
-        lt_matmul(c, &p, operand(p.a, x, w, dy), operand(p.b, x, w, dy), dw, NULL, NULL);
+        lt_matmul(c, &p, operand(p.a, x, w, dy), operand(p.b, x, w, dy), dw, NULL, NULL, 0);
     }
+}
+
+// Row-major C = alpha A B + beta C is column-major C^T = alpha B^T A^T + beta C^T: B's
+// storage is the column-major (N x K) B^T with its ld, A's the (K x M) A^T; no transposes.
+BEST_KAPI void matmul_f32_cuda(CudaCtx *c, float *C, const float *A, const float *B, size_t M, size_t N, size_t K,
+                               size_t lda, size_t ldb, size_t ldc, float alpha, float beta) {
+    MatmulMap p;
+    memset(&p, 0, sizeof p);
+    p.transa = p.transb = 0;
+    p.m = N, p.n = M, p.k = K, p.lda = ldb, p.ldb = lda, p.ldc = ldc, p.alpha = alpha, p.beta = beta;
+    lt_matmul(c, &p, B, A, C, NULL, NULL, 1);
 }

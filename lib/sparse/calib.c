@@ -7,17 +7,21 @@
 
 #include "base/error.h"      // defines: ERR, TRY, xmalloc, xcalloc
 #include "io/shard.h"        // defines: Shard, shard_open, shard_read
+#include "sparse/mask.h"     // defines: mask_compute, mask_apply, MaskSpec
 #include "sparse/sparsegpt.h" // defines: sparsegpt_accumulate, sparsegpt_factor, sparsegpt_prune
 #include "sparse/wanda.h"    // defines: wanda_accumulate, wanda_prune
 
 int oneshot_method_parse(OneShotMethod *out, const char *name) {
     if (name && strcmp(name, "wanda") == 0) *out = ONESHOT_WANDA;
     else if (name && strcmp(name, "sparsegpt") == 0) *out = ONESHOT_SPARSEGPT;
+    else if (name && strcmp(name, "magnitude") == 0) *out = ONESHOT_MAGNITUDE;
     else return -1;
     return 0;
 }
 
-const char *oneshot_method_name(OneShotMethod m) { return m == ONESHOT_WANDA ? "wanda" : "sparsegpt"; }
+const char *oneshot_method_name(OneShotMethod m) {
+    return m == ONESHOT_WANDA ? "wanda" : m == ONESHOT_SPARSEGPT ? "sparsegpt" : "magnitude";
+}
 
 // --- windows ------------------------------------------------------------------------------
 
@@ -89,10 +93,17 @@ int calib_windows(int32_t *windows, const char *path, int n, int seq, uint64_t s
 static const ModelMatrix LINEARS[7] = {MW_Q, MW_K, MW_V, MW_O, MW_GATE, MW_UP, MW_DOWN};
 static const int INPUT_OF[7] = {0, 0, 0, 1, 2, 2, 3};
 
-int oneshot_prune(uint8_t *mask, OneShotTimes *times, Model *m, const OneShotSpec *spec, const int32_t *windows,
+int oneshot_prune(uint8_t *mask, OneShotStats *times, Model *m, const OneShotSpec *spec, const int32_t *windows,
                   int n, int seq, Progress *pr) {
-    OneShotTimes tm = {0, 0, 0, 0};
+    OneShotStats tm = {0, 0, 0, 0, 0, 0};
     double t;
+    if (spec->method == ONESHOT_MAGNITUDE) { // floor(S n) of each tensor: mask.h's --group layer
+        MaskSpec ms = {SAL_MAGNITUDE, GROUP_LAYER, spec->sparsity, m->src_dir, 1};
+        TRY(mask_compute(mask, &ms, m->info, m->n_info, m->params, m->n_params, NULL, NULL));
+        mask_apply(m->params, mask, m->n_params);
+        if (times) *times = tm;
+        return 0;
+    }
     memset(mask, 1, m->n_params);
     size_t T = (size_t)seq, C = m->C, dim[4] = {C, m->Q, C, m->I};
     for (size_t i = 0; i < (size_t)n * T; i++)

@@ -60,7 +60,7 @@ static int write_text(const char *path, const char *text, size_t n) {
     return afile_commit(&f);
 }
 
-int mask_report_json(const char *path, const uint8_t *mask, const MaskMeta *meta, const OneShotTimes *times,
+int mask_report_json(const char *path, const uint8_t *mask, const MaskMeta *meta, const OneShotStats *times,
                      const ParamInfo *info, int n_info) {
     Grid g;
     grid_init(&g, mask, info, n_info);
@@ -104,6 +104,9 @@ int mask_report_json(const char *path, const uint8_t *mask, const MaskMeta *meta
                             json_pack("{s:f, s:f, s:f, s:f, s:f}", "forward", times->forward, "statistics", times->stats,
                                       "factor", times->factor, "update", times->update, "total",
                                       times->forward + times->stats + times->factor + times->update));
+    if (times && times->device_bytes > 0) // on a GPU: the walk's buffers, and the device's use then
+        json_object_set_new(root, "device_bytes", json_pack("{s:f, s:f}", "allocated", times->device_bytes,
+                                                            "in_use", times->device_in_use));
     char *s = json_dumps(root, JSON_INDENT(1) | JSON_REAL_PRECISION(10));
     json_decref(root);
     grid_free(&g);

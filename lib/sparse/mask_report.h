@@ -15,14 +15,15 @@
 #include <stdio.h>
 
 #include "nn/params.h"    // defines: ParamInfo
-#include "sparse/calib.h" // defines: OneShotTimes
+#include "sparse/calib.h" // defines: OneShotStats
 #include "sparse/mask.h"  // defines: MaskMeta
 
 // Sparsity per tensor, per layer, per module type and in total, as one JSON object
 // (format "best-mask-report", and meta's fields where known); with times (a one-shot
 // run's; may be NULL) a "seconds" object of its phases (forward, statistics, factor,
-// update) and their total.
-int mask_report_json(const char *path, const uint8_t *mask, const MaskMeta *meta, const OneShotTimes *times,
+// update) and their total, and on a GPU "device_bytes": the walk's allocation and the
+// device's memory in use then.
+int mask_report_json(const char *path, const uint8_t *mask, const MaskMeta *meta, const OneShotStats *times,
                      const ParamInfo *info, int n_info);
 // The allocation heatmap: layers (rows) x module types (columns), cell colour =
 // sparsity, with labels and a legend; plain SVG text.

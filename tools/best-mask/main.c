@@ -22,12 +22,14 @@
 #include "nn/model.h"        // defines: Model, model_save
 #include "pack/pack_model.h" // defines: model_open
 #include "base/progress.h"   // defines: now_seconds, Progress, human_count
-#include "sparse/calib.h"    // defines: calib_windows, oneshot_prune
+#include "sparse/calib.h"    // defines: calib_windows, OneShotSpec, OneShotStats
+#include "engine/engine.h"   // defines: Engine, engine_open, engine_oneshot
 
 typedef struct {
     const char *model, *moments, *saliency, *group, *method, *calib, *out, *out_model, *report, *plot, *from_mask, *mask;
+    const char *device;
     double sparsity, percdamp;
-    int apply, pack_bits, nsamples, seq, step, threads, quiet, seed;
+    int apply, pack_bits, nsamples, seq, step, threads, quiet, seed, batch;
 } Opts;
 
 // The heatmap's title, from what made the mask: "BEST, cubic schedule, second-order
@@ -91,6 +93,10 @@ int main(int argc, char **argv) {
         {"seq", OPT_INT, &o.seq, "N", "calibration window length in tokens (capped by the model's context)"},
         {"seed", OPT_INT, &o.seed, "S", "seed of the calibration windows' draw"},
         {"percdamp", OPT_DOUBLE, &o.percdamp, "X", "sparsegpt's dampening: X times the mean of diag(H)"},
+        {"batch", OPT_INT, &o.batch, "N", "--device cuda: calibration windows a forward pass (default: as many as "
+                                          "fit in half the free memory, up to 4 GiB of activations)"},
+        {"device", OPT_STRING, &o.device, "NAME", "where --method runs: cuda or cpu (default: cuda when a GPU is "
+                                                  "visible, else cpu)"},
         {"from-mask", OPT_STRING, &o.from_mask, "FILE", "an earlier mask: the new one only shrinks it"},
         {"mask", OPT_STRING, &o.mask, "FILE", "an existing mask to report, plot or apply instead of computing one"},
         {"out", OPT_STRING, &o.out, "MASK", "write the mask (safetensors, one BOOL tensor per prunable weight)"},
@@ -108,7 +114,7 @@ int main(int argc, char **argv) {
         "best-mask", "--model DIR --sparsity S [--moments FILE] [--saliency second|first|magnitude] [--group global|layer] "
                      "[--out MASK] [--apply --out-model DIR] [--report FILE.json] [--plot FILE.svg] [--from-mask FILE]\n"
                      "       best-mask --model DIR --sparsity S --method magnitude|wanda|sparsegpt [--calib SHARD --nsamples N "
-                     "--seq N --seed S] [--out MASK] [--apply --out-model DIR]\n"
+                     "--seq N --seed S] [--device cuda|cpu] [--out MASK] [--apply --out-model DIR]\n"
                      "       best-mask --model DIR --mask FILE [--apply --out-model DIR] [--report FILE.json] [--plot FILE.svg]",
         "Keeps the prunable weights (the seven Linear weights of every block) of highest\n"
         "saliency: exactly round((1 - S) * n) of the n over the whole model (--group global), or\n"
@@ -136,9 +142,9 @@ int main(int argc, char **argv) {
     OneShotMethod om = ONESHOT_WANDA;
     int calibrated = 0; // wanda, sparsegpt
     if (o.method) {
-        calibrated = oneshot_method_parse(&om, o.method) == 0;
-        if (!calibrated && strcmp(o.method, "magnitude") != 0)
+        if (oneshot_method_parse(&om, o.method) < 0)
             args_usage_error(&spec, "unknown --method %s (magnitude, wanda, sparsegpt)", o.method);
+        calibrated = oneshot_calibrated(om);
         if (o.moments || o.from_mask || (o.saliency && strcmp(o.saliency, "magnitude") != 0) ||
             (o.group && strcmp(o.group, "layer") != 0))
             args_usage_error(&spec, "--method %s prunes each tensor on its own: no --moments, --from-mask, --saliency "
@@ -146,6 +152,7 @@ int main(int argc, char **argv) {
         if (calibrated && !o.calib) args_usage_error(&spec, "--method %s needs --calib SHARD", o.method);
         if (!calibrated && o.calib) args_usage_error(&spec, "--method magnitude uses no --calib");
         if (o.nsamples < 1 || o.seq < 2) args_usage_error(&spec, "--nsamples must be at least 1 and --seq at least 2");
+        if (o.batch < 0) args_usage_error(&spec, "--batch %d: at least 1 (or 0: as many windows as fit)", o.batch);
         if (!(o.percdamp > 0 && o.percdamp < 1e6)) args_usage_error(&spec, "--percdamp %g is outside (0, 1e6)", o.percdamp);
         o.saliency = "magnitude";
         o.group = "layer";
@@ -153,6 +160,10 @@ int main(int argc, char **argv) {
     } else if (o.calib) {
         args_usage_error(&spec, "--calib goes with --method wanda or sparsegpt");
     }
+    if (o.device && !o.method)
+        args_usage_error(&spec, "--device goes with --method (masks from saliency are computed on the CPU)");
+    if (o.device && strcmp(o.device, "cuda") != 0 && strcmp(o.device, "cpu") != 0)
+        args_usage_error(&spec, "unknown --device %s (cuda, cpu)", o.device);
     if (!o.saliency) o.saliency = "second";
     if (!o.group) o.group = "global";
     if (saliency_parse(&ms.saliency, o.saliency) < 0)
@@ -187,7 +198,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "best-mask: %s (%zu layers, %s prunable of %s parameters)\n", o.model, m.L, npr, np);
     }
     uint8_t *mask = xmalloc(m.n_params), *old = NULL;
-    OneShotTimes times; // (a one-shot run's phases, for --report)
+    OneShotStats times; // (a one-shot run's phases, for --report)
     int have_times = 0;
     Moments mo, *mop = NULL;
     MaskMeta meta;
@@ -224,23 +235,34 @@ int main(int argc, char **argv) {
             fprintf(stderr, "best-mask: sparsity %g, saliency %s, group %s%s%s, %d threads\n", o.sparsity,
                     saliency_name(ms.saliency), mask_group_name(ms.group), o.from_mask ? ", shrinking " : "",
                     o.from_mask ? o.from_mask : "", omp_get_max_threads());
-        if (calibrated) {
-            o.seq = config_cap_seq(&m.cfg, o.seq, "best-mask", "windows", o.quiet);
-            int32_t *win = xmalloc((size_t)o.nsamples * (size_t)o.seq * sizeof *win);
-            TRY_OR_DIE(calib_windows(win, o.calib, o.nsamples, o.seq, (uint64_t)o.seed));
-            if (!o.quiet)
-                fprintf(stderr, "best-mask: %s, %d windows of %d tokens from %s (seed %d), layer by layer\n",
-                        o.method, o.nsamples, o.seq, o.calib, o.seed);
-            OneShotSpec os = {om, o.sparsity, o.percdamp};
+        if (o.method) {
+            Engine *e; // the default: the GPU when one is visible (engine_pick)
+            TRY_OR_DIE(engine_open(&e, o.device, 0));
+            int32_t *win = NULL;
+            if (calibrated) {
+                o.seq = config_cap_seq(&m.cfg, o.seq, "best-mask", "windows", o.quiet);
+                win = xmalloc((size_t)o.nsamples * (size_t)o.seq * sizeof *win);
+                TRY_OR_DIE(calib_windows(win, o.calib, o.nsamples, o.seq, (uint64_t)o.seed));
+                if (!o.quiet)
+                    fprintf(stderr, "best-mask: %s on %s, %d windows of %d tokens from %s (seed %d), layer by layer\n",
+                            o.method, engine_name(e), o.nsamples, o.seq, o.calib, o.seed);
+            } else if (!o.quiet) {
+                fprintf(stderr, "best-mask: magnitude on %s\n", engine_name(e));
+            }
+            OneShotSpec os = {om, o.sparsity, o.percdamp, o.batch};
             Progress pr;
-            progress_init(&pr, o.method, m.L, "layers", o.quiet);
-            TRY_OR_DIE(oneshot_prune(mask, &times, &m, &os, win, o.nsamples, o.seq, &pr));
+            progress_init(&pr, o.method, calibrated ? m.L : 0, "layers", o.quiet || !calibrated);
+            TRY_OR_DIE(engine_oneshot(e, mask, &times, &m, &os, win, o.nsamples, o.seq, calibrated ? &pr : NULL));
             progress_finish(&pr);
-            have_times = 1;
-            if (!o.quiet)
+            engine_close(e);
+            have_times = calibrated;
+            if (!o.quiet && calibrated)
                 fprintf(stderr, "best-mask: seconds: forward %.2f, %s %.2f, factor %.2f, %s %.2f\n", times.forward,
                         om == ONESHOT_SPARSEGPT ? "Hessian" : "norms", times.stats, times.factor,
                         om == ONESHOT_SPARSEGPT ? "prune and update" : "prune", times.update);
+            if (!o.quiet && times.device_bytes > 0)
+                fprintf(stderr, "best-mask: device memory: %.2f GiB allocated, %.2f GiB in use on the device\n",
+                        times.device_bytes / (1 << 30), times.device_in_use / (1 << 30));
             free(win);
             if (om == ONESHOT_SPARSEGPT && !o.apply && !o.quiet)
                 fprintf(stderr, "best-mask: note: sparsegpt also updated the kept weights; only --apply --out-model "
