@@ -4,6 +4,13 @@
 // and no weights, only config.json. For docs/best-train.md's memory table.
 //
 //   bench_gpu_memory [--seq T] [--ranks N] CONFIG.json...
+//   bench_gpu_memory --oneshot N [--seq T] CONFIG.json...
+//
+// --oneshot N: instead, best-mask --method --device cuda's walk with N calibration windows
+// (oneshot_cuda_bytes in lib/sparse/calib.cu: the same layout the walk carves): per
+// method, the bytes at one window a batch, each further window's, and the batch the walk
+// chooses on an 80 GB and a 141 GB GPU (half of what is free after the rest, at most 4 GiB
+// of activations, 2 GiB left for the CUDA context and the libraries) with its total.
 //
 // --ranks N: each of N GPU ranks (ZeRO stage 1; the largest slice's), not one GPU.
 // Per model, without and with --recompute (+rec): parameters; the 19 bytes per parameter
@@ -18,9 +25,50 @@
 #include "base/error.h"  // defines: TRY_OR_DIE, DIE
 #include "base/fileio.h" // defines: file_read_all
 #include "nn/model.h"    // defines: Model, model_plan, devmodel_bytes (BEST_CUDA)
+#include "sparse/calib.h" // defines: oneshot_cuda_bytes (BEST_CUDA)
 
 #define GB 1e9
 #define GIB ((double)(1 << 30))
+
+#ifdef BEST_CUDA
+// The one-shot walk's device memory (--oneshot), one line per model and method.
+static int oneshot_table(char **configs, int n, int nsamples, int T) {
+    const double reserve = 2 * GIB, gpus[2] = {80 * GB, 141 * GB};
+    printf("one-shot walk (best-mask --method --device cuda), %d windows of %d tokens; computed from "
+           "oneshot_cuda_bytes (the allocation code), not measured; GB = 1e9 bytes\n", nsamples, T);
+    printf("%-16s %-10s %10s %12s  %s\n", "model", "method", "batch 1", "a window", "80 GB: batch, total; "
+           "141 GB: batch, total");
+    static const OneShotMethod METHODS[] = {ONESHOT_WANDA, ONESHOT_SPARSEGPT, ONESHOT_MAGNITUDE};
+    for (int i = 0; i < n; i++) {
+        char *text;
+        size_t len;
+        Model m;
+        memset(&m, 0, sizeof m);
+        TRY_OR_DIE(file_read_all(&text, &len, configs[i]));
+        TRY_OR_DIE(model_plan(&m, text, len, configs[i], 0));
+        free(text);
+        const char *base = strrchr(configs[i], '/') ? strrchr(configs[i], '/') + 1 : configs[i];
+        const char *dot = strrchr(base, '.');
+        int name_len = dot ? (int)(dot - base) : (int)strlen(base);
+        for (int k = 0; k < 3; k++) {
+            OneShotMethod me = METHODS[k];
+            int mag = me == ONESHOT_MAGNITUDE;
+            double b1 = (double)oneshot_cuda_bytes(&m, me, nsamples, T, 1, 0, NULL);
+            double win = mag ? 0 : (double)oneshot_cuda_bytes(&m, me, nsamples, T, 2, 0, NULL) - b1;
+            printf("%-16.*s %-10s %8.2fGB %10.3fGB ", name_len < 16 ? name_len : 16, base, oneshot_method_name(me),
+                   b1 / GB, win / GB);
+            for (int g = 0; g < 2; g++) {
+                int B = 0;
+                double total = (double)oneshot_cuda_bytes(&m, me, nsamples, T, 0, (size_t)(gpus[g] - reserve), &B);
+                printf(" %4d %7.2fGB", B, total / GB);
+            }
+            printf("\n");
+        }
+        model_free(&m);
+    }
+    return 0;
+}
+#endif
 
 int main(int argc, char **argv) {
     err_set_prog("bench_gpu_memory");
@@ -30,16 +78,19 @@ int main(int argc, char **argv) {
     printf("bench_gpu_memory: built without CUDA (no nvcc): nothing to compute\n");
     return 0;
 #else
-    int T = 2048, ranks = 0, i = 1;
+    int T = 2048, ranks = 0, oneshot = 0, i = 1;
     for (; i + 1 < argc && !strncmp(argv[i], "--", 2); i += 2) {
         if (!strcmp(argv[i], "--seq")) T = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--ranks")) ranks = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--oneshot")) oneshot = atoi(argv[i + 1]);
         else break;
     }
-    if (i >= argc || !strncmp(argv[i], "--", 2) || T < 1 || ranks < 0) {
-        fprintf(stderr, "usage: bench_gpu_memory [--seq T] [--ranks N] CONFIG.json...\n");
+    if (i >= argc || !strncmp(argv[i], "--", 2) || T < 1 || ranks < 0 || oneshot < 0) {
+        fprintf(stderr, "usage: bench_gpu_memory [--seq T] [--ranks N] CONFIG.json...\n"
+                        "       bench_gpu_memory --oneshot N [--seq T] CONFIG.json...\n");
         return 2;
     }
+    if (oneshot) return oneshot_table(argv + i, argc - i, oneshot, T);
     const double workspace = 32.0 * (1 << 20), reserve = 2 * GIB;
     const double gpus[2] = {80 * GB, 141 * GB};
     printf("seq %d, %s; computed from devmodel_bytes (the allocation code), not measured; GB = 1e9 bytes\n", T,

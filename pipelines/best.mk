@@ -63,8 +63,9 @@ SAVE_EVERY ?= 200
 THREADS    ?= 0
 TRAIN_ARGS ?=
 NPROC      ?= 1
-# DEVICE=cuda|cpu: best-train's and best-eval's --device (empty: each tool's default, the
-# GPU when one is visible). best-mask runs on the CPU (issue 38 brings its GPU path).
+# DEVICE=cuda|cpu: the --device of best-train, best-eval and best-mask --method (empty:
+# each tool's default, the GPU when one is visible). best-mask's saliency masks (BEST's
+# own, global magnitude) are computed on the CPU and take no --device.
 DEVICE     ?=
 ifneq ($(filter-out cuda cpu,$(DEVICE)),)
 $(error DEVICE=$(DEVICE): cuda or cpu (empty: each tool's default, the GPU when one is visible))
@@ -158,13 +159,13 @@ ifeq ($(ONESHOT)$(ONESHOT_GROUP),magnitudeglobal)
 ONESHOT_ARGS := --saliency magnitude --group global
 CALIB_DEPS :=
 else ifeq ($(ONESHOT),magnitude)
-ONESHOT_ARGS := --method magnitude
+ONESHOT_ARGS := --method magnitude $(if $(DEVICE),--device $(DEVICE))
 CALIB_DEPS :=
 else ifeq ($(ONESHOT_GROUP),global)
 $(error ONESHOT_GROUP=global: $(ONESHOT) prunes each tensor on its own (per row or per block); only magnitude has a global form)
 else
 ONESHOT_ARGS := --method $(ONESHOT) --calib $(OUT)/data/calib.bin --nsamples $(NSAMPLES) --seq $(CALIB_SEQ) \
-                --seed $(SEED)
+                --seed $(SEED) $(if $(DEVICE),--device $(DEVICE))
 CALIB_DEPS := $(OUT)/data/calib.bin
 endif
 

@@ -171,6 +171,24 @@ if [ $rc = 0 ] && [ "$n_all" -ge 4 ] && [ "$n_dev" = "$n_all" ] && ! printf '%s\
 else
     fail "DEVICE=cpu: make -n (exit $rc): $n_dev of $n_all commands with --device cpu"
 fi
+# and best-mask --method (one-shot and "+" methods) on the device asked for; a global
+# magnitude mask (computed on the CPU) takes none
+for meth in sparsegpt+ wanda magnitude; do
+    out=$($MK pipelines/llama2-99.mk -n OUT="$TMP/dry" BIN=bin DEVICE=cuda METHOD=$meth 2>&1 | joined)
+    if printf '%s\n' "$out" | grep -E 'bin/best-mask .*--method' | grep -q -- '--device cuda' &&
+        ! printf '%s\n' "$out" | grep -E 'bin/best-mask ' | grep -v -- '--method' | grep -q -- '--device'; then
+        ok "DEVICE=cuda METHOD=$meth: best-mask --method has --device cuda"
+    else
+        fail "DEVICE=cuda METHOD=$meth: $(printf '%s\n' "$out" | grep best-mask | head -c 300)"
+    fi
+done
+out=$($MK pipelines/llama2-99.mk -n OUT="$TMP/dry" BIN=bin DEVICE=cuda METHOD=magnitude ONESHOT_GROUP=global 2>&1 | joined)
+if printf '%s\n' "$out" | grep -q 'bin/best-mask .*--group global' &&
+    ! printf '%s\n' "$out" | grep 'bin/best-mask ' | grep -q -- '--device'; then
+    ok "DEVICE=cuda with a global magnitude mask: best-mask (saliency, on the CPU) has no --device"
+else
+    fail "DEVICE=cuda ONESHOT_GROUP=global: $(printf '%s\n' "$out" | grep best-mask | head -c 300)"
+fi
 expect_make_error "DEVICE=tpu: one clear line" "DEVICE=tpu: cuda or cpu" pipelines/llama2-99.mk OUT="$TMP/e1" DEVICE=tpu
 expect_make_error "NPROC=2 without mpirun: one clear line" "MPIRUN-none-here not found" \
     pipelines/llama2-99.mk OUT="$TMP/e1" NPROC=2 MPIRUN=MPIRUN-none-here

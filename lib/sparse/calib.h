@@ -24,7 +24,11 @@
 // LLaMA-2-7B's down_proj alone), besides the model. Time: two forward passes of the
 // calibration data, plus the methods' own work.
 //
-// Not here: magnitude pruning (mask.h's mask_compute, no calibration), the mask file.
+// Magnitude (no calibration) goes through here too, as mask.h's mask_compute with
+// --group layer and prune_floor, so that best-mask runs every method through one call on
+// the CPU or the device (engine.h's engine_oneshot).
+//
+// Not here: the mask file.
 #ifndef BEST_CALIB_H
 #define BEST_CALIB_H
 
