@@ -199,9 +199,9 @@ TEST_BINS := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%) $(BUILD)/tests/hf_logits $(B
              $(BUILD)/tests/oneshot_layer $(BUILD)/tests/parquet_dump
 # C++ tests (the CUDA kernels run on the CPU through tests/cuda_emu.h), built by $(CXX)
 TEST_CXX_BINS := $(patsubst tests/%.cpp,$(BUILD)/tests/%,$(wildcard tests/test_*.cpp))
-# and with CUDA, test_kernels and test_step again built by nvcc (NAME_gpu), launching the
+# and with CUDA, the C++ tests of the kernels again built by nvcc (NAME_gpu), launching the
 # kernels on a real GPU (they print "skip - no CUDA device" where there is none)
-TEST_GPU_BINS := $(if $(LIB_CU),$(patsubst tests/%.cpp,$(BUILD)/tests/%_gpu,$(wildcard tests/test_kernels.cpp tests/test_step.cpp tests/test_spmv_cuda.cpp tests/test_calib_cuda.cpp)))
+TEST_GPU_BINS := $(if $(LIB_CU),$(patsubst tests/%.cpp,$(BUILD)/tests/%_gpu,$(wildcard tests/test_kernels.cpp tests/test_step.cpp tests/test_spmv_cuda.cpp tests/test_calib_cuda.cpp tests/test_oneshot_cuda.cpp)))
 TEST_BINS += $(TEST_CXX_BINS) $(TEST_GPU_BINS)
 # tests/dist_check: the collectives under mpirun (tests/t_mpi.sh), with MPI only; and
 # step_ranks: test_step.cpp's GPU ranks in the emulator (TEST_RANKS), under mpirun too

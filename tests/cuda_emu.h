@@ -441,6 +441,11 @@ static T emu_shfl(unsigned mask, T v, F src_of) {
 static inline int __popc(unsigned x) { return __builtin_popcount(x); }
 static inline int __ffs(int x) { return __builtin_ffs(x); }
 
+// Rounded float arithmetic that nvcc never contracts into an fma (sparsegpt.cu's update,
+// which must round as the CPU's w - e * u does). g++ -std=c++17 does not contract either.
+static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __fsub_rn(float a, float b) { return a - b; }
+
 template <class T> static inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
     if (width != 32) emu_fail("shuffle width other than 32");
     return emu_shfl(mask, v, [=](int l) { return l ^ lane_mask; });

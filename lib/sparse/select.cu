@@ -21,6 +21,10 @@
 // Reads of the scores: four on one rank (the two counts, the runs' tie counts, the
 // marking), five with several ranks (the shard's tie count for the prefix over ranks).
 //
+// Also here, apart from that protocol: select_smallest_cuda, select.h's select_smallest
+// for the one-shot methods' rows and blocks, a thread block per segment
+// (smallest_block, select_block.cuh, which holds the block scan both use).
+//
 // Written for tests/cuda_emu.h too (tests/test_kernels.cpp includes this file and
 // compares the mask bit for bit with select.c's): LAUNCH, BEST_KAPI, static shared
 // memory, full warps for the shuffles, barriers reached by every thread of a block (a
@@ -39,6 +43,7 @@
 #include "dist/dist.h"      // defines: dist_sum_u64, dist_exscan_u64, dist_size
 #include "base/cuda.h"        // defines: CUDA_CHECK, LAUNCH, BEST_KAPI
 #include "nn/kernel_math.h" // defines: km_bits, km_blocks, km_thread_index
+#include "sparse/select_block.cuh" // defines: block_exscan, smallest_block
 
 #define SELECT_THREADS 256 // a multiple of 32: the scan's shuffles need full warps
 
@@ -73,27 +78,6 @@ static __global__ void select_ties_kernel(u64 *ties, const float *scores, size_t
     u64 c = 0;
     for (size_t i = lo + threadIdx.x; i < hi; i += blockDim.x) c += km_bits(scores[i]) == thr;
     if (c) atomicAdd(&ties[blockIdx.x], c);
-}
-
-// The exclusive prefix sum of v over the block's threads in index order (*pre), and
-// the block's total. Every thread of the block must call it (barriers, shuffles).
-static __device__ void block_exscan(unsigned v, unsigned *pre, unsigned *total) {
-    __shared__ unsigned warp_total[SELECT_THREADS / 32];
-    unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32, x = v;
-    for (unsigned d = 1; d < 32; d <<= 1) { // inclusive scan within the warp
-        unsigned y = __shfl_sync(0xffffffffu, x, (int)((lane - d) & 31));
-        if (lane >= d) x += y;
-    }
-    if (lane == 31) warp_total[warp] = x;
-    __syncthreads();
-    unsigned before = 0, all = 0;
-    for (unsigned w = 0; w < blockDim.x / 32; w++) {
-        before += w < warp ? warp_total[w] : 0;
-        all += warp_total[w];
-    }
-    __syncthreads(); // warp_total is written again by the next call
-    *pre = before + x - v;
-    *total = all;
 }
 
 // mask over the block's run: offs[b] ties precede run b, offs[b + 1] - offs[b] lie in
@@ -210,4 +194,30 @@ BEST_KAPI int select_mask_cuda(uint8_t *mask, uint64_t *scratch, const float *sc
     if (rc == 0) select_mark_cuda(mask, &s, scratch, scores, n, &ties, stream);
     select_free(&s);
     return rc;
+}
+
+// --- select_smallest on the device (the one-shot methods' rows and blocks) -------------------
+
+struct SegScore { // score i of a segment
+    const float *s;
+    __device__ float operator()(size_t i) const { return s[i]; }
+};
+struct SegFlag { // flag i of a segment
+    uint8_t *f;
+    __device__ void operator()(size_t i, int sel) const { f[i] = (uint8_t)sel; }
+};
+
+// Segment blockIdx.x of scores (nseg, len) into flags (nseg, len).
+static __global__ void select_smallest_kernel(uint8_t *flags, const float *scores, size_t len, size_t k) {
+    size_t at = (size_t)blockIdx.x * len;
+    smallest_block(len, k, SegScore{scores + at}, SegFlag{flags + at});
+}
+
+BEST_KAPI void select_smallest_cuda(uint8_t *flags, const float *scores, size_t nseg, size_t len, size_t k,
+                                    cudaStream_t stream) {
+    if (nseg == 0 || len == 0) return;
+    CHECK(len <= UINT32_MAX && nseg <= INT32_MAX && k <= len,
+          "select_smallest_cuda: %zu segments of %zu scores, k %zu: out of range", nseg, len, k);
+    LAUNCH(select_smallest_kernel, (unsigned)nseg, SELECT_THREADS, stream, flags, scores, len, k);
+    CUDA_CHECK(cudaGetLastError());
 }

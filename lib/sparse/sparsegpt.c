@@ -15,8 +15,6 @@
 void spotrf_(const char *uplo, const int *n, float *a, const int *lda, int *info);
 void strtri_(const char *uplo, const char *diag, const int *n, float *a, const int *lda, int *info);
 
-#define SPARSEGPT_RETRIES 4
-
 void sparsegpt_accumulate(double *H, float *tmp, const float *x, size_t N, size_t d) {
     cblas_ssyrk(CblasRowMajor, CblasLower, CblasTrans, (int)d, (int)N, 1.0f, x, (int)d, 0.0f, tmp, (int)d);
 #pragma omp parallel for schedule(dynamic, 16) if (d > 256)

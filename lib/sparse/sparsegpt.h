@@ -35,6 +35,7 @@ extern "C" {
 #endif
 
 #define SPARSEGPT_BLOCK 128
+#define SPARSEGPT_RETRIES 4 // step 2's retries of the Cholesky (sparsegpt.c and sparsegpt.cu)
 
 // H (d, d) += X^T X for x (N, d): the lower triangle only (row-major; what
 // sparsegpt_factor reads), one fp32 BLAS ssyrk into tmp (d, d), then summed in double.
