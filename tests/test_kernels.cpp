@@ -44,7 +44,10 @@
 #include "nn/attention.cu"
 #include "nn/adamw.cu"
 #include "sparse/saliency.cu"
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function" // (select_smallest_cuda: test_oneshot_cuda's)
 #include "sparse/select.cu"
+#pragma GCC diagnostic pop
 #define MODE "emulated"
 #endif
 #include "base/error.h"      // defines: err_msg
