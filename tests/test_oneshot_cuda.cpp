@@ -21,7 +21,8 @@
 // wanda and the select stay bit for bit.
 //
 // Built two ways, as test_kernels is: build/tests/test_oneshot_cuda (g++: the .cu files
-// are included here and run by tests/cuda_emu.h, grids capped at 3 blocks) and
+// are included here and run by tests/cuda_emu.h, grids capped at 3 blocks; cuBLASLt and
+// cuSOLVER stood in for by tests/cuda_shims.h) and
 // build/tests/test_oneshot_cuda_gpu (nvcc: libbest's kernels, cuSOLVER and cuBLASLt on a
 // GPU; "skip - no CUDA device" without one; never run yet).
 #include <math.h>
@@ -42,38 +43,8 @@
 #else
 #define KM_GRID_CAP 3u   // tiny grids: the grid-stride loops run at tiny sizes
 #define BEST_KAPI static // this file's own copy of the kernels' API
-#include <cblas.h>
 #include "cuda_emu.h"
-
-// The emulator's context: a stream only.
-struct CudaCtx {
-    cudaStream_t stream;
-};
-
-// --- test-only stand-ins for what the emulator cannot run (cuBLASLt, cuSOLVER) ---
-extern "C" void spotrf_(const char *uplo, const int *n, float *a, const int *lda, int *info);
-extern "C" void strtri_(const char *uplo, const char *diag, const int *n, float *a, const int *lda, int *info);
-
-// matmul_f32_cuda (layers.h): row-major C = alpha A B + beta C, sparsegpt_prune's own sgemm.
-static void matmul_f32_cuda(CudaCtx *, float *C, const float *A, const float *B, size_t M, size_t N, size_t K,
-                            size_t lda, size_t ldb, size_t ldc, float alpha, float beta) {
-    emu_enqueue([=] {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, alpha, A, (int)lda, B,
-                    (int)ldb, beta, C, (int)ldc);
-    });
-}
-// solver.h's two, by LAPACK as sparsegpt_factor calls it.
-static int solver_potrf_cuda(float *a, size_t n, int *info, CudaCtx *) {
-    int ni = (int)n;
-    spotrf_("L", &ni, a, &ni, info);
-    return 0;
-}
-static int solver_trtri_cuda(float *a, size_t n, int *info, CudaCtx *) {
-    int ni = (int)n;
-    strtri_("L", "N", &ni, a, &ni, info);
-    return 0;
-}
-
+#include "cuda_shims.h" // defines: CudaCtx, matmul_f32_cuda, solver_*_cuda (stand-ins: sgemm, LAPACK)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function" // (select.cu's global select, unused here)
 #include "sparse/select.cu"
