@@ -87,6 +87,7 @@ static std::vector<int32_t> windows_make(size_t V, uint64_t seed) {
     return w;
 }
 
+#ifndef TEST_ON_GPU // (the block forward's check, emulated only: nvcc -Werror refuses unused functions)
 // ||a - b|| / ||b|| over n.
 static double rel_norm(const float *a, const float *b, size_t n) {
     double num = 0, den = 0;
@@ -102,6 +103,7 @@ static double rel_norm_d(const double *a, const double *b, size_t n) {
     for (size_t i = 0; i < n; i++) num += (a[i] - b[i]) * (a[i] - b[i]), den += b[i] * b[i];
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
+#endif
 
 // --- magnitude ---------------------------------------------------------------------------------
 
