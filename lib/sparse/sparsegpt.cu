@@ -173,7 +173,7 @@ static __global__ void sgpt_update_kernel(float *w, uint8_t *mask, float *err, c
         for (unsigned j = 0; j < bc; j++) {
             float wj = 0.0f;
             for (unsigned m = 0; m < SPARSEGPT_BLOCK / 32; m++)
-                if (m == j / 32) wj = v[m]; // (constant indices: v stays in registers)
+                if (m == j / 32) wj = v[m]; // (unrolled, constant indices: v stays in registers)
             wj = __shfl_sync(0xffffffffu, wj, (int)(j % 32));
             int pruned = flags[r * bc + j];
             const float *u = tri + tri_at(j) - j; // u[t] = U[c0 + j][c0 + t]
