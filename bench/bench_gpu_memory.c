@@ -53,13 +53,13 @@ static int oneshot_table(char **configs, int n, int nsamples, int T) {
         for (int k = 0; k < 3; k++) {
             OneShotMethod me = METHODS[k];
             int mag = me == ONESHOT_MAGNITUDE;
-            double b1 = (double)oneshot_cuda_bytes(&m, me, nsamples, T, 1, 0, NULL);
-            double win = mag ? 0 : (double)oneshot_cuda_bytes(&m, me, nsamples, T, 2, 0, NULL) - b1;
+            double b1 = (double)oneshot_cuda_bytes(&m, me, 0, nsamples, T, 1, 0, NULL);
+            double win = mag ? 0 : (double)oneshot_cuda_bytes(&m, me, 0, nsamples, T, 2, 0, NULL) - b1;
             printf("%-16.*s %-10s %8.2fGB %10.3fGB ", name_len < 16 ? name_len : 16, base, oneshot_method_name(me),
                    b1 / GB, win / GB);
             for (int g = 0; g < 2; g++) {
                 int B = 0;
-                double total = (double)oneshot_cuda_bytes(&m, me, nsamples, T, 0, (size_t)(gpus[g] - reserve), &B);
+                double total = (double)oneshot_cuda_bytes(&m, me, 0, nsamples, T, 0, (size_t)(gpus[g] - reserve), &B);
                 printf(" %4d %7.2fGB", B, total / GB);
             }
             printf("\n");

@@ -70,13 +70,18 @@ static void matmul_backward_cuda(CudaCtx *, float *dx, float *dw, const uint16_t
     });
 }
 
-// cuBLASLt's fp32 product (matmul_f32_cuda): OpenBLAS's sgemm, row-major as declared.
-static void matmul_f32_cuda(CudaCtx *, float *C, const float *A, const float *B, size_t M, size_t N, size_t K,
-                            size_t lda, size_t ldb, size_t ldc, float alpha, float beta) {
+// cuBLASLt's fp32 product (matmul_f32_cuda): OpenBLAS's sgemm, row-major as declared, then
+// the bias added to each row.
+static void matmul_f32_cuda(CudaCtx *, float *C, const float *A, const float *B, const float *bias, size_t M,
+                            size_t N, size_t K, size_t lda, size_t ldb, size_t ldc, int transa, int transb,
+                            float alpha, float beta) {
     emu_enqueue([=] {
         if (M && N && K)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, alpha, A, (int)lda, B,
-                        (int)ldb, beta, C, (int)ldc);
+            cblas_sgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans, transb ? CblasTrans : CblasNoTrans, (int)M,
+                        (int)N, (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
+        if (bias)
+            for (size_t i = 0; i < M; i++)
+                for (size_t j = 0; j < N; j++) C[i * ldc + j] += bias[j];
     });
 }
 

@@ -133,6 +133,17 @@ if have_shared && [ -f "$SHARED/data/stories260K/train.jsonl.zst" ]; then
             fail "stories260K at $s: perplexity sparsegpt $3 < wanda $2 < magnitude $1"
         fi
     done
+    # the device's walk (calib.cu, in the CPU emulator) against the CPU's: perplexity within 1%
+    if [ -x "$TBIN/test_calib_cuda" ]; then
+        "$BIN/best-tokenize" --tokenizer "$S" --out "$TMP/valid.bin" "$V" 2>/dev/null
+        "$TBIN/test_calib_cuda" --stories "$S" "$TMP/calib.bin" "$TMP/valid.bin" >"$TMP/stories.out" 2>&1
+        while IFS= read -r l; do
+            case "$l" in "ok - "*) ok "${l#ok - }" ;; "not ok - "*) fail "${l#not ok - }" ;; esac
+        done <"$TMP/stories.out"
+        grep -q '^ok - stories260K, sparsegpt at 0.7' "$TMP/stories.out" || fail "test_calib_cuda --stories: $(tail -n 3 "$TMP/stories.out")"
+    else
+        skip "stories260K on the device: no $TBIN/test_calib_cuda"
+    fi
 else
     skip "stories260K one-shot ordering: $SHARED/data/stories260K not found"
 fi

@@ -8,16 +8,25 @@
 //     over two windows within 2e-2 (normwise) of model_block_forward's, and each input's
 //     statistics (X^T X, squared norms) within 3e-2 of the CPU's from its fp32 activations
 //     (the device takes them from the products' bf16 operands);
-//   * Wanda and SparseGPT over the whole model, 3 windows in batches of 2 (a short last
-//     one): the exact counts of each method (Wanda floor(S cols) a row; SparseGPT floor(S
-//     rows 128) a block of 128 columns), the pruned weights 0 in the host's block, Wanda's
-//     kept weights untouched, and the masks' agreement with the CPU walk's and SparseGPT's
-//     weights' distance from the CPU's, printed and bounded. These two are not rounding
+//   * Wanda and SparseGPT at 50% and 70% over the whole model, 3 windows in batches of 2
+//     (a short last one): the exact counts of each method (Wanda floor(S cols) a row;
+//     SparseGPT floor(S rows 128) a block of 128 columns), the pruned weights 0 in the
+//     host's block, Wanda's kept weights untouched; and against the CPU walk's: with
+//     --precision fp32 (the products and X^T X in fp32, as on the CPU) at least 99.99% of
+//     the mask the same (measured: all of it) and the weights within 1e-5 normwise
+//     (measured 1.6e-6 at most); with bf16 (the default) at least 99.5% of the mask the same
+//     (measured 99.84% to 100%) and the weights within 0.1. The bf16 bounds are not rounding
 //     bounds: the device's forward multiplies bf16 operands and the CPU's fp32, so scores
-//     near a row's or a block's threshold can swap (the targets for real models are
-//     checked on a GPU by tests/gpu/oneshot_check.sh);
+//     near a row's or a block's threshold swap, and each swap moves a whole weight (measured
+//     up to 5e-2 at 70%, 8e-4 at 50%). The targets for real models are checked on a
+//     GPU by tests/gpu/oneshot_check.sh;
 //   * oneshot_cuda_bytes is what the walk allocated, and grows with the batch;
-//   * a calibration token outside the vocabulary is an error, and nothing was changed.
+//   * a calibration token outside the vocabulary is an error, and nothing was changed;
+//   * `test_calib_cuda --stories DIR CALIB.bin VALID.bin` (tests/t_oneshot.sh, with
+//     ../shared): stories260K pruned by Wanda and SparseGPT at 50% and 70% from 8 windows
+//     of 128 tokens on the CPU and on the device: the device's perplexity on the
+//     validation text within 1% of the CPU walk's with --precision fp32; bf16's printed,
+//     within 1% at 50% (below).
 //
 // Built two ways, as test_step is: build/tests/test_calib_cuda (g++: calib.cu and the
 // kernels it calls run in tests/cuda_emu.h, cuBLASLt and cuSOLVER stood in for by
@@ -53,6 +62,9 @@
 #pragma GCC diagnostic pop
 #endif
 #include "base/error.h"       // defines: err_msg
+extern "C" {
+#include "io/shard.h" // defines: Shard, shard_open, shard_read (no C++ guard of its own)
+}
 #include "nn/model.h"         // defines: Model, model_load, model_block_forward
 #include "sparse/calib.h"     // defines: oneshot_prune, OneShotSpec
 #include "sparse/sparsegpt.h" // defines: SPARSEGPT_BLOCK
@@ -111,7 +123,7 @@ static void check_magnitude(const char *name, double S) {
     Model c, d;
     if (!load_fixture(&c, name) || !load_fixture(&d, name)) return;
     std::vector<uint8_t> mc(c.n_params), md(d.n_params);
-    OneShotSpec spec = {ONESHOT_MAGNITUDE, S, 0.01, 0};
+    OneShotSpec spec = {ONESHOT_MAGNITUDE, S, 0.01, 0, 0};
     OneShotStats st;
     T_OK(oneshot_prune(mc.data(), &st, &c, &spec, NULL, 0, 0, NULL) == 0, "%s: magnitude on the CPU", name);
     T_OK(oneshot_prune_cuda(md.data(), &st, &d, &spec, NULL, 0, 0, NULL, ctx_get()) == 0, "%s: magnitude %s", name,
@@ -151,7 +163,7 @@ static void check_block(const char *name, OneShotMethod method) {
     }
     // the device: the walk's buffers for 2 windows, block 0 up, its forward with statistics
     Walk w;
-    walk_shape(&w, &m, method, 2, T, 2);
+    walk_shape(&w, &m, method, 0, 2, T, 2);
     w.c = ctx_get();
     Carver cv = {NULL, 0};
     walk_layout(&w, &cv);
@@ -219,13 +231,15 @@ static int counts_exact(const Model *m, const uint8_t *mask, OneShotMethod metho
     return ok;
 }
 
-static void check_walk(const char *name, OneShotMethod method, double S, double min_agree, double max_wdist) {
+static void check_walk(const char *name, OneShotMethod method, int fp32, double S, double min_agree,
+                       double max_wdist) {
     Model c, d, orig;
     if (!load_fixture(&c, name) || !load_fixture(&d, name) || !load_fixture(&orig, name)) return;
-    const char *mname = oneshot_method_name(method);
+    char mname[64];
+    snprintf(mname, sizeof mname, "%s (%s)", oneshot_method_name(method), fp32 ? "fp32" : "bf16");
     std::vector<int32_t> win = windows_make(c.V, 5);
     std::vector<uint8_t> mc(c.n_params), md(d.n_params);
-    OneShotSpec spec = {method, S, 0.01, BATCH};
+    OneShotSpec spec = {method, S, 0.01, BATCH, fp32};
     OneShotStats sc, sd;
     T_OK(oneshot_prune(mc.data(), &sc, &c, &spec, win.data(), NWIN, SEQ, NULL) == 0, "%s: %s on the CPU", name,
          mname);
@@ -263,13 +277,78 @@ static void check_walk(const char *name, OneShotMethod method, double S, double 
          "%s: %s: the device's seconds by phase (forward %.3f, statistics %.3f, factor %.3f, update %.3f)", name, mname,
          sd.forward, sd.stats, sd.factor, sd.update);
     int B = 0;
-    size_t want = oneshot_cuda_bytes(&d, method, NWIN, SEQ, BATCH, 0, &B);
-    T_OK(sd.device_bytes == (double)want && B == BATCH && oneshot_cuda_bytes(&d, method, NWIN, SEQ, 1, 0, NULL) < want,
+    size_t want = oneshot_cuda_bytes(&d, method, fp32, NWIN, SEQ, BATCH, 0, &B);
+    T_OK(sd.device_bytes == (double)want && B == BATCH &&
+             oneshot_cuda_bytes(&d, method, fp32, NWIN, SEQ, 1, 0, NULL) < want,
          "%s: %s: the walk allocated oneshot_cuda_bytes's %zu bytes at batch %d, more than at batch 1", name, mname,
          want, BATCH);
     model_free(&c);
     model_free(&d);
     model_free(&orig);
+}
+
+// --- stories260K (tests/t_oneshot.sh gives the shards, from ../shared) ----------------------
+
+// exp of the mean NLL of m over the first `nwin` windows of seq + 1 tokens of the shard.
+static double perplexity(const Model *m, const int32_t *tok, size_t ntok, int seq, int nwin) {
+    ModelActs a;
+    model_acts_init(&a, m, 1, seq, 0);
+    std::vector<float> nll(seq);
+    double sum = 0;
+    size_t n = 0;
+    for (int w = 0; w < nwin && (size_t)(w + 1) * seq + 1 <= ntok; w++) {
+        const int32_t *x = tok + (size_t)w * seq;
+        model_eval(NULL, nll.data(), m, &a, x, x + 1);
+        for (int t = 0; t < seq; t++) sum += nll[t];
+        n += (size_t)seq;
+    }
+    model_acts_free(&a);
+    return exp(sum / (double)n);
+}
+
+// Wanda and SparseGPT at 50% and 70% of stories260K from 8 windows of 128 tokens drawn as
+// best-mask draws them (calib_windows, seed 0; fewer than t_oneshot's 16 of 256: the
+// emulator is slow), on the CPU and on the device, perplexity on 16 windows of the
+// validation text: the device's within 1% of the CPU walk's with fp32 products (the
+// issue's bound), and bf16's (below), the masks' agreement printed.
+static void check_stories(const char *dir, const char *calib, const char *valid) {
+    enum { NS = 8, SQ = 128 };
+    std::vector<int32_t> win(NS * SQ);
+    if (!T_OK(calib_windows(win.data(), calib, NS, SQ, 0) == 0, "stories260K: windows from %s", calib)) return;
+    Shard sh;
+    if (!T_OK(shard_open(&sh, valid) == 0, "stories260K: the validation shard %s", valid)) return;
+    std::vector<int32_t> vt(sh.h.ntokens);
+    shard_read(&sh, vt.data(), 0, vt.size());
+    shard_close(&sh);
+    static const OneShotMethod METHODS[] = {ONESHOT_WANDA, ONESHOT_SPARSEGPT};
+    for (int fp32 = 1; fp32 >= 0; fp32--)
+    for (OneShotMethod me : METHODS)
+        for (double S : {0.5, 0.7}) {
+            Model c, d;
+            if (!T_OK(model_load(&c, dir) == 0 && model_load(&d, dir) == 0, "stories260K: load %s", dir)) return;
+            std::vector<uint8_t> mc(c.n_params), md(d.n_params);
+            OneShotSpec spec = {me, S, 0.01, 0, fp32};
+            int ok = oneshot_prune(mc.data(), NULL, &c, &spec, win.data(), NS, SQ, NULL) == 0 &&
+                     oneshot_prune_cuda(md.data(), NULL, &d, &spec, win.data(), NS, SQ, NULL, ctx_get()) == 0;
+            size_t n = 0, same = 0;
+            for (int i = 0; i < c.n_info; i++)
+                if (c.info[i].prunable)
+                    for (size_t j = c.info[i].offset; j < c.info[i].offset + c.info[i].numel; j++)
+                        n++, same += mc[j] == md[j];
+            double pc = perplexity(&c, vt.data(), vt.size(), SQ, 16), pd = perplexity(&d, vt.data(), vt.size(), SQ, 16);
+            // fp32: the 1% (measured 0.00%). bf16 (the default) is a measurement of
+            // the drift its products bring, bounded only against a wrong walk: 5% at 50%, 20% at
+            // 70%, where this tiny model's perplexity is 30 times its dense one (measured here
+            // -0.08% and +0.90% at 50%, +0.57% and -2.83% at 70%; with 16 windows of 256
+            // tokens +8.9% and +2.6% at 70%: docs/best-mask.md)
+            double bound = fp32 ? 0.01 : S < 0.6 ? 0.05 : 0.2;
+            T_OK(ok && fabs(pd / pc - 1) <= bound,
+                 "stories260K, %s at %g, %s products %s: perplexity %.3f, the CPU walk's %.3f (%+.2f%%, bound %g%%); "
+                 "masks agree on %.3f%%", oneshot_method_name(me), S, fp32 ? "fp32" : "bf16", MODE, pd, pc,
+                 100 * (pd / pc - 1), 100 * bound, 100.0 * same / n);
+            model_free(&c);
+            model_free(&d);
+        }
 }
 
 static void check_errors(void) {
@@ -278,7 +357,7 @@ static void check_errors(void) {
     std::vector<int32_t> win = windows_make(m.V, 3);
     win[5] = (int32_t)m.V;
     std::vector<uint8_t> mask(m.n_params);
-    OneShotSpec spec = {ONESHOT_SPARSEGPT, 0.5, 0.01, 0};
+    OneShotSpec spec = {ONESHOT_SPARSEGPT, 0.5, 0.01, 0, 0};
     int rc = oneshot_prune_cuda(mask.data(), NULL, &m, &spec, win.data(), NWIN, SEQ, NULL, ctx_get());
     T_OK(rc < 0 && strstr(err_msg(), "outside the model's vocabulary") &&
              memcmp(m.params, o.params, m.n_params * sizeof(float)) == 0,
@@ -287,11 +366,15 @@ static void check_errors(void) {
     model_free(&o);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
 #ifdef TEST_ON_GPU
     T_CUDA_DEVICE_OR_SKIP();
 #endif
     printf("# test_calib_cuda: %s\n", MODE);
+    if (argc == 5 && strcmp(argv[1], "--stories") == 0) { // test_calib_cuda --stories DIR CALIB.bin VALID.bin
+        check_stories(argv[2], argv[3], argv[4]);
+        T_DONE();
+    }
     static const char *FIX[] = {"llama", "qwen3", "llama_tied"};
     for (const char *f : FIX) {
         check_magnitude(f, 0.5);
@@ -300,8 +383,12 @@ int main(void) {
         check_block(f, ONESHOT_SPARSEGPT);
         check_block(f, ONESHOT_WANDA);
 #endif
-        check_walk(f, ONESHOT_WANDA, 0.5, 0.9, 1);
-        check_walk(f, ONESHOT_SPARSEGPT, 0.5, 0.9, 1);
+        for (double S : {0.5, 0.7}) {
+            check_walk(f, ONESHOT_WANDA, 0, S, 0.995, 0.1);
+            check_walk(f, ONESHOT_SPARSEGPT, 0, S, 0.995, 0.1);
+            check_walk(f, ONESHOT_WANDA, 1, S, 0.9999, 1e-6);
+            check_walk(f, ONESHOT_SPARSEGPT, 1, S, 0.9999, 1e-5);
+        }
     }
     check_errors();
     T_DONE();

@@ -240,11 +240,15 @@ void matmul_forward_add_cuda(struct CudaCtx *c, float *y, const uint16_t *x, con
 void matmul_backward_cuda(struct CudaCtx *c, float *dx, float *dw, const uint16_t *dy,
                           const uint16_t *x, const uint16_t *w, size_t N, size_t IC, size_t OC,
                           int dx_acc);
-// C (M, N) = alpha A (M, K) @ B (K, N) + beta C, all fp32 and row-major with leading
-// dimensions lda, ldb, ldc, through cuBLASLt in fp32 (CUBLAS_COMPUTE_32F: no TF32): SparseGPT's
-// lazy update of the columns right of a block (sparsegpt.cu).
-void matmul_f32_cuda(struct CudaCtx *c, float *C, const float *A, const float *B, size_t M, size_t N, size_t K,
-                     size_t lda, size_t ldb, size_t ldc, float alpha, float beta);
+// C (M, N) = alpha op(A) (M, K) @ op(B) (K, N) + beta C (+ bias (N) along each row, or
+// NULL), all fp32 and row-major with leading dimensions lda, ldb, ldc; op(A) = A^T when
+// transa (A stored (K, M)), op(B) = B^T when transb (B stored (N, K)); through cuBLASLt in
+// fp32 (CUBLAS_COMPUTE_32F: no TF32). SparseGPT's lazy update of the columns right of a
+// block (sparsegpt.cu), and the one-shot walk's forward and X^T X with --precision fp32
+// (calib.cu).
+void matmul_f32_cuda(struct CudaCtx *c, float *C, const float *A, const float *B, const float *bias, size_t M,
+                     size_t N, size_t K, size_t lda, size_t ldb, size_t ldc, int transa, int transb, float alpha,
+                     float beta);
 // db (OC) += column sums of dy (N, OC) fp32, deterministic (per-chunk sums in row order,
 // then the chunks in order; no float atomics). scratch (km_colsum_chunks(N) * OC floats).
 void bias_backward_cuda(float *db, float *scratch, const float *dy, size_t N, size_t OC,

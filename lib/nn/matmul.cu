@@ -243,13 +243,16 @@ BEST_KAPI void matmul_backward_cuda(CudaCtx *c, float *dx, float *dw, const uint
     }
 }
 
-// Row-major C = alpha A B + beta C is column-major C^T = alpha B^T A^T + beta C^T: B's
-// storage is the column-major (N x K) B^T with its ld, A's the (K x M) A^T; no transposes.
-BEST_KAPI void matmul_f32_cuda(CudaCtx *c, float *C, const float *A, const float *B, size_t M, size_t N, size_t K,
-                               size_t lda, size_t ldb, size_t ldc, float alpha, float beta) {
+// Row-major C = alpha op(A) op(B) + beta C is column-major C^T = alpha op(B)^T op(A)^T +
+// beta C^T. A row-major buffer read column-major is its transpose, so cuBLASLt's A is B's
+// storage, transposed when transb, and its B is A's storage, transposed when transa; the
+// bias runs along cuBLASLt's m rows, our N columns.
+BEST_KAPI void matmul_f32_cuda(CudaCtx *c, float *C, const float *A, const float *B, const float *bias, size_t M,
+                               size_t N, size_t K, size_t lda, size_t ldb, size_t ldc, int transa, int transb,
+                               float alpha, float beta) {
     MatmulMap p;
     memset(&p, 0, sizeof p);
-    p.transa = p.transb = 0;
+    p.transa = transb, p.transb = transa;
     p.m = N, p.n = M, p.k = K, p.lda = ldb, p.ldb = lda, p.ldc = ldc, p.alpha = alpha, p.beta = beta;
-    lt_matmul(c, &p, B, A, C, NULL, NULL, 1);
+    lt_matmul(c, &p, B, A, C, bias, NULL, 1);
 }

@@ -67,12 +67,14 @@ typedef struct {
     const Model *m;
     CudaCtx *c;
     OneShotMethod method;
+    int fp32;                     // products and X^T X in fp32 (OneShotSpec.fp32), else on bf16 operands
     size_t n, T, B;               // windows, their length, windows a batch
     size_t dim[4];                // the four inputs' widths: C, Q, C, I
     size_t rows[7], cols[7];      // the seven matrices' shapes
     size_t wmax;                  // the largest matrix's elements
     // the block
-    uint16_t *wbf[7];             // (rows, cols) bf16
+    uint16_t *wbf[7];             // (rows, cols) bf16 (fp32: NULL)
+    float *wf32[7];               // (rows, cols) fp32 (fp32 only)
     float *bias[7];               // (rows) or NULL
     float *attn_norm, *mlp_norm;  // (C)
     float *q_norm, *k_norm;       // (HD) Qwen3, else NULL
@@ -84,7 +86,7 @@ typedef struct {
     float *q, *k, *v, *qraw, *kraw, *att; // (N, Q), (N, KVD), (N, KVD), Qwen3's raw q, k, (N, Q)
     float *res2, *gate, *up;      // (N, C), (N, I), (N, I)
     float *rstd, *qrstd, *krstd;  // (N), (N NH), (N KV)
-    uint16_t *xb;                 // (N, max(C, Q, I)) a product's bf16 operand
+    void *xop;                    // (N, max(C, Q, I)) a product's operand: bf16 bits, or fp32
     float *rope_cos, *rope_sin;   // (T, HD/2)
     // the statistics and the factor
     float *H[4];                  // SparseGPT: (d, d) X^T X
@@ -106,9 +108,9 @@ static size_t max_of(const size_t *v, int n) {
 }
 
 // w's sizes for m, method, n windows of T tokens, B a batch (no allocation).
-static void walk_shape(Walk *w, const Model *m, OneShotMethod method, size_t n, size_t T, size_t B) {
+static void walk_shape(Walk *w, const Model *m, OneShotMethod method, int fp32, size_t n, size_t T, size_t B) {
     memset(w, 0, sizeof *w);
-    w->m = m, w->method = method, w->n = n, w->T = T, w->B = B;
+    w->m = m, w->method = method, w->fp32 = fp32, w->n = n, w->T = T, w->B = B;
     size_t C = m->C, Q = m->Q, KVD = m->KVD, I = m->I;
     size_t dim[4] = {C, Q, C, I}, rows[7] = {Q, KVD, KVD, C, I, I, C};
     memcpy(w->dim, dim, sizeof dim);
@@ -133,7 +135,8 @@ static void walk_layout(Walk *w, Carver *cv) {
     const ModelParams *p = &m->w;
     const float *b[7] = {p->bq, p->bk, p->bv, p->bo, p->bgate, p->bup, p->bdown};
     for (int f = 0; f < 7; f++) {
-        w->wbf[f] = TAKE(cv, uint16_t, w->rows[f] * w->cols[f]);
+        if (w->fp32) w->wf32[f] = TAKE(cv, float, w->rows[f] * w->cols[f]);
+        else w->wbf[f] = TAKE(cv, uint16_t, w->rows[f] * w->cols[f]);
         w->bias[f] = b[f] ? TAKE(cv, float, w->rows[f]) : NULL;
     }
     w->attn_norm = TAKE(cv, float, C);
@@ -153,7 +156,7 @@ static void walk_layout(Walk *w, Carver *cv) {
     w->rstd = TAKE(cv, float, N);
     w->qrstd = TAKE(cv, float, N * m->NH);
     w->krstd = TAKE(cv, float, N * m->KV);
-    w->xb = TAKE(cv, uint16_t, N * max_of(w->dim, 4));
+    w->xop = take(cv, N * max_of(w->dim, 4) * (w->fp32 ? sizeof(float) : sizeof(uint16_t)));
     w->rope_cos = TAKE(cv, float, w->T * HD / 2);
     w->rope_sin = TAKE(cv, float, w->T * HD / 2);
     size_t dmax = max_of(w->dim, 4);
@@ -169,21 +172,21 @@ static void walk_layout(Walk *w, Carver *cv) {
 }
 
 // Bytes of w's buffers with B windows a batch.
-static size_t walk_bytes(const Model *m, OneShotMethod method, size_t n, size_t T, size_t B) {
+static size_t walk_bytes(const Model *m, OneShotMethod method, int fp32, size_t n, size_t T, size_t B) {
     Walk w;
-    walk_shape(&w, m, method, n, T, B);
+    walk_shape(&w, m, method, fp32, n, T, B);
     Carver cv = {NULL, 0};
     walk_layout(&w, &cv);
     return cv.used;
 }
 
-BEST_KAPI size_t oneshot_cuda_bytes(const Model *m, OneShotMethod method, int n, int seq, int batch,
+BEST_KAPI size_t oneshot_cuda_bytes(const Model *m, OneShotMethod method, int fp32, int n, int seq, int batch,
                                     size_t free_bytes, int *batch_out) {
     size_t B = batch > 0 ? (size_t)batch : 1, N = (size_t)n, T = (size_t)seq;
     if (batch <= 0 && method != ONESHOT_MAGNITUDE) {
         // the most windows (at most n) whose activations fit in half of what is free after
         // the rest, and in ONESHOT_ACTS_MAX
-        size_t fixed = walk_bytes(m, method, N, T, 1), one = walk_bytes(m, method, N, T, 2) - fixed;
+        size_t fixed = walk_bytes(m, method, fp32, N, T, 1), one = walk_bytes(m, method, fp32, N, T, 2) - fixed;
         size_t room = free_bytes > fixed ? (free_bytes - fixed) / 2 : 0;
         if (room > ONESHOT_ACTS_MAX) room = ONESHOT_ACTS_MAX;
         B = one ? room / one : N;
@@ -191,19 +194,28 @@ BEST_KAPI size_t oneshot_cuda_bytes(const Model *m, OneShotMethod method, int n,
         if (B > N) B = N;
     }
     if (batch_out) *batch_out = (int)B;
-    return walk_bytes(m, method, N, T, B);
+    return walk_bytes(m, method, fp32, N, T, B);
 }
 
 // --- the block -------------------------------------------------------------------------------
 
-// The host's fp32 matrix f of layer l into w->wf, and (bf16 1) its bf16 copy into w->wbf[f].
-static void matrix_up(Walk *w, size_t l, int f, int bf16) {
+// The products' copy of matrix f (bf16, or fp32) from w->wf.
+static void weights_refresh(Walk *w, int f) {
+    size_t n = w->rows[f] * w->cols[f];
+    cudaStream_t st = w->c->stream;
+    if (w->fp32) CUDA_CHECK(cudaMemcpyAsync(w->wf32[f], w->wf, n * sizeof(float), cudaMemcpyDeviceToDevice, st));
+    else cast_bf16_cuda(w->wbf[f], w->wf, n, st);
+}
+
+// The host's fp32 matrix f of layer l into w->wf, and (forward 1) the products' copy of it
+// from there.
+static void matrix_up(Walk *w, size_t l, int f, int forward) {
     const Model *m = w->m;
     const ParamInfo *p = &m->info[model_matrix_index(m, LINEARS[f], l)];
     size_t n = w->rows[f] * w->cols[f];
     cudaStream_t st = w->c->stream;
     CUDA_CHECK(cudaMemcpyAsync(w->wf, m->params + p->offset, n * sizeof(float), cudaMemcpyHostToDevice, st));
-    if (bf16) cast_bf16_cuda(w->wbf[f], w->wf, n, st);
+    if (forward) weights_refresh(w, f);
 }
 
 // Block l's weights up: the seven matrices as bf16, the norms and biases in fp32.
@@ -227,11 +239,45 @@ static void block_up(Walk *w, size_t l) {
     }
 }
 
-// Input g's statistics from its bf16 operand xb (N, d): X^T X or the squared norms.
-static void stats_add(Walk *w, int g, const uint16_t *xb, size_t N) {
+// Input g's statistics from its operand x (N, d) (bf16 bits, or fp32): X^T X or the
+// squared norms.
+static void stats_add(Walk *w, int g, const void *x, size_t N) {
     size_t d = w->dim[g];
-    if (w->method == ONESHOT_SPARSEGPT) matmul_backward_cuda(w->c, NULL, w->H[g], xb, xb, NULL, N, d, d, 0);
-    else wanda_accumulate_cuda(w->colsq[g], xb, N, d, w->c->stream);
+    cudaStream_t st = w->c->stream;
+    if (w->method == ONESHOT_SPARSEGPT) {
+        if (w->fp32) // H (d, d) += x^T x
+            matmul_f32_cuda(w->c, w->H[g], (const float *)x, (const float *)x, NULL, d, d, N, d, d, d, 1, 0, 1.0f,
+                            1.0f);
+        else matmul_backward_cuda(w->c, NULL, w->H[g], (const uint16_t *)x, (const uint16_t *)x, NULL, N, d, d, 0);
+    } else if (w->fp32) {
+        wanda_accumulate_f32_cuda(w->colsq[g], (const float *)x, N, d, st);
+    } else {
+        wanda_accumulate_cuda(w->colsq[g], (const uint16_t *)x, N, d, st);
+    }
+}
+
+// y (N, OC) = [res +] x (N, IC) @ W_f^T + b_f: cuBLASLt on the bf16 operand and copy, the
+// residual in the epilogue; or in fp32 (res copied into y first).
+static void linear(Walk *w, float *y, const void *x, int f, size_t N, size_t IC, size_t OC, const float *res) {
+    CudaCtx *c = w->c;
+    if (w->fp32) {
+        if (res && res != y)
+            CUDA_CHECK(cudaMemcpyAsync(y, res, N * OC * sizeof(float), cudaMemcpyDeviceToDevice, c->stream));
+        matmul_f32_cuda(c, y, (const float *)x, w->wf32[f], w->bias[f], N, OC, IC, IC, IC, OC, 0, 1, 1.0f,
+                        res ? 1.0f : 0.0f);
+    } else if (res) {
+        matmul_forward_add_cuda(c, y, (const uint16_t *)x, w->wbf[f], w->bias[f], res, N, IC, OC);
+    } else {
+        matmul_forward_cuda(c, y, (const uint16_t *)x, w->wbf[f], w->bias[f], N, IC, OC, 0);
+    }
+}
+
+// w->xop = RMSNorm(x (N, C)) with weight nw, as the products' operand.
+static void norm_operand(Walk *w, const float *x, const float *nw, size_t N) {
+    const Model *m = w->m;
+    float eps = (float)m->cfg.rms_norm_eps;
+    if (w->fp32) rmsnorm_forward_cuda((float *)w->xop, w->rstd, x, nw, N, m->C, eps, w->c->stream);
+    else rmsnorm_forward_bf16_cuda((uint16_t *)w->xop, w->rstd, x, nw, N, m->C, eps, w->c->stream);
 }
 
 // The block's forward over B windows of x at res (B, T, C) (model.cu's block_forward with
@@ -240,25 +286,24 @@ static void stats_add(Walk *w, int g, const uint16_t *xb, size_t N) {
 // the seconds the statistics took (the device waited for at their edges).
 static void block_forward(Walk *w, float *res, size_t B, int stats, int out, double *t_stats) {
     const Model *m = w->m;
-    CudaCtx *c = w->c;
-    cudaStream_t st = c->stream;
+    cudaStream_t st = w->c->stream;
     size_t T = w->T, N = B * T, C = m->C, Q = m->Q, KVD = m->KVD, I = m->I, HD = m->HD;
     float eps = (float)m->cfg.rms_norm_eps;
     double t0 = 0;
-#define STATS(g, xb)                                  \
+#define STATS(g, x)                                   \
     if (stats) {                                      \
         CUDA_CHECK(cudaStreamSynchronize(st));        \
         t0 = now_seconds();                           \
-        stats_add(w, g, xb, N);                       \
+        stats_add(w, g, x, N);                        \
         CUDA_CHECK(cudaStreamSynchronize(st));        \
         *t_stats += now_seconds() - t0;               \
     }
-    rmsnorm_forward_bf16_cuda(w->xb, w->rstd, res, w->attn_norm, N, C, eps, st);
-    STATS(0, w->xb);
+    norm_operand(w, res, w->attn_norm, N);
+    STATS(0, w->xop);
     float *q = m->qk_norm ? w->qraw : w->q, *k = m->qk_norm ? w->kraw : w->k;
-    matmul_forward_cuda(c, q, w->xb, w->wbf[LQ], w->bias[LQ], N, C, Q, 0);
-    matmul_forward_cuda(c, k, w->xb, w->wbf[LK], w->bias[LK], N, C, KVD, 0);
-    matmul_forward_cuda(c, w->v, w->xb, w->wbf[LV], w->bias[LV], N, C, KVD, 0);
+    linear(w, q, w->xop, LQ, N, C, Q, NULL);
+    linear(w, k, w->xop, LK, N, C, KVD, NULL);
+    linear(w, w->v, w->xop, LV, N, C, KVD, NULL);
     if (m->qk_norm) {
         rmsnorm_forward_cuda(w->q, w->qrstd, w->qraw, w->q_norm, N * m->NH, HD, eps, st);
         rmsnorm_forward_cuda(w->k, w->krstd, w->kraw, w->k_norm, N * m->KV, HD, eps, st);
@@ -266,16 +311,22 @@ static void block_forward(Walk *w, float *res, size_t B, int stats, int out, dou
     rope_forward_cuda(w->q, w->rope_cos, w->rope_sin, B, T, m->NH, HD, st);
     rope_forward_cuda(w->k, w->rope_cos, w->rope_sin, B, T, m->KV, HD, st);
     attention_forward_cuda(w->att, NULL, w->q, w->k, w->v, B, T, T, 0, m->NH, m->KV, HD, st);
-    cast_bf16_cuda(w->xb, w->att, N * Q, st);
-    STATS(1, w->xb);
-    matmul_forward_add_cuda(c, w->res2, w->xb, w->wbf[LO], w->bias[LO], res, N, Q, C); // res2 = res + o_proj(att)
-    rmsnorm_forward_bf16_cuda(w->xb, w->rstd, w->res2, w->mlp_norm, N, C, eps, st);
-    STATS(2, w->xb);
-    matmul_forward_cuda(c, w->gate, w->xb, w->wbf[LGATE], w->bias[LGATE], N, C, I, 0);
-    matmul_forward_cuda(c, w->up, w->xb, w->wbf[LUP], w->bias[LUP], N, C, I, 0);
-    swiglu_forward_bf16_cuda(w->xb, w->gate, w->up, N * I, st); // h, the down projection's operand
-    STATS(3, w->xb);
-    if (out) matmul_forward_add_cuda(c, res, w->xb, w->wbf[LDOWN], w->bias[LDOWN], w->res2, N, I, C);
+    const void *att = w->att; // o_proj's operand: att itself in fp32, else its bf16 cast
+    if (!w->fp32) {
+        cast_bf16_cuda((uint16_t *)w->xop, w->att, N * Q, st);
+        att = w->xop;
+    }
+    STATS(1, att);
+    linear(w, w->res2, att, LO, N, Q, C, res); // res2 = res + o_proj(att)
+    norm_operand(w, w->res2, w->mlp_norm, N);
+    STATS(2, w->xop);
+    linear(w, w->gate, w->xop, LGATE, N, C, I, NULL);
+    linear(w, w->up, w->xop, LUP, N, C, I, NULL);
+    // h = silu(gate) * up, the down projection's operand
+    if (w->fp32) swiglu_forward_cuda((float *)w->xop, w->gate, w->up, N * I, st);
+    else swiglu_forward_bf16_cuda((uint16_t *)w->xop, w->gate, w->up, N * I, st);
+    STATS(3, w->xop);
+    if (out) linear(w, res, w->xop, LDOWN, N, I, C, w->res2); // out = res2 + down(h)
 #undef STATS
 }
 
@@ -320,7 +371,7 @@ static int prune_input(Walk *w, uint8_t *mask, size_t l, int g, double sparsity,
         matrix_up(w, l, f, 0);
         if (gpt) sparsegpt_prune_cuda(w->wf, w->wmask, rows, cols, w->U, w->dead, sparsity, w->scratch, c);
         else wanda_prune_cuda(w->wf, w->wmask, rows, cols, w->colsq[g], sparsity, st);
-        cast_bf16_cuda(w->wbf[f], w->wf, n, st);
+        weights_refresh(w, f);
         CUDA_CHECK(cudaMemcpyAsync(m->params + p->offset, w->wf, n * sizeof(float), cudaMemcpyDeviceToHost, st));
         CUDA_CHECK(cudaMemcpyAsync(mask + p->offset, w->wmask, n, cudaMemcpyDeviceToHost, st));
     }
@@ -370,9 +421,10 @@ BEST_KAPI int oneshot_prune_cuda(uint8_t *mask, OneShotStats *st, Model *m, cons
     size_t free_b = 0, total_b = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     int B = 0;
-    size_t bytes = oneshot_cuda_bytes(m, spec->method, (int)N, seq, spec->batch < n ? spec->batch : n, free_b, &B);
+    size_t bytes = oneshot_cuda_bytes(m, spec->method, spec->fp32, (int)N, seq, spec->batch < n ? spec->batch : n,
+                                      free_b, &B);
     Walk w;
-    walk_shape(&w, m, spec->method, N, T, (size_t)B);
+    walk_shape(&w, m, spec->method, spec->fp32, N, T, (size_t)B);
     w.c = c;
     cudaError_t e = cudaMalloc((void **)&w.base, bytes);
     if (e != cudaSuccess) {

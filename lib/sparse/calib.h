@@ -56,6 +56,8 @@ typedef struct {
     double sparsity;  // of every prunable tensor, in [0, 1)
     double percdamp;  // SparseGPT's dampening, as a fraction of the mean of diag(H) (0.01)
     int batch;        // on a GPU: windows a forward pass (0: as many as fit); the CPU takes one
+    int fp32;         // on a GPU: the forward's products and X^T X in fp32 instead of on bf16
+                      // operands (best-mask --precision fp32); the CPU is fp32 throughout
 } OneShotSpec;
 
 // Where a one-shot run's time went, in seconds of the host's clock, summed over the
@@ -92,10 +94,10 @@ int oneshot_prune_cuda(uint8_t *mask, OneShotStats *st, Model *m, const OneShotS
                        int n, int seq, Progress *pr, struct CudaCtx *c);
 // Bytes of device memory oneshot_prune_cuda allocates for m with n windows of seq tokens
 // taken `batch` windows at a time (its buffers; the CUDA context and the libraries'
-// workspaces not included). Needs no GPU (a CUDA build). batch 0: the batch the walk would choose with
+// workspaces not included); fp32 as OneShotSpec's. Needs no GPU (a CUDA build). batch 0: the batch the walk would choose with
 // `free_bytes` free on the device, returned in *batch_out (may be NULL).
-size_t oneshot_cuda_bytes(const Model *m, OneShotMethod method, int n, int seq, int batch, size_t free_bytes,
-                          int *batch_out);
+size_t oneshot_cuda_bytes(const Model *m, OneShotMethod method, int fp32, int n, int seq, int batch,
+                          size_t free_bytes, int *batch_out);
 #endif
 
 #ifdef __cplusplus

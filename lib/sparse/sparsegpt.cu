@@ -225,6 +225,7 @@ BEST_KAPI void sparsegpt_prune_cuda(float *w, uint8_t *mask, size_t rows, size_t
                (const uint8_t *)flags, U, rows, cols, c0, (unsigned)bc);
         CUDA_CHECK(cudaGetLastError());
         // the columns right of the block: W[:, c1:] -= Err (rows, bc) @ U[c0:c1, c1:]
-        if (c1 < cols) matmul_f32_cuda(c, w + c1, err, U + c0 * cols + c1, rows, cols - c1, bc, bc, cols, cols, -1.0f, 1.0f);
+        if (c1 < cols) matmul_f32_cuda(c, w + c1, err, U + c0 * cols + c1, NULL, rows, cols - c1, bc, bc, cols, cols, 0, 0,
+                                    -1.0f, 1.0f);
     }
 }

@@ -29,8 +29,13 @@
 #define WANDA_GROUPS 8 // row groups a block (its warps)
 #define WANDA_THREADS 256 // a row's block of the pruning
 
-// colsq (cols) += sums of squares of x (N, cols) bf16; blocks over groups of 32 columns.
-static __global__ void wanda_accumulate_kernel(double *colsq, const uint16_t *x, size_t N, size_t cols) {
+// An operand's value: bf16 bits, or fp32 (--precision fp32).
+static __device__ __forceinline__ double operand_value(uint16_t x) { return km_float_from_bf16(x); }
+static __device__ __forceinline__ double operand_value(float x) { return x; }
+
+// colsq (cols) += sums of squares of x (N, cols) bf16 or fp32; blocks over groups of 32 columns.
+template <class X>
+static __global__ void wanda_accumulate_kernel(double *colsq, const X *x, size_t N, size_t cols) {
     __shared__ double part[WANDA_GROUPS][WANDA_COLS];
     unsigned lane = threadIdx.x % 32, g = threadIdx.x / 32;
     for (size_t c0 = (size_t)blockIdx.x * WANDA_COLS; c0 < cols; c0 += (size_t)gridDim.x * WANDA_COLS) {
@@ -38,8 +43,8 @@ static __global__ void wanda_accumulate_kernel(double *colsq, const uint16_t *x,
         double s = 0;
         if (c < cols)
             for (size_t n = g; n < N; n += WANDA_GROUPS) {
-                double v = km_float_from_bf16(x[n * cols + c]);
-                s += v * v; // (v * v is exact: 16 significant bits, so an fma changes nothing)
+                double v = operand_value(x[n * cols + c]);
+                s += v * v; // (bf16: v * v is exact, 16 significant bits, so an fma changes nothing)
             }
         part[g][lane] = s;
         __syncthreads();
@@ -55,8 +60,15 @@ static __global__ void wanda_accumulate_kernel(double *colsq, const uint16_t *x,
 BEST_KAPI void wanda_accumulate_cuda(double *colsq, const uint16_t *x, size_t N, size_t cols,
                                      cudaStream_t stream) {
     if (N == 0 || cols == 0) return;
-    LAUNCH(wanda_accumulate_kernel, km_blocks(cols, WANDA_COLS, KM_GRID_CAP), WANDA_COLS * WANDA_GROUPS, stream,
-           colsq, x, N, cols);
+    LAUNCH(wanda_accumulate_kernel<uint16_t>, km_blocks(cols, WANDA_COLS, KM_GRID_CAP), WANDA_COLS * WANDA_GROUPS,
+           stream, colsq, x, N, cols);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+BEST_KAPI void wanda_accumulate_f32_cuda(double *colsq, const float *x, size_t N, size_t cols, cudaStream_t stream) {
+    if (N == 0 || cols == 0) return;
+    LAUNCH(wanda_accumulate_kernel<float>, km_blocks(cols, WANDA_COLS, KM_GRID_CAP), WANDA_COLS * WANDA_GROUPS,
+           stream, colsq, x, N, cols);
     CUDA_CHECK(cudaGetLastError());
 }
 

@@ -31,6 +31,8 @@ struct CUstream_st; // cudaStream_t
 void wanda_accumulate_cuda(double *colsq, const uint16_t *x, size_t N, size_t cols, struct CUstream_st *stream);
 void wanda_prune_cuda(float *w, uint8_t *mask, size_t rows, size_t cols, const double *colsq, double sparsity,
                       struct CUstream_st *stream);
+// wanda_accumulate_cuda of an fp32 operand (the walk's --precision fp32).
+void wanda_accumulate_f32_cuda(double *colsq, const float *x, size_t N, size_t cols, struct CUstream_st *stream);
 #endif
 
 #ifdef __cplusplus

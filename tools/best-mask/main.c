@@ -27,7 +27,7 @@
 
 typedef struct {
     const char *model, *moments, *saliency, *group, *method, *calib, *out, *out_model, *report, *plot, *from_mask, *mask;
-    const char *device;
+    const char *device, *precision;
     double sparsity, percdamp;
     int apply, pack_bits, nsamples, seq, step, threads, quiet, seed, batch;
 } Opts;
@@ -95,6 +95,8 @@ int main(int argc, char **argv) {
         {"percdamp", OPT_DOUBLE, &o.percdamp, "X", "sparsegpt's dampening: X times the mean of diag(H)"},
         {"batch", OPT_INT, &o.batch, "N", "--device cuda: calibration windows a forward pass (default: as many as "
                                           "fit in half the free memory, up to 4 GiB of activations)"},
+        {"precision", OPT_STRING, &o.precision, "NAME", "--device cuda: bf16 (the products on bf16 operands, "
+                                                        "fp32 accumulation) or fp32 (as the CPU; slower)"},
         {"device", OPT_STRING, &o.device, "NAME", "where --method runs: cuda or cpu (default: cuda when a GPU is "
                                                   "visible, else cpu)"},
         {"from-mask", OPT_STRING, &o.from_mask, "FILE", "an earlier mask: the new one only shrinks it"},
@@ -153,6 +155,8 @@ int main(int argc, char **argv) {
         if (!calibrated && o.calib) args_usage_error(&spec, "--method magnitude uses no --calib");
         if (o.nsamples < 1 || o.seq < 2) args_usage_error(&spec, "--nsamples must be at least 1 and --seq at least 2");
         if (o.batch < 0) args_usage_error(&spec, "--batch %d: at least 1 (or 0: as many windows as fit)", o.batch);
+        if (o.precision && strcmp(o.precision, "bf16") != 0 && strcmp(o.precision, "fp32") != 0)
+            args_usage_error(&spec, "unknown --precision %s (bf16, fp32)", o.precision);
         if (!(o.percdamp > 0 && o.percdamp < 1e6)) args_usage_error(&spec, "--percdamp %g is outside (0, 1e6)", o.percdamp);
         o.saliency = "magnitude";
         o.group = "layer";
@@ -249,7 +253,7 @@ int main(int argc, char **argv) {
             } else if (!o.quiet) {
                 fprintf(stderr, "best-mask: magnitude on %s\n", engine_name(e));
             }
-            OneShotSpec os = {om, o.sparsity, o.percdamp, o.batch};
+            OneShotSpec os = {om, o.sparsity, o.percdamp, o.batch, o.precision && !strcmp(o.precision, "fp32")};
             Progress pr;
             progress_init(&pr, o.method, calibrated ? m.L : 0, "layers", o.quiet || !calibrated);
             TRY_OR_DIE(engine_oneshot(e, mask, &times, &m, &os, win, o.nsamples, o.seq, calibrated ? &pr : NULL));
