@@ -66,6 +66,26 @@ expect_error "--method with --group global" 2 "each tensor on its own" "$M" --mo
     --calib "$QS" --group global --out "$TMP/x"
 expect_error "--calib that is not a shard" 1 "$Q/config.json" "$M" --model "$Q" --sparsity 0.5 --method sparsegpt \
     --calib "$Q/config.json" --seq 16 --out "$TMP/x"
+# --device (issue 38): a usage error when unknown or without --method, and on a machine
+# without a usable GPU (CI, this one) --device cuda is one line saying why
+expect_error "--device tpu" 2 "unknown --device tpu (cuda, cpu)" "$M" --model "$Q" --sparsity 0.5 --method magnitude \
+    --device tpu --out "$TMP/x"
+expect_error "--device without --method" 2 "--device goes with --method" "$M" --model "$Q" --sparsity 0.5 \
+    --device cpu --out "$TMP/x"
+expect_error "--batch -1" 2 "--batch -1: at least 1" "$M" --model "$Q" --sparsity 0.5 --method wanda --calib "$QS" \
+    --batch -1 --out "$TMP/x"
+expect_error "--precision fp8" 2 "unknown --precision fp8 (bf16, fp32)" "$M" --model "$Q" --sparsity 0.5 \
+    --method wanda --calib "$QS" --precision fp8 --out "$TMP/x"
+if "$TBIN/test_cuda" 2>/dev/null | grep -q 'cuda_device_count() = 0,'; then
+    expect_error "--device cuda without a GPU" 1 "--device cuda: " "$M" --model "$Q" --sparsity 0.5 --method magnitude \
+        --device cuda --out "$TMP/x"
+else
+    skip "--device cuda without a GPU: this machine has one"
+fi
+"$M" --model "$Q" --sparsity 0.5 --method sparsegpt --calib "$QS" --nsamples 4 --seq 16 --out "$TMP/dc" --quiet
+"$M" --model "$Q" --sparsity 0.5 --method sparsegpt --calib "$QS" --nsamples 4 --seq 16 --out "$TMP/dd" --quiet \
+    --device cpu --batch 3 --precision bf16
+check "--device cpu, --batch and --precision (the device's) leave the CPU's mask as it is" cmp "$TMP/dc" "$TMP/dd"
 # The sparsity achieved beside the one asked for, when a rule gives a little less or more
 # (issue 36: wanda at 0.9 gave 89.18% without a word), with the rule; none when exact. The
 # figure is the mask's own count (its report's total).

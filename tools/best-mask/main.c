@@ -191,6 +191,8 @@ int main(int argc, char **argv) {
         if (files[i]) TRY_OR_DIE(path_check_out_file(files[i], o.apply ? o.out_model : NULL));
 
     double t0 = now_seconds();
+    Engine *e = NULL; // --method's device, the GPU when one is visible (engine_pick): before the model is read
+    if (o.method) TRY_OR_DIE(engine_open(&e, o.device, 0));
     Model m;
     TRY_OR_DIE(model_open(&m, o.model));
     TRY_OR_DIE(model_need_folder(&m, "best-mask"));
@@ -240,8 +242,6 @@ int main(int argc, char **argv) {
                     saliency_name(ms.saliency), mask_group_name(ms.group), o.from_mask ? ", shrinking " : "",
                     o.from_mask ? o.from_mask : "", omp_get_max_threads());
         if (o.method) {
-            Engine *e; // the default: the GPU when one is visible (engine_pick)
-            TRY_OR_DIE(engine_open(&e, o.device, 0));
             int32_t *win = NULL;
             if (calibrated) {
                 o.seq = config_cap_seq(&m.cfg, o.seq, "best-mask", "windows", o.quiet);
