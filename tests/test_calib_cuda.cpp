@@ -70,22 +70,7 @@ extern "C" {
 #include "sparse/sparsegpt.h" // defines: SPARSEGPT_BLOCK
 #include "test.h"
 
-static CudaCtx *ctx_get(void) {
-#ifdef TEST_ON_GPU
-    static CudaCtx *c;
-    if (!c) CHECK(cuda_ctx_create(&c, 0, (size_t)32 << 20) == 0, "cuda_ctx_create: %s", err_msg());
-    return c;
-#else
-    static CudaCtx c = {0};
-    return &c;
-#endif
-}
-
-static int load_fixture(Model *m, const char *name) {
-    char dir[128];
-    snprintf(dir, sizeof dir, "tests/fixtures/model/%s", name);
-    return T_OK(model_load(m, dir) == 0, "%s: load %s", name, dir);
-}
+#include "cuda_test.h" // defines: ctx_get, load_fixture
 
 enum { NWIN = 3, SEQ = 12, BATCH = 2 };
 

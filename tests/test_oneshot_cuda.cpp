@@ -67,50 +67,7 @@
 #define TEST_BIT_OR_TOL_RETRY "bit for bit"
 #endif
 
-// --- device memory: cudaMalloc on a GPU, host memory under the emulator -----------------
-#ifdef TEST_ON_GPU
-static void *dev_alloc(size_t bytes) { void *p; CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 1)); return p; }
-static void dev_free(void *p) { CUDA_CHECK(cudaFree(p)); }
-static void to_dev(void *d, const void *h, size_t bytes) { CUDA_CHECK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice)); }
-static void to_host(void *h, const void *d, size_t bytes) {
-    CUDA_CHECK(cudaDeviceSynchronize()); // a kernel's fault surfaces here
-    CUDA_CHECK(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost));
-}
-#else
-static void *dev_alloc(size_t bytes) { void *p = malloc(bytes ? bytes : 1); if (!p) abort(); return p; }
-static void dev_free(void *p) { free(p); }
-static void to_dev(void *d, const void *h, size_t bytes) { memcpy(d, h, bytes); }
-static void to_host(void *h, const void *d, size_t bytes) { memcpy(h, d, bytes); }
-#endif
-
-static CudaCtx *ctx_get(void) {
-#ifdef TEST_ON_GPU
-    static CudaCtx *c;
-    if (!c) CHECK(cuda_ctx_create(&c, 0, (size_t)32 << 20) == 0, "cuda_ctx_create: %s", err_msg());
-    return c;
-#else
-    static CudaCtx c = {0};
-    return &c;
-#endif
-}
-
-// A device buffer of n T, from or to a host vector; poison() sets every byte to 0xff.
-template <class T> struct Dev {
-    T *p;
-    size_t n;
-    explicit Dev(size_t n_) : p((T *)dev_alloc(n_ * sizeof(T))), n(n_) {}
-    explicit Dev(const std::vector<T> &h) : Dev(h.size()) { put(h); }
-    ~Dev() { dev_free(p); }
-    Dev(const Dev &) = delete;
-    Dev &operator=(const Dev &) = delete;
-    void put(const std::vector<T> &h) { to_dev(p, h.data(), n * sizeof(T)); }
-    std::vector<T> get() const {
-        std::vector<T> h(n);
-        to_host(h.data(), p, n * sizeof(T));
-        return h;
-    }
-    void poison() { std::vector<T> h(n); memset(h.data(), 0xff, n * sizeof(T)); put(h); }
-};
+#include "cuda_test.h" // defines: Dev, dev_alloc, ctx_get
 
 // --- inputs and comparisons ------------------------------------------------------------
 static uint64_t rng = 0x243F6A8885A308D3ull;

@@ -208,24 +208,7 @@ static double cosine(const float *a, const float *b, size_t n) {
 
 enum { B = 2, T = 8, CE_ROWS = 5 };
 
-// The context the steps run in: a real one on the GPU, a stream alone in the emulator.
-static CudaCtx *ctx_get(void) {
-#ifdef TEST_ON_GPU
-    static CudaCtx *c;
-    if (!c) CHECK(cuda_ctx_create(&c, 0, (size_t)32 << 20) == 0, "cuda_ctx_create: %s", err_msg());
-    return c;
-#else
-    static CudaCtx c = {0};
-    return &c;
-#endif
-}
-
-// tests/fixtures/model/NAME into *m: 1, or 0 with a failed check.
-static int load_fixture(Model *m, const char *name) {
-    char dir[128];
-    snprintf(dir, sizeof dir, "tests/fixtures/model/%s", name);
-    return T_OK(model_load(m, dir) == 0, "%s: load %s", name, dir);
-}
+#include "cuda_test.h" // defines: ctx_get, load_fixture, Dev
 
 // --- forward and backward -----------------------------------------------------------------
 
