@@ -1,7 +1,8 @@
 // cuda_test.h: what the C++ tests of the CUDA code share in both of their builds (the
 // emulated one, after cuda_emu.h and cuda_shims.h; the _gpu one, after base/cuda.h):
 // device memory (cudaMalloc on a GPU, host memory under the emulator) and a buffer type
-// over it, the context the tests run in, and the tiny model fixtures. Test-only.
+// over it, the context the tests run in, random inputs, and the tiny model fixtures.
+// Test-only.
 #ifndef BEST_CUDA_TEST_H
 #define BEST_CUDA_TEST_H
 
@@ -75,6 +76,19 @@ template <class T> struct Dev {
 #endif
 }
 #endif
+
+// Test inputs: a xorshift generator, and floats uniform in [-a, a], never exactly 0.
+static uint64_t rng = 0x243F6A8885A308D3ull;
+[[maybe_unused]] static uint32_t rnd32() {
+    rng ^= rng >> 12;
+    rng ^= rng << 25;
+    rng ^= rng >> 27;
+    return (uint32_t)((rng * 2685821657736338717ull) >> 32);
+}
+[[maybe_unused]] static float rnd(float a) {
+    float x = a * ((float)(rnd32() >> 8) / 8388608.0f - 1.0f);
+    return x == 0.0f ? a * 0.5f : x;
+}
 
 // tests/fixtures/model/NAME into *m: 1, or 0 with a failed check.
 [[maybe_unused]] static int load_fixture(Model *m, const char *name) {

@@ -63,18 +63,6 @@ extern "C" int32_t sample_token(const float *logits, int V, float temperature, f
 static cudaStream_t stream = 0; // the default stream
 
 // --- inputs and comparisons ------------------------------------------------------------
-static uint64_t rng = 0x243F6A8885A308D3ull;
-static uint32_t rnd32() {
-    rng ^= rng >> 12;
-    rng ^= rng << 25;
-    rng ^= rng >> 27;
-    return (uint32_t)((rng * 2685821657736338717ull) >> 32);
-}
-// uniform in [-a, a], never exactly 0
-static float rnd(float a) {
-    float x = a * ((float)(rnd32() >> 8) / 8388608.0f - 1.0f);
-    return x == 0.0f ? a * 0.5f : x;
-}
 static std::vector<float> rand_vec(size_t n, float a) {
     std::vector<float> v(n);
     for (auto &x : v) x = rnd(a);

@@ -70,18 +70,6 @@
 #include "cuda_test.h" // defines: Dev, dev_alloc, ctx_get
 
 // --- inputs and comparisons ------------------------------------------------------------
-static uint64_t rng = 0x243F6A8885A308D3ull;
-static uint32_t rnd32() {
-    rng ^= rng >> 12;
-    rng ^= rng << 25;
-    rng ^= rng >> 27;
-    return (uint32_t)((rng * 2685821657736338717ull) >> 32);
-}
-// uniform in [-a, a], never exactly 0
-static float rnd(float a) {
-    float x = a * ((float)(rnd32() >> 8) / 8388608.0f - 1.0f);
-    return x == 0.0f ? a * 0.5f : x;
-}
 // One of a few values, signs mixed: exact ties of |w| and w^2.
 static float rnd_few() {
     static const float v[4] = {0.5f, 0.25f, 1.0f, 0.75f};

@@ -22,6 +22,16 @@ void sparsegpt_accumulate(double *H, float *tmp, const float *x, size_t N, size_
         for (size_t j = 0; j <= i; j++) H[i * d + j] += tmp[i * d + j];
 }
 
+int sparsegpt_retry(int tries, double damp, double mean, int info, const char *what) {
+    if (tries == SPARSEGPT_RETRIES)
+        return ERR("%s: the Hessian of its inputs is not positive definite even with %g times the mean of "
+                   "its diagonal added (LAPACK info %d); more calibration data (--nsamples) may help",
+                   what, damp / mean, info);
+    fprintf(stderr, "best-mask: warning: %s: Cholesky failed with dampening %g; retrying with %g\n", what,
+            damp / mean, 10 * damp / mean);
+    return 0;
+}
+
 int sparsegpt_factor(float *U, uint8_t *dead, double *H, size_t n, double percdamp, const char *what) {
     if (n > 46340) return ERR("%s: %zu inputs: too many for one LAPACK call", what, n);
     int ni = (int)n, info = 0;
@@ -46,12 +56,7 @@ int sparsegpt_factor(float *U, uint8_t *dead, double *H, size_t n, double percda
         spotrf_("L", &ni, U, &ni, &info); // V
         if (info == 0) strtri_("L", "N", &ni, U, &ni, &info); // V^-1
         if (info == 0) break;
-        if (tries == SPARSEGPT_RETRIES)
-            return ERR("%s: the Hessian of its inputs is not positive definite even with %g times the mean of "
-                       "its diagonal added (LAPACK info %d); more calibration data (--nsamples) may help",
-                       what, damp / mean, info);
-        fprintf(stderr, "best-mask: warning: %s: Cholesky failed with dampening %g; retrying with %g\n", what,
-                damp / mean, 10 * damp / mean);
+        TRY(sparsegpt_retry(tries, damp, mean, info, what));
         damp *= 10;
     }
     // R[i][j] = V^-1[n-1-j][n-1-i] (j >= i): an involution of the upper triangle, swapped in place

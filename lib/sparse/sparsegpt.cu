@@ -115,12 +115,7 @@ BEST_KAPI int sparsegpt_factor_cuda(float *U, uint8_t *dead, const float *H, siz
         TRY(solver_potrf_cuda(U, n, &info, c)); // V
         if (info == 0) TRY(solver_trtri_cuda(U, n, &info, c)); // V^-1
         if (info == 0) break;
-        if (tries == SPARSEGPT_RETRIES)
-            return ERR("%s: the Hessian of its inputs is not positive definite even with %g times the mean of "
-                       "its diagonal added (LAPACK info %d); more calibration data (--nsamples) may help",
-                       what, damp / mean, info);
-        fprintf(stderr, "best-mask: warning: %s: Cholesky failed with dampening %g; retrying with %g\n", what,
-                damp / mean, 10 * damp / mean);
+        TRY(sparsegpt_retry(tries, damp, mean, info, what));
         damp *= 10;
     }
     LAUNCH(sgpt_flip_kernel, grid, KM_THREADS, s, U, n);

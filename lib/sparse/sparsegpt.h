@@ -45,6 +45,10 @@ void sparsegpt_accumulate(double *H, float *tmp, const float *x, size_t N, size_
 // destroyed; dead (n) = 1 for the dead columns of step
 // 1. what names the layer in the warning and the error. 0, or ERR.
 int sparsegpt_factor(float *U, uint8_t *dead, double *H, size_t n, double percdamp, const char *what);
+// After the tries'th failed factorisation at dampening damp (mean: the mean of diag(H);
+// info: LAPACK's or cuSOLVER's): 0 and a warning on stderr when another try is due (the
+// caller takes 10 x damp), or ERR after the last (SPARSEGPT_RETRIES). Both factors' rule.
+int sparsegpt_retry(int tries, double damp, double mean, int info, const char *what);
 // w (rows, cols) pruned and updated in place (steps 1 and 3) with the factor of its
 // inputs' H; mask (rows * cols) 0 where pruned, else 1.
 void sparsegpt_prune(float *w, uint8_t *mask, size_t rows, size_t cols, const float *U, const uint8_t *dead,
