@@ -155,6 +155,11 @@ for m, e in ext.items():
         ("yes" if e["met"] else "NOT met")
     lines.append(f"| {m} | {e['per_layer_wall_s']:.2f} | {e['wall_s']:.1f} | {e['seconds']['total']:.1f} | "
                  f"{e['target_s']} | {met} | {gib(e['device_bytes'])} | {gib(e['host_peak_bytes'])} |")
+lines.append("")
+for m, e in ext.items():  # one line each, for tests/gpu/run.sh
+    met = "not judged (a smoke run)" if e["met"] is None else ("met" if e["met"] else "NOT met")
+    lines.append(f"{m}: {L} layers in {e['wall_s']:.1f} s, EXTRAPOLATED from {a} and {b} (phases {e['seconds']['total']:.1f} s; "
+                 f"device {gib(e['device_bytes'])} GiB); target {e['target_s']} s: {met}")
 text = "\n".join(lines) + "\n"
 print(text, end="")
 with open(f"{out}/oneshot.md", "w") as f:
