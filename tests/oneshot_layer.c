@@ -172,7 +172,7 @@ static int prune_cuda(double *seconds, float *w, uint8_t *mask, const float *x, 
             gpt ? "sparsegpt_*_cuda" : "wanda_*_cuda", gpt ? "sparsegpt" : "wanda");
 #else
     (void)gpt;
-    fprintf(stderr, "oneshot_layer: --device cuda: built without CUDA (%s)\n", cuda_info());
+    fprintf(stderr, "oneshot_layer: --device cuda: %s\n", cuda_info()); // ("built without CUDA (...)")
 #endif
     return 1;
 }
