@@ -46,7 +46,8 @@ PY=${PY:-python3}
 for f in "$BD" "$BIN/best-mask" "$CONFIG"; do
     [ -e "$f" ] || { echo "oneshot_gpu.sh: $f is missing (run make)" >&2; exit 1; }
 done
-set -- $LAYERS
+# shellcheck disable=SC2086
+set -- $LAYERS # (two numbers: split on purpose)
 if [ $# != 2 ] || [ "$1" -ge "$2" ]; then
     echo "oneshot_gpu.sh: LAYERS needs two layer counts, the smaller first (\"1 2\"), not \"$LAYERS\"" >&2
     exit 2
