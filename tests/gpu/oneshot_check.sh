@@ -144,6 +144,7 @@ r, method, gd = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
 s, d = r.get("seconds"), r.get("device_bytes")
 good = (method == "magnitude" or (s is not None and set(s) >= {"forward", "statistics", "factor", "update", "total"})) and \
        (method == "magnitude" or gd != "cuda" or d is not None)
+d = d and "%.3f GiB allocated, %.3f in use" % (d["allocated"] / 2**30, d["in_use"] / 2**30)
 print("sparsity %.4f, seconds %s, device_bytes %s" % (r["total"]["sparsity"], s and "%.3f" % s["total"], d))
 sys.exit(0 if good else 1)
 PY
