@@ -57,12 +57,11 @@ fi
 # tests/gpu/oneshot_check.sh (issue 38) with both sides on the CPU: every comparison exact;
 # its control (the side under test on other windows) must fail; its smoke mode; and
 # bench/oneshot_gpu.sh at a tiny size on the CPU (its extrapolation said so, not judged).
-# Before best-mask has --device (GD=cpu would be refused), both sides take the default.
-if "$BIN/best-mask" --help 2>&1 | grep -q -- '--device'; then OD=cpu; else OD=""; fi
+OD=cpu
 if GD=$OD CD=$OD sh tests/gpu/oneshot_check.sh >"$TMP/oc.out" 2>&1; then
-    ok "tests/gpu/oneshot_check.sh with GD=${OD:-(none)} CD=${OD:-(none)}: $(grep -c '^ok - ' "$TMP/oc.out") checks pass"
+    ok "tests/gpu/oneshot_check.sh with GD=cpu CD=cpu: $(grep -c '^ok - ' "$TMP/oc.out") checks pass"
 else
-    fail "tests/gpu/oneshot_check.sh with GD=${OD:-(none)}: $(grep -m 1 '^not ok' "$TMP/oc.out" || tail -n 1 "$TMP/oc.out")"
+    fail "tests/gpu/oneshot_check.sh with GD=cpu CD=cpu: $(grep -m 1 '^not ok' "$TMP/oc.out" || tail -n 1 "$TMP/oc.out")"
 fi
 GD=$OD CD=$OD GD_ARGS="--seed 1 --nsamples 2" SHARED=/nonexistent sh tests/gpu/oneshot_check.sh >"$TMP/oc2.out" 2>&1
 rc=$?
