@@ -197,12 +197,6 @@ TEST_SRC := $(wildcard tests/test_*.c)
 # (tests/run.sh runs only test_*)
 TEST_BINS := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%) $(BUILD)/tests/hf_logits $(BUILD)/tests/hf_grads \
              $(BUILD)/tests/oneshot_layer $(BUILD)/tests/parquet_dump
-# oneshot_layer --device cuda calls the one-shot methods' kernels (issue 38): each method's
-# half is compiled in once its .cu file is in libbest (this goes when both have landed)
-ONESHOT_CU := $(filter lib/sparse/wanda.cu lib/sparse/sparsegpt.cu,$(LIB_CU))
-$(BUILD)/tests/oneshot_layer.o: CFLAGS += $(if $(filter lib/sparse/wanda.cu,$(ONESHOT_CU)),-DONESHOT_WANDA_CUDA=1) \
-                                          $(if $(filter lib/sparse/sparsegpt.cu,$(ONESHOT_CU)),-DONESHOT_SPARSEGPT_CUDA=1)
-$(BUILD)/tests/oneshot_layer.o: $(ONESHOT_CU)
 # C++ tests (the CUDA kernels run on the CPU through tests/cuda_emu.h), built by $(CXX)
 TEST_CXX_BINS := $(patsubst tests/%.cpp,$(BUILD)/tests/%,$(wildcard tests/test_*.cpp))
 # and with CUDA, the C++ tests of the kernels again built by nvcc (NAME_gpu), launching the

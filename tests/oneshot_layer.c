@@ -19,10 +19,8 @@
 // restored from a device copy after), then once timed between two
 // cudaDeviceSynchronize: "seconds N" excludes reading and uploading the inputs and
 // includes the cast. The results come back and are written as on the CPU; stderr says
-// "device ..." (cuda_info) instead of "blas ...". In a build without CUDA, or one whose
-// libbest lacks a method's kernels (the Makefile defines ONESHOT_WANDA_CUDA and
-// ONESHOT_SPARSEGPT_CUDA when lib/sparse/wanda.cu and sparsegpt.cu are there), the device
-// mode is one error line saying so.
+// "device ..." (cuda_info) instead of "blas ...". In a build without CUDA the device mode
+// is one error line saying so.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,7 +71,7 @@ static int prune_cpu(float *w, uint8_t *mask, const float *x, size_t rows, size_
     return 0;
 }
 
-#if defined(BEST_CUDA) && ((defined(ONESHOT_WANDA_CUDA) || defined(ONESHOT_SPARSEGPT_CUDA)))
+#ifdef BEST_CUDA
 #define RT_CHECK(call)                                                                           \
     do {                                                                                         \
         cudaError_t e_ = (call);                                                                 \
@@ -85,18 +83,6 @@ static int prune_cpu(float *w, uint8_t *mask, const float *x, size_t rows, size_
 // context's work (cuBLASLt, SparseGPT) to its own: a synchronisation between the two.
 static int prune_cuda(double *seconds, float *w, uint8_t *mask, const float *x, size_t rows, size_t cols, size_t N,
                       int gpt, double s) {
-#ifndef ONESHOT_WANDA_CUDA
-    if (!gpt) {
-        fprintf(stderr, "oneshot_layer: --device cuda: this build has no wanda_*_cuda (lib/sparse/wanda.cu)\n");
-        return 1;
-    }
-#endif
-#ifndef ONESHOT_SPARSEGPT_CUDA
-    if (gpt) {
-        fprintf(stderr, "oneshot_layer: --device cuda: this build has no sparsegpt_*_cuda (lib/sparse/sparsegpt.cu)\n");
-        return 1;
-    }
-#endif
     CudaCtx *c;
     if (cuda_ctx_create(&c, 0, (size_t)32 << 20) < 0) {
         fprintf(stderr, "oneshot_layer: --device cuda: %s\n", err_msg());
@@ -132,18 +118,14 @@ static int prune_cuda(double *seconds, float *w, uint8_t *mask, const float *x, 
         double t0 = now_seconds();
         cast_bf16_cuda(dxb, dx, nx, NULL);
         if (gpt) {
-#ifdef ONESHOT_SPARSEGPT_CUDA
             RT_CHECK(cudaDeviceSynchronize()); // (the cast on the default stream, the rest on c's)
             matmul_backward_cuda(c, NULL, dH, dxb, dxb, NULL, N, cols, cols, 0);
             rc = sparsegpt_factor_cuda(dU, ddead, dH, cols, 0.01, "the layer", c);
             if (rc == 0) sparsegpt_prune_cuda(dw, dmask, rows, cols, dU, ddead, s, scratch, c);
             else fprintf(stderr, "oneshot_layer: %s\n", err_msg());
-#endif
         } else {
-#ifdef ONESHOT_WANDA_CUDA
             wanda_accumulate_cuda(dcolsq, dxb, N, cols, NULL);
             wanda_prune_cuda(dw, dmask, rows, cols, dcolsq, s, NULL);
-#endif
         }
         RT_CHECK(cudaGetLastError());
         RT_CHECK(cudaDeviceSynchronize());
@@ -167,13 +149,8 @@ static int prune_cuda(double *seconds, float *w, uint8_t *mask, const float *x, 
     (void)cols;
     (void)N;
     (void)s;
-#ifdef BEST_CUDA
-    fprintf(stderr, "oneshot_layer: --device cuda: this build has no %s (lib/sparse/%s.cu)\n",
-            gpt ? "sparsegpt_*_cuda" : "wanda_*_cuda", gpt ? "sparsegpt" : "wanda");
-#else
     (void)gpt;
     fprintf(stderr, "oneshot_layer: --device cuda: %s\n", cuda_info()); // ("built without CUDA (...)")
-#endif
     return 1;
 }
 #endif
