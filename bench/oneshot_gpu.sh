@@ -29,7 +29,8 @@
 #        OUT=out/bench-oneshot-gpu, WORK=out/oneshot-gpu (models and shard, kept and reused),
 #        CONFIG=bench/configs/llama2-7b.json, LAYERS="1 2", NSAMPLES=128, SEQ=2048,
 #        METHODS="wanda sparsegpt", SPARSITY=0.5, DEVICE=cuda (empty: no --device, the
-#        tool's default), PY=python3). A smoke test on a CPU: CONFIG=bench/configs/llama-30m.json
+#        tool's default), PRECISION= (bf16 or fp32: best-mask --precision; empty: its
+#        default, bf16), PY=python3). A smoke test on a CPU: CONFIG=bench/configs/llama-30m.json
 #        NSAMPLES=2 SEQ=64 DEVICE=cpu (the targets then do not apply, and it says so).
 set -eu
 cd "$(dirname "$0")/.."
@@ -44,6 +45,7 @@ SEQ=${SEQ:-2048}
 METHODS=${METHODS:-"wanda sparsegpt"}
 SPARSITY=${SPARSITY:-0.5}
 DEVICE=${DEVICE-cuda}
+PRECISION=${PRECISION:-}
 PY=${PY:-python3}
 for f in "$BD" "$BIN/best-mask" "$CONFIG"; do
     [ -e "$f" ] || { echo "oneshot_gpu.sh: $f is missing (run make)" >&2; exit 1; }
@@ -81,9 +83,9 @@ fi
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1 || true)
 
 "$PY" - "$BIN/best-mask" "$WORK" "$name" "$SHARD" "$OUT" "$CONFIG" "$LAYERS" "$NSAMPLES" "$SEQ" "$METHODS" \
-    "$SPARSITY" "$DEVICE" "${gpu:-none}" <<'PY'
+    "$SPARSITY" "$DEVICE" "${gpu:-none}" "$PRECISION" <<'PY'
 import json, os, subprocess, sys, time
-(mask, work, name, shard, out, config, layers, nsamples, seq, methods, sparsity, device, gpu) = sys.argv[1:]
+(mask, work, name, shard, out, config, layers, nsamples, seq, methods, sparsity, device, gpu, precision) = sys.argv[1:]
 a, b = map(int, layers.split())
 L = json.load(open(config))["num_hidden_layers"]
 TARGETS = {"sparsegpt": 600, "wanda": 180}  # seconds for the whole LLaMA-2-7B (issue 38)
@@ -97,7 +99,8 @@ for m in methods.split():
         tag = f"{m}-l{n}"
         cmd = [mask, "--model", f"{work}/{name}-l{n}/model", "--method", m, "--sparsity", sparsity, "--calib", shard,
                "--nsamples", nsamples, "--seq", seq, "--report", f"{out}/report-{tag}.json",
-               "--out", f"{work}/mask-{tag}.safetensors"] + (["--device", device] if device else [])
+               "--out", f"{work}/mask-{tag}.safetensors"] + (["--device", device] if device else []) + \
+              (["--precision", precision] if precision else [])
         print("# " + " ".join(cmd), flush=True)
         t0 = time.perf_counter()
         with open(f"{out}/{tag}.log", "w") as err:
@@ -138,7 +141,8 @@ for m in methods.split():
     ext[m] = e
 
 lines = [f"{name} ({config}) with {a} and {b} of its {L} layers, random bf16 weights; {nsamples} windows x {seq} "
-         f"tokens of random ids, sparsity {sparsity}; best-mask --device {device or '(the default)'}; GPU: {gpu}",
+         f"tokens of random ids, sparsity {sparsity}; best-mask --device {device or '(the default)'} --precision "
+         f"{precision or '(the default)'}; GPU: {gpu}",
          "",
          "Measured:",
          "",
@@ -176,5 +180,6 @@ with open(f"{out}/oneshot.json", "w") as f:
     json.dump({"config": config, "layers": [a, b], "extrapolated_to_layers": L, "extrapolated": ext,
                "note": f"extrapolated: T({L}) = T({a}) + ({L} - {a}) (T({b}) - T({a})) / ({b} - {a}); not measured",
                "nsamples": int(nsamples), "seq": int(seq), "sparsity": float(sparsity), "device": device,
+               "precision": precision or None,
                "gpu": gpu, "judged": judged, "runs": runs}, f, indent=1)
 PY

@@ -63,17 +63,18 @@ if GD=$OD CD=$OD sh tests/gpu/oneshot_check.sh >"$TMP/oc.out" 2>&1; then
 else
     fail "tests/gpu/oneshot_check.sh with GD=cpu CD=cpu: $(grep -m 1 '^not ok' "$TMP/oc.out" || tail -n 1 "$TMP/oc.out")"
 fi
-GD=$OD CD=$OD GD_ARGS="--seed 1 --nsamples 2" SHARED=/nonexistent sh tests/gpu/oneshot_check.sh >"$TMP/oc2.out" 2>&1
+GD=$OD CD=$OD GD_ARGS="--seed 1 --nsamples 2" PRECISIONS=bf16 SHARED=/nonexistent sh tests/gpu/oneshot_check.sh \
+    >"$TMP/oc2.out" 2>&1
 rc=$?
 check "oneshot_check.sh's control (other windows on one side) fails the sparsegpt comparisons, magnitude's pass" sh -c "
     [ $rc = 1 ] && grep -q '^not ok - llama fixture at 0.5, .*, sparsegpt' '$TMP/oc2.out' &&
     grep -q '^not ok - qwen3 fixture at 0.5, .*, sparsegpt' '$TMP/oc2.out' &&
     [ \$(grep -c '^ok - .*magnitude: masks identical, models identical' '$TMP/oc2.out') = 2 ]"
-check "oneshot_check.sh smoke: each method once, its report's seconds" sh -c \
-    "GD=$OD sh tests/gpu/oneshot_check.sh smoke >'$TMP/oc3.out' 2>&1 && grep -q '^3 passed, 0 failed' '$TMP/oc3.out'"
-if CONFIG=bench/configs/llama-30m.json NSAMPLES=2 SEQ=64 DEVICE=$OD OUT="$TMP/og" WORK="$TMP/ogw" \
+check "oneshot_check.sh smoke: magnitude, and wanda and sparsegpt at both precisions, their reports' seconds" sh -c \
+    "GD=$OD sh tests/gpu/oneshot_check.sh smoke >'$TMP/oc3.out' 2>&1 && grep -q '^5 passed, 0 failed' '$TMP/oc3.out'"
+if CONFIG=bench/configs/llama-30m.json NSAMPLES=2 SEQ=64 DEVICE=$OD PRECISION=fp32 OUT="$TMP/og" WORK="$TMP/ogw" \
     sh bench/oneshot_gpu.sh >"$TMP/og.out" 2>&1 && grep -q '^sparsegpt: 10 layers in .* EXTRAPOLATED from 1 and 2' "$TMP/og.out" &&
-    python3 -c "import json; j = json.load(open('$TMP/og/oneshot.json')); assert len(j['runs']) == 4 and not j['judged']"; then
+    python3 -c "import json; j = json.load(open('$TMP/og/oneshot.json')); assert len(j['runs']) == 4 and not j['judged'] and j['precision'] == 'fp32'"; then
     ok "bench/oneshot_gpu.sh at llama-30m's size on the CPU: 4 runs, extrapolated to 10 layers, said so, not judged"
 else
     fail "bench/oneshot_gpu.sh at a tiny size: $(tail -n 1 "$TMP/og.out")"

@@ -4,10 +4,14 @@
 # BENCH=oneshot runs it first; full build: bin/best-mask, best-eval, best-tokenize). Both
 # sides take the same windows (the same --calib, --nsamples, --seq and --seed: the draw is
 # the host's), write the mask (--out) and the pruned model (--apply --out-model), and the
-# two are compared in numpy (tests/safetensors_py.py):
-#   * magnitude: the masks identical, and the models too;
-#   * wanda: the masks' agreement (the device's forward takes bf16 operands, so the input
-#     norms, and the order of near-ties, differ a little): stated, and a failure below 99%;
+# two are compared in numpy (tests/safetensors_py.py), the device side at each of
+# PRECISIONS (default "fp32 bf16": --precision fp32, products and X^T X in fp32 as on the
+# CPU, first, the closest to the CPU and so what tells a wrong kernel; then bf16, the
+# default, whose forward takes bf16 operands, so the statistics and the order of
+# near-ties differ a little; the emulator measured that bf16 misses the 1% at 70% on
+# stories260K, docs/best-mask.md; empty: no --precision):
+#   * magnitude: the masks identical, and the models too (once, no --precision);
+#   * wanda: the masks' agreement: stated, and a failure below 99%;
 #   * sparsegpt: the masks' agreement, at least 99.9% (the issue's target), and the relative
 #     normwise difference of the updated weights, ||W_gpu - W_cpu|| / ||W_cpu|| over every
 #     prunable tensor, at most 1e-3 (the issue's target);
@@ -23,13 +27,13 @@
 # 98.2-98.7% and its weights 9e-2 to 1.7e-1 apart. Prints "ok - " / "not ok - " lines and
 # "N passed, N failed"; exit 1 on a failure.
 #
-# `sh tests/gpu/oneshot_check.sh smoke` runs only each method once on the Qwen3 fixture on
-# GD (under compute-sanitizer's memcheck when CSAN names it): run.sh's first step of
-# BENCH=oneshot, before any comparison.
+# `sh tests/gpu/oneshot_check.sh smoke` runs only each method on the Qwen3 fixture on GD
+# (wanda and sparsegpt at each of PRECISIONS; under compute-sanitizer's memcheck when CSAN
+# names it): run.sh's first step of BENCH=oneshot, before any comparison.
 #
 # GD (default cuda) is the side under test, CD (default cpu) the reference; an empty one
-# passes no --device (the tool's default). GD=cpu CD=cpu (or GD= CD= where best-mask has
-# no --device) runs both sides on the CPU: a check of this script on any machine
+# passes no --device (the tool's default). GD=cpu CD=cpu runs both sides on the CPU (where
+# --precision changes nothing): a check of this script on any machine
 # (tests/t_gpu_script.sh), where every comparison must then be exact. GD_ARGS: more
 # best-mask options for the side under test alone (the control of tests/t_gpu_script.sh:
 # GD_ARGS="--seed 1 --nsamples 2", other windows, must fail the fixtures' sparsegpt lines).
@@ -37,6 +41,7 @@ set -u
 GD=${GD-cuda}
 CD=${CD-cpu}
 GD_ARGS=${GD_ARGS:-}
+PRECISIONS=${PRECISIONS-fp32 bf16}
 BIN=${BIN:-bin}
 SHARED=${SHARED:-../shared}
 [ -d "$SHARED" ] || SHARED=shared # tests/gpu/shared.sh's copy on a device machine
@@ -84,7 +89,7 @@ if method == "magnitude":
     say += ", models identical" if rel == 0.0 else ", models differ (rel %.1e)" % rel
 elif method == "wanda":
     good = agree >= 0.99
-    say = "mask agreement %.4f%% (at least 99%%; bf16 forward products on the device)" % (100 * agree)
+    say = "mask agreement %.4f%% (at least 99%%)" % (100 * agree)
 else:
     good = agree >= 0.999 and rel <= 1e-3
     say = ("mask agreement %.4f%% (target at least 99.9%%), updated weights' relative normwise difference %.2e "
@@ -97,48 +102,77 @@ sys.exit(0 if good else 1)
 PY
 }
 
-# pair MODEL METHOD S WHAT CALIB...: both sides, then compare
+# ppl MODEL: best-eval's perplexity on the stories260K validation text, on CD
+ppl() {
+    # shellcheck disable=SC2046
+    "$BIN/best-eval" --model "$1" --data "$V" --seq 256 --max-tokens 16384 --json --quiet $(dev "$CD") 2>"$W/eval.err" |
+        python3 -c 'import json,sys; print(json.load(sys.stdin)["ppl"])' 2>/dev/null
+}
+
+# pair MODEL METHOD S WHAT EVAL CALIB...: the reference side once, then the side under
+# test at each of PRECISIONS (magnitude: once, no --precision), each compared with the
+# reference; EVAL=1: the two models' perplexities too (stories260K)
 pair() {
-    model=$1 method=$2 s=$3 what=$4
-    shift 4
+    model=$1 method=$2 s=$3 what=$4 eval=$5
+    shift 5
     tag=$(basename "$model")-$method-$s
-    # shellcheck disable=SC2086
-    if ! prune "$tag-g" "$model" "$method" "$s" "$GD" "$@" $GD_ARGS; then
-        notok "$what $method on $(name "$GD"): best-mask failed: $(tail -n 1 "$W/$tag-g.err")"
-        return 1
-    fi
     if ! prune "$tag-c" "$model" "$method" "$s" "$CD" "$@"; then
-        notok "$what $method on $(name "$CD"): best-mask failed: $(tail -n 1 "$W/$tag-c.err")"
+        notok "$what, $method on $(name "$CD"): best-mask failed: $(tail -n 1 "$W/$tag-c.err")"
         return 1
     fi
-    if compare "$method" "$tag-g" "$tag-c" "$what, $(name "$GD") vs $(name "$CD")" >"$W/line"; then
-        pass=$((pass + 1))
-    else
-        fail=$((fail + 1))
-    fi
-    cat "$W/line"
+    [ "$eval" = 1 ] && pc=$(ppl "$W/$tag-c")
+    precs=$PRECISIONS
+    [ "$method" = magnitude ] || [ -z "$precs" ] && precs=default
+    for p in $precs; do
+        popt="--precision $p" side="$(name "$GD") $p"
+        [ "$p" = default ] && popt="" side=$(name "$GD")
+        # shellcheck disable=SC2086
+        if ! prune "$tag-g$p" "$model" "$method" "$s" "$GD" "$@" $popt $GD_ARGS; then
+            notok "$what, $method on $side: best-mask failed: $(tail -n 1 "$W/$tag-g$p.err")"
+            continue
+        fi
+        if compare "$method" "$tag-g$p" "$tag-c" "$what, $side vs $(name "$CD")" >"$W/line"; then
+            pass=$((pass + 1))
+        else
+            fail=$((fail + 1))
+        fi
+        cat "$W/line"
+        [ "$eval" = 1 ] || continue
+        pg=$(ppl "$W/$tag-g$p")
+        if python3 -c "import sys; a, b = map(float, sys.argv[1:]); sys.exit(abs(a - b) > 0.01 * b)" "$pg" "$pc" \
+            2>/dev/null; then
+            ok "$what, $method: perplexity $side $pg, $(name "$CD") $pc (within 1%)"
+        elif [ -n "$pg" ] && [ -n "$pc" ]; then
+            notok "$what, $method: perplexity $side $pg, $(name "$CD") $pc (more than 1% apart)"
+        else
+            notok "$what, $method on $side: best-eval failed: $(tail -n 1 "$W/eval.err")"
+        fi
+    done
 }
 
 QS=tests/fixtures/eval/qwen3_tokens.bin
 if [ "${1:-}" = smoke ]; then
-    # the first device runs: each method once on the Qwen3 fixture (4 windows of 16 tokens),
-    # under CSAN (compute-sanitizer's path, when given) with memcheck; it must exit 0 with
-    # no memcheck error, and its report must carry the phases' seconds and, on a device,
-    # device_bytes (what bench/oneshot_gpu.sh reads)
-    for method in magnitude wanda sparsegpt; do
-        c=""
-        [ "$method" = magnitude ] || c="--calib $QS --nsamples 4 --seq 16"
-        san=""
-        [ -n "${CSAN:-}" ] && [ "$method" != magnitude ] && san="timeout 120 $CSAN --tool memcheck --error-exitcode 97"
-        # shellcheck disable=SC2046,SC2086
-        $san "$BIN/best-mask" --model tests/fixtures/model/qwen3 --sparsity 0.5 --method $method $c $(dev "$GD") \
-            --out "$W/smoke.mask" --report "$W/smoke.json" >"$W/smoke.out" 2>&1
-        rc=$?
-        if [ "$rc" != 0 ]; then
-            notok "smoke: best-mask --method $method on $(name "$GD")${san:+ under memcheck}: exit $rc: $(grep -m 1 -E 'error|ERROR' "$W/smoke.out" || tail -n 1 "$W/smoke.out")"
-            continue
-        fi
-        if say=$(python3 - "$W/smoke.json" "$method" "$GD" <<'PY'
+    # the first device runs: each method on the Qwen3 fixture (4 windows of 16 tokens),
+    # wanda and sparsegpt at each of PRECISIONS, under CSAN (compute-sanitizer's path, when
+    # given) with memcheck; each must exit 0 with no memcheck error, and its report must
+    # carry the phases' seconds and, on a device, device_bytes (what oneshot_gpu.sh reads)
+    for run in magnitude:default wanda sparsegpt; do
+        method=${run%%:*} precs=${run#*:}
+        [ "$precs" = "$run" ] && precs=${PRECISIONS:-default}
+        for p in $precs; do
+            c="" popt="" side=$(name "$GD") san=""
+            [ "$method" = magnitude ] || c="--calib $QS --nsamples 4 --seq 16"
+            [ "$p" = default ] || popt="--precision $p" side="$(name "$GD") $p"
+            [ -n "${CSAN:-}" ] && [ "$method" != magnitude ] && san="timeout 120 $CSAN --tool memcheck --error-exitcode 97"
+            # shellcheck disable=SC2046,SC2086
+            $san "$BIN/best-mask" --model tests/fixtures/model/qwen3 --sparsity 0.5 --method $method $c $(dev "$GD") \
+                $popt --out "$W/smoke.mask" --report "$W/smoke.json" >"$W/smoke.out" 2>&1
+            rc=$?
+            if [ "$rc" != 0 ]; then
+                notok "smoke: best-mask --method $method on $side${san:+ under memcheck}: exit $rc: $(grep -m 1 -E 'error|ERROR' "$W/smoke.out" || tail -n 1 "$W/smoke.out")"
+                continue
+            fi
+            if say=$(python3 - "$W/smoke.json" "$method" "$GD" <<'PY'
 import json, sys
 r, method, gd = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
 s, d = r.get("seconds"), r.get("device_bytes")
@@ -148,11 +182,12 @@ d = d and "%.3f GiB allocated, %.3f in use" % (d["allocated"] / 2**30, d["in_use
 print("sparsity %.4f, seconds %s, device_bytes %s" % (r["total"]["sparsity"], s and "%.3f" % s["total"], d))
 sys.exit(0 if good else 1)
 PY
-        ); then
-            ok "smoke: best-mask --method $method on the qwen3 fixture, $(name "$GD")${san:+, memcheck: $(grep -m 1 'ERROR SUMMARY' "$W/smoke.out" | sed 's/^=* *//')}: $say"
-        else
-            notok "smoke: best-mask --method $method on $(name "$GD"): its report lacks the seconds by phase or device_bytes: $say"
-        fi
+            ); then
+                ok "smoke: best-mask --method $method on the qwen3 fixture, $side${san:+, memcheck: $(grep -m 1 'ERROR SUMMARY' "$W/smoke.out" | sed 's/^=* *//')}: $say"
+            else
+                notok "smoke: best-mask --method $method on $side: its report lacks the seconds by phase or device_bytes: $say"
+            fi
+        done
     done
     echo "$pass passed, $fail failed"
     [ "$fail" = 0 ]
@@ -163,32 +198,16 @@ for m in llama qwen3; do
         c=""
         [ "$method" = magnitude ] || c="--calib $QS --nsamples 16 --seq 32"
         # shellcheck disable=SC2086
-        pair "tests/fixtures/model/$m" "$method" 0.5 "$m fixture at 0.5" $c
+        pair "tests/fixtures/model/$m" "$method" 0.5 "$m fixture at 0.5" 0 $c
     done
 done
 
-# ppl MODEL: best-eval's perplexity on the stories260K validation text, on CD
-ppl() {
-    # shellcheck disable=SC2046
-    "$BIN/best-eval" --model "$1" --data "$V" --seq 256 --max-tokens 16384 --json --quiet $(dev "$CD") 2>"$W/eval.err" |
-        python3 -c 'import json,sys; print(json.load(sys.stdin)["ppl"])' 2>/dev/null
-}
 S=$SHARED/models/stories260K V=$SHARED/data/stories260K/valid.jsonl
 if [ -d "$S" ] && [ -f "$SHARED/data/stories260K/train.jsonl.zst" ]; then
     if "$BIN/best-tokenize" --tokenizer "$S" --out "$W/calib.bin" "$SHARED/data/stories260K/train.jsonl.zst" 2>"$W/tok.err"; then
         for s in 0.5 0.7; do
             for method in wanda sparsegpt; do
-                pair "$S" "$method" "$s" "stories260K at $s" --calib "$W/calib.bin" --nsamples 16 --seq 256 || continue
-                tag=stories260K-$method-$s
-                pg=$(ppl "$W/$tag-g") pc=$(ppl "$W/$tag-c")
-                if python3 -c "import sys; a, b = map(float, sys.argv[1:]); sys.exit(abs(a - b) > 0.01 * b)" "$pg" "$pc" \
-                    2>/dev/null; then
-                    ok "stories260K at $s, $method: perplexity $(name "$GD") $pg, $(name "$CD") $pc (within 1%)"
-                elif [ -n "$pg" ] && [ -n "$pc" ]; then
-                    notok "stories260K at $s, $method: perplexity $(name "$GD") $pg, $(name "$CD") $pc (more than 1% apart)"
-                else
-                    notok "stories260K at $s, $method: best-eval failed: $(tail -n 1 "$W/eval.err")"
-                fi
+                pair "$S" "$method" "$s" "stories260K at $s" 1 --calib "$W/calib.bin" --nsamples 16 --seq 256
             done
         done
     else
