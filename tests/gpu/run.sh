@@ -56,10 +56,10 @@
 #    call of the device tool has 10 minutes, so run them in several calls (BENCH="mask
 #    spmv block", BENCH=train, BENCH=sparse, BENCH="zeroshot decode").
 #    BENCH=oneshot (issue 38; never in the default list, a call of its own): the one-shot
-#    methods on the device, never-run code first: each method once on the Qwen3 fixture
-#    (memcheck), tests/gpu/oneshot_check.sh (best-mask --device cuda against cpu: masks,
-#    updated weights, stories260K perplexity), tests/oneshot_ref.py --device cuda (the
-#    layer helper's device path against numpy), then bench/sparsegpt_speed.py --device
+#    methods on the device, never-run code first: each method on the Qwen3 fixture at both
+#    precisions (memcheck), tests/gpu/oneshot_check.sh (best-mask --device cuda against
+#    cpu: masks, updated weights, stories260K perplexity), tests/oneshot_ref.py --device
+#    cuda (the layer helper's device path against numpy), then bench/sparsegpt_speed.py --device
 #    cuda (one layer against PyTorch on the GPU, target 1.5x) and bench/oneshot_gpu.sh
 #    (LLaMA-2-7B from 1 and 2 layers, extrapolated to 32: targets 600 s and 180 s);
 #    ONESHOT="smoke check layer speed model" picks among them (a second call can take
