@@ -13,7 +13,11 @@ Checks, on W (24, 300) and correlated inputs X (N, 300) whose feature scales dif
     magnitude (floor(n S) smallest |w| of the tensor) at 50% and 70%;
   * N = 100 < 300 inputs (a singular X^T X, made definite by the dampening): no error,
     the counts exact, weights finite.
-usage: python3 oneshot_ref.py BIN TMPDIR
+usage: python3 oneshot_ref.py BIN TMPDIR [--device cuda]
+--device cuda checks the helper's device path (tests/gpu/run.sh's BENCH=oneshot): the same
+checks on inputs X rounded to bf16 first (the device's products take X in bf16: so both
+sides see the same X, and X^T X summed in fp32 from exact products stays within the
+tolerances).
 """
 import os
 import subprocess
@@ -24,6 +28,7 @@ import numpy as np
 import blas_info  # (tests/, this file's folder)
 
 BIN, TMP = sys.argv[1], sys.argv[2]
+DEVICE = sys.argv[4] if len(sys.argv) == 5 and sys.argv[3] == "--device" else "cpu"
 FAILED = 0
 
 
@@ -92,7 +97,7 @@ def ours(method, W, X, s):
     paths = [os.path.join(TMP, n) for n in ("w.f32", "x.f32", "ow.f32", "om.u8")]
     W.astype("<f4").tofile(paths[0])
     X.astype("<f4").tofile(paths[1])
-    r = subprocess.run([BIN, method, repr(s), str(rows), str(cols), str(X.shape[0])] + paths,
+    r = subprocess.run([BIN, "--device", DEVICE, method, repr(s), str(rows), str(cols), str(X.shape[0])] + paths,
                        capture_output=True, text=True)
     if r.returncode != 0:
         return None, None, r.stderr.strip()
@@ -110,7 +115,14 @@ def inputs(N):
     A = np.eye(cols) + 0.3 * rng.standard_normal((cols, cols)) / np.sqrt(cols)  # correlated features
     X = (Z @ A) * np.exp(rng.uniform(-1.5, 1.5, cols))  # scales that differ by 20x
     X[:, 7] = 0.0  # a dead input
-    return X.astype(np.float32)
+    return bf16(X.astype(np.float32)) if DEVICE == "cuda" else X.astype(np.float32)
+
+
+def bf16(x):
+    """x (float32) rounded to the nearest bf16 (ties to even), as cast_bf16_cuda does."""
+    b = x.view(np.uint32).astype(np.uint64)
+    b = (b + 0x7FFF + ((b >> 16) & 1)) & 0xFFFF0000
+    return b.astype(np.uint32).view(np.float32)
 
 
 W = rng.standard_normal((rows, cols)).astype(np.float32)

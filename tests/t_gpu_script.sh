@@ -5,7 +5,8 @@
 # and, in a build with CUDA, a whole run here builds, runs the tests, counts the GPU
 # test's "skip - no CUDA device" as a failure (on a GPU machine a skip means the GPU
 # went unused), writes its logs and ends with "N passed, N failed", exiting 1; and
-# tests/gpu/train_check.sh runs with both of its sides on the CPU.
+# tests/gpu/train_check.sh, eval_check.sh and oneshot_check.sh run with both of their
+# sides on the CPU, and bench/oneshot_gpu.sh at a tiny size.
 # Plain pass only (run.sh uses the plain build).
 . tests/lib.sh
 check "tests/gpu/run.sh parses (sh -n)" sh -n tests/gpu/run.sh
@@ -52,6 +53,31 @@ if GD=cpu sh tests/gpu/eval_check.sh >"$TMP/ec.out" 2>&1; then
     ok "tests/gpu/eval_check.sh with GD=cpu: $(grep -c '^ok - ' "$TMP/ec.out") checks pass"
 else
     fail "tests/gpu/eval_check.sh with GD=cpu: $(grep -m 1 '^not ok' "$TMP/ec.out" || tail -n 1 "$TMP/ec.out")"
+fi
+# tests/gpu/oneshot_check.sh (issue 38) with both sides on the CPU: every comparison exact;
+# its control (the side under test on other windows) must fail; its smoke mode; and
+# bench/oneshot_gpu.sh at a tiny size on the CPU (its extrapolation said so, not judged).
+OD=cpu
+if GD=$OD CD=$OD sh tests/gpu/oneshot_check.sh >"$TMP/oc.out" 2>&1; then
+    ok "tests/gpu/oneshot_check.sh with GD=cpu CD=cpu: $(grep -c '^ok - ' "$TMP/oc.out") checks pass"
+else
+    fail "tests/gpu/oneshot_check.sh with GD=cpu CD=cpu: $(grep -m 1 '^not ok' "$TMP/oc.out" || tail -n 1 "$TMP/oc.out")"
+fi
+GD=$OD CD=$OD GD_ARGS="--seed 1 --nsamples 2" PRECISIONS=bf16 SHARED=/nonexistent sh tests/gpu/oneshot_check.sh \
+    >"$TMP/oc2.out" 2>&1
+rc=$?
+check "oneshot_check.sh's control (other windows on one side) fails the sparsegpt comparisons, magnitude's pass" sh -c "
+    [ $rc = 1 ] && grep -q '^not ok - llama fixture at 0.5, .*, sparsegpt' '$TMP/oc2.out' &&
+    grep -q '^not ok - qwen3 fixture at 0.5, .*, sparsegpt' '$TMP/oc2.out' &&
+    [ \$(grep -c '^ok - .*magnitude: masks identical, models identical' '$TMP/oc2.out') = 2 ]"
+check "oneshot_check.sh smoke: magnitude, and wanda and sparsegpt at both precisions, their reports' seconds" sh -c \
+    "GD=$OD sh tests/gpu/oneshot_check.sh smoke >'$TMP/oc3.out' 2>&1 && grep -q '^5 passed, 0 failed' '$TMP/oc3.out'"
+if CONFIG=bench/configs/llama-30m.json NSAMPLES=2 SEQ=64 DEVICE=$OD PRECISION=fp32 OUT="$TMP/og" WORK="$TMP/ogw" \
+    sh bench/oneshot_gpu.sh >"$TMP/og.out" 2>&1 && grep -q '^sparsegpt: 10 layers in .* EXTRAPOLATED from 1 and 2' "$TMP/og.out" &&
+    python3 -c "import json; j = json.load(open('$TMP/og/oneshot.json')); assert len(j['runs']) == 4 and not j['judged'] and j['precision'] == 'fp32'"; then
+    ok "bench/oneshot_gpu.sh at llama-30m's size on the CPU: 4 runs, extrapolated to 10 layers, said so, not judged"
+else
+    fail "bench/oneshot_gpu.sh at a tiny size: $(tail -n 1 "$TMP/og.out")"
 fi
 # run.sh's deadline (issue 34): with BUDGET_S=0 no step starts, each says so and counts
 # as a failure, and summary.txt holds the totals; a SIGTERM mid-run (the device tool's
