@@ -29,7 +29,9 @@
 #    GPU tests need, with the Makefile's own flags (make cuda-flags) and a BLAS stub
 #    (tests/gpu/blas_stub/: naive products, the CPU reference of the cuBLASLt checks), so
 #    that the kernels are still checked.
-# 3. the tests: test_cuda (device discovery, a context with cuBLASLt), test_kernels_gpu
+# 3. the tests: test_cuda (device discovery, a context with cuBLASLt), test_oneshot_cuda_gpu
+#    and test_calib_cuda_gpu (best-mask's one-shot kernels, cuSOLVER and the walk against
+#    the CPU's; full build only; never run on a GPU as of 2026-11-29), test_kernels_gpu
 #    (every kernel of lib/*/*.cu on the GPU against the CPU path), test_step_gpu (the
 #    device training step against the CPU's; full build only), test_spmv_cuda_gpu (packed
 #    products against spmv.c; full build only), test_kernels_gpu also under
@@ -255,9 +257,10 @@ if [ "$MODE" != bench ]; then
         TESTS=${TESTS:-test_cuda test_kernels_gpu test_step_gpu}
         CSAN="" # quick: no sanitizers
     fi
-    for t in ${TESTS:-test_cuda test_kernels_gpu test_step_gpu test_spmv_cuda_gpu}; do
-        # the device step and pack tests need the whole library: not in the fallback build
-        case "$t" in test_step_gpu | test_spmv_cuda_gpu)
+    # never-run first: the one-shot kernels and walk (issue 38, 2026-11-29)
+    for t in ${TESTS:-test_cuda test_oneshot_cuda_gpu test_calib_cuda_gpu test_kernels_gpu test_step_gpu test_spmv_cuda_gpu}; do
+        # the device step, walk and pack tests need the whole library: not in the fallback build
+        case "$t" in test_step_gpu | test_spmv_cuda_gpu | test_calib_cuda_gpu | test_oneshot_cuda_gpu)
             if [ "$TB" = build-gpu ]; then echo "# $t: not in the fallback build"; continue; fi ;;
         esac
         if [ ! -x "$TB/$t" ]; then notok "$TB/$t was not built"; continue; fi
