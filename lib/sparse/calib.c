@@ -168,7 +168,10 @@ int oneshot_prune(uint8_t *mask, OneShotStats *times, Model *m, const OneShotSpe
         for (int s = 0; s < n && rc == 0; s++) // the pruned block's outputs: the next block's inputs
             model_block_forward(m, &a, l, x + (size_t)s * T * C, x + (size_t)s * T * C);
         tm.forward += now_seconds() - t;
-        if (pr) progress_update(pr, l + 1);
+        if (pr) {
+            snprintf(pr->extra, sizeof pr->extra, "%.2f s a block", (now_seconds() - pr->t0) / (double)(l + 1));
+            progress_update(pr, l + 1);
+        }
     }
     for (int g = 0; g < 4; g++) free(stat[g]);
     free(tmp);

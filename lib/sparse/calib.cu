@@ -468,7 +468,10 @@ BEST_KAPI int oneshot_prune_cuda(uint8_t *mask, OneShotStats *st, Model *m, cons
             windows_forward(&w, 1, 0, &tm);
             for (int g = 0; g < 4 && rc == 0; g++) rc = prune_input(&w, mask, l, g, spec->sparsity, spec->percdamp, &tm);
             if (rc == 0) windows_forward(&w, 0, 1, &tm); // the pruned block's outputs: the next block's inputs
-            if (pr) progress_update(pr, l + 1);
+            if (pr) {
+                snprintf(pr->extra, sizeof pr->extra, "%.2f s a block", (now_seconds() - pr->t0) / (double)(l + 1));
+                progress_update(pr, l + 1);
+            }
         }
     }
     CUDA_CHECK(cudaStreamSynchronize(c->stream));
