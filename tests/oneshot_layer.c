@@ -3,7 +3,11 @@
 // implementation of each paper's algorithm (tests/t_oneshot.sh), and for
 // bench/sparsegpt_speed.py, which times it against PyTorch.
 //
-//   oneshot_layer [--device cpu|cuda] wanda|sparsegpt SPARSITY ROWS COLS N W.f32 X.f32 OUT_W.f32 OUT_MASK.u8
+//   oneshot_layer [--device cpu|cuda] [--pattern N:M] wanda|sparsegpt|magnitude SPARSITY ROWS COLS N
+//                 W.f32 X.f32 OUT_W.f32 OUT_MASK.u8
+//
+// --pattern N:M (the CPU only): each method's N:M rule (sparse/nm.h; SPARSITY unused);
+// magnitude only with it (its unstructured rule is mask.h's, not here; X unused).
 //
 // W (ROWS, COLS) and X (N, COLS) raw little-endian float32; OUT_W the pruned (SparseGPT:
 // updated) weights, OUT_MASK one byte a weight (1 = kept). Exit 1 on an error. stderr:
@@ -21,6 +25,7 @@
 // includes the cast. The results come back and are written as on the CPU; stderr says
 // "device ..." (cuda_info) instead of "blas ...". In a build without CUDA the device mode
 // is one error line saying so.
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +36,7 @@
 #include "base/progress.h"    // defines: now_seconds
 #include "nn/layers.h"        // defines: cast_bf16_cuda, matmul_backward_cuda
 #include "sparse/sparsegpt.h" // defines: sparsegpt_accumulate, sparsegpt_factor, sparsegpt_prune (and _cuda)
+#include "sparse/nm.h"        // defines: NMPattern, nm_parse, nm_mask_rows
 #include "sparse/wanda.h"     // defines: wanda_accumulate, wanda_prune (and _cuda)
 
 #ifdef BEST_CUDA
@@ -48,7 +54,17 @@ static int rw(const char *path, void *buf, size_t n, int write) {
 }
 
 // The CPU path, in place on w; mask written. 0, or 1 after an error line.
-static int prune_cpu(float *w, uint8_t *mask, const float *x, size_t rows, size_t cols, size_t N, int gpt, double s) {
+static int prune_cpu(float *w, uint8_t *mask, const float *x, size_t rows, size_t cols, size_t N, int gpt, double s,
+                     const NMPattern *nm) {
+    if (gpt < 0) { // magnitude, N:M
+        float *score = xmalloc(rows * cols * sizeof *score);
+        for (size_t i = 0; i < rows * cols; i++) score[i] = fabsf(w[i]);
+        nm_mask_rows(mask, score, rows, cols, nm);
+        for (size_t i = 0; i < rows * cols; i++)
+            if (!mask[i]) w[i] = 0.0f;
+        free(score);
+        return 0;
+    }
     if (gpt) {
         double *H = xcalloc(cols * cols, sizeof *H);
         float *tmp = xmalloc(cols * cols * sizeof *tmp);
@@ -57,7 +73,7 @@ static int prune_cpu(float *w, uint8_t *mask, const float *x, size_t rows, size_
         sparsegpt_accumulate(H, tmp, x, N / 2, cols);
         sparsegpt_accumulate(H, tmp, x + N / 2 * cols, N - N / 2, cols);
         int rc = sparsegpt_factor(tmp, dead, H, cols, 0.01, "the layer");
-        if (rc == 0) sparsegpt_prune(w, mask, rows, cols, tmp, dead, s);
+        if (rc == 0) sparsegpt_prune(w, mask, rows, cols, tmp, dead, s, nm);
         else fprintf(stderr, "oneshot_layer: %s\n", err_msg());
         free(H);
         free(tmp);
@@ -66,7 +82,7 @@ static int prune_cpu(float *w, uint8_t *mask, const float *x, size_t rows, size_
     }
     double *colsq = xcalloc(cols, sizeof *colsq);
     wanda_accumulate(colsq, x, N, cols);
-    wanda_prune(w, mask, rows, cols, colsq, s);
+    wanda_prune(w, mask, rows, cols, colsq, s, nm);
     free(colsq);
     return 0;
 }
@@ -163,12 +179,21 @@ int main(int argc, char **argv) {
         argv += 2;
         argc -= 2;
     }
+    NMPattern nm = {0, 0};
+    int bad = 0;
+    if (argc > 2 && !strcmp(argv[1], "--pattern")) {
+        bad = nm_parse(&nm, argv[2]) < 0;
+        argv += 2;
+        argc -= 2;
+    }
     int on_device = !strcmp(device, "cuda");
-    if (argc != 10 || (!on_device && strcmp(device, "cpu")) || (strcmp(argv[1], "sparsegpt") && strcmp(argv[1], "wanda"))) {
-        fprintf(stderr, "usage: oneshot_layer [--device cpu|cuda] wanda|sparsegpt S ROWS COLS N W X OUT_W OUT_MASK\n");
+    if (argc != 10 || bad || (!on_device && strcmp(device, "cpu")) || (on_device && nm.m) ||
+        (strcmp(argv[1], "sparsegpt") && strcmp(argv[1], "wanda") && (strcmp(argv[1], "magnitude") || !nm.m))) {
+        fprintf(stderr, "usage: oneshot_layer [--device cpu|cuda] [--pattern N:M] wanda|sparsegpt|magnitude S ROWS COLS "
+                        "N W X OUT_W OUT_MASK\n");
         return 2;
     }
-    int gpt = strcmp(argv[1], "sparsegpt") == 0;
+    int gpt = strcmp(argv[1], "sparsegpt") == 0 ? 1 : strcmp(argv[1], "wanda") == 0 ? 0 : -1;
     double s = atof(argv[2]);
     size_t rows = strtoul(argv[3], NULL, 10), cols = strtoul(argv[4], NULL, 10), N = strtoul(argv[5], NULL, 10);
     float *w = xmalloc(rows * cols * 4), *x = xmalloc(N * cols * 4);
@@ -180,7 +205,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "seconds %.6f\ndevice %s\n", seconds, cuda_info());
     } else {
         double t0 = now_seconds();
-        if (prune_cpu(w, mask, x, rows, cols, N, gpt, s)) return 1;
+        if (prune_cpu(w, mask, x, rows, cols, N, gpt, s, &nm)) return 1;
         seconds = now_seconds() - t0;
         fprintf(stderr, "seconds %.6f\nblas %s\n", seconds, openblas_get_config());
     }

@@ -108,7 +108,7 @@ static void check_magnitude(const char *name, double S) {
     Model c, d;
     if (!load_fixture(&c, name) || !load_fixture(&d, name)) return;
     std::vector<uint8_t> mc(c.n_params), md(d.n_params);
-    OneShotSpec spec = {ONESHOT_MAGNITUDE, S, 0.01, 0, 0};
+    OneShotSpec spec = {ONESHOT_MAGNITUDE, S, 0.01, 0, 0, {0, 0}};
     OneShotStats st;
     T_OK(oneshot_prune(mc.data(), &st, &c, &spec, NULL, 0, 0, NULL) == 0, "%s: magnitude on the CPU", name);
     T_OK(oneshot_prune_cuda(md.data(), &st, &d, &spec, NULL, 0, 0, NULL, ctx_get()) == 0, "%s: magnitude %s", name,
@@ -224,7 +224,7 @@ static void check_walk(const char *name, OneShotMethod method, int fp32, double 
     snprintf(mname, sizeof mname, "%s (%s)", oneshot_method_name(method), fp32 ? "fp32" : "bf16");
     std::vector<int32_t> win = windows_make(c.V, 5);
     std::vector<uint8_t> mc(c.n_params), md(d.n_params);
-    OneShotSpec spec = {method, S, 0.01, BATCH, fp32};
+    OneShotSpec spec = {method, S, 0.01, BATCH, fp32, {0, 0}};
     OneShotStats sc, sd;
     T_OK(oneshot_prune(mc.data(), &sc, &c, &spec, win.data(), NWIN, SEQ, NULL) == 0, "%s: %s on the CPU", name,
          mname);
@@ -312,7 +312,7 @@ static void check_stories(const char *dir, const char *calib, const char *valid)
             Model c, d;
             if (!T_OK(model_load(&c, dir) == 0 && model_load(&d, dir) == 0, "stories260K: load %s", dir)) return;
             std::vector<uint8_t> mc(c.n_params), md(d.n_params);
-            OneShotSpec spec = {me, S, 0.01, 0, fp32};
+            OneShotSpec spec = {me, S, 0.01, 0, fp32, {0, 0}};
             int ok = oneshot_prune(mc.data(), NULL, &c, &spec, win.data(), NS, SQ, NULL) == 0 &&
                      oneshot_prune_cuda(md.data(), NULL, &d, &spec, win.data(), NS, SQ, NULL, ctx_get()) == 0;
             size_t n = 0, same = 0;
@@ -342,7 +342,7 @@ static void check_errors(void) {
     std::vector<int32_t> win = windows_make(m.V, 3);
     win[5] = (int32_t)m.V;
     std::vector<uint8_t> mask(m.n_params);
-    OneShotSpec spec = {ONESHOT_SPARSEGPT, 0.5, 0.01, 0, 0};
+    OneShotSpec spec = {ONESHOT_SPARSEGPT, 0.5, 0.01, 0, 0, {0, 0}};
     int rc = oneshot_prune_cuda(mask.data(), NULL, &m, &spec, win.data(), NWIN, SEQ, NULL, ctx_get());
     T_OK(rc < 0 && strstr(err_msg(), "outside the model's vocabulary") &&
              memcmp(m.params, o.params, m.n_params * sizeof(float)) == 0,

@@ -166,7 +166,7 @@ static void test_files(void) {
     char path[64];
     snprintf(path, sizeof path, "/tmp/test_mask_%d.safetensors", (int)getpid());
     for (int packed = 0; packed < 2; packed++) {
-        MaskMeta meta = {0.5, "magnitude", "global", 12, packed, packed ? "BEST" : NULL, packed ? "cubic" : NULL, 0};
+        MaskMeta meta = {0.5, "magnitude", "global", 12, packed, packed ? "BEST" : NULL, packed ? "cubic" : NULL, 0, NULL};
         memset(back, 7, NP);
         int ok = mask_save(path, mask, &meta, INFO, 5) == 0 && mask_load(back, path, INFO, 5, NP) == 0;
         T_OK(ok && memcmp(mask, back, NP) == 0, "mask file round trip (%s)", packed ? "bit-packed U8" : "BOOL");
@@ -186,7 +186,7 @@ static void test_files(void) {
     ParamInfo other[5];
     memcpy(other, INFO, sizeof other);
     other[4].shape[0] = 7, other[4].shape[1] = 3;
-    MaskMeta meta = {0.5, NULL, NULL, -1, 0, NULL, NULL, 0};
+    MaskMeta meta = {0.5, NULL, NULL, -1, 0, NULL, NULL, 0, NULL};
     T_OK(mask_save(path, mask, &meta, INFO, 5) == 0 && mask_load(back, path, other, 5, NP) < 0 &&
              strstr(err_msg(), path) && strstr(err_msg(), "down_proj.weight is BOOL [3,7], want BOOL [7,3]"),
          "wrong shape: %s", err_msg());

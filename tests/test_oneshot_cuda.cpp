@@ -155,7 +155,7 @@ static void check_wanda_prune() {
             for (double S : Ss) {
                 std::vector<float> ww = w;
                 std::vector<uint8_t> wm(R * C);
-                wanda_prune(ww.data(), wm.data(), R, C, colsq.data(), S);
+                wanda_prune(ww.data(), wm.data(), R, C, colsq.data(), S, NULL);
                 Dev<float> d_w(w);
                 Dev<uint8_t> d_m(R * C);
                 d_m.poison();
@@ -319,7 +319,7 @@ static void check_prune() {
         for (double S : Ss) {
             std::vector<float> ww = w;
             std::vector<uint8_t> wm(R * C);
-            sparsegpt_prune(ww.data(), wm.data(), R, C, f.U.data(), f.dead.data(), S);
+            sparsegpt_prune(ww.data(), wm.data(), R, C, f.U.data(), f.dead.data(), S, NULL);
             Dev<float> d_w(w);
             Dev<uint8_t> d_m(R * C);
             d_m.poison();

@@ -461,7 +461,7 @@ static int mask_update(Trainer *tr, double S, double *bytes) {
         char *path = path_fmt("%s/masks/step-%d.safetensors", tr->cfg.out, tr->step);
         char *dir = path_join(tr->cfg.out, "masks");
         MaskMeta meta = {S, saliency_name(tr->cfg.saliency), mask_group_name(tr->cfg.group), tr->step, 1, "BEST",
-                         schedule_name(tr->cfg.schedule), tr->cfg.steps};
+                         schedule_name(tr->cfg.schedule), tr->cfg.steps, NULL};
         char *made;
         rc = path_mkdir_made(&made, dir);
         if (rc == 0) rc = mask_save(path, full, &meta, m->info, m->n_info);

@@ -1,6 +1,7 @@
 // calib.c: calibration windows and the layer-by-layer one-shot loop (calib.h).
 #include "sparse/calib.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,6 +98,23 @@ int oneshot_prune(uint8_t *mask, OneShotStats *times, Model *m, const OneShotSpe
                   int n, int seq, Progress *pr) {
     OneShotStats tm = {0, 0, 0, 0, 0, 0};
     double t;
+    TRY(nm_check(&spec->pattern, m->info, m->n_info));
+    if (spec->method == ONESHOT_MAGNITUDE && spec->pattern.m) { // N:M of |w|, tensor by tensor
+        memset(mask, 1, m->n_params);
+        for (int i = 0; i < m->n_info; i++) {
+            const ParamInfo *p = &m->info[i];
+            if (!p->prunable) continue;
+            const float *w = m->params + p->offset;
+            TRY(params_check_finite(m->src_dir ? m->src_dir : "the weights", p, w, 0, p->numel));
+            float *score = xmalloc(p->numel * sizeof *score);
+            for (size_t j = 0; j < p->numel; j++) score[j] = fabsf(w[j]);
+            nm_mask_rows(mask + p->offset, score, (size_t)p->shape[0], (size_t)p->shape[1], &spec->pattern);
+            free(score);
+        }
+        mask_apply(m->params, mask, m->n_params);
+        if (times) *times = tm;
+        return 0;
+    }
     if (spec->method == ONESHOT_MAGNITUDE) { // floor(S n) of each tensor: mask.h's --group layer
         MaskSpec ms = {SAL_MAGNITUDE, GROUP_LAYER, spec->sparsity, m->src_dir, 1};
         TRY(mask_compute(mask, &ms, m->info, m->n_info, m->params, m->n_params, NULL, NULL));
@@ -159,8 +177,8 @@ int oneshot_prune(uint8_t *mask, OneShotStats *times, Model *m, const OneShotSpe
                 if (!p->prunable) continue;
                 size_t rows = (size_t)p->shape[0], cols = (size_t)p->shape[1];
                 float *w = m->params + p->offset;
-                if (gpt) sparsegpt_prune(w, mask + p->offset, rows, cols, tmp, dead, spec->sparsity);
-                else wanda_prune(w, mask + p->offset, rows, cols, stat[g], spec->sparsity);
+                if (gpt) sparsegpt_prune(w, mask + p->offset, rows, cols, tmp, dead, spec->sparsity, &spec->pattern);
+                else wanda_prune(w, mask + p->offset, rows, cols, stat[g], spec->sparsity, &spec->pattern);
             }
             tm.update += now_seconds() - t;
         }

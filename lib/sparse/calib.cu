@@ -411,6 +411,9 @@ BEST_KAPI int oneshot_prune_cuda(uint8_t *mask, OneShotStats *st, Model *m, cons
                                  const int32_t *windows, int n, int seq, Progress *pr, CudaCtx *c) {
     OneShotStats tm;
     memset(&tm, 0, sizeof tm);
+    if (spec->pattern.m)
+        return ERR("--pattern on --device cuda: the device's N:M selection is not written yet (issue 39); "
+                   "use --device cpu");
     memset(mask, 1, m->n_params);
     int mag = spec->method == ONESHOT_MAGNITUDE;
     size_t T = (size_t)seq, C = m->C, N = mag ? 0 : (size_t)n;

@@ -41,6 +41,7 @@ extern "C" {
 
 #include "base/progress.h" // defines: Progress
 #include "nn/model.h"      // defines: Model
+#include "sparse/nm.h"     // defines: NMPattern
 
 typedef enum { ONESHOT_WANDA, ONESHOT_SPARSEGPT, ONESHOT_MAGNITUDE } OneShotMethod;
 int oneshot_method_parse(OneShotMethod *out, const char *name); // "wanda", "sparsegpt", "magnitude"; -1 (no ERR)
@@ -58,6 +59,8 @@ typedef struct {
     int batch;        // on a GPU: windows a forward pass (0: as many as fit); the CPU takes one
     int fp32;         // on a GPU: the forward's products and X^T X in fp32 instead of on bf16
                       // operands (best-mask --precision fp32); the CPU is fp32 throughout
+    NMPattern pattern; // N:M (nm.h): each method's scores choose M - N of every M weights of a
+                      // row (sparsity unused); m = 0: unstructured. The CPU's only, for now
 } OneShotSpec;
 
 // Where a one-shot run's time went, in seconds of the host's clock, summed over the

@@ -340,6 +340,7 @@ int mask_save(const char *path, const uint8_t *mask, const MaskMeta *meta, const
     if (meta->group) rc |= st_writer_meta(&w, "group", meta->group);
     if (meta->method) rc |= st_writer_meta(&w, "method", meta->method);
     if (meta->schedule) rc |= st_writer_meta(&w, "schedule", meta->schedule);
+    if (meta->pattern) rc |= st_writer_meta(&w, "pattern", meta->pattern);
     if (meta->step >= 0) {
         snprintf(buf, sizeof buf, "%lld", meta->step);
         rc |= st_writer_meta(&w, "step", buf);

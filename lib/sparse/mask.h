@@ -147,6 +147,7 @@ typedef struct {
     const char *method;    // what made the mask ("BEST": best-train's schedule), or NULL
     const char *schedule;  // the sparsity schedule that reached it ("cubic"), or NULL
     long long steps;       // the steps of the run that made it (best-train), 0 when not known
+    const char *pattern;   // "2:4" (sparse/nm.h), or NULL: unstructured
 } MaskMeta;
 
 // Writes the prunable tensors of mask (n_params) through temp + rename.

@@ -97,6 +97,7 @@ int mask_report_json(const char *path, const uint8_t *mask, const MaskMeta *meta
     if (meta->group) json_object_set_new(root, "group", json_string(meta->group));
     if (meta->method) json_object_set_new(root, "method", json_string(meta->method));
     if (meta->schedule) json_object_set_new(root, "schedule", json_string(meta->schedule));
+    if (meta->pattern) json_object_set_new(root, "pattern", json_string(meta->pattern));
     if (meta->step >= 0) json_object_set_new(root, "step", json_integer(meta->step));
     if (meta->steps > 0) json_object_set_new(root, "steps", json_integer(meta->steps));
     if (times)

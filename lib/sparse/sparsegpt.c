@@ -74,8 +74,11 @@ int sparsegpt_factor(float *U, uint8_t *dead, double *H, size_t n, double percda
 }
 
 void sparsegpt_prune(float *w, uint8_t *mask, size_t rows, size_t cols, const float *U, const uint8_t *dead,
-                     double sparsity) {
-    const size_t B = SPARSEGPT_BLOCK;
+                     double sparsity, const NMPattern *nm) {
+    size_t m = nm ? (size_t)nm->m : 0, drop = m ? (size_t)(nm->m - nm->n) : 0;
+    // N:M: blocks a multiple of M, so that no group straddles two (the lazy update's
+    // batching changes only the rounding, not the result)
+    const size_t B = m ? SPARSEGPT_BLOCK / m * m : SPARSEGPT_BLOCK;
     for (size_t r = 0; r < rows; r++)
         for (size_t c = 0; c < cols; c++)
             if (dead[c]) w[r * cols + c] = 0.0f;
@@ -85,8 +88,8 @@ void sparsegpt_prune(float *w, uint8_t *mask, size_t rows, size_t cols, const fl
     for (size_t c0 = 0; c0 < cols; c0 += B) {
         size_t bc = cols - c0 < B ? cols - c0 : B, c1 = c0 + bc;
         // the block's mask: the floor(rows * bc * S) lowest w^2 / U_jj^2
-        size_t nb = rows * bc, k = (size_t)floor((double)nb * sparsity);
-        for (size_t r = 0; r < rows; r++)
+        size_t nb = rows * bc, k = m ? 0 : (size_t)floor((double)nb * sparsity);
+        for (size_t r = 0; r < rows && !m; r++)
             for (size_t j = 0; j < bc; j++) {
                 float wv = w[r * cols + c0 + j], d = U[(c0 + j) * cols + c0 + j];
                 key[r * bc + j] = select_key(wv * wv / (d * d), r * bc + j);
@@ -100,9 +103,18 @@ void sparsegpt_prune(float *w, uint8_t *mask, size_t rows, size_t cols, const fl
 #pragma omp parallel for schedule(static) if (rows * bc * bc > (1 << 16))
         for (size_t r = 0; r < rows; r++) {
             float *wr = w + r * cols;
-            const uint8_t *mr = mask + r * cols;
+            uint8_t *mr = mask + r * cols;
             for (size_t j = 0; j < bc; j++) {
                 size_t c = c0 + j;
+                if (m && j % m == 0) { // N:M: the group's M - N lowest w^2 / U_jj^2, as the weights are now
+                    uint64_t gk[NM_MAX];
+                    for (size_t t = 0; t < m; t++) {
+                        float wv = wr[c + t], d = U[(c + t) * cols + c + t];
+                        gk[t] = select_key(wv * wv / (d * d), t);
+                    }
+                    select_smallest(gk, m, drop);
+                    for (size_t t = 0; t < drop; t++) mr[c + (gk[t] & 0xffffffffu)] = 0;
+                }
                 float q = mr[c] ? wr[c] : 0.0f, e = (wr[c] - q) / U[c * cols + c];
                 const float *u = U + c * cols + c0;
                 if (e != 0.0f) // (a kept weight's error is 0: nothing to spread)

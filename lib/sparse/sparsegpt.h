@@ -30,6 +30,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sparse/nm.h" // defines: NMPattern
+
 #ifdef __cplusplus // sparsegpt.cu and the C++ kernel test include this
 extern "C" {
 #endif
@@ -52,7 +54,7 @@ int sparsegpt_retry(int tries, double damp, double mean, int info, const char *w
 // w (rows, cols) pruned and updated in place (steps 1 and 3) with the factor of its
 // inputs' H; mask (rows * cols) 0 where pruned, else 1.
 void sparsegpt_prune(float *w, uint8_t *mask, size_t rows, size_t cols, const float *U, const uint8_t *dead,
-                     double sparsity);
+                     double sparsity, const NMPattern *nm);
 
 #ifdef BEST_CUDA
 struct CudaCtx;

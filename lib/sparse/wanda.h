@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sparse/nm.h" // defines: NMPattern
+
 #ifdef __cplusplus // wanda.cu and the C++ kernel test include this
 extern "C" {
 #endif
@@ -18,8 +20,10 @@ extern "C" {
 void wanda_accumulate(double *colsq, const float *x, size_t N, size_t cols);
 // w (rows, cols) pruned in place with colsq from wanda_accumulate: per row the
 // floor(cols * sparsity) lowest |w_ij| * sqrt(colsq_j) set to 0 and 0 in mask (rows *
-// cols, 1 = kept; written whole).
-void wanda_prune(float *w, uint8_t *mask, size_t rows, size_t cols, const double *colsq, double sparsity);
+// cols, 1 = kept; written whole). nm (NULL or unstructured: that rule) an N:M pattern
+// instead: in each group of M columns of a row the M - N lowest (nm.h; sparsity unused).
+void wanda_prune(float *w, uint8_t *mask, size_t rows, size_t cols, const double *colsq, double sparsity,
+                 const NMPattern *nm);
 
 #ifdef BEST_CUDA
 struct CUstream_st; // cudaStream_t

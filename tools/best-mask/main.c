@@ -23,11 +23,12 @@
 #include "pack/pack_model.h" // defines: model_open
 #include "base/progress.h"   // defines: now_seconds, Progress, human_count
 #include "sparse/calib.h"    // defines: calib_windows, OneShotSpec, OneShotStats
+#include "sparse/nm.h"       // defines: NMPattern, nm_parse, nm_check
 #include "engine/engine.h"   // defines: Engine, engine_open, engine_oneshot
 
 typedef struct {
     const char *model, *moments, *saliency, *group, *method, *calib, *out, *out_model, *report, *plot, *from_mask, *mask;
-    const char *device, *precision;
+    const char *device, *precision, *pattern;
     double sparsity, percdamp;
     int apply, pack_bits, nsamples, seq, step, threads, quiet, seed, batch;
 } Opts;
@@ -53,6 +54,7 @@ static void mask_title(char *buf, size_t n, const MaskMeta *mm) {
         title_add(buf, n, part);
     }
     if (mm->group) title_add(buf, n, mm->group);
+    if (mm->pattern) title_add(buf, n, mm->pattern);
     if (!isnan(mm->sparsity)) {
         snprintf(part, sizeof part, "sparsity %g", mm->sparsity);
         title_add(buf, n, part);
@@ -93,6 +95,8 @@ int main(int argc, char **argv) {
         {"seq", OPT_INT, &o.seq, "N", "calibration window length in tokens (capped by the model's context)"},
         {"seed", OPT_INT, &o.seed, "S", "seed of the calibration windows' draw"},
         {"percdamp", OPT_DOUBLE, &o.percdamp, "X", "sparsegpt's dampening: X times the mean of diag(H)"},
+        {"pattern", OPT_STRING, &o.pattern, "N:M", "--method: keep N of every M consecutive weights of a row "
+                                                   "(2:4, 4:8; sets the sparsity), or unstructured (the default)"},
         {"batch", OPT_INT, &o.batch, "N", "--device cuda: calibration windows a forward pass (default: as many as "
                                           "fit in half the free memory, up to 4 GiB of activations)"},
         {"precision", OPT_STRING, &o.precision, "NAME", "--device cuda: bf16 (the products on bf16 operands, "
@@ -116,7 +120,7 @@ int main(int argc, char **argv) {
         "best-mask", "--model DIR --sparsity S [--moments FILE] [--saliency second|first|magnitude] [--group global|layer] "
                      "[--out MASK] [--apply --out-model DIR] [--report FILE.json] [--plot FILE.svg] [--from-mask FILE]\n"
                      "       best-mask --model DIR --sparsity S --method magnitude|wanda|sparsegpt [--calib SHARD --nsamples N "
-                     "--seq N --seed S] [--device cuda|cpu] [--out MASK] [--apply --out-model DIR]\n"
+                     "--seq N --seed S] [--pattern N:M] [--device cuda|cpu] [--out MASK] [--apply --out-model DIR]\n"
                      "       best-mask --model DIR --mask FILE [--apply --out-model DIR] [--report FILE.json] [--plot FILE.svg]",
         "Keeps the prunable weights (the seven Linear weights of every block) of highest\n"
         "saliency: exactly round((1 - S) * n) of the n over the whole model (--group global), or\n"
@@ -137,6 +141,19 @@ int main(int argc, char **argv) {
                    o.out || o.pack_bits))
         args_usage_error(&spec, "--mask FILE takes the mask as it is: no --sparsity, --moments, --saliency, --group, "
                                 "--method, --from-mask, --step, --out, --pack-bits");
+    NMPattern pat = {0, 0};
+    char pat_name[16];
+    if (o.pattern) {
+        if (nm_parse(&pat, o.pattern) < 0)
+            args_usage_error(&spec, "--pattern %s: N:M with 0 < N < M <= %d (2:4, 4:8), or unstructured", o.pattern,
+                             NM_MAX);
+        if (!o.method) args_usage_error(&spec, "--pattern goes with --method (magnitude, wanda, sparsegpt)");
+        // NaN: not given (args.c refuses "nan")
+        if (pat.m && !isnan(o.sparsity) && fabs(o.sparsity - nm_sparsity(&pat)) > 1e-12)
+            args_usage_error(&spec, "--sparsity %g with --pattern %s, whose sparsity is %g: give one of them",
+                             o.sparsity, o.pattern, nm_sparsity(&pat));
+        if (pat.m) o.sparsity = nm_sparsity(&pat);
+    }
     // NaN: not given (args.c refuses "nan")
     if (!o.mask && isnan(o.sparsity)) args_usage_error(&spec, "--sparsity is required (or --mask FILE)");
     if (!o.mask && !(o.sparsity >= 0 && o.sparsity < 1)) args_usage_error(&spec, "--sparsity %g is outside [0, 1)", o.sparsity);
@@ -196,6 +213,7 @@ int main(int argc, char **argv) {
     Model m;
     TRY_OR_DIE(model_open(&m, o.model));
     TRY_OR_DIE(model_need_folder(&m, "best-mask"));
+    if (nm_check(&pat, m.info, m.n_info) < 0) args_usage_error(&spec, "%s", err_msg()); // (M divides every row)
     ms.weights_from = m.src_dir;
     if (!o.quiet) {
         char np[32], npr[32];
@@ -221,7 +239,8 @@ int main(int argc, char **argv) {
         if (steps != floor(steps) || steps < 0 || steps > 1e15)
             DIE("%s: metadata steps = %s is not a count of steps", o.mask, st_meta(&given, "steps"));
         meta = (MaskMeta){sparsity, st_meta(&given, "saliency"), st_meta(&given, "group"), (long long)step, 0,
-                          st_meta(&given, "method"), st_meta(&given, "schedule"), (long long)steps};
+                          st_meta(&given, "method"), st_meta(&given, "schedule"), (long long)steps,
+                          st_meta(&given, "pattern")};
         if (!o.quiet) fprintf(stderr, "best-mask: mask %s\n", o.mask);
     } else {
         if (o.moments && saliency_needs_moments(ms.saliency)) {
@@ -253,7 +272,7 @@ int main(int argc, char **argv) {
             } else if (!o.quiet) {
                 fprintf(stderr, "best-mask: magnitude on %s\n", engine_name(e));
             }
-            OneShotSpec os = {om, o.sparsity, o.percdamp, o.batch, o.precision && !strcmp(o.precision, "fp32")};
+            OneShotSpec os = {om, o.sparsity, o.percdamp, o.batch, o.precision && !strcmp(o.precision, "fp32"), pat};
             Progress pr;
             progress_init(&pr, o.method, calibrated ? m.L : 0, "layers", o.quiet || !calibrated);
             TRY_OR_DIE(engine_oneshot(e, mask, &times, &m, &os, win, o.nsamples, o.seq, calibrated ? &pr : NULL));
@@ -275,7 +294,7 @@ int main(int argc, char **argv) {
             TRY_OR_DIE(mask_compute(mask, &ms, m.info, m.n_info, m.params, m.n_params, mop, old));
         }
         meta = (MaskMeta){o.sparsity, calibrated ? o.method : saliency_name(ms.saliency), mask_group_name(ms.group), o.step,
-                          o.pack_bits, o.method, NULL, 0};
+                          o.pack_bits, o.method, NULL, 0, pat.m ? nm_name(pat_name, &pat) : NULL};
     }
     // the model folder first: --out may name a file inside it (--out D/mask --out-model D)
     if (o.apply) {

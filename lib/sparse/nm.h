@@ -1,0 +1,42 @@
+// nm.h: N:M semi-structured sparsity: of every M consecutive weights of a row along the
+// input dimension (a Linear weight (rows, cols) as torch stores it: groups of M columns),
+// N are kept and M - N pruned, the layout sparse tensor cores and N:M kernels expect
+// (2:4: 50%, 4:8: 50%, 1:4: 75%).
+//
+// The rule inside a group, for every method: the M - N weights of lowest score are pruned,
+// ties pruning the lower column first (select.h's select_key order, as Wanda's rows and
+// SparseGPT's blocks). The scores are each method's own (magnitude |w|, Wanda
+// |w| ||X_j||, SparseGPT w^2 / U_jj^2 at the group's first column, calib.h).
+//
+// Not here: which tensors are prunable (nn/params.h), the methods' scores.
+#ifndef BEST_NM_H
+#define BEST_NM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nn/params.h" // defines: ParamInfo
+
+#define NM_MAX 32 // the largest M
+
+typedef struct {
+    int n, m; // n kept of every m; m = 0: unstructured (no pattern)
+} NMPattern;
+
+// "N:M" with 0 < N < M <= NM_MAX, or "unstructured" (m = 0) -> *out. -1 (no ERR) otherwise.
+int nm_parse(NMPattern *out, const char *s);
+// "2:4", or "unstructured"; buf holds at least 16 bytes.
+const char *nm_name(char *buf, const NMPattern *p);
+// The sparsity a pattern gives: (M - N) / M (0 when unstructured).
+double nm_sparsity(const NMPattern *p);
+// 0 when M divides the input dimension (cols) of every prunable tensor of info, else
+// ERR naming the first that it does not ("model.layers.0.mlp.down_proj.weight: 11008
+// columns are not a multiple of 32 (--pattern 4:32)").
+int nm_check(const NMPattern *p, const ParamInfo *info, int n_info);
+// mask (rows, cols) from scores (rows, cols), scores >= +0: in each group of m columns of a
+// row the m - n lowest (score, column) keys 0, the others 1 (written whole).
+void nm_mask_rows(uint8_t *mask, const float *scores, size_t rows, size_t cols, const NMPattern *p);
+// The groups of mask (rows, cols) that keep more than n of their m (0: an N:M mask).
+size_t nm_violations(const uint8_t *mask, size_t rows, size_t cols, const NMPattern *p);
+
+#endif
