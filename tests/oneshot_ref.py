@@ -12,7 +12,13 @@ Checks, on W (24, 300) and correlated inputs X (N, 300) whose feature scales dif
   * the layer's reconstruction error ||W X^T - W' X^T|| ordered SparseGPT <= Wanda <=
     magnitude (floor(n S) smallest |w| of the tensor) at 50% and 70%;
   * N = 100 < 300 inputs (a singular X^T X, made definite by the dampening): no error,
-    the counts exact, weights finite.
+    the counts exact, weights finite;
+  * N:M patterns (oneshot_layer --pattern; issue 39) 2:4, 4:8, 1:3 and 16:32 on W (24, 384):
+    magnitude, Wanda and SparseGPT against their references here (the M - N lowest scores
+    of every group of M columns, ties to the lower column; SparseGPT's group scores
+    w^2 / U_jj^2 taken at the group's first column as the weights then are, as the
+    reference implementation's prunen/prunem variant, in blocks a multiple of M): the same
+    mask, weights within 1e-4, exactly N kept in every group.
 usage: python3 oneshot_ref.py BIN TMPDIR [--device cuda]
 --device cuda checks the helper's device path (tests/gpu/run.sh's BENCH=oneshot): the same
 checks on inputs X rounded to bf16 first (the device's products take X in bf16: so both
@@ -92,12 +98,67 @@ def magnitude_ref(W, s):
     return np.where(M, W, 0).astype(np.float64), M
 
 
-def ours(method, W, X, s):
+def nm_mask(score, n, m):
+    """In each group of m columns of each row, the m - n lowest (score, column) pruned."""
+    rows, cols = score.shape
+    M = np.ones(score.shape, bool)
+    for r in range(rows):
+        for c0 in range(0, cols, m):
+            order = np.lexsort((np.arange(m), score[r, c0:c0 + m]))
+            M[r, c0 + order[:m - n]] = False
+    return M
+
+
+def magnitude_nm_ref(W, n, m):
+    M = nm_mask(np.abs(W.astype(np.float64)), n, m)
+    return np.where(M, W, 0).astype(np.float64), M
+
+
+def wanda_nm_ref(W, X, n, m):
+    norm = np.sqrt((X.astype(np.float64) ** 2).sum(0))
+    M = nm_mask(np.abs(W.astype(np.float64)) * norm, n, m)
+    return np.where(M, W, 0).astype(np.float64), M
+
+
+def sparsegpt_nm_ref(W, X, n, m, percdamp=0.01):
+    B = 128 // m * m
+    W = W.astype(np.float64).copy()
+    rows, cols = W.shape
+    X = X.astype(np.float64)
+    H = X.T @ X
+    dead = np.diag(H) == 0
+    H[dead, dead] = 1.0
+    W[:, dead] = 0.0
+    H += percdamp * np.mean(np.diag(H)) * np.eye(cols)
+    U = np.linalg.cholesky(np.linalg.inv(H)).T
+    M = np.ones(W.shape, bool)
+    for c0 in range(0, cols, B):
+        c1 = min(c0 + B, cols)
+        W1 = W[:, c0:c1].copy()
+        Q1, E1 = np.zeros_like(W1), np.zeros_like(W1)
+        d = np.diag(U)[c0:c1]
+        M1 = np.ones(W1.shape, bool)
+        for j in range(c1 - c0):
+            if j % m == 0:
+                M1[:, j:j + m] = nm_mask(W1[:, j:j + m] ** 2 / d[j:j + m] ** 2, n, m)
+            w = W1[:, j]
+            q = np.where(M1[:, j], w, 0.0)
+            e = (w - q) / d[j]
+            W1[:, j:] -= np.outer(e, U[c0 + j, c0 + j:c1])
+            Q1[:, j], E1[:, j] = q, e
+        W[:, c0:c1] = Q1
+        W[:, c1:] -= E1 @ U[c0:c1, c1:]
+        M[:, c0:c1] = M1
+    return W, M
+
+
+def ours(method, W, X, s, pattern=None):
     rows, cols = W.shape
     paths = [os.path.join(TMP, n) for n in ("w.f32", "x.f32", "ow.f32", "om.u8")]
     W.astype("<f4").tofile(paths[0])
     X.astype("<f4").tofile(paths[1])
-    r = subprocess.run([BIN, "--device", DEVICE, method, repr(s), str(rows), str(cols), str(X.shape[0])] + paths,
+    pat = ["--pattern", pattern] if pattern else []
+    r = subprocess.run([BIN, "--device", DEVICE] + pat + [method, repr(s), str(rows), str(cols), str(X.shape[0])] + paths,
                        capture_output=True, text=True)
     if r.returncode != 0:
         return None, None, r.stderr.strip()
@@ -110,7 +171,7 @@ rng = np.random.default_rng(0)
 rows, cols = 24, 300
 
 
-def inputs(N):
+def inputs(N, cols=cols):
     Z = rng.standard_normal((N, cols))
     A = np.eye(cols) + 0.3 * rng.standard_normal((cols, cols)) / np.sqrt(cols)  # correlated features
     X = (Z @ A) * np.exp(rng.uniform(-1.5, 1.5, cols))  # scales that differ by 20x
@@ -162,4 +223,24 @@ good = w is not None and bool(np.isfinite(w).all()) and all(
     (~m[:, c0:c0 + 128]).sum() == int(np.floor(rows * min(128, cols - c0) * 0.5)) for c0 in range(0, cols, 128))
 check(good, "sparsegpt with 100 inputs of 300 features (a singular X^T X): no error, finite weights, exact counts%s"
       % ("" if w is not None else ": " + msg))
+
+# N:M patterns (the CPU's; the device's is not written yet)
+if DEVICE == "cpu":
+    cols2 = 384
+    W2 = rng.standard_normal((rows, cols2)).astype(np.float32)
+    X2 = inputs(512, cols2)
+    for n, m in ((2, 4), (4, 8), (1, 3), (16, 32)):
+        for method, ref in (("magnitude", lambda: magnitude_nm_ref(W2, n, m)), ("wanda", lambda: wanda_nm_ref(W2, X2, n, m)),
+                            ("sparsegpt", lambda: sparsegpt_nm_ref(W2, X2, n, m))):
+            w, mk, msg = ours(method, W2, X2, 0.0, "%d:%d" % (n, m))
+            if w is None:
+                check(False, "%s %d:%d: oneshot_layer failed: %s" % (method, n, m, msg))
+                continue
+            rw, rm = ref()
+            diff = int((mk != rm).sum())
+            werr = float(np.abs(w - rw).max())
+            kept = mk.reshape(rows, cols2 // m, m).sum(2)
+            check(diff == 0 and werr <= 1e-4 and bool((kept == n).all()) and bool((w[~mk] == 0).all()),
+                  "%s %d:%d: the reference's mask (%d of %d differ), weights within 1e-4 (max %.1e), exactly %d kept "
+                  "in every group of %d, the pruned weights 0" % (method, n, m, diff, mk.size, werr, n, m))
 sys.exit(1 if FAILED else 0)
