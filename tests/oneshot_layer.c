@@ -137,7 +137,7 @@ static int prune_cuda(double *seconds, float *w, uint8_t *mask, const float *x, 
             RT_CHECK(cudaDeviceSynchronize()); // (the cast on the default stream, the rest on c's)
             matmul_backward_cuda(c, NULL, dH, dxb, dxb, NULL, N, cols, cols, 0);
             rc = sparsegpt_factor_cuda(dU, ddead, dH, cols, 0.01, "the layer", c);
-            if (rc == 0) sparsegpt_prune_cuda(dw, dmask, rows, cols, dU, ddead, s, scratch, c);
+            if (rc == 0) sparsegpt_prune_cuda(dw, dmask, rows, cols, dU, ddead, s, NULL, scratch, c);
             else fprintf(stderr, "oneshot_layer: %s\n", err_msg());
         } else {
             wanda_accumulate_cuda(dcolsq, dxb, N, cols, NULL);

@@ -20,6 +20,8 @@
 //     near a row's or a block's threshold swap, and each swap moves a whole weight (measured
 //     up to 5e-2 at 70%, 8e-4 at 50%). The issue's targets for real models are checked on a
 //     GPU by tests/gpu/oneshot_check.sh;
+//   * --pattern 2:4 (issue 39) for magnitude, Wanda and SparseGPT through the walk: exactly
+//     2:4, and with fp32 products the CPU walk's masks and weights, with bf16 97% of its mask;
 //   * oneshot_cuda_bytes is what the walk allocated, and grows with the batch;
 //   * a calibration token outside the vocabulary is an error, and nothing was changed;
 //   * `test_calib_cuda --stories DIR CALIB.bin VALID.bin` (tests/t_oneshot.sh, with
@@ -58,6 +60,7 @@
 #include "sparse/select.cu"
 #include "sparse/wanda.cu"
 #include "sparse/sparsegpt.cu"
+#include "sparse/nm.cu"
 #include "sparse/calib.cu"
 #pragma GCC diagnostic pop
 #endif
@@ -67,6 +70,7 @@ extern "C" {
 }
 #include "nn/model.h"         // defines: Model, model_load, model_block_forward
 #include "sparse/calib.h"     // defines: oneshot_prune, OneShotSpec
+#include "sparse/nm.h"        // defines: nm_violations
 #include "sparse/sparsegpt.h" // defines: SPARSEGPT_BLOCK
 #include "test.h"
 
@@ -272,6 +276,44 @@ static void check_walk(const char *name, OneShotMethod method, int fp32, double 
     model_free(&orig);
 }
 
+// N:M (issue 39) through the walk: 2:4 for each method, with fp32 products the CPU walk's
+// masks and weights (within 1e-5), with bf16 exactly 2:4 and 97% of the mask the CPU's.
+static void check_walk_nm(const char *name) {
+    static const OneShotMethod METHODS[] = {ONESHOT_MAGNITUDE, ONESHOT_WANDA, ONESHOT_SPARSEGPT};
+    for (OneShotMethod me : METHODS)
+        for (int fp32 = 0; fp32 < 2; fp32++) {
+            Model c, d;
+            if (!load_fixture(&c, name) || !load_fixture(&d, name)) return;
+            std::vector<int32_t> win = windows_make(c.V, 9);
+            std::vector<uint8_t> mc(c.n_params), md(d.n_params);
+            OneShotSpec spec = {me, 0.5, 0.01, BATCH, fp32, {2, 4}};
+            int ok = oneshot_prune(mc.data(), NULL, &c, &spec, win.data(), NWIN, SEQ, NULL) == 0 &&
+                     oneshot_prune_cuda(md.data(), NULL, &d, &spec, win.data(), NWIN, SEQ, NULL, ctx_get()) == 0;
+            size_t n = 0, same = 0, bad = 0;
+            double num = 0, den = 0;
+            for (int i = 0; i < c.n_info && ok; i++) {
+                const ParamInfo *p = &c.info[i];
+                if (!p->prunable) continue;
+                bad += nm_violations(md.data() + p->offset, (size_t)p->shape[0], (size_t)p->shape[1], &spec.pattern);
+                for (size_t j = p->offset; j < p->offset + p->numel; j++) {
+                    n++, same += mc[j] == md[j];
+                    double e = (double)d.params[j] - c.params[j];
+                    num += e * e, den += (double)c.params[j] * c.params[j];
+                    ok &= md[j] || d.params[j] == 0.0f;
+                }
+            }
+            double agree = n ? (double)same / (double)n : 0, dist = den > 0 ? sqrt(num / den) : 0;
+            // bf16: a drift bound, not a rounding one (measured 98.99% to 100%: a group's 4
+            // scores are close, so the bf16 forward swaps more of them than a row's or block's)
+            int good = fp32 ? agree == 1.0 && dist <= 1e-5 : agree >= 0.97;
+            T_OK(ok && bad == 0 && good, "%s: %s --pattern 2:4 (%s) %s: exactly 2:4, pruned weights 0, the mask agrees "
+                 "with the CPU walk's on %.2f%%, weights within %.1e (bound: %s)", name, oneshot_method_name(me),
+                 fp32 ? "fp32" : "bf16", MODE, 100 * agree, dist, fp32 ? "all, 1e-5" : "97%");
+            model_free(&c);
+            model_free(&d);
+        }
+}
+
 // --- stories260K (tests/t_oneshot.sh gives the shards, from ../shared) ----------------------
 
 // exp of the mean NLL of m over the first `nwin` windows of seq + 1 tokens of the shard.
@@ -375,6 +417,8 @@ int main(int argc, char **argv) {
             check_walk(f, ONESHOT_SPARSEGPT, 1, S, 0.9999, 1e-5);
         }
     }
+    check_walk_nm("llama");
+    check_walk_nm("qwen3");
     check_errors();
     T_DONE();
 }

@@ -50,6 +50,7 @@
 #include "sparse/select.cu"
 #include "sparse/wanda.cu"
 #include "sparse/sparsegpt.cu"
+#include "sparse/nm.cu"
 #pragma GCC diagnostic pop
 #define MODE "emulated"
 #endif
@@ -323,7 +324,7 @@ static void check_prune() {
             Dev<float> d_w(w);
             Dev<uint8_t> d_m(R * C);
             d_m.poison();
-            sparsegpt_prune_cuda(d_w.p, d_m.p, R, C, d_U.p, d_dead.p, S, scratch.p, ctx_get());
+            sparsegpt_prune_cuda(d_w.p, d_m.p, R, C, d_U.p, d_dead.p, S, NULL, scratch.p, ctx_get());
             std::vector<float> gw = d_w.get();
             std::vector<uint8_t> gm = d_m.get();
             size_t same = 0, bytes_ok = 1;
@@ -345,6 +346,68 @@ static void check_prune() {
     }
 }
 
+// N:M (issue 39): nm_prune_cuda (magnitude's and Wanda's scores) and sparsegpt_prune_cuda
+// with a pattern against the CPU's (nm_mask_rows, wanda_prune, sparsegpt_prune with it):
+// masks and weights bit for bit in the emulator (on a GPU: masks and Wanda's, magnitude's
+// weights bit for bit; SparseGPT's weights within 1e-5 and 99.9% of the mask, as above).
+static void check_nm() {
+    const size_t R = 30, C = 384; // 384: a multiple of 4, 8, 3, 32; SparseGPT's blocks of 128, 126, 96
+    std::vector<float> H = make_H(500, C, 5, 0.5f);
+    Factor f = factor_cpu(H, C, 0.01);
+    if (!T_OK(f.rc == 0, "sparsegpt_factor for the N:M checks")) return;
+    Dev<float> d_U(f.U);
+    Dev<uint8_t> d_dead(f.dead);
+    Dev<uint8_t> scratch(sparsegpt_prune_scratch(R));
+    std::vector<double> colsq(C);
+    for (auto &v : colsq) v = (double)(rnd32() % 4 + 1) * 0.25; // 4 values: ties of the scores
+    Dev<double> d_colsq(colsq);
+    static const int PAT[][2] = {{2, 4}, {4, 8}, {1, 3}, {16, 32}};
+    for (const auto &pt : PAT) {
+        NMPattern p = {pt[0], pt[1]};
+        for (int ties = 0; ties < 2; ties++) {
+            std::vector<float> w(R * C);
+            for (auto &v : w) v = ties ? (rnd32() % 3 == 0 ? 0.0f : rnd_few()) : rnd(1.0f);
+            int ok = 1;
+            for (int meth = 0; meth < 3; meth++) { // magnitude, wanda, sparsegpt
+                std::vector<float> ww = w;
+                std::vector<uint8_t> wm(R * C);
+                if (meth == 0) {
+                    std::vector<float> sc(R * C);
+                    for (size_t i = 0; i < R * C; i++) sc[i] = fabsf(w[i]);
+                    nm_mask_rows(wm.data(), sc.data(), R, C, &p);
+                    for (size_t i = 0; i < R * C; i++)
+                        if (!wm[i]) ww[i] = 0.0f;
+                } else if (meth == 1) {
+                    wanda_prune(ww.data(), wm.data(), R, C, colsq.data(), 0.0, &p);
+                } else {
+                    sparsegpt_prune(ww.data(), wm.data(), R, C, f.U.data(), f.dead.data(), 0.0, &p);
+                }
+                Dev<float> d_w(w);
+                Dev<uint8_t> d_m(R * C);
+                d_m.poison();
+                if (meth < 2) nm_prune_cuda(d_w.p, d_m.p, R, C, meth ? d_colsq.p : NULL, &p, ctx_get()->stream);
+                else sparsegpt_prune_cuda(d_w.p, d_m.p, R, C, d_U.p, d_dead.p, 0.0, &p, scratch.p, ctx_get());
+                std::vector<float> gw = d_w.get();
+                std::vector<uint8_t> gm = d_m.get();
+                size_t same = 0;
+                for (size_t i = 0; i < R * C; i++) same += gm[i] == wm[i];
+                int exact = gm == wm && same_bits(gw.data(), ww.data(), R * C * sizeof(float));
+#ifdef TEST_ON_GPU
+                int good = meth < 2 ? exact : (double)same / (double)(R * C) >= 0.999 && norm_err(gw, ww) <= 1e-5;
+#else
+                int good = exact;
+#endif
+                if (!good) printf("# %d:%d %s%s: mask agreement %zu of %zu\n", p.n, p.m,
+                                  meth == 0 ? "magnitude" : meth == 1 ? "wanda" : "sparsegpt", ties ? " ties" : "",
+                                  same, R * C);
+                ok &= good && nm_violations(gm.data(), R, C, &p) == 0;
+            }
+            T_OK(ok, "%s N:M %d:%d (%zu, %zu)%s: nm_prune_cuda (magnitude, Wanda) and sparsegpt_prune_cuda give the "
+                 "CPU's masks and weights %s, exactly N:M", MODE, p.n, p.m, R, C, ties ? ", ties" : "", TEST_BIT_OR_TOL);
+        }
+    }
+}
+
 int main() {
 #ifdef TEST_ON_GPU
     T_CUDA_DEVICE_OR_SKIP();
@@ -356,5 +419,6 @@ int main() {
     check_select_smallest();
     check_factor();
     check_prune();
+    check_nm();
     T_DONE();
 }

@@ -25,6 +25,7 @@
 // (tests/test_calib_cuda.cpp), with CPU stand-ins for cuBLASLt and cuSOLVER only.
 // Never run on a GPU as of 2026-11-29.
 #include "sparse/calib.h"
+#include "sparse/nm.h" // defines: nm_check, nm_prune_cuda
 
 #include <math.h>
 #include <stdint.h>
@@ -347,7 +348,8 @@ static void windows_forward(Walk *w, int stats, int out, OneShotStats *tm) {
 // The prunable matrices of block l that read input g, pruned on the device from its
 // statistics (SparseGPT: from its factor, made here), and their weights and masks back
 // into the host's block and mask; the bf16 copies refreshed for the block's second pass.
-static int prune_input(Walk *w, uint8_t *mask, size_t l, int g, double sparsity, double percdamp, OneShotStats *tm) {
+static int prune_input(Walk *w, uint8_t *mask, size_t l, int g, double sparsity, double percdamp, const NMPattern *nm,
+                       OneShotStats *tm) {
     const Model *m = w->m;
     CudaCtx *c = w->c;
     cudaStream_t st = c->stream;
@@ -369,7 +371,8 @@ static int prune_input(Walk *w, uint8_t *mask, size_t l, int g, double sparsity,
         if (INPUT_OF[f] != g || !p->prunable) continue;
         size_t rows = w->rows[f], cols = w->cols[f], n = rows * cols;
         matrix_up(w, l, f, 0);
-        if (gpt) sparsegpt_prune_cuda(w->wf, w->wmask, rows, cols, w->U, w->dead, sparsity, w->scratch, c);
+        if (gpt) sparsegpt_prune_cuda(w->wf, w->wmask, rows, cols, w->U, w->dead, sparsity, nm, w->scratch, c);
+        else if (nm->m) nm_prune_cuda(w->wf, w->wmask, rows, cols, w->colsq[g], nm, st);
         else wanda_prune_cuda(w->wf, w->wmask, rows, cols, w->colsq[g], sparsity, st);
         weights_refresh(w, f);
         CUDA_CHECK(cudaMemcpyAsync(m->params + p->offset, w->wf, n * sizeof(float), cudaMemcpyDeviceToHost, st));
@@ -382,8 +385,9 @@ static int prune_input(Walk *w, uint8_t *mask, size_t l, int g, double sparsity,
 
 // Magnitude: each prunable tensor's floor(S n) smallest |w| pruned, ties by select.h's rule
 // (the later index pruned first), as mask_compute's --group layer with prune_floor: the
-// scores and the selection on the device, the tensor up and its mask back one at a time.
-static int magnitude_walk(Walk *w, Model *m, uint8_t *mask, double sparsity) {
+// scores and the selection on the device, the tensor up and its mask back one at a time;
+// with an N:M pattern nm_prune_cuda's groups instead.
+static int magnitude_walk(Walk *w, Model *m, uint8_t *mask, double sparsity, const NMPattern *nm) {
     cudaStream_t st = w->c->stream;
     unsigned long long *bad = w->bad;
     for (int i = 0; i < m->n_info; i++) {
@@ -398,7 +402,9 @@ static int magnitude_walk(Walk *w, Model *m, uint8_t *mask, double sparsity) {
         CUDA_CHECK(cudaMemcpyAsync(&nbad, bad, sizeof nbad, cudaMemcpyDeviceToHost, st));
         CUDA_CHECK(cudaStreamSynchronize(st));
         if (nbad) return ERR("%s: %llu weights are NaN or infinite", p->name, nbad);
-        if (select_mask_cuda(w->wmask, w->sel, w->scores, n, k, st) < 0) return ERR("%s: the selection failed", p->name);
+        if (nm->m) nm_prune_cuda(w->wf, w->wmask, (size_t)p->shape[0], (size_t)p->shape[1], NULL, nm, st); // N:M of |w|
+        else if (select_mask_cuda(w->wmask, w->sel, w->scores, n, k, st) < 0)
+            return ERR("%s: the selection failed", p->name);
         CUDA_CHECK(cudaMemcpyAsync(mask + p->offset, w->wmask, n, cudaMemcpyDeviceToHost, st));
         CUDA_CHECK(cudaStreamSynchronize(st));
         for (size_t j = 0; j < n; j++)
@@ -411,9 +417,7 @@ BEST_KAPI int oneshot_prune_cuda(uint8_t *mask, OneShotStats *st, Model *m, cons
                                  const int32_t *windows, int n, int seq, Progress *pr, CudaCtx *c) {
     OneShotStats tm;
     memset(&tm, 0, sizeof tm);
-    if (spec->pattern.m)
-        return ERR("--pattern on --device cuda: the device's N:M selection is not written yet (issue 39); "
-                   "use --device cpu");
+    TRY(nm_check(&spec->pattern, m->info, m->n_info));
     memset(mask, 1, m->n_params);
     int mag = spec->method == ONESHOT_MAGNITUDE;
     size_t T = (size_t)seq, C = m->C, N = mag ? 0 : (size_t)n;
@@ -444,7 +448,7 @@ BEST_KAPI int oneshot_prune_cuda(uint8_t *mask, OneShotStats *st, Model *m, cons
     tm.device_in_use = (double)(total_b - free_b);
     int rc = 0;
     if (mag) {
-        rc = magnitude_walk(&w, m, mask, spec->sparsity);
+        rc = magnitude_walk(&w, m, mask, spec->sparsity, &spec->pattern);
     } else {
         cudaStream_t s = c->stream;
         size_t half = T * m->HD / 2;
@@ -469,7 +473,7 @@ BEST_KAPI int oneshot_prune_cuda(uint8_t *mask, OneShotStats *st, Model *m, cons
                 else CUDA_CHECK(cudaMemsetAsync(w.colsq[g], 0, d * sizeof(double), s));
             }
             windows_forward(&w, 1, 0, &tm);
-            for (int g = 0; g < 4 && rc == 0; g++) rc = prune_input(&w, mask, l, g, spec->sparsity, spec->percdamp, &tm);
+            for (int g = 0; g < 4 && rc == 0; g++) rc = prune_input(&w, mask, l, g, spec->sparsity, spec->percdamp, &spec->pattern, &tm);
             if (rc == 0) windows_forward(&w, 0, 1, &tm); // the pruned block's outputs: the next block's inputs
             if (pr) {
                 snprintf(pr->extra, sizeof pr->extra, "%.2f s a block", (now_seconds() - pr->t0) / (double)(l + 1));

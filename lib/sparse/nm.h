@@ -17,6 +17,10 @@
 
 #include "nn/params.h" // defines: ParamInfo
 
+#ifdef __cplusplus // nm.cu and the C++ tests include this
+extern "C" {
+#endif
+
 #define NM_MAX 32 // the largest M
 
 typedef struct {
@@ -38,5 +42,18 @@ int nm_check(const NMPattern *p, const ParamInfo *info, int n_info);
 void nm_mask_rows(uint8_t *mask, const float *scores, size_t rows, size_t cols, const NMPattern *p);
 // The groups of mask (rows, cols) that keep more than n of their m (0: an N:M mask).
 size_t nm_violations(const uint8_t *mask, size_t rows, size_t cols, const NMPattern *p);
+
+#ifdef BEST_CUDA
+struct CUstream_st; // cudaStream_t
+// On the device (nm.cu): w (rows, cols) pruned in place to p and mask (rows, cols) written
+// whole, by magnitude's scores (colsq NULL) or Wanda's (colsq (cols) its squared norms):
+// the CPU's mask and weights bit for bit.
+void nm_prune_cuda(float *w, uint8_t *mask, size_t rows, size_t cols, const double *colsq, const NMPattern *p,
+                   struct CUstream_st *stream);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

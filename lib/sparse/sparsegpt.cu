@@ -190,6 +190,46 @@ static __global__ void sgpt_update_kernel(float *w, uint8_t *mask, float *err, c
     }
 }
 
+// N:M (nm.h): the block's columns c0 .. c0 + bc - 1 of each row, a thread a row, column by
+// column as sparsegpt_prune's loop with its N:M choice: at each group's first column the
+// group's M - N lowest keys (w^2 / U_cc^2 as the row's weights then are, column in the group)
+// pruned (the mask's 0s), then q, e = (w_c - q) / U_cc, w_t -= e U_ct (rounded as the CPU's:
+// no fma), err (rows, bc) = e. The row's block stays in the L1 cache; U's row is the same for
+// every thread.
+static __global__ void sgpt_nm_update_kernel(float *w, uint8_t *mask, float *err, const float *U, size_t rows,
+                                             size_t cols, size_t c0, unsigned bc, int n, int m) {
+    for (size_t r = km_thread_index(blockIdx.x, blockDim.x, threadIdx.x); r < rows;
+         r += (size_t)gridDim.x * blockDim.x) {
+        float *wr = w + r * cols;
+        uint8_t *mr = mask + r * cols;
+        for (unsigned j = 0; j < bc; j++) {
+            size_t c = c0 + j;
+            if (j % (unsigned)m == 0) {
+                uint64_t key[NM_MAX];
+                for (int t = 0; t < m; t++) {
+                    float wv = wr[c + t], d = U[(c + t) * cols + c + t];
+                    key[t] = (uint64_t)km_bits(wv * wv / (d * d)) << 32 | (uint64_t)t;
+                }
+                for (int a = 0; a < m - n; a++) { // the M - N smallest (the set sparsegpt.c's select gives)
+                    int lo = a;
+                    for (int b = a + 1; b < m; b++)
+                        if (key[b] < key[lo]) lo = b;
+                    uint64_t tk = key[a];
+                    key[a] = key[lo];
+                    key[lo] = tk;
+                    mr[c + (key[a] & 0xffffffffu)] = 0;
+                }
+            }
+            float q = mr[c] ? wr[c] : 0.0f, e = (wr[c] - q) / U[c * cols + c];
+            const float *u = U + c * cols + c0;
+            if (e != 0.0f)
+                for (unsigned t = j + 1; t < bc; t++) wr[c0 + t] = __fsub_rn(wr[c0 + t], __fmul_rn(e, u[t]));
+            wr[c] = q;
+            err[r * bc + j] = e;
+        }
+    }
+}
+
 // The scratch, carved: scores, errors (rows * 128 floats each), flags (rows * 128 bytes).
 static size_t sgpt_round(size_t b) { return (b + 255) & ~(size_t)255; }
 
@@ -199,8 +239,10 @@ BEST_KAPI size_t sparsegpt_prune_scratch(size_t rows) {
 }
 
 BEST_KAPI void sparsegpt_prune_cuda(float *w, uint8_t *mask, size_t rows, size_t cols, const float *U,
-                                    const uint8_t *dead, double sparsity, void *scratch, CudaCtx *c) {
-    const size_t B = SPARSEGPT_BLOCK;
+                                    const uint8_t *dead, double sparsity, const NMPattern *nm, void *scratch,
+                                    CudaCtx *c) {
+    int m = nm ? nm->m : 0;
+    const size_t B = m ? SPARSEGPT_BLOCK / (size_t)m * (size_t)m : SPARSEGPT_BLOCK; // as sparsegpt_prune
     if (rows == 0 || cols == 0) return;
     CHECK(rows * B <= UINT32_MAX, "sparsegpt_prune_cuda: %zu rows: a block's places pass 2^32", rows);
     cudaStream_t s = c->stream;
@@ -212,13 +254,19 @@ BEST_KAPI void sparsegpt_prune_cuda(float *w, uint8_t *mask, size_t rows, size_t
     for (size_t c0 = 0; c0 < cols; c0 += B) {
         size_t bc = cols - c0 < B ? cols - c0 : B, c1 = c0 + bc;
         size_t nb = rows * bc, k = (size_t)floor((double)nb * sparsity); // as sparsegpt_prune
-        LAUNCH(sgpt_score_kernel, km_blocks(nb, KM_THREADS, KM_GRID_CAP), KM_THREADS, s, scores, (const float *)w, U,
-               rows, cols, c0, bc);
-        CUDA_CHECK(cudaGetLastError());
-        select_smallest_cuda(flags, scores, 1, nb, k, s);
-        LAUNCH(sgpt_update_kernel, km_blocks(rows, SGPT_ROWS, KM_GRID_CAP), SGPT_ROWS * 32, s, w, mask, err,
-               (const uint8_t *)flags, U, rows, cols, c0, (unsigned)bc);
-        CUDA_CHECK(cudaGetLastError());
+        if (m) {
+            LAUNCH(sgpt_nm_update_kernel, km_blocks(rows, KM_THREADS, KM_GRID_CAP), KM_THREADS, s, w, mask, err, U, rows,
+                   cols, c0, (unsigned)bc, nm->n, m);
+            CUDA_CHECK(cudaGetLastError());
+        } else {
+            LAUNCH(sgpt_score_kernel, km_blocks(nb, KM_THREADS, KM_GRID_CAP), KM_THREADS, s, scores, (const float *)w, U,
+                   rows, cols, c0, bc);
+            CUDA_CHECK(cudaGetLastError());
+            select_smallest_cuda(flags, scores, 1, nb, k, s);
+            LAUNCH(sgpt_update_kernel, km_blocks(rows, SGPT_ROWS, KM_GRID_CAP), SGPT_ROWS * 32, s, w, mask, err,
+                   (const uint8_t *)flags, U, rows, cols, c0, (unsigned)bc);
+            CUDA_CHECK(cudaGetLastError());
+        }
         // the columns right of the block: W[:, c1:] -= Err (rows, bc) @ U[c0:c1, c1:]
         if (c1 < cols) matmul_f32_cuda(c, w + c1, err, U + c0 * cols + c1, NULL, rows, cols - c1, bc, bc, cols, cols, 0, 0,
                                     -1.0f, 1.0f);

@@ -80,9 +80,11 @@ size_t sparsegpt_prune_scratch(size_t rows);
 // products and differences rounded as the CPU rounds them), and the columns right of the
 // block updated by an fp32 cuBLASLt product (matmul_f32_cuda). Bit for bit the CPU's where
 // a CPU product stands in for cuBLASLt's (the emulator); on a GPU the lazy product's order
-// of sums differs. scratch: sparsegpt_prune_scratch(rows) bytes.
+// of sums differs. scratch: sparsegpt_prune_scratch(rows) bytes. nm (NULL or unstructured:
+// the above) an N:M pattern as sparsegpt_prune's: a thread a row chooses each group at its
+// first column (the CPU's keys and rounding) instead of the block's selection.
 void sparsegpt_prune_cuda(float *w, uint8_t *mask, size_t rows, size_t cols, const float *U, const uint8_t *dead,
-                          double sparsity, void *scratch, struct CudaCtx *c);
+                          double sparsity, const NMPattern *nm, void *scratch, struct CudaCtx *c);
 #endif
 
 #ifdef __cplusplus
