@@ -67,6 +67,23 @@ NPROC      ?= 1
 # each tool's default, the GPU when one is visible). best-mask's saliency masks (BEST's
 # own, global magnitude) are computed on the CPU and take no --device.
 DEVICE     ?=
+# PATTERN=N:M (2:4, 4:8): a semi-structured mask, N of every M consecutive weights of a row
+# kept (best-mask --pattern; docs/best-mask.md), for the one-shot methods and their "+"
+# (the retraining keeps the mask, so the model stays N:M); its sparsity (M - N) / M
+# replaces SPARSITY. Empty: unstructured. BEST itself has no N:M schedule yet (issue 39).
+PATTERN    ?=
+ifneq ($(PATTERN),)
+ifeq ($(shell echo '$(PATTERN)' | grep -E '^[0-9]+:[0-9]+$$'),)
+$(error PATTERN=$(PATTERN): N:M, as 2:4 or 4:8 (empty: unstructured))
+endif
+ifeq ($(METHOD),best)
+$(error PATTERN=$(PATTERN) with METHOD=best: BEST has no N:M schedule yet (issue 39); METHOD=magnitude, wanda, sparsegpt or their +)
+endif
+ifeq ($(ONESHOT_GROUP),global)
+$(error PATTERN=$(PATTERN) with ONESHOT_GROUP=global: an N:M mask is chosen group by group)
+endif
+override SPARSITY := $(shell echo '$(PATTERN)' | awk -F: '{ printf "%.17g", ($$2 - $$1) / $$2 }')
+endif
 ifneq ($(filter-out cuda cpu,$(DEVICE)),)
 $(error DEVICE=$(DEVICE): cuda or cpu (empty: each tool's default, the GPU when one is visible))
 endif
@@ -159,13 +176,13 @@ ifeq ($(ONESHOT)$(ONESHOT_GROUP),magnitudeglobal)
 ONESHOT_ARGS := --saliency magnitude --group global
 CALIB_DEPS :=
 else ifeq ($(ONESHOT),magnitude)
-ONESHOT_ARGS := --method magnitude $(if $(DEVICE),--device $(DEVICE))
+ONESHOT_ARGS := --method magnitude $(if $(DEVICE),--device $(DEVICE)) $(if $(PATTERN),--pattern $(PATTERN))
 CALIB_DEPS :=
 else ifeq ($(ONESHOT_GROUP),global)
 $(error ONESHOT_GROUP=global: $(ONESHOT) prunes each tensor on its own (per row or per block); only magnitude has a global form)
 else
 ONESHOT_ARGS := --method $(ONESHOT) --calib $(OUT)/data/calib.bin --nsamples $(NSAMPLES) --seq $(CALIB_SEQ) \
-                --seed $(SEED) $(if $(DEVICE),--device $(DEVICE))
+                --seed $(SEED) $(if $(DEVICE),--device $(DEVICE)) $(if $(PATTERN),--pattern $(PATTERN))
 CALIB_DEPS := $(OUT)/data/calib.bin
 endif
 

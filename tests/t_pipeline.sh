@@ -320,6 +320,32 @@ expect_make_error "best-elsa.mk with an unknown RECIPE: one clear line" "RECIPE=
 printf '%s\n' best-elsa >>"$TMP/checked"
 check "the dry runs created nothing" test ! -e "$TMP/dry"
 
+# PATTERN=N:M (issue 39): best-mask --pattern with the pattern's sparsity; the 2:4 recipes;
+# BEST (no N:M schedule yet), a global mask and a malformed pattern are one line each
+for k in llama2-7b qwen3-8b; do
+    printf '%s\n' "$k-2of4" >>"$TMP/checked"
+    out=$($MK "pipelines/$k-2of4.mk" -n OUT="$TMP/dry" BIN=bin PACK=0 2>&1 | joined); rc=$?
+    if [ $rc = 0 ] && printf '%s\n' "$out" | grep -q -- 'bin/best-mask .*--sparsity 0.5 --method sparsegpt .*--pattern 2:4' &&
+        ! printf '%s\n' "$out" | grep -q 'bin/best-train '; then
+        ok "make -n $k-2of4: a one-shot SparseGPT 2:4 mask at sparsity 0.5, no training"
+    else
+        fail "make -n $k-2of4 (exit $rc): $(printf '%s\n' "$out" | grep best-mask | head -c 400)"
+    fi
+done
+out=$($MK pipelines/llama2-7b-2of4.mk -n OUT="$TMP/dry" BIN=bin PACK=0 METHOD=wanda+ LR=2e-4 PATTERN=4:8 2>&1 | joined)
+if printf '%s\n' "$out" | grep -q -- 'bin/best-mask .*--method wanda .*--pattern 4:8' &&
+    printf '%s\n' "$out" | grep -q -- 'bin/best-train .*--mask .*--lr 2e-4'; then
+    ok "make -n llama2-7b-2of4 METHOD=wanda+ PATTERN=4:8 LR=2e-4: a 4:8 Wanda mask, then training under it"
+else
+    fail "make -n llama2-7b-2of4 METHOD=wanda+: $(printf '%s\n' "$out" | grep -E 'best-(mask|train)' | head -c 400)"
+fi
+expect_make_error "a 2:4 recipe's + method without LR: one clear line" "no learning rate is recorded for retraining a 2:4 mask" \
+    pipelines/qwen3-8b-2of4.mk OUT="$TMP/e1" METHOD=sparsegpt+
+expect_make_error "PATTERN with METHOD=best: one clear line" "BEST has no N:M schedule yet" \
+    pipelines/llama2-99.mk OUT="$TMP/e1" PATTERN=2:4
+expect_make_error "PATTERN=2x4: one clear line" "PATTERN=2x4: N:M" pipelines/llama2-99.mk OUT="$TMP/e1" METHOD=wanda PATTERN=2x4
+expect_make_error "PATTERN with a global mask: one clear line" "an N:M mask is chosen group by group" \
+    pipelines/llama2-99.mk OUT="$TMP/e1" METHOD=magnitude ONESHOT_GROUP=global PATTERN=2:4
 # Every recipe file is among the checked ones (the shared files and the demo are not recipes).
 unchecked=$(for f in pipelines/*.mk; do b=$(basename "$f" .mk); case $b in best|paper|demo|oneshot-plus) continue ;; esac
     grep -qx "$b" "$TMP/checked" || printf ' %s' "$b"; done)
