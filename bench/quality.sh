@@ -18,6 +18,11 @@
 #   wanda+, sparsegpt+  best-train from that model under its mask (SparseGPT's updated
 #                 weights kept)
 #
+# N:M patterns (issue 39), each of PATTERNS (2:4 4:8): magnitude, wanda and sparsegpt with
+# best-mask --pattern (one shot, no training; the same calibration), and their "+" (training
+# under the fixed N:M mask with the same budget, which keeps it N:M): OUT/table_nm.md. BEST
+# has no N:M schedule yet, so no BEST column there. SKIP_UNSTRUCTURED=1 runs only this part.
+#
 # magnitude and magnitude+ run for each group of MAG_GROUPS: layer (per-layer uniform
 # sparsity, the one-shot protocol of SparseGPT, Wanda and the paper's baselines: the
 # default in pipelines/best.mk too) and global (one threshold for the model).
@@ -28,7 +33,7 @@
 # the commit and the settings; OUT/table.md the table.
 # usage: sh bench/quality.sh [OUT]
 #        (env: SHARED STEPS BATCH SEQ LR SEED SPARSITIES MAG_GROUPS CALIB_STEPS ONESHOT
-#        NSAMPLES CALIB_SEQ)
+#        NSAMPLES CALIB_SEQ PATTERNS SKIP_UNSTRUCTURED)
 set -e
 SHARED=${SHARED:-../shared}
 OUT=${1:-out/quality}
@@ -40,6 +45,7 @@ MAG_GROUPS=${MAG_GROUPS:-"layer global"}
 CALIB_STEPS=${CALIB_STEPS:-64}
 ONESHOT=${ONESHOT:-"wanda sparsegpt"}
 NSAMPLES=${NSAMPLES:-1024} CALIB_SEQ=${CALIB_SEQ:-256} # 262,144 tokens too
+PATTERNS=${PATTERNS:-"2:4 4:8"}
 M=$SHARED/models/stories260K
 mkdir -p "$OUT"
 {
@@ -48,7 +54,7 @@ mkdir -p "$OUT"
     echo "cpu: $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p')"
     echo "threads: ${OMP_NUM_THREADS:-all cores}"
     echo "STEPS=$STEPS BATCH=$BATCH SEQ=$SEQ LR=$LR SEED=$SEED CALIB_STEPS=$CALIB_STEPS MAG_GROUPS='$MAG_GROUPS'"
-    echo "ONESHOT='$ONESHOT' NSAMPLES=$NSAMPLES CALIB_SEQ=$CALIB_SEQ"
+    echo "ONESHOT='$ONESHOT' NSAMPLES=$NSAMPLES CALIB_SEQ=$CALIB_SEQ PATTERNS='$PATTERNS'"
     echo "tokens per trained method: $((STEPS * BATCH * SEQ)); calibration: $((CALIB_STEPS * BATCH * SEQ))"
 } >"$OUT/env.txt"
 [ -f "$OUT/train.bin" ] || bin/best-tokenize --tokenizer "$M" --quiet --out "$OUT/train.bin" "$SHARED/data/stories260K/train.jsonl.zst"
@@ -71,6 +77,7 @@ echo "dense: pretrained $(ppl "$M"), dense+ $(ppl "$OUT/dense/model")" | tee "$O
 CAL=$OUT/calib/moments/step-$CALIB_STEPS.safetensors
 [ -f "$CAL" ] || bin/best-train --model "$M" --out "$OUT/calib" $TRAIN --steps "$CALIB_STEPS" --lr 0 --sparsity 0 \
     --moments-every "$CALIB_STEPS"
+[ "${SKIP_UNSTRUCTURED:-0}" = 1 ] && SPARSITIES=""
 for s in $SPARSITIES; do
     d=$OUT/s$s
     mkdir -p "$d"
@@ -102,4 +109,24 @@ row = sys.stdin.read().strip()
 v = [float(c) for c in row.strip('|').split('|')[1:]]
 print('%s %.3gx |' % (row, min(v[:-1]) / v[-1]))" | tee -a "$OUT/table.md"
 done
-cat "$OUT/env.txt" "$OUT/dense.txt" "$OUT/table.md"
+
+# N:M patterns: the one-shot masks and their "+"
+echo "| pattern | magnitude (no training) | magnitude+ | wanda (no training) | wanda+ | sparsegpt (no training) | sparsegpt+ |" \
+    >"$OUT/table_nm.md"
+echo "|---|---:|---:|---:|---:|---:|---:|" >>"$OUT/table_nm.md"
+for p in $PATTERNS; do
+    d=$OUT/p$(echo "$p" | tr : o)
+    mkdir -p "$d"
+    row="| $p |"
+    for m in magnitude wanda sparsegpt; do
+        c=""
+        [ "$m" = magnitude ] || c="--calib $OUT/train.bin --nsamples $NSAMPLES --seq $CALIB_SEQ --seed $SEED"
+        [ -d "$d/$m/model" ] || bin/best-mask --model "$M" --method "$m" --pattern "$p" $c --device cpu --quiet \
+            --out "$d/$m.mask" --apply --out-model "$d/$m/model"
+        [ -d "$d/${m}plus/model" ] || bin/best-train --model "$d/$m/model" --out "$d/${m}plus" $TRAIN --steps "$STEPS" \
+            --lr "$LR" --mask "$d/$m.mask"
+        row="$row $(ppl "$d/$m/model") | $(ppl "$d/${m}plus/model") |"
+    done
+    echo "$row" | tee -a "$OUT/table_nm.md"
+done
+cat "$OUT/env.txt" "$OUT/dense.txt" "$OUT/table.md" "$OUT/table_nm.md"

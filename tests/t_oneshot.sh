@@ -114,6 +114,36 @@ check "the mask file's metadata says pattern 2:4" python3 -c "
 import json, struct
 f = open('$TMP/nm.wanda', 'rb'); n = struct.unpack('<Q', f.read(8))[0]
 assert json.loads(f.read(n))['__metadata__']['pattern'] == '2:4'"
+# "+": best-train under the fixed 2:4 mask keeps it 2:4 and says so in config.json's "best"
+# block; a mask whose metadata claims a pattern it breaks is refused, naming the tensor
+"$BIN/best-train" --model "$TMP/nm.sparsegpt.model" --mask "$TMP/nm.sparsegpt" --data "$QS" --steps 3 --batch 2 \
+    --seq 16 --lr 1e-3 --out "$TMP/nm.plus" --quiet --device cpu
+check "best-train --mask of a 2:4 mask: the trained model is 2:4 and config.json's best block says pattern 2:4" \
+    python3 -c "
+import json, sys
+sys.path.insert(0, 'tests')
+from safetensors_py import load, load_folder
+import numpy as np
+cfg = json.load(open('$TMP/nm.plus/model/config.json'))
+assert cfg['best']['pattern'] == '2:4', cfg['best']
+w = load_folder('$TMP/nm.plus/model', float32=True)
+for k in load('$TMP/nm.sparsegpt', float32=True):
+    nz = (np.asarray(w[k]) != 0).reshape(w[k].shape[0], -1, 4).sum(2)
+    assert (nz <= 2).all(), k
+"
+python3 - "$TMP/nm.sparsegpt" "$TMP/nm.lie" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], 'rb').read()
+n = struct.unpack('<Q', b[:8])[0]
+h = json.loads(b[8:8 + n])
+h['__metadata__']['pattern'] = '1:4'
+t = json.dumps(h).encode()
+t += b' ' * (-len(t) % 8)
+open(sys.argv[2], 'wb').write(struct.pack('<Q', len(t)) + t + b[8 + n:])
+PY
+expect_error "a mask whose metadata says 1:4 but keeps 2 of 4: refused, the tensor named" 1 "pattern 1:4, but model.layers.0.self_attn.q_proj.weight keeps more than 1 of 4" \
+    "$BIN/best-train" --model "$TMP/nm.sparsegpt.model" --mask "$TMP/nm.lie" --data "$QS" --steps 3 --batch 2 --seq 16 \
+    --lr 1e-3 --out "$TMP/nm.lie.out" --quiet --device cpu
 expect_error "--pattern 4:24: a tensor whose columns 24 does not divide" 2 "q_proj.weight: 32 columns are not a multiple of 24" \
     "$M" --model "$Q" --method magnitude --pattern 4:24 --out "$TMP/x"
 expect_error "--pattern 4:2" 2 "--pattern 4:2: N:M with 0 < N < M <= 32" "$M" --model "$Q" --method magnitude \

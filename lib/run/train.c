@@ -125,6 +125,7 @@ static int mask_file_install(Trainer *tr, const char *path, int resume) {
     Model *m = &tr->m;
     uint8_t *full = xmalloc(m->n_params);
     int rc = mask_load(full, path, m->info, m->n_info, m->n_params);
+    if (rc == 0) rc = mask_file_pattern(&tr->pattern, path, full, m->info, m->n_info); // (kept by the run's saves)
     for (size_t i = tr->lo; rc == 0 && resume && i < tr->hi; i++)
         if (full[i] && !tr->mask[i - tr->lo])
             rc = ERR("%s: keeps a weight the run has pruned already (pruned weights never return)", path);

@@ -143,6 +143,7 @@ typedef struct Trainer { // (tagged: run/train_internal.h declares it)
     uint8_t *mask;           // (hi - lo) 1 = keep
     int masked;              // 0 while the mask is all ones (pure training)
     uint64_t fixed_kept;     // prunable weights a fixed --mask keeps (the banner's count)
+    NMPattern pattern;       // the fixed --mask's N:M pattern (its metadata, checked), else m = 0
     Loader data;
     PruneSchedule sched;
     int step;                // optimizer steps done

@@ -158,6 +158,8 @@ static int state_meta_write(StWriter *w, const Trainer *tr) {
     rc |= st_writer_meta(w, "group", mask_group_name(c->group));
     rc |= meta_set(w, "masked", "%d", tr->masked);
     rc |= st_writer_meta(w, "mask_file", c->mask_file ? c->mask_file : "");
+    char pat[16];
+    rc |= st_writer_meta(w, "pattern", tr->pattern.m ? nm_name(pat, &tr->pattern) : "");
     json_t *a = json_array();
     for (int i = 0; i < c->n_data; i++) json_array_append_new(a, json_string(c->data[i]));
     char *js = json_dumps(a, JSON_COMPACT);
@@ -261,6 +263,8 @@ int state_meta_read(Trainer *tr, const SafeTensors *st) {
     TRY(meta_int(st, "masked", 0, 1, &tr->masked));
     TRY(meta_get(st, "mask_file", &v));
     c->mask_file = *v ? train_own(tr, v) : NULL;
+    v = st_meta(st, "pattern"); // (states before issue 39 have none: unstructured)
+    if (v && *v && nm_parse(&tr->pattern, v) < 0) return ERR("%s: metadata pattern = \"%s\" is not N:M", st->path, v);
     TRY(meta_int(st, "step", 0, c->steps, &tr->step));
     if (c->n_data == 0) {
         TRY(meta_get(st, "data", &v));
@@ -495,6 +499,8 @@ static json_t *best_block(const Trainer *tr) {
                           c->steps, "version", best_version());
     if (b && c->sparsity > 0 && !c->mask_file)
         json_object_set_new(b, "sparsity_target", json_real(schedule_mask_target(&tr->sched, tr->step)));
+    char pat[16];
+    if (b && tr->pattern.m) json_object_set_new(b, "pattern", json_string(nm_name(pat, &tr->pattern)));
     return b;
 }
 

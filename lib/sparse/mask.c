@@ -440,6 +440,27 @@ int mask_read(uint8_t *mask, const SafeTensors *st, const ParamInfo *info, int n
     return 0;
 }
 
+int mask_file_pattern(NMPattern *out, const char *path, const uint8_t *mask, const ParamInfo *info, int n_info) {
+    out->n = out->m = 0;
+    SafeTensors st;
+    TRY(st_open(&st, path));
+    const char *v = st_meta(&st, "pattern");
+    int rc = 0;
+    if (v && nm_parse(out, v) < 0) rc = ERR("%s: metadata pattern = \"%s\" is not N:M", path, v);
+    st_close(&st);
+    for (int i = 0; i < n_info && rc == 0 && out->m; i++) {
+        const ParamInfo *p = &info[i];
+        if (!p->prunable) continue;
+        size_t rows = (size_t)p->shape[0], cols = (size_t)p->shape[1], bad;
+        if (cols % (size_t)out->m)
+            rc = ERR("%s: pattern %d:%d, but %s has %zu columns", path, out->n, out->m, p->name, cols);
+        else if ((bad = nm_violations(mask + p->offset, rows, cols, out)))
+            rc = ERR("%s: pattern %d:%d, but %s keeps more than %d of %d in %zu groups", path, out->n, out->m, p->name,
+                     out->n, out->m, bad);
+    }
+    return rc;
+}
+
 int mask_load(uint8_t *mask, const char *path, const ParamInfo *info, int n_info, size_t n_params) {
     SafeTensors st;
     TRY(st_open(&st, path));

@@ -30,6 +30,7 @@
 
 #include "nn/params.h"       // defines: ParamInfo, params_check_finite
 #include "io/safetensors.h"  // defines: SafeTensors
+#include "sparse/nm.h"       // defines: NMPattern
 #include "sparse/saliency.h" // defines: Saliency
 
 #ifdef __cplusplus // mask.cu and the C++ tests include this
@@ -157,6 +158,11 @@ int mask_save(const char *path, const uint8_t *mask, const MaskMeta *meta, const
 // file and the tensor.
 int mask_read(uint8_t *mask, const SafeTensors *st, const ParamInfo *info, int n_info, size_t n_params);
 int mask_load(uint8_t *mask, const char *path, const ParamInfo *info, int n_info, size_t n_params);
+// The N:M pattern a mask file says it has (metadata "pattern", sparse/nm.h; absent:
+// unstructured), checked against mask (n_params, what mask_load read from path): every
+// prunable tensor's groups keep at most N of M. 0, or ERR (a malformed pattern, or a tensor
+// that breaks it, named with its count of such groups).
+int mask_file_pattern(NMPattern *out, const char *path, const uint8_t *mask, const ParamInfo *info, int n_info);
 
 // Where a prunable tensor sits: *layer and the module index (0..6 = q, k, v, o, gate,
 // up, down) from its HF name; -1 for any other name.
