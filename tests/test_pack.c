@@ -244,7 +244,7 @@ static void test_roundtrip(StDtype dt) {
     char what[96];
     snprintf(what, sizeof what, "%s (-0.0 kept, empty/full rows, gaps 254/255/256/299)", st_dtype_name(dt));
     check_exact(&p, &m, dt, what);
-    int encs[4] = {0};
+    int encs[PACK_N_ENC] = {0};
     for (int i = 0; i < p.n; i++) encs[p.t[i].enc]++;
     const PackTensor *down = pack_find(&p, "model.layers.0.mlp.down_proj.weight");
     const PackTensor *gate = pack_find(&p, "model.layers.0.mlp.gate_proj.weight");
@@ -252,8 +252,8 @@ static void test_roundtrip(StDtype dt) {
     const PackTensor *k = pack_find(&p, "model.layers.0.self_attn.k_proj.weight");
     T_OK(down && down->enc != PACK_DENSE && gate && gate->enc != PACK_DENSE && norm && norm->enc == PACK_DENSE &&
              norm->ndim == 1 && k && k->nnz == 0,
-         "%s: --index size: %d dense, %d bitmap, %d delta, %d tiles; 1-D norm dense, empty k_proj", st_dtype_name(dt),
-         encs[0], encs[1], encs[2], encs[3]);
+         "%s: --index size: %d dense, %d bitmap, %d delta, %d tiles, %d nm; 1-D norm dense, empty k_proj",
+         st_dtype_name(dt), encs[0], encs[1], encs[2], encs[3], encs[PACK_NM]);
     int aligned = p.map.size % 512 == 0;
     for (int i = 0; i < p.n_members; i++) aligned &= p.members[i].offset % 512 == 0;
     T_OK(aligned, "%s: every member's data starts at a multiple of 512 (%d members)", st_dtype_name(dt), p.n_members);
@@ -582,8 +582,8 @@ static void test_bad(void) {
     size_t saved_n = mf->size;
     memcpy(saved, mf->data, saved_n);
 #define RESTORE() do { free(mf->data); mf->data = xmalloc(saved_n); memcpy(mf->data, saved, saved_n); mf->size = saved_n; } while (0)
-    edit(mf, "\"version\":2,", "\"version\":4,");
-    expect_bad(e, ne, "version 4", "an unknown format version");
+    edit(mf, "\"version\":2,", "\"version\":5,");
+    expect_bad(e, ne, "version 5", "an unknown format version");
     RESTORE();
     edit(mf, "\"version\":2,", "\"version\":1,");
     size_t n1;

@@ -337,10 +337,39 @@ static const PanelFn AVX2_SELL[5] = {sell2_f32, sell2_bf16, sell2_f16, NULL, NUL
 
 static const PanelFn AVX2_TILES[5] = {tiles2_f32, tiles2_bf16, tiles2_f16, tiles2_i8, tiles2_i4};
 
-static const RowFn AVX2_ROWS[3][5] = {
+// Nm: 8 elements a step, their columns decoded in scalar code (NmWalk) and x gathered
+// there (vgatherdps), as sell's slots are; the row's last elements, and every step whose
+// load of 8 values would pass the stream's end, one by one.
+#define DEF_NM2(NAME, SFX, VAL)                                                            \
+    AVX2 static float NAME(const PackTensor *t, size_t r, const float *x) {                \
+        size_t per = t->cols / t->nm_m * t->nm_n, o = r * per, e = 0;                      \
+        NmWalk wk;                                                                         \
+        nm_walk_init(&wk, t, r, 0);                                                        \
+        __m256 a = _mm256_setzero_ps();                                                    \
+        int32_t c[8];                                                                      \
+        for (; e + 8 <= per && o + e + SPAN_##SFX <= t->nnz; e += 8) {                     \
+            nm_walk_cols(c, &wk, 8);                                                       \
+            __m256 xv = _mm256_i32gather_ps(x, _mm256_loadu_si256((const __m256i *)c), 4);  \
+            a = _mm256_fmadd_ps(ld8_##SFX(t->values, o + e), xv, a);                       \
+        }                                                                                  \
+        float s = hsum8(a);                                                                \
+        for (; e < per; e++) {                                                             \
+            nm_walk_cols(c, &wk, 1);                                                       \
+            s += VAL(t->values, o + e) * x[c[0]];                                          \
+        }                                                                                  \
+        return s;                                                                          \
+    }
+DEF_NM2(nm2_f32, f32, VAL_F32)
+DEF_NM2(nm2_bf16, bf16, VAL_BF16)
+DEF_NM2(nm2_f16, f16, VAL_F16)
+DEF_NM2(nm2_i8, i8, VAL_I8)
+DEF_NM2(nm2_i4, i4, VAL_I4)
+
+static const RowFn AVX2_ROWS[PACK_N_ENC][5] = {
     {dense2_f32, dense2p_bf16, dense2_f16, dense2_i8, dense2_i4},
     {bitmap2_f32, bitmap2p_bf16, bitmap2_f16, bitmap2_i8, bitmap2_i4},
     {NULL, NULL, NULL, NULL, NULL}, // delta: the portable loop (spmv.c says why)
+    [PACK_NM] = {nm2_f32, nm2_bf16, nm2_f16, nm2_i8, nm2_i4},
 };
 
 int spmv_avx2_probe(void) {
