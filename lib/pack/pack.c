@@ -471,9 +471,10 @@ static int manifest_tensor(PackTensor *t, const Pack *p, size_t *rank, const jso
         return ERR("%s: tensor %s: values %s, but a %s tensor of this pack (quant %s, dtype %s) has %s", path, name,
                    VAL_NAMES[t->val], t->prunable ? "prunable" : "dense", QUANT_NAMES[p->quant], st_dtype_name(dt),
                    VAL_NAMES[want]);
-    if (!t->prunable && t->enc != PACK_DENSE) return ERR("%s: tensor %s: not prunable but %s", path, name, s);
+    if (!t->prunable && t->enc != PACK_DENSE)
+        return ERR("%s: tensor %s: not prunable but %s", path, name, ENC_NAMES[t->enc]);
     if ((t->enc == PACK_NM) != (pat != NULL))
-        return ERR("%s: tensor %s: a pattern goes with encoding nm and only with it (%s)", path, name, s);
+        return ERR("%s: tensor %s: a pattern goes with encoding nm and only with it (%s)", path, name, ENC_NAMES[t->enc]);
     if (json_size(&t->nnz, json_object_get(o, "nnz")) < 0) return ERR("%s: tensor %s: bad nnz", path, name);
     if (t->enc == PACK_DENSE ? t->nnz != numel : t->nnz > numel || t->nnz > UINT32_MAX)
         return ERR("%s: tensor %s: nnz %zu does not fit %s (%zu elements)", path, name, t->nnz, ENC_NAMES[t->enc], numel);
