@@ -734,7 +734,7 @@ static const char *NM_CFG =
     " \"num_key_value_heads\": 1, \"vocab_size\": 11, \"tie_word_embeddings\": false, \"torch_dtype\": \"float32\"}\n";
 
 // A 2:4 model in dt: most groups keep 2 at random columns, some 1 or 0 (nm's padding), a
-// -0.0 kept in q_proj; packed as best-pack does by default (--index speed) every prunable
+// -0.0 kept in q_proj; packed as best-pack does by default (--index speed, AVX-512) every prunable
 // tensor is nm 2:4 in exactly its documented bytes (BF16 96 columns: 0.5625 of dense) and
 // decodes to the model's bits.
 static void test_nm(StDtype dt) {
@@ -762,7 +762,9 @@ static void test_nm(StDtype dt) {
     size_t R, C;
     float *q = param(&m, "model.layers.0.self_attn.q_proj.weight", &R, &C);
     q[0] = -0.0f, q[1] = 0.0f, q[2] = 0.0f, q[3] = value_in(dt); // group 0: -0.0 and one value
+    pack_plan_isa(SPMV_AVX512); // (AVX2 plans take a bitmap or dense: pack_write.c)
     T_OK(pack_write(path, &m, QUANT_NONE, INDEX_SPEED) == 0, "%s: pack_write %s", name, err_msg());
+    pack_plan_isa(spmv_isa());
     Pack p;
     if (pack_open(&p, path) == 0) {
         int all = 1, sizes = 1, v4 = p.version == 4;
@@ -776,7 +778,7 @@ static void test_nm(StDtype dt) {
         }
         const PackTensor *down = pack_find(&p, "model.layers.0.mlp.down_proj.weight");
         double ratio = down ? (double)pack_tensor_bytes(down) / (double)(down->rows * down->cols * (dt == ST_F32 ? 4 : 2)) : 0;
-        T_OK(all && v4, "%s: every prunable tensor nm 2:4 (by default), the others dense, version %d", name, p.version);
+        T_OK(all && v4, "%s: every prunable tensor nm 2:4 (--index speed for AVX-512), the others dense, version %d", name, p.version);
         T_OK(sizes, "%s: nm bytes = rows*cols/2 values + rows*ceil(cols/8) index bytes", name);
         T_OK(ratio == (dt == ST_F32 ? 0.53125 : 0.5625), "%s: down_proj (44 x 96) is %.5f of its dense bytes (%s)", name,
              ratio, dt == ST_F32 ? "F32: (2*4 + 1/2) / 16 = 0.53125" : "(2*2 + 1/2) / 8 = 0.5625");

@@ -280,12 +280,19 @@ static void dims_of(size_t *rows, size_t *cols, const ParamInfo *pi) {
 // and sell from 90% (its tiles need 4 lane permutes and 3 blends per 8 rows where AVX-512
 // has one vpermt2ps per 16: 118 against 32 a slot); portable delta, sell at 99%. Any
 // sell cost from 12 to 20 (AVX-512), 0 to 26 (AVX2) and 52 to 140 (portable) ranks them so.
-// The nm element was not fitted that way: NM_COST_* are placeholders until
-// bench/decode_encodings.sh measures a 2:4 model (2026-11-29); they only need nm to
-// rank first on the N:M tensors it is smallest for, which pack_write's tests check.
+// The nm element (per stored element, padding included) was measured apart, on this
+// repository's 2026-11-29 host (AMD EPYC, AVX-512; bench_decode, 1 thread, the 220M model
+// pruned 2:4 by best-mask --pattern, every prunable tensor forced to one encoding;
+// docs/benchmarks.md): AVX-512 nm 20.3 ms a token, tiles 18.9, bitmap 20.5; AVX2 nm 31.5,
+// bitmap 20.7, tiles 24.1; portable nm 100, bitmap 70. A line through tiles and bitmap
+// fits 2.4 for AVX-512's nm, 10 for AVX2's and 14 for the portable loop. AVX-512's is set
+// to 1.0, under the fit: within 7% of tiles' time at 0.71 of its bytes, nm is what an
+// N:M model should get by default there (issue 39), and a pack planned so is the smallest
+// too. AVX2 plans keep a bitmap or dense (its nm is 1.5x slower than its bitmap at the same
+// bytes, 2:4), portable ones dense.
 #define NM_COST_AVX512 1.0
-#define NM_COST_AVX2 1.0
-#define NM_COST_PORTABLE 2.0
+#define NM_COST_AVX2 10.0
+#define NM_COST_PORTABLE 14.0
 typedef struct { double bitmap_step, delta_elem, delta_row, tiles_slot, dense_elem, sell_slot, nm_elem; } Costs;
 static const Costs COSTS[3] = {
     [SPMV_AVX512] = {39, 6, 300, 32, 0, 16, NM_COST_AVX512},

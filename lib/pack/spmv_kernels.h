@@ -89,6 +89,19 @@ static inline void nm_walk_cols(int32_t *c, NmWalk *w, size_t k) {
     }
 }
 
+// The little-endian integer of the nb (1..4) bytes at p: constant-size loads, not a
+// memcpy call per step.
+static inline uint32_t nm_load_bytes(const uint8_t *p, unsigned nb) {
+    uint32_t w = 0;
+    switch (nb) {
+    case 1: w = p[0]; break;
+    case 2: { uint16_t h; memcpy(&h, p, 2); w = h; break; }
+    case 3: { uint16_t h; memcpy(&h, p, 2); w = h | (uint32_t)p[2] << 16; break; }
+    default: memcpy(&w, p, 4); break;
+    }
+    return w;
+}
+
 // The dense BF16 four-row kernels' software prefetch, bytes ahead in each row
 // (spmv_avx512.c's dense512p4_bf16 says what was measured).
 #ifndef DENSE_PF
