@@ -3,7 +3,7 @@
 // from a memory map (every member's data starts at a multiple of 512 bytes).
 //
 // Members, in this order (docs/formats.md, "Packed checkpoints", byte by byte):
-//   manifest.json        format "best-pack", version 2, quant, and per member its
+//   manifest.json        format "best-pack", version 2 to 4, quant, and per member its
 //                        size and xxh64, per tensor its name, shape, original dtype,
 //                        encoding, value type and nonzero count; it ends with its own
 //                        xxh64 (,"xxh64":"<hex>"} over every byte before that tail)
@@ -50,8 +50,8 @@
 // encoding is chosen per tensor (PackIndex): by default the one a decoder reads
 // fastest, else the one with the fewest bytes; non-prunable tensors are always dense
 // in the model's dtype. Sell holds F32, BF16 or F16 values only, and at most 65536
-// columns. All integers are little-endian. Version 1 packs (no tiles) and 2 (no sell)
-// are read as well.
+// columns. All integers are little-endian. Version 1 packs (no tiles), 2 (no sell) and
+// 3 (no nm) are read as well.
 //
 // Reading maps the file, parses the tar headers (ours: ustar, strict), the manifest,
 // and checks every stream's length and every index stream (bitmaps count to nnz,
