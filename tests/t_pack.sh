@@ -20,8 +20,12 @@ cat >"$TMP/pack_ref.py" <<'PY'
 #   pack_ref.py tar PACK                  512 alignment, members == manifest, 1024 zeros at the end
 #   pack_ref.py info JSON S               --info --json agrees with the sparsity S
 #   pack_ref.py edit PACK OUT WHAT        a hostile copy: version9 | rename:OLD:NEW | pastend |
-#                                         tilespast | sellv2 | sellpad | sellcol
+#                                         tilespast | sellv2 | sellpad | sellcol | nmv3 | nmorder |
+#                                         nmpattern
 #   pack_ref.py sell PACK FOLDER          the same for every sell tensor (and its padding)
+#   pack_ref.py nm PACK FOLDER            the same for every nm tensor (positions, padding bits)
+#   pack_ref.py nmsize PACK N M           every prunable tensor nm N:M, in exactly the
+#                                         documented bytes (2:4 BF16: 0.5625 of dense)
 #   pack_ref.py tiles PACK FOLDER         every tiles tensor, decoded as docs/formats.md says,
 #                                         has the folder's bytes (BF16/F16/F32 values)
 # Prints one "ok - ..." or "not ok - ..." line per check.
@@ -112,8 +116,9 @@ def tar(path):
     end = ms[-1].offset_data + (ms[-1].size + 511) // 512 * 512
     report(len(b) == end + 1024 and b[end:] == bytes(1024), "the file ends with exactly two zero blocks")
     sell = any(t["encoding"] == "sell" for t in man["tensors"])
-    report(man["format"] == "best-pack" and man["version"] == (3 if sell else 2),
-           f"format best-pack, version {man['version']} (3 with sell, else 2: the lowest that holds it)")
+    nm = any(t["encoding"] == "nm" for t in man["tensors"])
+    report(man["format"] == "best-pack" and man["version"] == (4 if nm else 3 if sell else 2),
+           f"format best-pack, version {man['version']} (4 with nm, 3 with sell, else 2: the lowest that holds it)")
 
 
 def info(path, S):
@@ -150,6 +155,15 @@ def edit(path, out, what):
     ms = members(path)
     if what == "version9":
         ms[0] = (ms[0][0], ms[0][1].replace(b'"version":2,', b'"version":9,'))
+    elif what == "nmv3":  # an nm pack that says version 3 (no nm then)
+        ms[0] = (ms[0][0], ms[0][1].replace(b'"version":4,', b'"version":3,'))
+    elif what == "nmorder":  # row 0's first two positions (2 bits each) swapped: 1 then 0, say
+        man = json.loads(ms[0][1])
+        t = next(t for t in man["tensors"] if t["encoding"] == "nm" and t["pattern"] == [2, 4])
+        ms = [(n, bytes([(d[0] & 0xF0) | (d[0] >> 2 & 3) | (d[0] & 3) << 2 if (d[0] & 3) != (d[0] >> 2 & 3) else 0x01])
+               + d[1:] if n == t["name"] + ".index" else d) for n, d in ms]
+    elif what == "nmpattern":  # N = M
+        ms[0] = (ms[0][0], ms[0][1].replace(b'"pattern":[2,4]', b'"pattern":[4,4]', 1))
     elif what == "sellv2":  # a sell pack that says version 2 (no sell then)
         ms[0] = (ms[0][0], ms[0][1].replace(b'"version":3,', b'"version":2,'))
     elif what in ("sellpad", "sellcol"):  # padding with a column; a column past the tensor's end
@@ -252,9 +266,54 @@ def sell_decode(rd, ten, rows, cols, size):
     return bytes(dense), ok
 
 
+def nm_decode(rd, ten, rows, cols, size):
+    """docs/formats.md's nm: "pattern" [N, M]; per row, per group of M columns, N positions of
+    ceil(log2 M) bits, LSB first, increasing, each row padded with zero bits to a byte; the
+    values in the same order."""
+    n, m = ten["pattern"]
+    bits, G = (m - 1).bit_length(), cols // m
+    stride = (G * n * bits + 7) // 8
+    index, vals = rd(".index"), rd(".values")
+    ok = cols % m == 0 and len(index) == rows * stride and len(vals) == rows * G * n * size and \
+        ten["nnz"] == rows * G * n
+    dense = bytearray(rows * cols * size)
+    for r in range(rows):
+        word = int.from_bytes(index[r * stride:(r + 1) * stride], "little")
+        ok = ok and word >> (G * n * bits) == 0
+        for e in range(G * n):
+            p = (word >> (e * bits)) & ((1 << bits) - 1)
+            ok = ok and p < m and (e % n == 0 or p > (word >> ((e - 1) * bits)) & ((1 << bits) - 1))
+            k, c = r * G * n + e, e // n * m + p
+            dense[(r * cols + c) * size:(r * cols + c + 1) * size] = vals[k * size:(k + 1) * size]
+    return bytes(dense), ok
+
+
+def nmsize(path, n, m):
+    t = tarfile.open(path)
+    man = json.loads(t.extractfile("manifest.json").read())
+    size = {x["name"]: x["size"] for x in man["members"]}
+    n, m, ok, ratio = int(n), int(m), True, []
+    for ten in man["tensors"]:
+        if not ten["prunable"]:
+            continue
+        rows, cols = ten["shape"]
+        vb = {"F32": 4, "BF16": 2, "F16": 2}[ten["values"]]
+        # values: rows*cols/M*N of vb bytes; index: per row ceil(cols/M*N*ceil(log2 M)/8) bytes
+        want = rows * cols // m * n * vb + rows * ((cols // m * n * (m - 1).bit_length() + 7) // 8)
+        got = sum(size.get(ten["name"] + s, 0) for s in ("", ".nnz", ".index", ".ixptr", ".slots", ".values"))
+        ok = ok and ten["encoding"] == "nm" and ten["pattern"] == [n, m] and got == want
+        ratio.append(got / (rows * cols * vb))
+        if (n, m, vb) == (2, 4, 2) and cols % 8 == 0:  # (2 + 2*2/8) / (4*2): each row's index whole bytes
+            ok = ok and got * 16 == 9 * rows * cols * vb
+    report(ok and ratio, f"{path}: every prunable tensor nm {n}:{m} in its documented bytes, "
+                         f"{min(ratio):.4f} to {max(ratio):.4f} of its dense bytes")
+
+
 cmd, args = sys.argv[1], sys.argv[2:]
-if cmd in ("tiles", "sell"):
-    decoded(*args, cmd, tiles_decode if cmd == "tiles" else sell_decode)
+if cmd in ("tiles", "sell", "nm"):
+    decoded(*args, cmd, {"tiles": tiles_decode, "sell": sell_decode, "nm": nm_decode}[cmd])
+elif cmd == "nmsize":
+    nmsize(*args)
 else:
     {"bf16": bf16, "same": same, "quant": quant, "bf16q": bf16q, "tar": tar, "info": info, "edit": edit}[cmd](*args)
 PY
@@ -361,6 +420,38 @@ for src in p99 llama.p90bf llama.p90; do
     "$P" --unpack "$TMP/$src.sell.pack" --out "$TMP/$src.sell" --quiet
     $REF same "$TMP/$src" "$TMP/$src.sell"
 done
+# nm (format version 4): best-mask --pattern's N:M models in BF16 packed as they come (--index
+# speed, planned for AVX-512; planned for AVX2 a 2:4 model is bitmap or dense) are nm at their pattern (2:4 in 0.5625 of its dense bytes), in the documented layout,
+# version 4, lossless; --pattern names the pattern, --index nm forces it
+for pat in 2:4 4:8 1:4; do
+    n=${pat%:*} m=${pat#*:}
+    "$MASK" --model $D --method magnitude --pattern $pat --apply --out-model "$TMP/nm$n$m.f32" --quiet
+    $REF bf16 "$TMP/nm$n$m.f32" "$TMP/nm$n$m"
+    "$P" --model "$TMP/nm$n$m" --out "$TMP/nm$n$m.pack" --isa avx512 --quiet
+    $REF nmsize "$TMP/nm$n$m.pack" $n $m
+    $REF nm "$TMP/nm$n$m.pack" "$TMP/nm$n$m"
+    $REF tar "$TMP/nm$n$m.pack"
+    check "nm $pat: --verify" "$P" --verify "$TMP/nm$n$m.pack"
+    "$P" --unpack "$TMP/nm$n$m.pack" --out "$TMP/nm$n$m.un" --quiet
+    $REF same "$TMP/nm$n$m" "$TMP/nm$n$m.un"
+done
+check "nm 2:4 planned for AVX2: no nm (AVX2's nm kernel is slower than its bitmap and dense ones)" sh -c \
+    "'$P' --model '$TMP/nm24' --out '$TMP/nm24a2.pack' --isa avx2 --quiet && ! '$P' --info '$TMP/nm24a2.pack' | grep -q ' nm '"
+"$P" --model "$TMP/nm48" --out "$TMP/nm48p.pack" --index nm --pattern 4:8 --quiet
+$REF nmsize "$TMP/nm48p.pack" 4 8
+"$P" --model "$TMP/nm24.f32" --out "$TMP/nm24f.pack" --index nm --quiet
+$REF nm "$TMP/nm24f.pack" "$TMP/nm24.f32"
+check "--index nm of a 2:4 model with --pattern 1:4: no tensor is 1:4, none is nm" sh -c \
+    "'$P' --model '$TMP/nm24' --out '$TMP/nm14x.pack' --index nm --pattern 1:4 --quiet && ! '$P' --info '$TMP/nm14x.pack' | grep -q ' nm '"
+# forced on an unstructured 90% model, each tensor takes the N:M (M <= 32) of fewest bytes it follows
+"$P" --model "$TMP/llama.p90bf" --out "$TMP/nmx.pack" --index nm --quiet
+$REF nm "$TMP/nmx.pack" "$TMP/llama.p90bf"
+for q in int8 int4; do
+    "$P" --model "$TMP/nm24.f32" --out "$TMP/nm24$q.pack" --quant $q --index nm --quiet &&
+        "$P" --unpack "$TMP/nm24$q.pack" --out "$TMP/nm24$q" --quiet
+    check "nm 2:4 with --quant $q: every prunable tensor nm" sh -c "'$P' --info '$TMP/nm24$q.pack' | grep -c ' nm ' | grep -qx 14"
+    $REF quant "$TMP/nm24.f32" "$TMP/nm24$q" ${q#int}
+done
 check "--index sell with --quant int8: the prunable tensors are not sell (it holds F32/BF16/F16 only)" sh -c \
     "'$P' --model '$TMP/p99' --out '$TMP/p99q.pack' --index sell --quant int8 --quiet && ! '$P' --info '$TMP/p99q.pack' | grep -q ' sell '"
 check "packing is deterministic" sh -c "'$P' --model '$TMP/llama.p90bf' --out '$TMP/again.pack' --quiet && cmp '$X' '$TMP/again.pack'"
@@ -378,6 +469,8 @@ expect_error "unknown --quant" 2 "unknown --quant int3" "$P" --model $D --out "$
 expect_error "--json without --info" 2 "--json goes with --info" "$P" --verify "$X" --json
 expect_error "--quant when unpacking" 2 "--quant goes with --model" "$P" --unpack "$X" --out "$TMP/never" --quant int8
 expect_error "unknown --index" 2 "unknown --index fastest" "$P" --model $D --out "$TMP/never.pack" --index fastest
+expect_error "--pattern 4:4" 2 "--pattern 4:4: N:M with 0 < N < M <= 32" "$P" --model $D --out "$TMP/never.pack" --pattern 4:4
+expect_error "--pattern when unpacking" 2 "--pattern goes with --model" "$P" --unpack "$X" --out "$TMP/never" --pattern 2:4
 expect_error "--index when unpacking" 2 "--index goes with --model" "$P" --unpack "$X" --out "$TMP/never" --index size
 
 # Runtime errors: exit 1, one line, nothing written.
@@ -414,6 +507,9 @@ hostile "$X" version9 "unknown format version" "unknown format version 9"
 hostile "$TMP/p99.sell.pack" sellv2 "sell in a pack of version 2" "unknown encoding sell (format version 2)"
 hostile "$TMP/llama.p90.sell.pack" sellpad "sell padding with a column" "padding that is not column 0 and value 0"
 hostile "$TMP/llama.p90.sell.pack" sellcol "sell column past the tensor's end" "column out of order or range"
+hostile "$TMP/nm24.pack" nmv3 "nm in a pack of version 3" "unknown encoding nm (format version 3)"
+hostile "$TMP/nm24.pack" nmorder "nm positions out of order" "position 0 out of order or range (2:4)"
+hostile "$TMP/nm24.pack" nmpattern "an nm pattern of 4:4" "pattern is not \[N, M\] with 0 < N < M <= 32"
 hostile "$TMP/p99.pack" pastend "an index stream that runs past its end" "runs past its end"
 hostile "$TMP/p99t.pack" tilespast "tiles that step past the last block" "runs past its last block"
 mkdir -p "$TMP/jail/out"

@@ -11,8 +11,10 @@
 # model packed with int8 and int4, their perplexity change printed. The same greedy tokens
 # with every kernel set the CPU has (BEST_ISA), and a bad BEST_ISA is one error line. The
 # 50% model in bf16 generates from its bf16 weights (the dense store: one stderr line) the
-# tokens of its dense bf16 pack. Logits of the decoding paths are compared within a
-# tolerance in tests/test_spmv.c.
+# tokens of its dense bf16 pack. N:M (the nm encoding, pack format 4): the llama fixture
+# and stories260K pruned 2:4 by best-mask --pattern and packed nm give their folder's
+# perplexity bit for bit, stories260K its folder's 100 greedy tokens with every kernel set.
+# Logits of the decoding paths are compared within a tolerance in tests/test_spmv.c.
 . tests/lib.sh
 E="$BIN/best-eval"
 if [ ! -x "$BIN/best-pack" ]; then
@@ -56,6 +58,16 @@ for fx in llama qwen3 llama_tied; do
             python3 -c "import sys; assert abs($qp / $dp - 1) <= $bound"
     done
 done
+
+# nm (pack format 4): a 2:4 model from best-mask --pattern, packed nm: the folder's
+# perplexity bit for bit (evaluation decodes the rows, then BLAS)
+D="$TMP/llama24.d" P24="$TMP/llama24.pack" DATA=tests/fixtures/eval/qwen3_tokens.bin
+"$BIN/best-mask" --model tests/fixtures/model/llama --method magnitude --pattern 2:4 --apply --out-model "$D" --quiet
+"$BIN/best-pack" --model "$D" --out "$P24" --index nm --quiet
+check "llama 2:4: every prunable tensor nm" sh -c "'$BIN/best-pack' --info '$P24' | grep -c ' nm ' | grep -qx 14"
+dp=$(field "$("$E" --model "$D" --data "$DATA" --seq 64 --json --quiet)" ppl)
+pp=$(field "$("$E" --model "$P24" --data "$DATA" --seq 64 --json --quiet)" ppl)
+check "llama 2:4 nm: packed perplexity $pp = the folder's $dp, bit for bit" test -n "$dp" -a "$dp" = "$pp"
 
 # A damaged pack is one error line naming the file.
 head -c 20000 "$TMP/llama.pack" >"$TMP/trunc.pack"
@@ -115,6 +127,28 @@ import json,sys; a,b=(json.load(open(f)) for f in sys.argv[1:]); assert a['ids']
             skip "BEST_ISA=$isa: this CPU lacks that kernel set ($(head -c 200 "$TMP/g-$isa.err"))"
         else
             fail "BEST_ISA=$isa generation: $(head -c 300 "$TMP/g-$isa.err")"
+        fi
+    done
+    # nm: stories260K pruned 2:4 (best-mask --pattern), packed nm: the folder's perplexity bit
+    # for bit and its greedy tokens on every kernel set
+    "$BIN/best-mask" --model "$S" --method magnitude --pattern 2:4 --apply --out-model "$TMP/s24.d" --quiet
+    "$BIN/best-pack" --model "$TMP/s24.d" --out "$TMP/s24.pack" --index nm --quiet
+    dp=$(field "$("$E" --model "$TMP/s24.d" --data "$V" --seq 256 --max-tokens 4096 --json --quiet)" ppl)
+    pp=$(field "$("$E" --model "$TMP/s24.pack" --data "$V" --seq 256 --max-tokens 4096 --json --quiet)" ppl)
+    check "stories260K 2:4 nm: packed perplexity $pp = the folder's $dp, bit for bit" test -n "$dp" -a "$dp" = "$pp"
+    "$E" --model "$TMP/s24.d" --generate "Once upon a time" --max-new-tokens 100 --json --quiet >"$TMP/g24d.json"
+    for isa in avx512 avx2 portable; do
+        spmv_isa_ok=1
+        BEST_ISA=$isa "$E" --model "$TMP/s24.pack" --generate "Once upon a time" --max-new-tokens 100 --json --quiet \
+            >"$TMP/g24-$isa.json" 2>"$TMP/g24-$isa.err" || spmv_isa_ok=0
+        if [ $spmv_isa_ok = 1 ]; then
+            check "stories260K 2:4 nm, BEST_ISA=$isa: greedy generation from the pack = the folder's, 100 tokens" python3 -c "
+import json,sys; a,b=(json.load(open(f)) for f in sys.argv[1:]); assert a['ids'] == b['ids'] and len(a['ids']) > 10, (a['ids'], b['ids'])" \
+                "$TMP/g24d.json" "$TMP/g24-$isa.json"
+        elif grep -q "kernels need a CPU with" "$TMP/g24-$isa.err"; then
+            skip "BEST_ISA=$isa: this CPU lacks that kernel set"
+        else
+            fail "stories260K 2:4 nm, BEST_ISA=$isa generation: $(head -c 300 "$TMP/g24-$isa.err")"
         fi
     done
     expect_error "BEST_ISA=avx3: one error line naming the sets" 1 "BEST_ISA=avx3: want avx512, avx2 or portable" \

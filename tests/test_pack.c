@@ -244,7 +244,7 @@ static void test_roundtrip(StDtype dt) {
     char what[96];
     snprintf(what, sizeof what, "%s (-0.0 kept, empty/full rows, gaps 254/255/256/299)", st_dtype_name(dt));
     check_exact(&p, &m, dt, what);
-    int encs[4] = {0};
+    int encs[PACK_N_ENC] = {0};
     for (int i = 0; i < p.n; i++) encs[p.t[i].enc]++;
     const PackTensor *down = pack_find(&p, "model.layers.0.mlp.down_proj.weight");
     const PackTensor *gate = pack_find(&p, "model.layers.0.mlp.gate_proj.weight");
@@ -252,8 +252,8 @@ static void test_roundtrip(StDtype dt) {
     const PackTensor *k = pack_find(&p, "model.layers.0.self_attn.k_proj.weight");
     T_OK(down && down->enc != PACK_DENSE && gate && gate->enc != PACK_DENSE && norm && norm->enc == PACK_DENSE &&
              norm->ndim == 1 && k && k->nnz == 0,
-         "%s: --index size: %d dense, %d bitmap, %d delta, %d tiles; 1-D norm dense, empty k_proj", st_dtype_name(dt),
-         encs[0], encs[1], encs[2], encs[3]);
+         "%s: --index size: %d dense, %d bitmap, %d delta, %d tiles, %d nm; 1-D norm dense, empty k_proj",
+         st_dtype_name(dt), encs[0], encs[1], encs[2], encs[3], encs[PACK_NM]);
     int aligned = p.map.size % 512 == 0;
     for (int i = 0; i < p.n_members; i++) aligned &= p.members[i].offset % 512 == 0;
     T_OK(aligned, "%s: every member's data starts at a multiple of 512 (%d members)", st_dtype_name(dt), p.n_members);
@@ -582,8 +582,8 @@ static void test_bad(void) {
     size_t saved_n = mf->size;
     memcpy(saved, mf->data, saved_n);
 #define RESTORE() do { free(mf->data); mf->data = xmalloc(saved_n); memcpy(mf->data, saved, saved_n); mf->size = saved_n; } while (0)
-    edit(mf, "\"version\":2,", "\"version\":4,");
-    expect_bad(e, ne, "version 4", "an unknown format version");
+    edit(mf, "\"version\":2,", "\"version\":5,");
+    expect_bad(e, ne, "version 5", "an unknown format version");
     RESTORE();
     edit(mf, "\"version\":2,", "\"version\":1,");
     size_t n1;
@@ -724,6 +724,154 @@ static void test_bad_tiles(void) {
     free(path);
 }
 
+// --- nm ------------------------------------------------------------------------------------
+
+// hidden 44: rows of 44 columns are 22 positions of 2 bits at 2:4, 44 bits in 6 bytes (4
+// padding bits); intermediate 96: down_proj's rows fill 12 bytes exactly.
+static const char *NM_CFG =
+    "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", \"hidden_size\": 44,\n"
+    " \"intermediate_size\": 96, \"num_hidden_layers\": 1, \"num_attention_heads\": 2,\n"
+    " \"num_key_value_heads\": 1, \"vocab_size\": 11, \"tie_word_embeddings\": false, \"torch_dtype\": \"float32\"}\n";
+
+// A 2:4 model in dt: most groups keep 2 at random columns, some 1 or 0 (nm's padding), a
+// -0.0 kept in q_proj; packed as best-pack does by default (--index speed, AVX-512) every prunable
+// tensor is nm 2:4 in exactly its documented bytes (BF16 96 columns: 0.5625 of dense) and
+// decodes to the model's bits.
+static void test_nm(StDtype dt) {
+    char name[48];
+    snprintf(name, sizeof name, "nm_%s.pack", st_dtype_name(dt));
+    char *dir = tmp_path("nm"), *path = tmp_path(name);
+    mkdir(dir, 0777);
+    write_text(dir, "config.json", NM_CFG);
+    Model m;
+    CHECK(model_create(&m, dir) == 0, "%s", err_msg());
+    m.dtype = dt;
+    for (int i = 0; i < m.n_info; i++) {
+        const ParamInfo *pi = &m.info[i];
+        float *w = m.params + pi->offset;
+        for (size_t j = 0; j < pi->numel; j++) w[j] = pi->prunable ? 0.0f : value_in(dt);
+        for (size_t g = 0; pi->prunable && g < pi->numel; g += 4) {
+            double u = unif();
+            int keep = u < 0.1 ? 0 : u < 0.2 ? 1 : 2;
+            for (int k = 0; k < keep;) {
+                size_t j = g + (size_t)(unif() * 4) % 4;
+                if (w[j] == 0) w[j] = value_in(dt), k++;
+            }
+        }
+    }
+    size_t R, C;
+    float *q = param(&m, "model.layers.0.self_attn.q_proj.weight", &R, &C);
+    q[0] = -0.0f, q[1] = 0.0f, q[2] = 0.0f, q[3] = value_in(dt); // group 0: -0.0 and one value
+    pack_plan_isa(SPMV_AVX512); // (AVX2 plans take a bitmap or dense: pack_write.c)
+    T_OK(pack_write(path, &m, QUANT_NONE, INDEX_SPEED) == 0, "%s: pack_write %s", name, err_msg());
+    pack_plan_isa(spmv_isa());
+    Pack p;
+    if (pack_open(&p, path) == 0) {
+        int all = 1, sizes = 1, v4 = p.version == 4;
+        for (int i = 0; i < p.n; i++) {
+            const PackTensor *t = &p.t[i];
+            if (!t->prunable) { all &= t->enc == PACK_DENSE; continue; }
+            all &= t->enc == PACK_NM && t->nm_n == 2 && t->nm_m == 4 && t->nnz == t->rows * t->cols / 2;
+            // values: rows*cols/4*2 of 2 or 4 bytes; index: per row ceil(cols/4*2*2 / 8) bytes
+            size_t vb = dt == ST_F32 ? 4 : 2, want = t->rows * t->cols / 2 * vb + t->rows * ((t->cols + 7) / 8);
+            sizes &= pack_tensor_bytes(t) == want && t->index_bytes == t->rows * ((t->cols + 7) / 8);
+        }
+        const PackTensor *down = pack_find(&p, "model.layers.0.mlp.down_proj.weight");
+        double ratio = down ? (double)pack_tensor_bytes(down) / (double)(down->rows * down->cols * (dt == ST_F32 ? 4 : 2)) : 0;
+        T_OK(all && v4, "%s: every prunable tensor nm 2:4 (--index speed for AVX-512), the others dense, version %d", name, p.version);
+        T_OK(sizes, "%s: nm bytes = rows*cols/2 values + rows*ceil(cols/8) index bytes", name);
+        T_OK(ratio == (dt == ST_F32 ? 0.53125 : 0.5625), "%s: down_proj (44 x 96) is %.5f of its dense bytes (%s)", name,
+             ratio, dt == ST_F32 ? "F32: (2*4 + 1/2) / 16 = 0.53125" : "(2*2 + 1/2) / 8 = 0.5625");
+        check_exact(&p, &m, dt, name);
+        T_OK(pack_verify(&p) == 0, "%s: pack_verify", name);
+        pack_close(&p);
+    } else {
+        T_OK(0, "%s: pack_open: %s", name, err_msg());
+    }
+    // forced --index nm at a pattern it does not hold: 2:4 weights are not 1:4, no nm
+    char *path14 = tmp_path("nm_1_4.pack");
+    pack_plan_pattern(1, 4);
+    T_OK(pack_write(path14, &m, QUANT_NONE, INDEX_NM) == 0, "%s: pack_write --pattern 1:4 %s", name, err_msg());
+    pack_plan_pattern(0, 0);
+    if (pack_open(&p, path14) == 0) {
+        int none = 1;
+        for (int i = 0; i < p.n; i++) none &= p.t[i].enc != PACK_NM;
+        T_OK(none && p.version < 4, "%s: --index nm --pattern 1:4 of a 2:4 model: no tensor nm, version %d", name,
+             p.version);
+        pack_close(&p);
+    }
+    free(path14);
+    model_free(&m);
+    model_unlink_saved(dir);
+    free(dir);
+    free(path);
+}
+
+// The reader's checks of nm: each one-line error names the file and tensor.
+static void test_bad_nm(void) {
+    char *path = tmp_path("nm_BF16.pack");
+    size_t n;
+    uint8_t *good = read_file(&n, path);
+    int ne;
+    Entry *e = entries_of(&ne, good, n);
+    Entry *mf = entry(e, ne, "manifest.json");
+    const char *q = "model.layers.0.self_attn.q_proj.weight";
+    char ixname[128], from[256];
+    snprintf(ixname, sizeof ixname, "%s.index", q);
+    Entry *ix = entry(e, ne, ixname);
+    // q_proj (44 x 44): 968 kept, rows of 6 index bytes; its entry's tail in the manifest
+    snprintf(from, sizeof from, "\"encoding\":\"nm\",\"values\":\"BF16\",\"nnz\":968,\"pattern\":[2,4]}");
+    static const struct { const char *to, *want, *what; } edits[] = {
+        {"\"encoding\":\"nm\",\"values\":\"BF16\",\"nnz\":968,\"pattern\":[4,4]}", "pattern is not [N, M] with 0 < N < M <= 32",
+         "pattern 4:4"},
+        {"\"encoding\":\"nm\",\"values\":\"BF16\",\"nnz\":968,\"pattern\":[2,33]}", "pattern is not [N, M]", "M = 33"},
+        {"\"encoding\":\"nm\",\"values\":\"BF16\",\"nnz\":968,\"pattern\":[0,4]}", "pattern is not [N, M]", "N = 0"},
+        {"\"encoding\":\"nm\",\"values\":\"BF16\",\"nnz\":968,\"pattern\":[2]}", "pattern is not [N, M]", "a pattern [2]"},
+        {"\"encoding\":\"nm\",\"values\":\"BF16\",\"nnz\":968,\"pattern\":[\"2\",4]}", "pattern is not [N, M]", "N a string"},
+        {"\"encoding\":\"nm\",\"values\":\"BF16\",\"nnz\":968,\"pattern\":[2,8]}", "columns M divides", "M = 8 of 44 columns"},
+        {"\"encoding\":\"nm\",\"values\":\"BF16\",\"nnz\":967,\"pattern\":[2,4]}", "nnz 967, but nm 2:4 of 44 x 44 stores 968",
+         "nnz one short"},
+        {"\"encoding\":\"nm\",\"values\":\"BF16\",\"nnz\":968}", "a pattern goes with encoding nm", "nm without a pattern"},
+        {"\"encoding\":\"nm\",\"values\":\"BF16\",\"nnz\":484,\"pattern\":[1,4]}", "index has 264 bytes, want 132",
+         "1:4 with 2:4's index"},
+        {"\"encoding\":\"nm\",\"values\":\"BF16\",\"nnz\":968,\"pattern\":[2,4],\"extra\":1}", "unknown keys", "an extra key"},
+    };
+    for (size_t i = 0; i < sizeof edits / sizeof *edits; i++) {
+        edit(mf, from, edits[i].to);
+        char what[96];
+        snprintf(what, sizeof what, "nm: %s", edits[i].what);
+        expect_bad(e, ne, edits[i].want, what);
+        edit(mf, edits[i].to, from);
+    }
+    edit(mf, "\"version\":4,", "\"version\":3,");
+    expect_bad(e, ne, "unknown encoding nm (format version 3)", "nm in a version 3 pack");
+    edit(mf, "\"version\":3,", "\"version\":4,");
+    const char *norm = "\"encoding\":\"dense\",\"values\":\"BF16\",\"nnz\":44}"; // the first: a layernorm's
+    const char *norm_pat = "\"encoding\":\"dense\",\"values\":\"BF16\",\"nnz\":44,\"pattern\":[2,4]}";
+    edit(mf, norm, norm_pat);
+    expect_bad(e, ne, "a pattern goes with encoding nm and only with it (dense)", "a pattern on a dense tensor");
+    edit(mf, norm_pat, norm);
+    uint8_t b0 = ix->data[0], b5 = ix->data[5];
+    ix->data[0] = (uint8_t)((b0 & 0xF0) | 0x5); // group 0: positions 1 and 1
+    expect_bad(e, ne, "nm row 0 group 0: position 1 out of order or range (2:4)", "nm: a position twice");
+    ix->data[0] = (uint8_t)((b0 & 0xF0) | 0x1); // positions 1 then 0
+    expect_bad(e, ne, "nm row 0 group 0: position 0 out of order", "nm: positions decreasing");
+    ix->data[0] = b0;
+    ix->data[5] = (uint8_t)(b5 | 0x80); // row 0's bits 44..47 are padding
+    expect_bad(e, ne, "nm row 0: padding bits after its positions are not zero", "nm: a padding bit set");
+    ix->data[5] = b5;
+    size_t n2;
+    uint8_t *same = tar_build(&n2, e, ne);
+    Pack p;
+    T_OK(pack_open_mem(&p, same, n2, "nm.pack") == 0, "restored, the nm pack opens again: %s", err_msg());
+    pack_close(&p);
+    free(same);
+    test_flips(good, n, "nm");
+    entries_free(e, ne);
+    free(good);
+    free(path);
+}
+
 int main(void) {
     snprintf(TMP, sizeof TMP, "/tmp/test_pack.XXXXXX");
     CHECK(mkdtemp(TMP), "mkdtemp");
@@ -747,6 +895,10 @@ int main(void) {
     pack_plan_isa(spmv_isa());
     test_bad();
     test_bad_tiles();
+    test_nm(ST_F32);
+    test_nm(ST_F16);
+    test_nm(ST_BF16);
+    test_bad_nm();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", TMP);
     if (getenv("TEST_PACK_KEEP")) printf("# kept %s\n", TMP);

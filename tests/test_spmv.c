@@ -62,6 +62,9 @@ static void packed_free(Packed *p) {
     memset(p, 0, sizeof *p);
 }
 
+// nm's N and M for encode (pack.h: every group of M columns of a row holds at most N).
+static unsigned enc_n, enc_m;
+
 // Encodes w (rows, cols) as pack.h describes: stored = bit pattern not all zero.
 static void encode(Packed *p, const float *w, size_t rows, size_t cols, PackEnc enc, PackVal val) {
     memset(p, 0, sizeof *p);
@@ -172,6 +175,36 @@ static void encode(Packed *p, const float *w, size_t rows, size_t cols, PackEnc 
         t->ix_ptr = p->ix_ptr;
         t->slots = no / 8;
         t->index_bytes = 2 * no;
+    } else if (enc == PACK_NM) {
+        // per row, per group of enc_m columns: its stored columns, then its first unused
+        // ones (order SIZE_MAX: value 0) to enc_n; positions in ceil(log2 M) bits LSB
+        // first, each row padded to a byte
+        unsigned bits = 1;
+        while ((1u << bits) < enc_m) bits++;
+        size_t groups = cols / enc_m, stride = (groups * enc_n * bits + 7) / 8;
+        free(order);
+        order = xmalloc((rows * groups * enc_n + 1) * sizeof *order);
+        p->index = xcalloc(rows * stride + 1, 1);
+        for (size_t r = 0; r < rows; r++) {
+            size_t bit = 0;
+            for (size_t g = 0; g < groups; g++) {
+                unsigned have = 0, take[32] = {0};
+                for (unsigned j = 0; j < enc_m; j++) take[j] = keep[r * cols + g * enc_m + j], have += take[j];
+                CHECK(have <= enc_n, "test: row %zu group %zu has %u of %u", r, g, have, enc_m);
+                for (unsigned j = 0; j < enc_m && have < enc_n; j++)
+                    if (!take[j]) take[j] = 2, have++; // padding
+                for (unsigned j = 0; j < enc_m; j++) {
+                    if (!take[j]) continue;
+                    order[no++] = take[j] == 1 ? r * cols + g * enc_m + j : SIZE_MAX;
+                    for (unsigned b = 0; b < bits; b++, bit++)
+                        p->index[r * stride + bit / 8] |= (uint8_t)((j >> b & 1) << (bit % 8));
+                }
+            }
+        }
+        t->nm_n = enc_n;
+        t->nm_m = enc_m;
+        t->nnz = no;
+        t->index_bytes = rows * stride;
     } else {
         for (size_t i = 0; i < n; i++)
             if (keep[i]) order[no++] = i;
@@ -197,7 +230,7 @@ static void encode(Packed *p, const float *w, size_t rows, size_t cols, PackEnc 
     p->ref = xcalloc(n, sizeof *p->ref);
     for (size_t k = 0; k < nv; k++) {
         size_t i = order[k];
-        if (i == SIZE_MAX) continue; // sell's padding: zero bits
+        if (i == SIZE_MAX) continue; // sell's and nm's padding: zero bits
         float x = w[i], q;
         size_t r = i / cols;
         switch (val) {
@@ -305,11 +338,12 @@ static void reference(double *y, double *mag, const float *ref, const float *x, 
     }
 }
 
-static const char *ENC[] = {"dense", "bitmap", "delta", "tiles", "sell"};
+static const char *ENC[] = {"dense", "bitmap", "delta", "tiles", "sell", "nm"};
 static const char *VAL[] = {"F32", "BF16", "F16", "I8", "I4"};
 
-// Every (encoding, value type) of w (rows, cols), both kernel sets, 1 and 3 threads.
-static void check_matrix(float *w, size_t rows, size_t cols) {
+// Every (encoding, value type) of w (rows, cols), both kernel sets, 1 and 3 threads; nm
+// alone (enc_n:enc_m) when nm is set, else every other encoding.
+static void check_matrix_encs(float *w, size_t rows, size_t cols, int nm) {
     float *x = xmalloc(cols * sizeof *x), *b = xmalloc(rows * sizeof *b);
     for (size_t c = 0; c < cols; c++) x[c] = (float)(uniform() * 2 - 1);
     for (size_t r = 0; r < rows; r++) b[r] = (float)(uniform() - 0.5);
@@ -319,6 +353,7 @@ static void check_matrix(float *w, size_t rows, size_t cols) {
     for (int e = 0; e < PACK_N_ENC; e++)
         for (int v = 0; v < 5; v++) {
             if (e == PACK_SELL && (v == PACK_I8 || v == PACK_I4 || cols > 65536)) continue; // (pack.h)
+            if ((e == PACK_NM) != nm) continue;
             Packed p;
             encode(&p, w, rows, cols, (PackEnc)e, (PackVal)v);
             reference(yr, mag, p.ref, x, rows, cols);
@@ -368,7 +403,31 @@ static void check_matrix(float *w, size_t rows, size_t cols) {
     free(mag);
 }
 
+static void check_matrix(float *w, size_t rows, size_t cols) { check_matrix_encs(w, rows, cols, 0); }
 static void check_shape(size_t rows, size_t cols) { check_matrix(make_matrix(rows, cols), rows, cols); }
+
+// An n:m matrix (rows, cols): most groups hold n elements at random positions, some fewer
+// (nm's padding), row 0 none, row 1 n in every group at the group's last columns, a -0.0
+// stored in row 2; then every (value type, kernel set) of nm against the reference.
+static void check_nm(size_t rows, size_t cols, unsigned n, unsigned m) {
+    float *w = xcalloc(rows * cols, sizeof *w);
+    for (size_t r = 1; r < rows; r++)
+        for (size_t g = 0; g < cols / m; g++) {
+            unsigned k = r == 1 || uniform() < 0.8 ? n : (unsigned)(next_u64() % n);
+            for (unsigned placed = 0; placed < k;) {
+                unsigned j = r == 1 ? m - 1 - placed : (unsigned)(next_u64() % m);
+                float *x = &w[r * cols + g * m + j];
+                if (*x != 0) continue;
+                *x = (float)(uniform() * 2 - 1);
+                if (*x == 0) *x = 0.5f;
+                placed++;
+            }
+        }
+    if (rows > 2) w[2 * cols] = w[2 * cols] != 0 ? -0.0f : w[2 * cols]; // stored, value 0
+    enc_n = n;
+    enc_m = m;
+    check_matrix_encs(w, rows, cols, 1);
+}
 
 // Tiles steps of more than 255 blocks: panel 0 holds (0, 0), (0, 8400), (1, 8499),
 // panel 1 (row 32 of 33) one element at column 5000.
@@ -477,6 +536,63 @@ static void compare_models(const char *fixture, const char *what, Model *d, Mode
     free(lp);
 }
 
+// Keeps the 2 of every 4 weights of each row largest in |w|, the others +0.0 (a 2:4
+// model; the fixtures hold -0.0 weights, which a pack stores).
+static void prune_2_4(float *w, size_t numel) {
+    for (size_t i = 0; i + 4 <= numel; i += 4) {
+        size_t a = i, b = i + 1; // the largest two, |w[a]| >= |w[b]|
+        if (fabsf(w[b]) > fabsf(w[a])) a = i + 1, b = i;
+        for (size_t j = i + 2; j < i + 4; j++)
+            if (fabsf(w[j]) > fabsf(w[a])) b = a, a = j;
+            else if (fabsf(w[j]) > fabsf(w[b])) b = j;
+        for (size_t j = i; j < i + 4; j++)
+            if (j != a && j != b) w[j] = 0.0f;
+    }
+}
+
+// nm: the fixture pruned 2:4 and packed with --index speed planned for AVX-512 (nm, the
+// smallest), against its folder as check_model's packs are, on every kernel set.
+static void check_model_nm(const char *fixture) {
+    char src[256], dir[256], pack[300];
+    snprintf(src, sizeof src, "tests/fixtures/model/%s", fixture);
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/test_spmv.%d.%s.nm", tmp && *tmp ? tmp : "/tmp", (int)getpid(), fixture);
+    snprintf(pack, sizeof pack, "%s.pack", dir);
+    Model m, d, p;
+    int rc = model_load(&m, src);
+    if (!T_OK(rc == 0, "%s 2:4: load %s", fixture, rc ? err_msg() : "")) return;
+    for (int i = 0; i < m.n_info; i++)
+        if (m.info[i].prunable) prune_2_4(m.params + m.info[i].offset, m.info[i].numel);
+    rc = model_save(&m, dir, -1);
+    model_free(&m);
+    if (rc == 0) rc = model_load(&d, dir);
+    pack_plan_isa(SPMV_AVX512); // (AVX2 and portable plans take a bitmap or dense: pack_write.c)
+    if (rc == 0 && (rc = pack_write(pack, &d, QUANT_NONE, INDEX_SPEED)) < 0) model_free(&d);
+    pack_plan_isa(spmv_isa());
+    Pack pk;
+    if (rc == 0 && pack_open(&pk, pack) == 0) {
+        int nm = 0, prunable = 0;
+        for (int i = 0; i < pk.n; i++)
+            if (pk.t[i].prunable) prunable++, nm += pk.t[i].enc == PACK_NM && pk.t[i].nm_n == 2 && pk.t[i].nm_m == 4;
+        T_OK(nm == prunable && nm > 0, "%s 2:4: --index speed (AVX-512) packs all %d prunable tensors nm 2:4 (%d)", fixture,
+             prunable, nm);
+        pack_close(&pk);
+    }
+    if (rc == 0 && (rc = model_open(&p, pack)) < 0) model_free(&d);
+    if (!T_OK(rc == 0, "%s 2:4: save, pack and load the pack %s", fixture, rc ? err_msg() : "")) return;
+    compare_models(fixture, "the nm 2:4 pack", &d, &p);
+    model_free(&d);
+    model_free(&p);
+    const char *files[] = {"model.safetensors", "config.json"};
+    for (int i = 0; i < 2; i++) {
+        char f[300];
+        snprintf(f, sizeof f, "%s/%s", dir, files[i]);
+        unlink(f);
+    }
+    rmdir(dir);
+    unlink(pack);
+}
+
 static void check_model(const char *fixture) {
     char src[256], dir[256], pack[300];
     snprintf(src, sizeof src, "tests/fixtures/model/%s", fixture);
@@ -549,6 +665,17 @@ int main(void) {
     check_shape(45, 1100);   // long rows: every delta escape case, 64-column words + tail
     check_shape(300, 701);   // enough work to split over threads, tail of 61 columns
     check_shape(64, 2048);   // multiples of 64
+    check_nm(37, 12, 2, 4);    // 2:4, a row of 12 bits in 2 bytes (padded); fewer than 16 a row
+    check_nm(45, 1100, 2, 4);  // 2:4, rows of 550 elements: 34 steps of 16 and a tail of 6
+    check_nm(300, 704, 4, 8);  // 4:8, threads
+    check_nm(64, 2048, 2, 4);
+    check_nm(33, 99, 1, 3);    // 1:3, 2-bit positions of 3 columns
+    check_nm(20, 96, 2, 3);    // 2:3 (the AVX-512 permute path)
+    check_nm(19, 90, 5, 9);    // 5:9 (the gather path: 5 does not divide 16)
+    check_nm(17, 160, 8, 16);  // 8:16, 4-bit positions
+    check_nm(23, 320, 16, 32); // 16:32, 5-bit positions (gather)
+    check_nm(9, 40, 4, 5);     // 4:5, 3-bit positions
+    check_nm(11, 64, 1, 2);    // 1:2
     check_bytes();
     check_sell_padding();
     for (int isa = SPMV_AVX512; isa >= SPMV_PORTABLE; isa--) { // every set the CPU has
@@ -560,6 +687,8 @@ int main(void) {
         check_model("llama");
         check_model("qwen3");
         check_model("llama_tied");
+        check_model_nm("llama");
+        check_model_nm("qwen3");
     }
     T_DONE();
 }

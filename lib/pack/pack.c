@@ -31,8 +31,8 @@ const char *pack_file_name(int i) {
 const char *const PACK_SUFFIX[S_N] = {"", ".nnz", ".index", ".ixptr", ".slots", ".values", ".scales"};
 
 static const char *const QUANT_NAMES[] = {"none", "bf16", "int8", "int4"};
-static const char *const ENC_NAMES[PACK_N_ENC] = {"dense", "bitmap", "delta", "tiles", "sell"};
-static const char *const INDEX_NAMES[] = {"speed", "size", "bitmap", "delta", "tiles", "dense", "sell"};
+static const char *const ENC_NAMES[PACK_N_ENC] = {"dense", "bitmap", "delta", "tiles", "sell", "nm"};
+static const char *const INDEX_NAMES[] = {"speed", "size", "bitmap", "delta", "tiles", "dense", "sell", "nm"};
 static const char *const VAL_NAMES[] = {"F32", "BF16", "F16", "I8", "I4"};
 
 static int name_index(const char *const *names, int n, const char *s) {
@@ -49,7 +49,7 @@ int pack_quant_parse(PackQuant *out, const char *name) {
 }
 
 int pack_index_parse(PackIndex *out, const char *name) {
-    int i = name_index(INDEX_NAMES, 7, name);
+    int i = name_index(INDEX_NAMES, 8, name);
     if (i < 0) return -1;
     *out = (PackIndex)i;
     return 0;
@@ -379,11 +379,57 @@ static int sell_members(PackTensor *t, const Pack *p, size_t *rank) {
     return check_sell(t, path);
 }
 
+// Nm: in every row, each group's positions below M and strictly increasing, the row's
+// padding bits zero.
+static int check_nm(const PackTensor *t, const char *path) {
+    unsigned n = t->nm_n, m = t->nm_m, bits = pack_nm_bits(m);
+    size_t groups = t->cols / m, stride = pack_nm_row_bytes(t->cols, n, m), used = groups * n * bits;
+    for (size_t r = 0; r < t->rows; r++) {
+        const uint8_t *row = t->index + r * stride;
+        for (size_t g = 0, e = 0; g < groups; g++) {
+            unsigned next = 0; // the least position the next element may have
+            for (unsigned j = 0; j < n; j++, e++) {
+                unsigned c = pack_nm_pos(row, e, bits);
+                if (c < next || c >= m)
+                    return ERR("%s: tensor %s: nm row %zu group %zu: position %u out of order or range (%u:%u)", path,
+                               t->name, r, g, c, n, m);
+                next = c + 1;
+            }
+        }
+        if (used % 8 && row[stride - 1] >> (used % 8))
+            return ERR("%s: tensor %s: nm row %zu: padding bits after its positions are not zero", path, t->name, r);
+    }
+    return 0;
+}
+
+// The members of an nm tensor and their checks: the pattern, nnz as it implies.
+static int nm_members(PackTensor *t, const Pack *p, size_t *rank, const json_t *pat) {
+    const char *path = p->path;
+    const json_t *jn = json_array_get(pat, 0), *jm = json_array_get(pat, 1);
+    if (!json_is_array(pat) || json_array_size(pat) != 2 || !json_is_integer(jn) || !json_is_integer(jm) ||
+        json_integer_value(jn) < 1 || json_integer_value(jm) <= json_integer_value(jn) ||
+        json_integer_value(jm) > NM_M_MAX)
+        return ERR("%s: tensor %s: pattern is not [N, M] with 0 < N < M <= %d", path, t->name, NM_M_MAX);
+    t->nm_n = (unsigned)json_integer_value(jn);
+    t->nm_m = (unsigned)json_integer_value(jm);
+    if (t->ndim != 2 || t->cols % t->nm_m)
+        return ERR("%s: tensor %s: nm %u:%u needs a 2-D tensor whose columns M divides (%zu x %zu)", path, t->name,
+                   t->nm_n, t->nm_m, t->rows, t->cols);
+    if (t->nnz != t->rows * (t->cols / t->nm_m) * t->nm_n)
+        return ERR("%s: tensor %s: nnz %zu, but nm %u:%u of %zu x %zu stores %zu", path, t->name, t->nnz, t->nm_n,
+                   t->nm_m, t->rows, t->cols, t->rows * (t->cols / t->nm_m) * t->nm_n);
+    size_t ix = t->rows * pack_nm_row_bytes(t->cols, t->nm_n, t->nm_m);
+    if (!(t->index = tensor_member(p, rank, t, S_INDEX, ix, &t->index_bytes))) return -1;
+    if (!(t->values = tensor_member(p, rank, t, S_VALUES, pack_val_bytes(t->val, t->nnz), &t->values_bytes))) return -1;
+    return check_nm(t, path);
+}
+
 // One manifest tensor entry: its fields, its members, its streams.
 static int manifest_tensor(PackTensor *t, const Pack *p, size_t *rank, const json_t *o, StDtype dt) {
-    static const char *const keys[] = {"name", "shape", "dtype", "prunable", "encoding", "values", "nnz"};
+    static const char *const keys[] = {"name", "shape", "dtype", "prunable", "encoding", "values", "nnz", "pattern"};
     const char *path = p->path;
-    TRY(keys_exact(o, keys, 7, path, "a tensor entry"));
+    const json_t *pat = json_is_object(o) ? json_object_get(o, "pattern") : NULL; // nm only
+    TRY(keys_exact(o, keys, pat ? 8 : 7, path, "a tensor entry"));
     const char *name = json_string_value(json_object_get(o, "name"));
     if (!name || !pack_name_ok(name, TENSOR_NAME_MAX))
         return ERR("%s: manifest.json: tensor name \"%.100s\" is not a plain name", path, name ? name : "?");
@@ -410,7 +456,7 @@ static int manifest_tensor(PackTensor *t, const Pack *p, size_t *rank, const jso
     if (!json_is_boolean(pr)) return ERR("%s: tensor %s: prunable is not true or false", path, name);
     t->prunable = json_is_true(pr);
     s = json_string_value(json_object_get(o, "encoding"));
-    int e = s ? name_index(ENC_NAMES, p->version + 2, s) : -1; // version 1: three, 2: tiles, 3: sell
+    int e = s ? name_index(ENC_NAMES, p->version + 2, s) : -1; // version 1: three, 2: tiles, 3: sell, 4: nm
     if (e < 0) return ERR("%s: tensor %s: unknown encoding %s (format version %d)", path, name, s ? s : "?", p->version);
     t->enc = (PackEnc)e;
     s = json_string_value(json_object_get(o, "values"));
@@ -425,7 +471,10 @@ static int manifest_tensor(PackTensor *t, const Pack *p, size_t *rank, const jso
         return ERR("%s: tensor %s: values %s, but a %s tensor of this pack (quant %s, dtype %s) has %s", path, name,
                    VAL_NAMES[t->val], t->prunable ? "prunable" : "dense", QUANT_NAMES[p->quant], st_dtype_name(dt),
                    VAL_NAMES[want]);
-    if (!t->prunable && t->enc != PACK_DENSE) return ERR("%s: tensor %s: not prunable but %s", path, name, s);
+    if (!t->prunable && t->enc != PACK_DENSE)
+        return ERR("%s: tensor %s: not prunable but %s", path, name, ENC_NAMES[t->enc]);
+    if ((t->enc == PACK_NM) != (pat != NULL))
+        return ERR("%s: tensor %s: a pattern goes with encoding nm and only with it (%s)", path, name, ENC_NAMES[t->enc]);
     if (json_size(&t->nnz, json_object_get(o, "nnz")) < 0) return ERR("%s: tensor %s: bad nnz", path, name);
     if (t->enc == PACK_DENSE ? t->nnz != numel : t->nnz > numel || t->nnz > UINT32_MAX)
         return ERR("%s: tensor %s: nnz %zu does not fit %s (%zu elements)", path, name, t->nnz, ENC_NAMES[t->enc], numel);
@@ -435,6 +484,8 @@ static int manifest_tensor(PackTensor *t, const Pack *p, size_t *rank, const jso
         TRY(tiles_members(t, p, rank));
     } else if (t->enc == PACK_SELL) {
         TRY(sell_members(t, p, rank));
+    } else if (t->enc == PACK_NM) {
+        TRY(nm_members(t, p, rank, pat));
     } else {
         if (!(t->nnz_ptr = (const uint32_t *)tensor_member(p, rank, t, S_NNZ, 4 * (t->rows + 1), NULL))) return -1;
         TRY(check_prefix(t->nnz_ptr, t->rows, t->cols, t->nnz, path, name, "nnz"));
@@ -617,6 +668,16 @@ void pack_decode_rows(float *out, const PackTensor *t, size_t r0, size_t r1) {
         tiles_decode_rows(out, t, r0, r1);
         return;
     }
+    if (t->enc == PACK_NM) { // row r: its groups' n positions and values in turn
+        unsigned n = t->nm_n, m = t->nm_m, bits = pack_nm_bits(m);
+        size_t stride = pack_nm_row_bytes(cols, n, m), per_row = cols / m * n;
+        for (size_t r = r0; r < r1; r++, out += cols) {
+            memset(out, 0, cols * sizeof *out);
+            for (size_t e = 0; e < per_row; e++)
+                out[e / n * m + pack_nm_pos(t->index + r * stride, e, bits)] = val_get(t, r * per_row + e, r);
+        }
+        return;
+    }
     if (t->enc == PACK_SELL) { // row r: lane r%8 of its slice's first nnz slots
         const uint16_t *ix = (const uint16_t *)t->index;
         for (size_t r = r0; r < r1; r++, out += cols) {
@@ -653,7 +714,7 @@ void pack_decode_rows(float *out, const PackTensor *t, size_t r0, size_t r1) {
 }
 
 size_t pack_tensor_nonzeros(const PackTensor *t) {
-    if (t->enc != PACK_DENSE) return t->nnz;
+    if (t->enc != PACK_DENSE && t->enc != PACK_NM) return t->nnz; // (nm stores the zeros of groups short of N)
     float *row = xmalloc((t->cols ? t->cols : 1) * sizeof *row);
     size_t n = 0;
     for (size_t r = 0; r < t->rows; r++) {

@@ -3,7 +3,7 @@
 // from a memory map (every member's data starts at a multiple of 512 bytes).
 //
 // Members, in this order (docs/formats.md, "Packed checkpoints", byte by byte):
-//   manifest.json        format "best-pack", version 2, quant, and per member its
+//   manifest.json        format "best-pack", version 2 to 4, quant, and per member its
 //                        size and xxh64, per tensor its name, shape, original dtype,
 //                        encoding, value type and nonzero count; it ends with its own
 //                        xxh64 (,"xxh64":"<hex>"} over every byte before that tail)
@@ -38,13 +38,20 @@
 //                        model; I8 one signed byte each; I4 two per byte, element i in
 //                        the low nibble of byte i/2 when i is even, signed [-7, 7]
 //   NAME.scales          I8/I4 only: (rows) f32; weight = q * scale[row]
+// nm (version 4), for N:M semi-structured tensors (every group of M consecutive columns
+// of a row holds at most N stored elements; the manifest entry's "pattern": [N, M]):
+// no row index, only NAME.index, per row cols/M*N positions of ceil(log2 M) bits, the
+// group's N kept columns in increasing order, packed LSB first, each row padded with
+// zero bits to a byte; and NAME.values, rows*cols/M*N values in the same order (a group
+// with fewer than N elements keeps value +0.0 at its first unused positions), nnz =
+// rows*cols/M*N. A 2:4 BF16 tensor takes (2 + 2*2/8) / (4*2) = 0.5625 of its dense bytes.
 // A tensor is 2-D (rows, cols) = (out, in); a 1-D tensor has rows = 1. An element is
 // stored when its bit pattern is not all zero (so -0.0 survives a round trip). The
 // encoding is chosen per tensor (PackIndex): by default the one a decoder reads
 // fastest, else the one with the fewest bytes; non-prunable tensors are always dense
 // in the model's dtype. Sell holds F32, BF16 or F16 values only, and at most 65536
-// columns. All integers are little-endian. Version 1 packs (no tiles) and 2 (no sell)
-// are read as well.
+// columns. All integers are little-endian. Version 1 packs (no tiles), 2 (no sell) and
+// 3 (no nm) are read as well.
 //
 // Reading maps the file, parses the tar headers (ours: ustar, strict), the manifest,
 // and checks every stream's length and every index stream (bitmaps count to nnz,
@@ -67,12 +74,12 @@
 // How the writer picks a prunable tensor's encoding: SPEED, the least estimated
 // decoding time (pack.c: pack_cost); SIZE, the fewest bytes; or always the one named
 // (dense when the tensor has no stored element to spare).
-typedef enum { INDEX_SPEED, INDEX_SIZE, INDEX_BITMAP, INDEX_DELTA, INDEX_TILES, INDEX_DENSE, INDEX_SELL } PackIndex;
+typedef enum { INDEX_SPEED, INDEX_SIZE, INDEX_BITMAP, INDEX_DELTA, INDEX_TILES, INDEX_DENSE, INDEX_SELL, INDEX_NM } PackIndex;
 
 int pack_quant_parse(PackQuant *out, const char *name); // none|bf16|int8|int4; -1 (no ERR)
-int pack_index_parse(PackIndex *out, const char *name); // speed|size|bitmap|delta|tiles|dense|sell; -1
+int pack_index_parse(PackIndex *out, const char *name); // speed|size|bitmap|delta|tiles|dense|sell|nm; -1
 const char *pack_quant_name(PackQuant q);               // "none", "bf16", "int8", "int4"
-const char *pack_enc_name(PackEnc e);                   // "dense", "bitmap", "delta", "tiles", "sell"
+const char *pack_enc_name(PackEnc e);                   // "dense", "bitmap", "delta", "tiles", "sell", "nm"
 const char *pack_val_name(PackVal v);                   // "F32", "BF16", "F16", "I8", "I4"
 
 // One tensor as it lies in the mapped file (pointers into the map, aligned).
@@ -96,6 +103,7 @@ typedef struct {
     size_t values_bytes;
     const float *scales;       // (rows) I8/I4 only, else NULL
     int prunable;              // one of the seven Linear weights of a block (manifest)
+    unsigned nm_n, nm_m;       // nm: N of every M columns (index: pack_nm_row_bytes a row), else 0
 } PackTensor;
 
 typedef struct {
@@ -136,6 +144,7 @@ static inline size_t pack_tensor_bytes(const PackTensor *t) {
     case PACK_DELTA: return b + 8 * (t->rows + 1);                             // nnz, ixptr
     case PACK_TILES: return b + 8 * ((t->rows + TILE - 1) / TILE + 1) + 5 * t->slots; // + slots
     case PACK_SELL: return b + 4 * (t->rows + 1) + 4 * ((t->rows + SELL - 1) / SELL + 1);
+    case PACK_NM: return b;                                                    // no counts
     }
     return b;
 }

@@ -7,6 +7,7 @@
 #define BEST_PACK_FORMAT_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "io/safetensors.h" // defines: StDtype
@@ -15,17 +16,19 @@
 #error "packs are little-endian streams read and written in place"
 #endif
 
-// Version 3 added sell; a pack is written in the lowest version that holds its encodings
-// (2 without sell), so that readers of version 2 read every pack they can.
-#define PACK_VERSION 3
+// Version 3 added sell, 4 nm; a pack is written in the lowest version that holds its
+// encodings (2 without sell and nm, 3 with sell but no nm), so that older readers read
+// every pack they can.
+#define PACK_VERSION 4
 
-typedef enum { PACK_DENSE, PACK_BITMAP, PACK_DELTA, PACK_TILES, PACK_SELL } PackEnc;
-#define PACK_N_ENC 5
+typedef enum { PACK_DENSE, PACK_BITMAP, PACK_DELTA, PACK_TILES, PACK_SELL, PACK_NM } PackEnc;
+#define PACK_N_ENC 6
 typedef enum { PACK_F32, PACK_BF16, PACK_F16, PACK_I8, PACK_I4 } PackVal;
 typedef enum { QUANT_NONE, QUANT_BF16, QUANT_INT8, QUANT_INT4 } PackQuant;
 #define TILE 32 // tiles: rows per panel and columns per block
 #define SELL 8  // sell: rows per slice (the lanes of one AVX2 register)
 #define SELL_COLS_MAX 65536 // sell: columns are u16
+#define NM_M_MAX 32 // nm: groups of M columns, 0 < N < M <= 32 (sparse/nm.h's patterns)
 
 #define MEMBER_NAME_MAX 99        // ustar name field without a prefix, NUL included
 #define TENSOR_NAME_MAX 92        // + ".values" still fits MEMBER_NAME_MAX
@@ -56,6 +59,22 @@ static inline size_t pack_val_bytes(PackVal v, size_t n) {
     case PACK_I4: return (n + 1) / 2;
     }
     return 0;
+}
+
+// nm: the bits of one position inside a group of m columns, ceil(log2 m) (1..5).
+static inline unsigned pack_nm_bits(unsigned m) { return m < 2 ? 1 : 32 - (unsigned)__builtin_clz(m - 1); }
+// nm: bytes of one row's positions: cols/m groups of n positions, each pack_nm_bits(m)
+// bits, packed LSB first, the row padded with zero bits to a whole byte.
+static inline size_t pack_nm_row_bytes(size_t cols, unsigned n, unsigned m) {
+    return (cols / m * n * pack_nm_bits(m) + 7) / 8;
+}
+// nm: position e of a row's positions row (pack_nm_row_bytes of them): bits
+// [e*bits, (e+1)*bits) of the row, LSB first. Reads no byte past the position's last.
+static inline unsigned pack_nm_pos(const uint8_t *row, size_t e, unsigned bits) {
+    size_t at = e * bits, byte = at / 8;
+    unsigned sh = (unsigned)(at % 8), v = row[byte];
+    if (sh + bits > 8) v |= (unsigned)row[byte + 1] << 8;
+    return (v >> sh) & ((1u << bits) - 1);
 }
 
 static inline int pack_val_is_quant(PackVal v) { return v == PACK_I8 || v == PACK_I4; }

@@ -178,6 +178,77 @@ static size_t sell_slots(SellOut *o, const float *w, size_t rows, size_t cols) {
     return slots;
 }
 
+// --- writing: nm ---------------------------------------------------------------------------
+
+// The most stored elements of any group of m columns of w (rows, cols), or m as soon as
+// one group is full (then w is not N:M for this m).
+static unsigned nm_most(const float *w, size_t rows, size_t cols, unsigned m) {
+    unsigned most = 0;
+    for (size_t i = 0; i < rows * cols; i += m) {
+        unsigned k = 0;
+        for (unsigned j = 0; j < m; j++) k += (unsigned)is_stored(w[i + j]);
+        if (k == m) return m;
+        if (k > most) most = k;
+    }
+    return most;
+}
+
+static size_t nm_bytes(PackVal val, size_t rows, size_t cols, unsigned n, unsigned m) {
+    return pack_val_bytes(val, rows * (cols / m) * n) + rows * pack_nm_row_bytes(cols, n, m);
+}
+
+static unsigned nm_want_n, nm_want_m; // pack_plan_pattern's; 0: any pattern
+
+void pack_plan_pattern(unsigned n, unsigned m) {
+    nm_want_n = n;
+    nm_want_m = m;
+}
+
+// The N:M pattern (pack.h's nm) w (rows, cols) follows in the fewest bytes, *m = 0 when
+// none: each M from 2 to 32 that divides cols, N the most stored elements of its groups
+// (none when the tensor stores nothing); only pack_plan_pattern's when it was given, N at
+// most its N.
+static void nm_pick(unsigned *n, unsigned *m, const float *w, size_t rows, size_t cols, PackVal val) {
+    size_t best = SIZE_MAX;
+    *n = *m = 0;
+    for (unsigned mm = 2; mm <= NM_M_MAX; mm++) {
+        if (cols % mm || (nm_want_m && mm != nm_want_m)) continue;
+        unsigned nn = nm_most(w, rows, cols, mm);
+        if (nn == 0) return; // no stored element: the other encodings store nothing
+        if (nn >= mm || (nm_want_n && nn > nm_want_n)) continue;
+        if (nm_want_n) nn = nm_want_n; // the pattern asked for, even where the weights hold fewer
+        size_t b = nm_bytes(val, rows, cols, nn, mm);
+        if (b < best) best = b, *n = nn, *m = mm;
+    }
+}
+
+// w (rows, cols) as nm n:m: per row, per group its stored columns, then its first unused
+// ones (value +0.0) to n; positions into ix (pack_nm_row_bytes a row, zeroed), values
+// into vw, quantized with scales[row] when set.
+static void nm_encode(uint8_t *ix, ValWriter *vw, const float *scales, const float *w, size_t rows, size_t cols,
+                      unsigned n, unsigned m) {
+    unsigned bits = pack_nm_bits(m);
+    size_t stride = pack_nm_row_bytes(cols, n, m);
+    for (size_t r = 0; r < rows; r++) {
+        uint8_t *row = ix + r * stride;
+        size_t at = 0; // bit offset in the row
+        for (size_t g = 0; g < cols / m; g++) {
+            const float *x = w + r * cols + g * m;
+            uint32_t keep = 0;
+            unsigned k = 0;
+            for (unsigned j = 0; j < m; j++)
+                if (is_stored(x[j])) keep |= 1u << j, k++;
+            for (unsigned j = 0; j < m && k < n; j++)
+                if (!(keep >> j & 1)) keep |= 1u << j, k++;
+            for (unsigned j = 0; j < m; j++) {
+                if (!(keep >> j & 1)) continue;
+                for (unsigned b = 0; b < bits; b++, at++) row[at / 8] |= (uint8_t)((j >> b & 1) << (at % 8));
+                val_put(vw, is_stored(x[j]) ? x[j] : 0.0f, scales ? scales[r] : 0);
+            }
+        }
+    }
+}
+
 // --- writing: the plan of one tensor ---------------------------------------------------
 
 typedef struct {
@@ -188,6 +259,7 @@ typedef struct {
     size_t delta_bytes;  // of the delta stream, whichever encoding is chosen
     size_t slots;        // of the tiles, whichever encoding is chosen
     size_t sell_slots;   // of the sell, whichever encoding is chosen
+    unsigned nm_n, nm_m; // the N:M pattern the tensor follows (nm_pick), nm_m 0 when none
     double bytes;        // prunable: the chosen encoding's bytes
     double min_bytes;    // prunable: the fewest bytes of any encoding (--index size's choice)
 } Plan;
@@ -208,11 +280,24 @@ static void dims_of(size_t *rows, size_t *cols, const ParamInfo *pi) {
 // and sell from 90% (its tiles need 4 lane permutes and 3 blends per 8 rows where AVX-512
 // has one vpermt2ps per 16: 118 against 32 a slot); portable delta, sell at 99%. Any
 // sell cost from 12 to 20 (AVX-512), 0 to 26 (AVX2) and 52 to 140 (portable) ranks them so.
-typedef struct { double bitmap_step, delta_elem, delta_row, tiles_slot, dense_elem, sell_slot; } Costs;
+// The nm element (per stored element, padding included) was measured apart, on this
+// repository's 2026-11-29 host (AMD EPYC, AVX-512; bench_decode, 1 thread, the 220M model
+// pruned 2:4 by best-mask --pattern, every prunable tensor forced to one encoding;
+// docs/benchmarks.md): AVX-512 nm 20.3 ms a token, tiles 18.9, bitmap 20.5; AVX2 nm 31.5,
+// bitmap 20.7, tiles 24.1; portable nm 100, bitmap 70. A line through tiles and bitmap
+// fits 2.4 for AVX-512's nm, 10 for AVX2's and 14 for the portable loop. AVX-512's is set
+// to 1.0, under the fit: within 7% of tiles' time at 0.71 of its bytes, nm is what an
+// N:M model should get by default there (issue 39), and a pack planned so is the smallest
+// too. AVX2 plans keep a bitmap or dense (its nm is 1.5x slower than its bitmap at the same
+// bytes, 2:4), portable ones dense.
+#define NM_COST_AVX512 1.0
+#define NM_COST_AVX2 10.0
+#define NM_COST_PORTABLE 14.0
+typedef struct { double bitmap_step, delta_elem, delta_row, tiles_slot, dense_elem, sell_slot, nm_elem; } Costs;
 static const Costs COSTS[3] = {
-    [SPMV_AVX512] = {39, 6, 300, 32, 0, 16},
-    [SPMV_AVX2] = {32, 4.4, 90, 118, 0, 16},
-    [SPMV_PORTABLE] = {150, 6, 300, 150, 2, 96},
+    [SPMV_AVX512] = {39, 6, 300, 32, 0, 16, NM_COST_AVX512},
+    [SPMV_AVX2] = {32, 4.4, 90, 118, 0, 16, NM_COST_AVX2},
+    [SPMV_PORTABLE] = {150, 6, 300, 150, 2, 96, NM_COST_PORTABLE},
 };
 static int plan_isa = -1; // -1: spmv_isa() at the first plan
 
@@ -259,31 +344,37 @@ static int plan_tensor(Plan *pl, const ParamInfo *pi, const float *w, PackVal dv
     pl->delta_bytes = db;
     pl->slots = count.slots;
     pl->sell_slots = sell_slots(NULL, w, rows, cols);
+    if (pi->ndim == 2) nm_pick(&pl->nm_n, &pl->nm_m, w, rows, cols, pl->val);
+    size_t nm_nnz = pl->nm_m ? rows * (cols / pl->nm_m) * pl->nm_n : 0;
     size_t scales = pack_val_is_quant(pl->val) ? 4 * rows : 0;
     size_t vals = pack_val_bytes(pl->val, nnz) + scales, panels = (rows + TILE - 1) / TILE;
     size_t slices = (rows + SELL - 1) / SELL, ss = pl->sell_slots;
     // Per encoding: usable, bytes, and bytes plus decoding work.
     int ok[PACK_N_ENC] = {1, 1, db <= UINT32_MAX, count.slots <= UINT32_MAX,
-                          ss <= UINT32_MAX && cols <= SELL_COLS_MAX && !pack_val_is_quant(pl->val)};
+                          ss <= UINT32_MAX && cols <= SELL_COLS_MAX && !pack_val_is_quant(pl->val),
+                          pl->nm_m && nm_nnz <= UINT32_MAX};
     double bytes[PACK_N_ENC] = {
         (double)(pack_val_bytes(pl->val, n) + scales),
         (double)(4 * (rows + 1) + rows * ((cols + 7) / 8) + vals),
         (double)(8 * (rows + 1) + db + vals),
         (double)(8 * (panels + 1) + 5 * count.slots + nnz + vals),
         (double)(4 * (rows + 1) + 4 * (slices + 1) + SELL * ss * 2 + pack_val_bytes(pl->val, SELL * ss)),
+        pl->nm_m ? (double)(nm_bytes(pl->val, rows, cols, pl->nm_n, pl->nm_m) + scales) : 0,
     };
     if (plan_isa < 0) plan_isa = spmv_isa();
     const Costs *k = &COSTS[plan_isa];
     double work[PACK_N_ENC] = {k->dense_elem * (double)n,
                                k->bitmap_step * (double)rows * (double)((cols + TILE - 1) / TILE),
                                k->delta_elem * (double)nnz + k->delta_row * (double)rows,
-                               k->tiles_slot * (double)count.slots, k->sell_slot * (double)ss};
+                               k->tiles_slot * (double)count.slots, k->sell_slot * (double)ss,
+                               k->nm_elem * (double)nm_nnz};
     int best = 0;
     if (index == INDEX_DENSE) best = PACK_DENSE;
     else if (index == INDEX_BITMAP) best = PACK_BITMAP;
     else if (index == INDEX_DELTA && ok[PACK_DELTA]) best = PACK_DELTA;
     else if (index == INDEX_TILES && ok[PACK_TILES]) best = PACK_TILES;
     else if (index == INDEX_SELL && ok[PACK_SELL]) best = PACK_SELL;
+    else if (index == INDEX_NM && ok[PACK_NM]) best = PACK_NM;
     else
         for (int e = 1; e < PACK_N_ENC; e++) {
             double ce = bytes[e] + (index == INDEX_SPEED ? work[e] : 0);
@@ -291,7 +382,7 @@ static int plan_tensor(Plan *pl, const ParamInfo *pi, const float *w, PackVal dv
             if (ok[e] && ce < cb) best = e;
         }
     pl->enc = (PackEnc)best;
-    if (pl->enc != PACK_DENSE) pl->nnz = nnz;
+    if (pl->enc != PACK_DENSE) pl->nnz = pl->enc == PACK_NM ? nm_nnz : nnz;
     pl->bytes = pl->min_bytes = bytes[best];
     for (int e = 0; e < PACK_N_ENC; e++)
         if (ok[e] && bytes[e] < pl->min_bytes) pl->min_bytes = bytes[e];
@@ -354,6 +445,11 @@ static void encode_tensor(Blob *b, int *nb, const Plan *pl, const ParamInfo *pi,
             for (size_t r = 0; r < rows; r++)
                 for (size_t c = 0; c < cols; c++) val_put(&vw, w[r * cols + c], scales ? scales[r] : 0);
         }
+    } else if (pl->enc == PACK_NM) { // members in suffix order: index, values
+        uint8_t *ix = blob_new(b, nb, pi->name, S_INDEX, rows * pack_nm_row_bytes(cols, pl->nm_n, pl->nm_m))->owned;
+        ValWriter vw = {blob_new(b, nb, pi->name, S_VALUES, pack_val_bytes(pl->val, pl->nnz))->owned, pl->val, 0};
+        nm_encode(ix, &vw, scales, w, rows, cols, pl->nm_n, pl->nm_m);
+        CHECK(vw.k == pl->nnz, "pack: %s: plan and nm disagree", pi->name);
     } else if (pl->enc == PACK_SELL) { // members in suffix order: nnz, index, ixptr, values
         size_t entries = SELL * pl->sell_slots;
         SellOut o = {0};
@@ -489,8 +585,10 @@ static char *manifest_build(const Model *m, PackQuant quant, StDtype dt, const P
     json_t *root = json_object();
     json_object_set_new(root, "format", json_string("best-pack"));
     int version = 2; // the lowest that holds the encodings (pack_format.h)
-    for (int i = 0; i < m->n_info; i++)
-        if (plans[i].enc == PACK_SELL) version = 3;
+    for (int i = 0; i < m->n_info; i++) {
+        if (plans[i].enc == PACK_SELL && version < 3) version = 3;
+        if (plans[i].enc == PACK_NM) version = 4;
+    }
     json_object_set_new(root, "version", json_integer(version));
     json_object_set_new(root, "quant", json_string(pack_quant_name(quant)));
     json_object_set_new(root, "dtype", json_string(st_dtype_name(dt)));
@@ -522,6 +620,12 @@ static char *manifest_build(const Model *m, PackQuant quant, StDtype dt, const P
         json_object_set_new(o, "encoding", json_string(pack_enc_name(plans[i].enc)));
         json_object_set_new(o, "values", json_string(pack_val_name(plans[i].val)));
         json_object_set_new(o, "nnz", json_integer((json_int_t)plans[i].nnz));
+        if (plans[i].enc == PACK_NM) {
+            json_t *pat = json_array();
+            json_array_append_new(pat, json_integer(plans[i].nm_n));
+            json_array_append_new(pat, json_integer(plans[i].nm_m));
+            json_object_set_new(o, "pattern", pat);
+        }
         json_array_append_new(ts, o);
     }
     json_object_set_new(root, "tensors", ts);
@@ -578,7 +682,7 @@ int pack_write_stats(PackWriteStats *st, const char *path, const Model *m, PackQ
     if (pack_val_of_dtype(&dval, m->dtype) < 0)
         return ERR("%s: cannot pack weights of dtype %s (F32, BF16 or F16)", path, st_dtype_name(m->dtype));
     if ((unsigned)quant > QUANT_INT4) return ERR("%s: unknown quantization %d", path, (int)quant);
-    if ((unsigned)index > INDEX_SELL) return ERR("%s: unknown index rule %d", path, (int)index);
+    if ((unsigned)index > INDEX_NM) return ERR("%s: unknown index rule %d", path, (int)index);
     for (int i = 0; i < m->n_info; i++)
         if (!pack_name_ok(m->info[i].name, TENSOR_NAME_MAX))
             return ERR("%s: tensor name %s is not a plain name of at most %d characters", path,

@@ -27,6 +27,11 @@ int pack_write_stats(PackWriteStats *st, const char *path, const Model *m, PackQ
 // (spmv_isa(): the best it has, or BEST_ISA's). A pack decodes on every CPU; it is fastest
 // on the set it was planned for.
 void pack_plan_isa(SpmvIsa isa);
+// The N:M pattern (pack.h's nm encoding) the writer may use: by default (n = m = 0) each
+// prunable tensor is tried at every M from 2 to 32 dividing its columns, N the most stored
+// elements of any group, and nm is a candidate at the fewest bytes of those; with m set,
+// only n:m (a tensor with more than n in a group is not nm).
+void pack_plan_pattern(unsigned n, unsigned m);
 // A Hugging Face folder with the tensors of the pack (dtype restored; with quant NONE
 // bit-identical to the packed model), config.json and the tokenizer files. Only plain
 // file names from the allow-list (config.json, generation_config.json, tokenizer.model,

@@ -142,6 +142,34 @@ DEF_SELL(sell_f32, VAL_F32)
 DEF_SELL(sell_bf16, VAL_BF16)
 DEF_SELL(sell_f16, VAL_F16)
 
+// Nm: row r's groups in turn, each its n values times x at the group's positions; the
+// positions come from a 64-bit window of the row's bit stream, refilled a byte at a time
+// (never past the row's last byte).
+#define DEF_NM(NAME, VAL)                                                                  \
+    static float NAME(const PackTensor *t, size_t r, const float *x) {                     \
+        unsigned n = t->nm_n, m = t->nm_m, bits = pack_nm_bits(m), mask = (1u << bits) - 1; \
+        size_t groups = t->cols / m, stride = pack_nm_row_bytes(t->cols, n, m);            \
+        const uint8_t *ix = t->index + r * stride, *end = ix + stride;                     \
+        const void *v = t->values;                                                         \
+        size_t k = r * groups * n;                                                         \
+        uint64_t win = 0;                                                                  \
+        unsigned have = 0;                                                                 \
+        float s = 0;                                                                       \
+        for (size_t g = 0; g < groups; g++, x += m)                                        \
+            for (unsigned j = 0; j < n; j++, k++) {                                        \
+                while (have < bits && ix < end) win |= (uint64_t)*ix++ << have, have += 8; \
+                s += VAL(v, k) * x[win & mask];                                            \
+                win >>= bits;                                                              \
+                have -= bits;                                                              \
+            }                                                                              \
+        return s;                                                                          \
+    }
+DEF_NM(nm_f32, VAL_F32)
+DEF_NM(nm_bf16, VAL_BF16)
+DEF_NM(nm_f16, VAL_F16)
+DEF_NM(nm_i8, VAL_I8)
+DEF_NM(nm_i4, VAL_I4)
+
 #define DEF_ALL(SUFFIX, VAL)              \
     DEF_DENSE(dense_##SUFFIX, VAL)        \
     DEF_BITMAP(bitmap_##SUFFIX, VAL)      \
@@ -156,11 +184,12 @@ DEF_ALL(i4, VAL_I4)
 static const PanelFn GENERIC_TILES[5] = {tiles_f32, tiles_bf16, tiles_f16, tiles_i8, tiles_i4};
 static const PanelFn GENERIC_SELL[5] = {sell_f32, sell_bf16, sell_f16, NULL, NULL}; // (no I8/I4 sell)
 
-// (encoding, value type) -> portable kernel.
-static const RowFn GENERIC[3][5] = {
+// (encoding, value type) -> portable kernel (the row encodings; nm's last).
+static const RowFn GENERIC[PACK_N_ENC][5] = {
     {dense_f32, dense_bf16, dense_f16, dense_i8, dense_i4},
     {bitmap_f32, bitmap_bf16, bitmap_f16, bitmap_i8, bitmap_i4},
     {delta_f32, delta_bf16, delta_f16, delta_i8, delta_i4},
+    [PACK_NM] = {nm_f32, nm_bf16, nm_f16, nm_i8, nm_i4},
 };
 
 // xp (cols rounded up to 32): per block of 32 columns, x's 16 even then 16 odd ones;
@@ -218,7 +247,7 @@ SpmvIsa spmv_isa(void) {
     return (SpmvIsa)isa_now;
 }
 
-// k = the row kernel for t (dense, bitmap, delta) and whether it is a SIMD one.
+// k = the row kernel for t (dense, bitmap, delta, nm) and whether it is a SIMD one.
 static void kernel(RowKernel *k, const PackTensor *t, int *is_simd) {
     SpmvIsa i = spmv_isa();
     *k = (RowKernel){0};
@@ -244,7 +273,7 @@ static PanelFn panel_kernel(const PackTensor *t, int *is_simd) {
 
 const char *spmv_kernel_name(const PackTensor *t) {
     // (pack.h's pack_enc_name would do, but then every user of spmv.o links pack.o.)
-    static const char *enc[] = {"dense", "bitmap", "delta", "tiles", "sell"}, *val[] = {"F32", "BF16", "F16", "I8", "I4"};
+    static const char *enc[] = {"dense", "bitmap", "delta", "tiles", "sell", "nm"}, *val[] = {"F32", "BF16", "F16", "I8", "I4"};
     static __thread char buf[48];
     int s;
     RowKernel k;
@@ -268,6 +297,7 @@ static size_t units(const PackTensor *t) { return (t->rows + unit_rows(t) - 1) /
 // Strictly increasing.
 static size_t work_before(const PackTensor *t, size_t u) {
     if (t->enc == PACK_SELL) return SELL * (size_t)t->ix_ptr[u] + u;
+    if (t->enc == PACK_NM) return u * (t->cols / t->nm_m * t->nm_n) + u;
     return (t->nnz_ptr ? t->nnz_ptr[u] : u * t->cols) + u;
 }
 
@@ -379,6 +409,15 @@ static void row_decode(float *out, const PackTensor *t, size_t r) {
         return;
     }
     memset(out, 0, cols * sizeof *out);
+    if (t->enc == PACK_NM) { // the row's groups' positions and values in turn
+        size_t per_row = cols / t->nm_m * t->nm_n;
+        const uint8_t *ix = t->index + r * pack_nm_row_bytes(cols, t->nm_n, t->nm_m);
+        for (size_t e = 0; e < per_row; e++)
+            out[e / t->nm_n * t->nm_m + pack_nm_pos(ix, e, pack_nm_bits(t->nm_m))] = value_at(t, r * per_row + e);
+        if (t->scales)
+            for (size_t c = 0; c < cols; c++) out[c] *= sc;
+        return;
+    }
     size_t k = t->nnz_ptr[t->enc == PACK_TILES ? r / TILE : r];
     if (t->enc == PACK_SELL) { // lane r%8 of the slice's first n slots
         const uint16_t *ix = (const uint16_t *)t->index;

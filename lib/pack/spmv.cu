@@ -320,6 +320,8 @@ static void launch_val(float *y, const float *x, const DevPackTensor *t, const f
         LAUNCH(spmv_sell_kernel<VAL>, km_blocks(t->rows, SPMV_THREADS, KM_GRID_CAP), SPMV_THREADS, st, y, x, *t, b,
                acc);
         break;
+    case PACK_NM: // never in the streams layout (devpack_upload_layout)
+        break;
     }
     CUDA_CHECK(cudaGetLastError());
 }
@@ -564,10 +566,15 @@ static float time_product(const DevPackTensor *d, float *x, float *y, cudaStream
 }
 
 BEST_KAPI int devpack_upload_layout(DevPackTensor *d, const PackTensor *t, DevPackLayout layout) {
-    if (layout == DEVPACK_PAIRS) {
+    // nm (pack format 4) has no streams kernel yet: its BF16 tensors go in the pairs layout
+    if (layout == DEVPACK_PAIRS || t->enc == PACK_NM) {
         int rc = upload_pairs(d, t);
         if (rc <= 0) return rc;
     }
+    if (t->enc == PACK_NM)
+        return ERR("CUDA: %s: no device kernel reads the nm encoding of %s values yet (BF16 of at most 65536 "
+                   "columns goes in the pairs layout); unpack the pack, or pack it with another --index", t->name,
+                   t->val == PACK_F32 ? "F32" : t->val == PACK_F16 ? "F16" : t->val == PACK_I8 ? "I8" : "I4");
     return upload_streams(d, t);
 }
 
@@ -575,7 +582,7 @@ BEST_KAPI int devpack_upload(DevPackTensor *d, const PackTensor *t) {
     int want = devpack_layout_env();
     if (want < 0) return ERR("BEST_SPMV_LAYOUT=%s in the environment: expected streams, pairs or auto",
                              getenv("BEST_SPMV_LAYOUT"));
-    if (want < 2) return devpack_upload_layout(d, t, want ? DEVPACK_PAIRS : DEVPACK_STREAMS);
+    if (want < 2 || t->enc == PACK_NM) return devpack_upload_layout(d, t, want ? DEVPACK_PAIRS : DEVPACK_STREAMS);
     // auto: both, timed on this device, the faster kept (the streams on a tie)
     DevPackTensor p;
     int rc = upload_pairs(&p, t);

@@ -1,6 +1,6 @@
 // spmv.h: products with one packed tensor read straight from its encoding (pack.h),
 // for batch-1 decoding on the CPU: y = W x (+ b) for every encoding (dense, bitmap,
-// delta, tiles, sell) and every value type (F32, BF16, F16, I8, I4; sell: the first
+// delta, tiles, sell, nm) and every value type (F32, BF16, F16, I8, I4; sell: the first
 // three), and embedding rows.
 //
 // Nothing is converted ahead of time: a packed model's weights are read once per
@@ -16,6 +16,10 @@
 // kernels (tables of lane permutations stand in for compress and expand), and sell
 // (8-row slices) an 8-lane kernel that gathers x (vgatherdps), which AVX-512 CPUs run
 // too. Delta streams use portable C on every CPU (lib/pack/spmv.c says what was measured).
+// Nm (N:M) rows have portable, AVX2 and AVX-512 kernels (I4: AVX2 and portable); for 2:4,
+// 4:8 and other patterns whose steps span few columns the x86 ones pick x from registers
+// by lane permutes, other patterns gather it. On a CUDA device nm has no kernel of its own:
+// a BF16 nm tensor is uploaded in the pairs layout (below), any other is refused.
 // The portable kernels, the choice of a set and the product are spmv.c's; the AVX-512
 // and AVX2 kernels are spmv_avx512.c's and spmv_avx2.c's, with their measurements.
 //

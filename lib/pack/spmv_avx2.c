@@ -337,10 +337,67 @@ static const PanelFn AVX2_SELL[5] = {sell2_f32, sell2_bf16, sell2_f16, NULL, NUL
 
 static const PanelFn AVX2_TILES[5] = {tiles2_f32, tiles2_bf16, tiles2_f16, tiles2_i8, tiles2_i4};
 
-static const RowFn AVX2_ROWS[3][5] = {
+// Nm: 8 elements a step. When n divides 8, m <= 2n and a position takes at most 4 bits
+// (2:4, 4:8, 1:2, 2:3, 4:5..7, 8:9..16), a step's 8 elements fill 8/n whole groups of at
+// most 16 columns and their positions lie in one u32: x of those columns in two registers,
+// each lane's x picked from both by vpermps and a blend on the index's bit 3 (no gather);
+// two steps a time into two sums. Other patterns decode their columns in scalar code
+// (NmWalk) and gather x (vgatherdps); the row's last elements, and every step whose load
+// of 8 values would pass the stream's end, one by one.
+#define DEF_NM2(NAME, SFX, VAL)                                                            \
+    AVX2 static float NAME(const PackTensor *t, size_t r, const float *x) {                \
+        unsigned n = t->nm_n, m = t->nm_m, bits = pack_nm_bits(m);                         \
+        size_t per = t->cols / m * n, o = r * per, e = 0;                                  \
+        const uint8_t *ix = t->index + r * pack_nm_row_bytes(t->cols, n, m);               \
+        __m256 a = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();                          \
+        if (8 % n == 0 && m <= 2 * n && bits <= 4) {                                       \
+            __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);                     \
+            __m256i base = _mm256_mullo_epi32(_mm256_srli_epi32(lanes, (int)__builtin_ctz(n)), _mm256_set1_epi32((int)m)); \
+            __m256i sh = _mm256_mullo_epi32(lanes, _mm256_set1_epi32((int)bits));          \
+            __m256i pmask = _mm256_set1_epi32((1 << bits) - 1), eight = _mm256_set1_epi32(8); \
+            size_t span = 8 / n * m, hi = span - 8; /* columns a step (> 8), past the first 8 */ \
+            for (; e + 16 <= per && o + e + 8 + SPAN_##SFX <= t->nnz; e += 16) {           \
+                __m256 v[2];                                                               \
+                for (int h = 0; h < 2; h++) {                                              \
+                    uint32_t w = nm_load_bytes(ix + (e + 8 * (size_t)h) / 8 * bits, bits); \
+                    __m256i p = _mm256_add_epi32(_mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)w), sh), pmask), base); \
+                    const float *xs = x + (e + 8 * (size_t)h) / n * m;                     \
+                    __m256 x1 = hi == 8 ? _mm256_loadu_ps(xs + 8)                          \
+                                        : _mm256_maskload_ps(xs + 8, _mm256_cmpgt_epi32(_mm256_set1_epi32((int)hi), lanes)); \
+                    __m256 lo = _mm256_permutevar8x32_ps(_mm256_loadu_ps(xs), p);          \
+                    __m256 up = _mm256_permutevar8x32_ps(x1, p);                           \
+                    v[h] = _mm256_blendv_ps(lo, up, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(p, eight), 28))); \
+                }                                                                          \
+                a = _mm256_fmadd_ps(ld8_##SFX(t->values, o + e), v[0], a);                 \
+                a1 = _mm256_fmadd_ps(ld8_##SFX(t->values, o + e + 8), v[1], a1);           \
+            }                                                                              \
+        }                                                                                  \
+        NmWalk wk;                                                                         \
+        nm_walk_init(&wk, t, r, e);                                                        \
+        int32_t c[8];                                                                      \
+        for (; e + 8 <= per && o + e + SPAN_##SFX <= t->nnz; e += 8) {                     \
+            nm_walk_cols(c, &wk, 8);                                                       \
+            __m256 xv = _mm256_i32gather_ps(x, _mm256_loadu_si256((const __m256i *)c), 4);  \
+            a = _mm256_fmadd_ps(ld8_##SFX(t->values, o + e), xv, a);                       \
+        }                                                                                  \
+        float s = hsum8(_mm256_add_ps(a, a1));                                             \
+        for (; e < per; e++) {                                                             \
+            nm_walk_cols(c, &wk, 1);                                                       \
+            s += VAL(t->values, o + e) * x[c[0]];                                          \
+        }                                                                                  \
+        return s;                                                                          \
+    }
+DEF_NM2(nm2_f32, f32, VAL_F32)
+DEF_NM2(nm2_bf16, bf16, VAL_BF16)
+DEF_NM2(nm2_f16, f16, VAL_F16)
+DEF_NM2(nm2_i8, i8, VAL_I8)
+DEF_NM2(nm2_i4, i4, VAL_I4)
+
+static const RowFn AVX2_ROWS[PACK_N_ENC][5] = {
     {dense2_f32, dense2p_bf16, dense2_f16, dense2_i8, dense2_i4},
     {bitmap2_f32, bitmap2p_bf16, bitmap2_f16, bitmap2_i8, bitmap2_i4},
     {NULL, NULL, NULL, NULL, NULL}, // delta: the portable loop (spmv.c says why)
+    [PACK_NM] = {nm2_f32, nm2_bf16, nm2_f16, nm2_i8, nm2_i4},
 };
 
 int spmv_avx2_probe(void) {

@@ -52,6 +52,56 @@ static inline float i4_f(const uint8_t *v, size_t i) {
 #define VAL_I8(v, i) ((float)((const int8_t *)(v))[i])
 #define VAL_I4(v, i) i4_f((const uint8_t *)(v), (i))
 
+// Nm (pack.h): the columns of a row's elements from element e on, in order; the positions
+// come from a 64-bit window of the row's bit stream, refilled a byte at a time (never past
+// the row's last byte). For the x86 sets' gathers and their tails.
+typedef struct {
+    const uint8_t *ix, *end; // the row's next byte and its end
+    uint64_t win;            // have bits not yet used, LSB first
+    unsigned have, bits, n, m, j; // j: the next element's place in its group
+    int32_t base;            // the column of its group's first column
+} NmWalk;
+
+static inline void nm_walk_init(NmWalk *w, const PackTensor *t, size_t r, size_t e) {
+    size_t stride = pack_nm_row_bytes(t->cols, t->nm_n, t->nm_m);
+    w->bits = pack_nm_bits(t->nm_m);
+    w->n = t->nm_n;
+    w->m = t->nm_m;
+    w->ix = t->index + r * stride + e * w->bits / 8;
+    w->end = t->index + (r + 1) * stride;
+    w->win = 0;
+    w->have = 0;
+    unsigned skip = (unsigned)(e * w->bits % 8);
+    if (skip) w->win = *w->ix++ >> skip, w->have = 8 - skip;
+    w->j = (unsigned)(e % w->n);
+    w->base = (int32_t)(e / w->n * w->m);
+}
+
+// c (k) = the columns of the walk's next k elements.
+static inline void nm_walk_cols(int32_t *c, NmWalk *w, size_t k) {
+    unsigned mask = (1u << w->bits) - 1;
+    for (size_t i = 0; i < k; i++) {
+        while (w->have < w->bits && w->ix < w->end) w->win |= (uint64_t)*w->ix++ << w->have, w->have += 8;
+        c[i] = w->base + (int32_t)(w->win & mask);
+        w->win >>= w->bits;
+        w->have -= w->bits;
+        if (++w->j == w->n) w->j = 0, w->base += (int32_t)w->m;
+    }
+}
+
+// The little-endian integer of the nb (1..4) bytes at p: constant-size loads, not a
+// memcpy call per step.
+static inline uint32_t nm_load_bytes(const uint8_t *p, unsigned nb) {
+    uint32_t w = 0;
+    switch (nb) {
+    case 1: w = p[0]; break;
+    case 2: { uint16_t h; memcpy(&h, p, 2); w = h; break; }
+    case 3: { uint16_t h; memcpy(&h, p, 2); w = h | (uint32_t)p[2] << 16; break; }
+    default: memcpy(&w, p, 4); break;
+    }
+    return w;
+}
+
 // The dense BF16 four-row kernels' software prefetch, bytes ahead in each row
 // (spmv_avx512.c's dense512p4_bf16 says what was measured).
 #ifndef DENSE_PF
@@ -60,12 +110,12 @@ static inline float i4_f(const uint8_t *v, size_t i) {
 
 // AVX-512 (F, BW, VL, DQ; VBMI2 where present): spmv_avx512.c.
 int spmv_avx512_probe(void); // 1 when the CPU has it (and notes VBMI2); call before the picks
-void spmv_avx512_pick_row(RowKernel *k, const PackTensor *t); // dense and bitmap
+void spmv_avx512_pick_row(RowKernel *k, const PackTensor *t); // dense, bitmap and nm
 PanelFn spmv_avx512_pick_tiles(const PackTensor *t);          // NULL: none for t's values
 
 // AVX2 (+ FMA, F16C, POPCNT, BMI2): spmv_avx2.c. Its sell kernels serve AVX-512 CPUs too.
 int spmv_avx2_probe(void); // 1 when the CPU has it; builds the lane tables either way
-void spmv_avx2_pick_row(RowKernel *k, const PackTensor *t); // dense and bitmap
+void spmv_avx2_pick_row(RowKernel *k, const PackTensor *t); // dense, bitmap and nm
 PanelFn spmv_avx2_pick_tiles(const PackTensor *t);
 PanelFn spmv_avx2_pick_sell(const PackTensor *t);
 

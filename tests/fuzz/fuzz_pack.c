@@ -7,8 +7,9 @@
 // byte is odd the target first repairs the checksum of every header it can walk to:
 // the fuzzer then reaches the manifest and the index streams behind them.
 // Seeds (tests/fuzz/corpus/pack): one byte (1 = repair) + a small pack: bf16 with
-// bitmap and delta tensors (format version 1), int8, int4, tiles (version 2) and sell
-// (version 3, BF16).
+// bitmap and delta tensors (format version 1), int8, int4, tiles (version 2), sell
+// (version 3, BF16) and nm (version 4: nm, 2:4 BF16; nm_int4, 2:4 I4; nm_mixed, BF16 at
+// the patterns a 90% unstructured model follows, 4:12 to 7:32, 4- and 5-bit positions).
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

@@ -21,9 +21,10 @@
 #include "pack/pack_model.h" // defines: model_open, pack_check_model
 #include "pack/pack_write.h" // defines: pack_write, pack_unpack
 #include "base/progress.h"   // defines: now_seconds, human_units, human_count
+#include "sparse/nm.h"       // defines: nm_parse, NM_MAX
 
 typedef struct {
-    const char *model, *out, *unpack, *info, *verify, *quant, *index, *isa;
+    const char *model, *out, *unpack, *info, *verify, *quant, *index, *isa, *pattern;
     int json, quiet;
 } Opts;
 
@@ -123,7 +124,9 @@ int main(int argc, char **argv) {
         {"isa", OPT_STRING, &o.isa, "SET", "--index speed plans for the kernels of this set: avx512, avx2 or "
                                            "portable (default: this machine's)"},
         {"index", OPT_STRING, &o.index, "RULE", "encoding of prunable tensors: speed (default), size, or always bitmap, delta, tiles, sell "
-                                                "(not for int8/int4), dense (zeros stored: a dense model for the same kernels)"},
+                                                "(not for int8/int4), nm (N:M tensors), dense (zeros stored: a dense model for the same kernels)"},
+        {"pattern", OPT_STRING, &o.pattern, "N:M", "nm holds exactly this pattern (best-mask --pattern's); default: each "
+                                                   "tensor's own, N the most any group of M holds, M from 2 to 32"},
         {"unpack", OPT_STRING, &o.unpack, "PACK", "restore a Hugging Face folder (--out DIR) from a pack"},
         {"info", OPT_STRING, &o.info, "PACK", "per-tensor sparsity, encoding, bytes and bits per nonzero"},
         {"verify", OPT_STRING, &o.verify, "PACK", "check every member's xxh64 against the manifest"},
@@ -133,11 +136,12 @@ int main(int argc, char **argv) {
     };
     const ArgSpec spec = {
         "best-pack",
-        "--model DIR --out PACK [--quant none|bf16|int8|int4] [--index speed|size|bitmap|delta|tiles|sell|dense]\n"
+        "--model DIR --out PACK [--quant none|bf16|int8|int4] [--index speed|size|bitmap|delta|tiles|sell|nm|dense]\n"
+        "       [--pattern N:M]\n"
         "       | --unpack PACK --out DIR | --info PACK [--json] | --verify PACK",
         "Packs a sparse model into one uncompressed tar: per tensor its nonzeros (a bitmap,\n"
-        "delta, tiles or sell index, the one that decodes fastest, or with --index size the\n"
-        "smallest) and their values in the model's dtype, or bf16, or int8/int4 with one\n"
+        "delta, tiles or sell index, or for N:M tensors N values and positions per group of M,\n"
+        "the one that decodes fastest, or with --index size the smallest) and their values in the model's dtype, or bf16, or int8/int4 with one\n"
         "scale per row. Unpacking gives back the Hugging Face folder (bit-identical without\n"
         "quantization).",
         opts,
@@ -156,7 +160,7 @@ int main(int argc, char **argv) {
     if (quant != QUANT_NONE && !o.model) args_usage_error(&spec, "--quant goes with --model");
     PackIndex index;
     if (pack_index_parse(&index, o.index) < 0)
-        args_usage_error(&spec, "unknown --index %s (speed, size, bitmap, delta, tiles, sell, dense)", o.index);
+        args_usage_error(&spec, "unknown --index %s (speed, size, bitmap, delta, tiles, sell, nm, dense)", o.index);
     if (index != INDEX_SPEED && !o.model) args_usage_error(&spec, "--index goes with --model");
     if (o.isa) {
         SpmvIsa isa;
@@ -165,6 +169,13 @@ int main(int argc, char **argv) {
         pack_plan_isa(isa);
     }
     if (o.json && !o.info) args_usage_error(&spec, "--json goes with --info");
+    if (o.pattern) {
+        NMPattern pat;
+        if (nm_parse(&pat, o.pattern) < 0 || pat.m == 0)
+            args_usage_error(&spec, "--pattern %s: N:M with 0 < N < M <= %d (2:4, 4:8)", o.pattern, NM_MAX);
+        if (!o.model) args_usage_error(&spec, "--pattern goes with --model");
+        pack_plan_pattern((unsigned)pat.n, (unsigned)pat.m);
+    }
 
     // the output can be written, and is none of the inputs, before the work
     path_note_input(o.model ? o.model : o.unpack ? o.unpack : o.info ? o.info : o.verify);
