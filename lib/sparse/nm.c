@@ -50,16 +50,8 @@ void nm_mask_rows(uint8_t *mask, const float *scores, size_t rows, size_t cols, 
             const float *s = scores + r * cols + c0;
             uint8_t *mk = mask + r * cols + c0;
             for (size_t j = 0; j < m; j++) key[j] = select_key(s[j], j), mk[j] = 1;
-            // the drop smallest keys: a partial selection sort (m <= 32)
-            for (size_t a = 0; a < drop; a++) {
-                size_t lo = a;
-                for (size_t b = a + 1; b < m; b++)
-                    if (key[b] < key[lo]) lo = b;
-                uint64_t t = key[a];
-                key[a] = key[lo];
-                key[lo] = t;
-                mk[key[a] & 0xffffffffu] = 0;
-            }
+            nm_drop_smallest(key, (int)m, (int)drop);
+            for (size_t a = 0; a < drop; a++) mk[key[a] & 0xffffffffu] = 0;
         }
     }
 }

@@ -26,13 +26,8 @@ static __global__ void nm_prune_kernel(float *w, uint8_t *mask, size_t rows, siz
             key[t] = (uint64_t)km_bits(s) << 32 | (uint64_t)t;
             mask[at + t] = 1;
         }
-        for (int a = 0; a < m - n; a++) { // the M - N smallest, as nm_mask_rows
-            int lo = a;
-            for (int b = a + 1; b < m; b++)
-                if (key[b] < key[lo]) lo = b;
-            uint64_t tk = key[a];
-            key[a] = key[lo];
-            key[lo] = tk;
+        nm_drop_smallest(key, m, m - n); // the M - N smallest, as nm_mask_rows
+        for (int a = 0; a < m - n; a++) {
             size_t x = at + (size_t)(key[a] & 0xffffffffu);
             mask[x] = 0;
             w[x] = 0.0f;

@@ -15,7 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "nn/params.h" // defines: ParamInfo
+#include "nn/kernel_math.h" // defines: KM_HD
+#include "nn/params.h"      // defines: ParamInfo
 
 #ifdef __cplusplus // nm.cu and the C++ tests include this
 extern "C" {
@@ -40,6 +41,19 @@ int nm_check(const NMPattern *p, const ParamInfo *info, int n_info);
 // mask (rows, cols) from scores (rows, cols), scores >= +0: in each group of m columns of a
 // row the m - n lowest (score, column) keys 0, the others 1 (written whole).
 void nm_mask_rows(uint8_t *mask, const float *scores, size_t rows, size_t cols, const NMPattern *p);
+// keys (m <= NM_MAX) reordered so that its `drop` smallest come first, smallest first: a
+// partial selection sort (m is small). The group's choice of nm_mask_rows and of the
+// device's N:M kernels (nm.cu, sparsegpt.cu), host and device alike.
+KM_HD void nm_drop_smallest(uint64_t *key, int m, int drop) {
+    for (int a = 0; a < drop; a++) {
+        int lo = a;
+        for (int b = a + 1; b < m; b++)
+            if (key[b] < key[lo]) lo = b;
+        uint64_t t = key[a];
+        key[a] = key[lo];
+        key[lo] = t;
+    }
+}
 // The groups of mask (rows, cols) that keep more than n of their m (0: an N:M mask).
 size_t nm_violations(const uint8_t *mask, size_t rows, size_t cols, const NMPattern *p);
 

@@ -210,15 +210,8 @@ static __global__ void sgpt_nm_update_kernel(float *w, uint8_t *mask, float *err
                     float wv = wr[c + t], d = U[(c + t) * cols + c + t];
                     key[t] = (uint64_t)km_bits(wv * wv / (d * d)) << 32 | (uint64_t)t;
                 }
-                for (int a = 0; a < m - n; a++) { // the M - N smallest (the set sparsegpt.c's select gives)
-                    int lo = a;
-                    for (int b = a + 1; b < m; b++)
-                        if (key[b] < key[lo]) lo = b;
-                    uint64_t tk = key[a];
-                    key[a] = key[lo];
-                    key[lo] = tk;
-                    mr[c + (key[a] & 0xffffffffu)] = 0;
-                }
+                nm_drop_smallest(key, m, m - n); // the M - N smallest (the set sparsegpt.c's select gives)
+                for (int a = 0; a < m - n; a++) mr[c + (key[a] & 0xffffffffu)] = 0;
             }
             float q = mr[c] ? wr[c] : 0.0f, e = (wr[c] - q) / U[c * cols + c];
             const float *u = U + c * cols + c0;
