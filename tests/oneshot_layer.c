@@ -25,7 +25,6 @@
 // includes the cast. The results come back and are written as on the CPU; stderr says
 // "device ..." (cuda_info) instead of "blas ...". In a build without CUDA the device mode
 // is one error line saying so.
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +35,7 @@
 #include "base/progress.h"    // defines: now_seconds
 #include "nn/layers.h"        // defines: cast_bf16_cuda, matmul_backward_cuda
 #include "sparse/sparsegpt.h" // defines: sparsegpt_accumulate, sparsegpt_factor, sparsegpt_prune (and _cuda)
-#include "sparse/nm.h"        // defines: NMPattern, nm_parse, nm_mask_rows
+#include "sparse/nm.h"        // defines: NMPattern, nm_parse, nm_prune
 #include "sparse/wanda.h"     // defines: wanda_accumulate, wanda_prune (and _cuda)
 
 #ifdef BEST_CUDA
@@ -57,12 +56,7 @@ static int rw(const char *path, void *buf, size_t n, int write) {
 static int prune_cpu(float *w, uint8_t *mask, const float *x, size_t rows, size_t cols, size_t N, int gpt, double s,
                      const NMPattern *nm) {
     if (gpt < 0) { // magnitude, N:M
-        float *score = xmalloc(rows * cols * sizeof *score);
-        for (size_t i = 0; i < rows * cols; i++) score[i] = fabsf(w[i]);
-        nm_mask_rows(mask, score, rows, cols, nm);
-        for (size_t i = 0; i < rows * cols; i++)
-            if (!mask[i]) w[i] = 0.0f;
-        free(score);
+        nm_prune(w, mask, rows, cols, NULL, nm);
         return 0;
     }
     if (gpt) {

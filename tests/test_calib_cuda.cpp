@@ -159,9 +159,7 @@ static void check_block(const char *name, OneShotMethod method) {
     cv.base = (char *)malloc(cv.used);
     cv.used = 0;
     walk_layout(&w, &cv);
-    size_t half = T * m.HD / 2;
     rope_table(w.rope_cos, w.rope_sin, 0, T, m.HD, m.cfg.rope_theta);
-    (void)half;
     memcpy(w.x, x.data(), N * C * sizeof(float));
     block_up(&w, 0);
     for (int g = 0; g < 4; g++) {

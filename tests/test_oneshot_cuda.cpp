@@ -347,7 +347,7 @@ static void check_prune() {
 }
 
 // N:M (issue 39): nm_prune_cuda (magnitude's and Wanda's scores) and sparsegpt_prune_cuda
-// with a pattern against the CPU's (nm_mask_rows, wanda_prune, sparsegpt_prune with it):
+// with a pattern against the CPU's (nm_prune, wanda_prune, sparsegpt_prune with it):
 // masks and weights bit for bit in the emulator (on a GPU: masks and Wanda's, magnitude's
 // weights bit for bit; SparseGPT's weights within 1e-5 and 99.9% of the mask, as above).
 static void check_nm() {
@@ -372,11 +372,7 @@ static void check_nm() {
                 std::vector<float> ww = w;
                 std::vector<uint8_t> wm(R * C);
                 if (meth == 0) {
-                    std::vector<float> sc(R * C);
-                    for (size_t i = 0; i < R * C; i++) sc[i] = fabsf(w[i]);
-                    nm_mask_rows(wm.data(), sc.data(), R, C, &p);
-                    for (size_t i = 0; i < R * C; i++)
-                        if (!wm[i]) ww[i] = 0.0f;
+                    nm_prune(ww.data(), wm.data(), R, C, NULL, &p);
                 } else if (meth == 1) {
                     wanda_prune(ww.data(), wm.data(), R, C, colsq.data(), 0.0, &p);
                 } else {

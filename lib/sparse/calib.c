@@ -1,7 +1,6 @@
 // calib.c: calibration windows and the layer-by-layer one-shot loop (calib.h).
 #include "sparse/calib.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +86,14 @@ int calib_windows(int32_t *windows, const char *path, int n, int seq, uint64_t s
     return rc;
 }
 
+int calib_check_windows(const Model *m, const int32_t *windows, int n, int seq) {
+    for (size_t i = 0; i < (size_t)n * (size_t)seq; i++)
+        if (windows[i] < 0 || (size_t)windows[i] >= m->V)
+            return ERR("calibration token %d at position %zu is outside the model's vocabulary of %zu", windows[i], i,
+                       m->V);
+    return 0;
+}
+
 // --- the layer-by-layer loop --------------------------------------------------------------
 
 // The seven Linear layers of a block and which of the block's four inputs each reads:
@@ -106,12 +113,9 @@ int oneshot_prune(uint8_t *mask, OneShotStats *times, Model *m, const OneShotSpe
             if (!p->prunable) continue;
             const float *w = m->params + p->offset;
             TRY(params_check_finite(m->src_dir ? m->src_dir : "the weights", p, w, 0, p->numel));
-            float *score = xmalloc(p->numel * sizeof *score);
-            for (size_t j = 0; j < p->numel; j++) score[j] = fabsf(w[j]);
-            nm_mask_rows(mask + p->offset, score, (size_t)p->shape[0], (size_t)p->shape[1], &spec->pattern);
-            free(score);
+            nm_prune(m->params + p->offset, mask + p->offset, (size_t)p->shape[0], (size_t)p->shape[1], NULL,
+                     &spec->pattern);
         }
-        mask_apply(m->params, mask, m->n_params);
         if (times) *times = tm;
         return 0;
     }
@@ -124,10 +128,7 @@ int oneshot_prune(uint8_t *mask, OneShotStats *times, Model *m, const OneShotSpe
     }
     memset(mask, 1, m->n_params);
     size_t T = (size_t)seq, C = m->C, dim[4] = {C, m->Q, C, m->I};
-    for (size_t i = 0; i < (size_t)n * T; i++)
-        if (windows[i] < 0 || (size_t)windows[i] >= m->V)
-            return ERR("calibration token %d at position %zu is outside the model's vocabulary of %zu", windows[i], i,
-                       m->V);
+    TRY(calib_check_windows(m, windows, n, seq));
     ModelActs a;
     TRY(model_acts_init(&a, m, 1, seq, 0));
     int gpt = spec->method == ONESHOT_SPARSEGPT;

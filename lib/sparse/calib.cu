@@ -99,7 +99,6 @@ typedef struct {
     uint64_t *sel;                // magnitude: select_cuda_scratch(wmax)
     unsigned long long *bad;      // magnitude: (1) saliency_score_cuda's count of bad weights
     char *base;                   // the one allocation
-    size_t bytes;
 } Walk;
 
 static size_t max_of(const size_t *v, int n) {
@@ -421,10 +420,7 @@ BEST_KAPI int oneshot_prune_cuda(uint8_t *mask, OneShotStats *st, Model *m, cons
     memset(mask, 1, m->n_params);
     int mag = spec->method == ONESHOT_MAGNITUDE;
     size_t T = (size_t)seq, C = m->C, N = mag ? 0 : (size_t)n;
-    for (size_t i = 0; i < N * T; i++)
-        if (windows[i] < 0 || (size_t)windows[i] >= m->V)
-            return ERR("calibration token %d at position %zu is outside the model's vocabulary of %zu", windows[i], i,
-                       m->V);
+    TRY(calib_check_windows(m, windows, (int)N, seq));
     size_t free_b = 0, total_b = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     int B = 0;
@@ -442,7 +438,6 @@ BEST_KAPI int oneshot_prune_cuda(uint8_t *mask, OneShotStats *st, Model *m, cons
     }
     Carver cv = {w.base, 0};
     walk_layout(&w, &cv);
-    w.bytes = bytes;
     CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     tm.device_bytes = (double)bytes;
     tm.device_in_use = (double)(total_b - free_b);

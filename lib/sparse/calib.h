@@ -51,6 +51,8 @@ static inline int oneshot_calibrated(OneShotMethod m) { return m != ONESHOT_MAGN
 // windows (n, seq) drawn from the token shard at path with seed (above). ERR: an
 // unreadable shard, no document longer than seq tokens (naming the longest).
 int calib_windows(int32_t *windows, const char *path, int n, int seq, uint64_t seed);
+// 0 when every token of windows (n, seq) is in m's vocabulary, else ERR naming the first.
+int calib_check_windows(const Model *m, const int32_t *windows, int n, int seq);
 
 typedef struct {
     OneShotMethod method;

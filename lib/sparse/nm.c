@@ -1,11 +1,12 @@
 // nm.c: N:M patterns (nm.h).
 #include "sparse/nm.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/error.h"    // defines: ERR
+#include "base/error.h"    // defines: ERR, xmalloc
 #include "sparse/select.h" // defines: select_key
 
 int nm_parse(NMPattern *out, const char *s) {
@@ -54,6 +55,19 @@ void nm_mask_rows(uint8_t *mask, const float *scores, size_t rows, size_t cols, 
             for (size_t a = 0; a < drop; a++) mk[key[a] & 0xffffffffu] = 0;
         }
     }
+}
+
+void nm_prune(float *w, uint8_t *mask, size_t rows, size_t cols, const double *colsq, const NMPattern *p) {
+    float *score = xmalloc(rows * cols * sizeof *score);
+    for (size_t r = 0; r < rows; r++)
+        for (size_t c = 0; c < cols; c++) {
+            float wv = w[r * cols + c];
+            score[r * cols + c] = colsq ? (float)(fabs((double)wv) * sqrt(colsq[c])) : fabsf(wv);
+        }
+    nm_mask_rows(mask, score, rows, cols, p);
+    for (size_t i = 0; i < rows * cols; i++)
+        if (!mask[i]) w[i] = 0.0f;
+    free(score);
 }
 
 size_t nm_violations(const uint8_t *mask, size_t rows, size_t cols, const NMPattern *p) {

@@ -1,5 +1,5 @@
 // nm.cu: N:M pruning on the device (nm.h's rule) for magnitude and Wanda, the twin of
-// nm.c's nm_mask_rows with each method's scores: a thread a group of M columns of a row,
+// nm.c's nm_prune: a thread a group of M columns of a row,
 // the M - N lowest (score, column) keys pruned (the CPU's selection sort, so the same set),
 // the weights set to 0 there and the mask written whole. Scores as the CPU forms them:
 // magnitude fabsf(w); Wanda (float)(|w| sqrt(colsq_j)) in double (wanda.c). Bit for bit the

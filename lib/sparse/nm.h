@@ -54,14 +54,16 @@ KM_HD void nm_drop_smallest(uint64_t *key, int m, int drop) {
         key[lo] = t;
     }
 }
+// w (rows, cols) pruned in place to p (m > 0) and mask (rows, cols) written whole, by
+// magnitude's scores fabsf(w) (colsq NULL) or Wanda's, (float)(|w| sqrt(colsq_j)) in double
+// (colsq (cols) its squared norms): nm_mask_rows on them, the pruned weights set to 0.
+void nm_prune(float *w, uint8_t *mask, size_t rows, size_t cols, const double *colsq, const NMPattern *p);
 // The groups of mask (rows, cols) that keep more than n of their m (0: an N:M mask).
 size_t nm_violations(const uint8_t *mask, size_t rows, size_t cols, const NMPattern *p);
 
 #ifdef BEST_CUDA
 struct CUstream_st; // cudaStream_t
-// On the device (nm.cu): w (rows, cols) pruned in place to p and mask (rows, cols) written
-// whole, by magnitude's scores (colsq NULL) or Wanda's (colsq (cols) its squared norms):
-// the CPU's mask and weights bit for bit.
+// nm_prune on the device (nm.cu): the CPU's mask and weights bit for bit.
 void nm_prune_cuda(float *w, uint8_t *mask, size_t rows, size_t cols, const double *colsq, const NMPattern *p,
                    struct CUstream_st *stream);
 #endif

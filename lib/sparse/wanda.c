@@ -20,20 +20,13 @@ void wanda_accumulate(double *colsq, const float *x, size_t N, size_t cols) {
 void wanda_prune(float *w, uint8_t *mask, size_t rows, size_t cols, const double *colsq, double sparsity,
                  const NMPattern *nm) {
     size_t k = (size_t)floor((double)cols * sparsity);
+    if (nm && nm->m) { // N:M: the same scores, chosen group by group
+        nm_prune(w, mask, rows, cols, colsq, nm);
+        return;
+    }
     memset(mask, 1, rows * cols);
     double *norm = xmalloc(cols * sizeof *norm);
     for (size_t c = 0; c < cols; c++) norm[c] = sqrt(colsq[c]);
-    if (nm && nm->m) { // N:M: the same scores, chosen group by group
-        float *score = xmalloc(rows * cols * sizeof *score);
-        for (size_t r = 0; r < rows; r++)
-            for (size_t c = 0; c < cols; c++) score[r * cols + c] = (float)(fabs((double)w[r * cols + c]) * norm[c]);
-        nm_mask_rows(mask, score, rows, cols, nm);
-        for (size_t i = 0; i < rows * cols; i++)
-            if (!mask[i]) w[i] = 0.0f;
-        free(score);
-        free(norm);
-        return;
-    }
 #pragma omp parallel
     {
         uint64_t *key = xmalloc(cols * sizeof *key); // score bits << 32 | column
