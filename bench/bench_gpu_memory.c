@@ -31,6 +31,21 @@
 #define GIB ((double)(1 << 30))
 
 #ifdef BEST_CUDA
+// *m = the table of the model config.json at path describes (no weights); returns the
+// file's name, *name_len its length without ".json" (the table's label).
+static const char *config_plan(Model *m, int *name_len, const char *path) {
+    char *text;
+    size_t len;
+    memset(m, 0, sizeof *m);
+    TRY_OR_DIE(file_read_all(&text, &len, path));
+    TRY_OR_DIE(model_plan(m, text, len, path, 0));
+    free(text);
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    const char *dot = strrchr(base, '.');
+    *name_len = dot ? (int)(dot - base) : (int)strlen(base);
+    return base;
+}
+
 // The one-shot walk's device memory (--oneshot), one line per model and method.
 static int oneshot_table(char **configs, int n, int nsamples, int T) {
     const double reserve = 2 * GIB, gpus[2] = {80 * GB, 141 * GB};
@@ -40,16 +55,9 @@ static int oneshot_table(char **configs, int n, int nsamples, int T) {
            "141 GB: batch, total");
     static const OneShotMethod METHODS[] = {ONESHOT_WANDA, ONESHOT_SPARSEGPT, ONESHOT_MAGNITUDE};
     for (int i = 0; i < n; i++) {
-        char *text;
-        size_t len;
         Model m;
-        memset(&m, 0, sizeof m);
-        TRY_OR_DIE(file_read_all(&text, &len, configs[i]));
-        TRY_OR_DIE(model_plan(&m, text, len, configs[i], 0));
-        free(text);
-        const char *base = strrchr(configs[i], '/') ? strrchr(configs[i], '/') + 1 : configs[i];
-        const char *dot = strrchr(base, '.');
-        int name_len = dot ? (int)(dot - base) : (int)strlen(base);
+        int name_len;
+        const char *base = config_plan(&m, &name_len, configs[i]);
         for (int k = 0; k < 3; k++) {
             OneShotMethod me = METHODS[k];
             int mag = me == ONESHOT_MAGNITUDE;
@@ -99,16 +107,9 @@ int main(int argc, char **argv) {
     printf("%-21s %8s %10s %10s %8s %8s %8s %8s  %s\n", "model", "params", "states GB", "acts/tok",
            "mb 1", "mb 2", "mb 4", "mb 8", "largest micro-batch: 80 GB, 141 GB");
     for (; i < argc; i++) {
-        char *text;
-        size_t len;
         Model m;
-        memset(&m, 0, sizeof m);
-        TRY_OR_DIE(file_read_all(&text, &len, argv[i]));
-        TRY_OR_DIE(model_plan(&m, text, len, argv[i], 0));
-        free(text);
-        const char *base = strrchr(argv[i], '/') ? strrchr(argv[i], '/') + 1 : argv[i];
-        const char *dot = strrchr(base, '.');
-        int name_len = dot ? (int)(dot - base) : (int)strlen(base); // without ".json"
+        int name_len;
+        const char *base = config_plan(&m, &name_len, argv[i]);
         for (int rc = 0; rc < 2; rc++) { // without and with --recompute
             int flags = rc ? DEVMODEL_RECOMPUTE : 0;
             size_t acts1;

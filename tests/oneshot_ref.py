@@ -56,7 +56,12 @@ def wanda_ref(W, X, s):
     return np.where(M, W, 0).astype(np.float64), M
 
 
-def sparsegpt_ref(W, X, s, B=128, percdamp=0.01):
+def sparsegpt_ref(W, X, s, B=128, percdamp=0.01, nm=None):
+    """SparseGPT at sparsity s, or with nm = (n, m) the N:M variant: each group of m columns
+    chosen at its first column from the weights as they then are (the reference's
+    prunen/prunem), in blocks of B rounded down to a multiple of m."""
+    if nm:
+        B = B // nm[1] * nm[1]
     W = W.astype(np.float64).copy()
     rows, cols = W.shape
     X = X.astype(np.float64)
@@ -73,12 +78,16 @@ def sparsegpt_ref(W, X, s, B=128, percdamp=0.01):
         W1 = W[:, c0:c1].copy()
         Q1, E1 = np.zeros_like(W1), np.zeros_like(W1)
         d = np.diag(U)[c0:c1]
-        score = (W1 ** 2 / d ** 2).ravel()  # row-major: place r * bc + j
-        k = int(np.floor(rows * bc * s))
-        M1 = np.ones(rows * bc, bool)
-        M1[np.lexsort((np.arange(rows * bc), score))[:k]] = False
-        M1 = M1.reshape(rows, bc)
+        M1 = np.ones((rows, bc), bool)
+        if not nm:
+            score = (W1 ** 2 / d ** 2).ravel()  # row-major: place r * bc + j
+            k = int(np.floor(rows * bc * s))
+            M1 = M1.ravel()
+            M1[np.lexsort((np.arange(rows * bc), score))[:k]] = False
+            M1 = M1.reshape(rows, bc)
         for j in range(bc):
+            if nm and j % nm[1] == 0:
+                M1[:, j:j + nm[1]] = nm_mask(W1[:, j:j + nm[1]] ** 2 / d[j:j + nm[1]] ** 2, *nm)
             w = W1[:, j]
             q = np.where(M1[:, j], w, 0.0)
             e = (w - q) / d[j]
@@ -118,38 +127,6 @@ def wanda_nm_ref(W, X, n, m):
     norm = np.sqrt((X.astype(np.float64) ** 2).sum(0))
     M = nm_mask(np.abs(W.astype(np.float64)) * norm, n, m)
     return np.where(M, W, 0).astype(np.float64), M
-
-
-def sparsegpt_nm_ref(W, X, n, m, percdamp=0.01):
-    B = 128 // m * m
-    W = W.astype(np.float64).copy()
-    rows, cols = W.shape
-    X = X.astype(np.float64)
-    H = X.T @ X
-    dead = np.diag(H) == 0
-    H[dead, dead] = 1.0
-    W[:, dead] = 0.0
-    H += percdamp * np.mean(np.diag(H)) * np.eye(cols)
-    U = np.linalg.cholesky(np.linalg.inv(H)).T
-    M = np.ones(W.shape, bool)
-    for c0 in range(0, cols, B):
-        c1 = min(c0 + B, cols)
-        W1 = W[:, c0:c1].copy()
-        Q1, E1 = np.zeros_like(W1), np.zeros_like(W1)
-        d = np.diag(U)[c0:c1]
-        M1 = np.ones(W1.shape, bool)
-        for j in range(c1 - c0):
-            if j % m == 0:
-                M1[:, j:j + m] = nm_mask(W1[:, j:j + m] ** 2 / d[j:j + m] ** 2, n, m)
-            w = W1[:, j]
-            q = np.where(M1[:, j], w, 0.0)
-            e = (w - q) / d[j]
-            W1[:, j:] -= np.outer(e, U[c0 + j, c0 + j:c1])
-            Q1[:, j], E1[:, j] = q, e
-        W[:, c0:c1] = Q1
-        W[:, c1:] -= E1 @ U[c0:c1, c1:]
-        M[:, c0:c1] = M1
-    return W, M
 
 
 def ours(method, W, X, s, pattern=None):
@@ -231,7 +208,7 @@ if DEVICE == "cpu":
     X2 = inputs(512, cols2)
     for n, m in ((2, 4), (4, 8), (1, 3), (16, 32)):
         for method, ref in (("magnitude", lambda: magnitude_nm_ref(W2, n, m)), ("wanda", lambda: wanda_nm_ref(W2, X2, n, m)),
-                            ("sparsegpt", lambda: sparsegpt_nm_ref(W2, X2, n, m))):
+                            ("sparsegpt", lambda: sparsegpt_ref(W2, X2, 0.0, nm=(n, m)))):
             w, mk, msg = ours(method, W2, X2, 0.0, "%d:%d" % (n, m))
             if w is None:
                 check(False, "%s %d:%d: oneshot_layer failed: %s" % (method, n, m, msg))

@@ -550,6 +550,18 @@ static void prune_2_4(float *w, size_t numel) {
     }
 }
 
+// The model folder a check saved (its weights and config.json) and its pack, removed.
+static void saved_remove(const char *dir, const char *pack) {
+    const char *files[] = {"model.safetensors", "config.json"};
+    for (int i = 0; i < 2; i++) {
+        char f[300];
+        snprintf(f, sizeof f, "%s/%s", dir, files[i]);
+        unlink(f);
+    }
+    rmdir(dir);
+    unlink(pack);
+}
+
 // nm: the fixture pruned 2:4 and packed with --index speed planned for AVX-512 (nm, the
 // smallest), against its folder as check_model's packs are, on every kernel set.
 static void check_model_nm(const char *fixture) {
@@ -583,14 +595,7 @@ static void check_model_nm(const char *fixture) {
     compare_models(fixture, "the nm 2:4 pack", &d, &p);
     model_free(&d);
     model_free(&p);
-    const char *files[] = {"model.safetensors", "config.json"};
-    for (int i = 0; i < 2; i++) {
-        char f[300];
-        snprintf(f, sizeof f, "%s/%s", dir, files[i]);
-        unlink(f);
-    }
-    rmdir(dir);
-    unlink(pack);
+    saved_remove(dir, pack);
 }
 
 static void check_model(const char *fixture) {
@@ -647,14 +652,7 @@ static void check_model(const char *fixture) {
          err_msg());
     model_free(&d);
     model_free(&p);
-    const char *files[] = {"model.safetensors", "config.json"};
-    for (int i = 0; i < 2; i++) {
-        char f[300];
-        snprintf(f, sizeof f, "%s/%s", dir, files[i]);
-        unlink(f);
-    }
-    rmdir(dir);
-    unlink(pack);
+    saved_remove(dir, pack);
 }
 
 int main(void) {
