@@ -50,6 +50,7 @@
 #include "nn/cuda_reduce.cuh" // defines: block_sum
 #include "nn/decode_fused.h"  // defines: DecodeJob, decode_fused_gemv_cuda
 #include "nn/kernel_math.h"   // defines: km_blocks, km_thread_index, km_rmsnorm_dw_chunks
+#include "base/carve.h"       // defines: Carver, carve_take
 #include "nn/layers.h"        // defines: the _cuda kernels, rope_table
 
 // Blocks of a reduction's first pass (the partial sums; the second pass adds them in order).
@@ -121,18 +122,7 @@ static double fetch_scalar(DevModel *d, int slot) {
 
 // --- allocation ---------------------------------------------------------------------------
 
-// Hands out aligned pieces of one allocation: a first pass with base NULL measures.
-typedef struct {
-    char *base;
-    size_t used;
-} DevCarver;
-
-static void *dev_take(DevCarver *cv, size_t bytes) {
-    size_t at = (cv->used + 255) & ~(size_t)255; // 256-byte aligned, as cudaMalloc's own
-    cv->used = at + bytes;
-    return cv->base ? cv->base + at : NULL;
-}
-#define TAKE_F(cv, n) ((float *)dev_take(cv, (n) * sizeof(float)))
+#define TAKE_F(cv, n) ((float *)carve_take(cv, (n) * sizeof(float)))
 
 static size_t max3(size_t a, size_t b, size_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
 
@@ -141,7 +131,7 @@ static size_t max3(size_t a, size_t b, size_t c) { return a > b ? (a > c ? a : c
 // by layer, the backward runs each layer's forward again first. With d->eval the layers
 // share their input too (block_forward may write its output over its input) and there
 // is no backward scratch.
-static void acts_layout(DevModel *d, DevCarver *cv) {
+static void acts_layout(DevModel *d, Carver *cv) {
     const Model *m = d->m;
     size_t N = d->N, C = m->C, Q = m->Q, KVD = m->KVD, I = m->I, V = m->V, HD = m->HD;
     for (size_t l = 0; l < m->L; l++) {
@@ -160,39 +150,39 @@ static void acts_layout(DevModel *d, DevCarver *cv) {
             if (f->qk_norm_only && !m->qk_norm) continue;
             if (!f->bf16_offset) *LAYER_ACT_PTR(s, f->offset, float) = TAKE_F(cv, N * w);
             else if (!d->eval) // xn1, xn2: the products' bf16 operands only (evaluating: d->xbf)
-                *LAYER_ACT_PTR(s, f->bf16_offset, uint16_t) = (uint16_t *)dev_take(cv, N * w * sizeof(uint16_t));
+                *LAYER_ACT_PTR(s, f->bf16_offset, uint16_t) = (uint16_t *)carve_take(cv, N * w * sizeof(uint16_t));
         }
     }
     d->resf = TAKE_F(cv, N * C);
     d->rstdf = TAKE_F(cv, N);
     d->xnf = TAKE_F(cv, N * C);
     d->logits = TAKE_F(cv, d->ce_rows * V);
-    d->logits_bf = (uint16_t *)dev_take(cv, d->ce_rows * V * sizeof(uint16_t));
+    d->logits_bf = (uint16_t *)carve_take(cv, d->ce_rows * V * sizeof(uint16_t));
     d->nll = TAKE_F(cv, N);
     d->rope_cos = TAKE_F(cv, (size_t)d->T * HD / 2);
     d->rope_sin = TAKE_F(cv, (size_t)d->T * HD / 2);
     size_t widest = max3(C, Q, I);
-    d->xbf = (uint16_t *)dev_take(cv, N * widest * sizeof(uint16_t));
+    d->xbf = (uint16_t *)carve_take(cv, N * widest * sizeof(uint16_t));
     if ((d->m->ext || d->gemv) && d->decode) d->xr = TAKE_F(cv, widest);
-    d->part = (double *)dev_take(cv, DEV_RED_BLOCKS * sizeof(double));
-    d->scalars = (double *)dev_take(cv, N_SLOTS * sizeof(double));
-    d->tokens = (int32_t *)dev_take(cv, N * sizeof(int32_t));
-    d->targets = (int32_t *)dev_take(cv, N * sizeof(int32_t));
-    if (!d->eval) d->emb_index = (int32_t *)dev_take(cv, (3 * N + 1) * sizeof(int32_t));
+    d->part = (double *)carve_take(cv, DEV_RED_BLOCKS * sizeof(double));
+    d->scalars = (double *)carve_take(cv, N_SLOTS * sizeof(double));
+    d->tokens = (int32_t *)carve_take(cv, N * sizeof(int32_t));
+    d->targets = (int32_t *)carve_take(cv, N * sizeof(int32_t));
+    if (!d->eval) d->emb_index = (int32_t *)carve_take(cv, (3 * N + 1) * sizeof(int32_t));
     if (d->eval && !d->decode) { // devmodel_forward_packed's rows
-        d->rows_pos = (int32_t *)dev_take(cv, N * sizeof(int32_t));
-        d->rows_vis = (int32_t *)dev_take(cv, 3 * N * sizeof(int32_t));
+        d->rows_pos = (int32_t *)carve_take(cv, N * sizeof(int32_t));
+        d->rows_vis = (int32_t *)carve_take(cv, 3 * N * sizeof(int32_t));
     }
     if (d->decode) {
         if (d->kv_bf16) {
-            d->kcb = (uint16_t *)dev_take(cv, m->L * (size_t)d->T * KVD * sizeof(uint16_t));
-            d->vcb = (uint16_t *)dev_take(cv, m->L * (size_t)d->T * KVD * sizeof(uint16_t));
+            d->kcb = (uint16_t *)carve_take(cv, m->L * (size_t)d->T * KVD * sizeof(uint16_t));
+            d->vcb = (uint16_t *)carve_take(cv, m->L * (size_t)d->T * KVD * sizeof(uint16_t));
         } else {
             d->kc = TAKE_F(cv, m->L * (size_t)d->T * KVD);
             d->vc = TAKE_F(cv, m->L * (size_t)d->T * KVD);
         }
-        d->step_in = (int32_t *)dev_take(cv, 2 * sizeof(int32_t));
-        d->next_dev = (int32_t *)dev_take(cv, sizeof(int32_t));
+        d->step_in = (int32_t *)carve_take(cv, 2 * sizeof(int32_t));
+        d->next_dev = (int32_t *)carve_take(cv, sizeof(int32_t));
         if (d->dec_split) d->dec_part = TAKE_F(cv, attention_decode_part_floats((size_t)d->T, m->NH, HD));
     }
     if (d->eval) return; // the backward's scratch follows
@@ -207,7 +197,7 @@ static void acts_layout(DevModel *d, DevCarver *cv) {
     d->dh = TAKE_F(cv, N * I);
     d->dgate = TAKE_F(cv, N * I);
     d->dup = TAKE_F(cv, N * I);
-    d->dybf = (uint16_t *)dev_take(cv, N * widest * sizeof(uint16_t));
+    d->dybf = (uint16_t *)carve_take(cv, N * widest * sizeof(uint16_t));
     // RMSNorm's weight-gradient partials (rows of C, or of HD for the q/k norms) and the
     // bias gradients' scratch (km_colsum_chunks(N) * OC, bias_backward_cuda's)
     size_t sc = max3(km_rmsnorm_dw_chunks(N) * C, km_rmsnorm_dw_chunks(N * m->NH) * HD,
@@ -544,7 +534,7 @@ BEST_KAPI size_t devmodel_bytes(size_t *acts_bytes, const Model *m, int B, int T
     memset(&d, 0, sizeof d);
     devmodel_shape(&d, m, B, T, ce_rows, flags);
     d.layer = (LayerActs *)xcalloc(m->L, sizeof *d.layer);
-    DevCarver cv = {NULL, 0};
+    Carver cv = {NULL, 0};
     acts_layout(&d, &cv);
     free(d.layer);
     if (acts_bytes) *acts_bytes = cv.used;
@@ -681,7 +671,7 @@ BEST_KAPI int devmodel_init_ranks(DevModel *d, CudaCtx *c, const Model *m, int B
         }
     }
     d->layer = (LayerActs *)xcalloc(m->L, sizeof *d->layer);
-    DevCarver cv = {NULL, 0};
+    Carver cv = {NULL, 0};
     acts_layout(d, &cv);
     d->acts_bytes = cv.used;
     size_t n = d->n_params, own = d->own_hi - d->own_lo;
@@ -716,7 +706,7 @@ BEST_KAPI int devmodel_init_ranks(DevModel *d, CudaCtx *c, const Model *m, int B
         devmodel_free(d);
         return -1;
     }
-    cv = (DevCarver){(char *)d->acts, 0};
+    cv = (Carver){(char *)d->acts, 0};
     acts_layout(d, &cv);
     if (d->rep) weights_rebase_rep(d);
     else params_rebase(&d->w, m, d->params);

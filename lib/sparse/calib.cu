@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/carve.h"       // defines: Carver, carve_take
 #include "base/cuda.h"        // defines: CudaCtx, CUDA_CHECK, LAUNCH, BEST_KAPI
 #include "base/error.h"       // defines: ERR, TRY, xmalloc
 #include "nn/layers.h"        // defines: the _cuda kernels, matmul_*_cuda, rope_table
@@ -50,18 +51,7 @@ enum { LQ, LK, LV, LO, LGATE, LUP, LDOWN };
 // The most activations a batch of windows may take when the device has room (bytes).
 #define ONESHOT_ACTS_MAX ((size_t)4 << 30)
 
-// Hands out 256-byte aligned pieces of one allocation; a first pass with base NULL measures.
-typedef struct {
-    char *base;
-    size_t used;
-} Carver;
-
-static void *take(Carver *cv, size_t bytes) {
-    size_t at = (cv->used + 255) & ~(size_t)255;
-    cv->used = at + bytes;
-    return cv->base ? cv->base + at : NULL;
-}
-#define TAKE(cv, T, n) ((T *)take(cv, (size_t)(n) * sizeof(T)))
+#define TAKE(cv, T, n) ((T *)carve_take(cv, (size_t)(n) * sizeof(T)))
 
 // The walk's device state.
 typedef struct {
@@ -156,7 +146,7 @@ static void walk_layout(Walk *w, Carver *cv) {
     w->rstd = TAKE(cv, float, N);
     w->qrstd = TAKE(cv, float, N * m->NH);
     w->krstd = TAKE(cv, float, N * m->KV);
-    w->xop = take(cv, N * max_of(w->dim, 4) * (w->fp32 ? sizeof(float) : sizeof(uint16_t)));
+    w->xop = carve_take(cv, N * max_of(w->dim, 4) * (w->fp32 ? sizeof(float) : sizeof(uint16_t)));
     w->rope_cos = TAKE(cv, float, w->T * HD / 2);
     w->rope_sin = TAKE(cv, float, w->T * HD / 2);
     size_t dmax = max_of(w->dim, 4);
@@ -167,7 +157,7 @@ static void walk_layout(Walk *w, Carver *cv) {
     if (gpt) {
         w->U = TAKE(cv, float, dmax * dmax);
         w->dead = TAKE(cv, uint8_t, dmax);
-        w->scratch = take(cv, sparsegpt_prune_scratch(max_of(w->rows, 7)));
+        w->scratch = carve_take(cv, sparsegpt_prune_scratch(max_of(w->rows, 7)));
     }
 }
 
