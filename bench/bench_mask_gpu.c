@@ -131,7 +131,7 @@ int main(int argc, char **argv) {
                 path, (int)m.L, m.n_prunable, cuda_info(), copy);
     const double S[] = {0.3, 0.6, 0.8, 0.9, 0.95, 0.99};
     for (int k = 0; k < (int)(sizeof S / sizeof *S); k++) {
-        MaskSpec spec = {SAL_SECOND, GROUP_GLOBAL, S[k], NULL, 0};
+        MaskSpec spec = {SAL_SECOND, GROUP_GLOBAL, S[k], NULL, 0, 0, 0};
         double t = now_seconds();
         int rc = mask_update_dev(&d, &spec); // synchronises before it returns
         t = now_seconds() - t;

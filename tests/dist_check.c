@@ -138,7 +138,7 @@ static int check_select(const char *path) {
     uint8_t *slice = xmalloc(hi - lo + 1), *old = xmalloc(hi - lo + 1), *full = xmalloc(n * ns);
     int rc = 0;
     for (size_t k = 0; k < ns && rc == 0; k++) {
-        MaskSpec spec = {specs[k].s, specs[k].g, specs[k].S, NULL, 0};
+        MaskSpec spec = {specs[k].s, specs[k].g, specs[k].S, NULL, 0, 0, 0};
         rc = mask_compute_slice(slice, &spec, info, 5, w, lo, hi, &mo, specs[k].use_old ? old : NULL);
         memcpy(old, slice, hi - lo);
         dist_gather(full + k * n, slice, n, 1, 0);

@@ -56,7 +56,7 @@ static void test_compute(void) {
     Moments mo;
     moments_from_block(&mo, m, v, 0);
     // global, second order
-    MaskSpec sp = {SAL_SECOND, GROUP_GLOBAL, 0.6, NULL, 0};
+    MaskSpec sp = {SAL_SECOND, GROUP_GLOBAL, 0.6, NULL, 0, 0, 0};
     for (int i = 0; i < NP; i++) score[i] = w[i] == 0 ? 0 : 0.5f * v[i] * w[i] * w[i];
     int n = prunable_pos(pos, -1);
     uint64_t k = select_keep_count(0.6, (uint64_t)n);
@@ -66,7 +66,7 @@ static void test_compute(void) {
     T_OK(ok && memcmp(mask, want, NP) == 0 && mask_count(mask, NP) == k + 44,
          "global second order == sort over all prunable weights, %llu kept, others untouched", (unsigned long long)k);
     // layer group, magnitude: each tensor its own k
-    sp = (MaskSpec){SAL_MAGNITUDE, GROUP_LAYER, 0.7, NULL, 0};
+    sp = (MaskSpec){SAL_MAGNITUDE, GROUP_LAYER, 0.7, NULL, 0, 0, 0};
     for (int i = 0; i < NP; i++) score[i] = fabsf(w[i]);
     memset(want, 1, NP);
     for (int t = 0; t < 5; t++) {
@@ -91,7 +91,7 @@ static void test_compute(void) {
     // --from-mask: pruned weights keep their (nonzero) values here, so only the
     // exclusion stops them from coming back
     uint8_t old[NP], nw[NP];
-    sp = (MaskSpec){SAL_FIRST, GROUP_GLOBAL, 0.5, NULL, 0};
+    sp = (MaskSpec){SAL_FIRST, GROUP_GLOBAL, 0.5, NULL, 0, 0, 0};
     ok = mask_compute(old, &sp, INFO, 5, w, NP, &mo, NULL) == 0;
     for (int i = 0; i < NP; i++) m[i] = old[i] ? 0.01f : 100.0f;  // make the pruned ones look great
     sp.sparsity = 0.75;
@@ -109,7 +109,7 @@ static void test_compute(void) {
     resurrected = 0;
     for (int i = 0; i < NP; i++) resurrected += nw[i] && !old[i];
     T_OK(ok && resurrected == 0, "group layer: clamps to the old mask per tensor, nothing resurrected");
-    sp = (MaskSpec){SAL_SECOND, GROUP_GLOBAL, 0.5, NULL, 0};
+    sp = (MaskSpec){SAL_SECOND, GROUP_GLOBAL, 0.5, NULL, 0, 0, 0};
     T_OK(mask_compute(nw, &sp, INFO, 5, w, NP, NULL, NULL) < 0 && strstr(err_msg(), "needs Adam moments"),
          "second order without moments is an error");
     sp.sparsity = 1.0;
@@ -146,7 +146,7 @@ static void test_bias_correction(void) {
         moments_from_block(&mh, vhat, vhat, 0);
         for (int g = 0; g < 2; g++)
             for (int b = 0; b < 3; b++) {
-                MaskSpec sp = {SAL_SECOND, g ? GROUP_LAYER : GROUP_GLOBAL, sparsities[b], NULL, 0};
+                MaskSpec sp = {SAL_SECOND, g ? GROUP_LAYER : GROUP_GLOBAL, sparsities[b], NULL, 0, 0, 0};
                 int ok = mask_compute(raw, &sp, info, 3, w, N, &mr, NULL) == 0 &&
                          mask_compute(hat, &sp, info, 3, w, N, &mh, NULL) == 0;
                 differ += !ok || memcmp(raw, hat, N) != 0;
@@ -222,7 +222,7 @@ static void test_bad_values(void) {
     for (int i = 0; i < N; i++) w[i] = 1.0f + (float)(i % 7);
     Moments mo;
     moments_from_block(&mo, m, v, 0);
-    MaskSpec sp = {SAL_MAGNITUDE, GROUP_GLOBAL, 0.5, "models/m", 0};
+    MaskSpec sp = {SAL_MAGNITUDE, GROUP_GLOBAL, 0.5, "models/m", 0, 0, 0};
     w[AT] = NAN;
     T_OK(mask_compute(mask, &sp, info, 1, w, N, NULL, NULL) < 0 &&
              strstr(err_msg(), "models/m: tensor model.layers.0.mlp.up_proj.weight: weight 70000 is nan"),
@@ -246,11 +246,137 @@ static void test_module_of(void) {
          "module and layer from HF names");
 }
 
+// --- BEST with an N:M target (nm.h's protection) ------------------------------------------
+
+// embed (3, 5) | q (6, 8) | norm (3) | up (4, 12) | down (5, 4): tensors at offsets that are
+// not multiples of 4, so that groups start at each tensor's offset, not the block's
+static ParamInfo INFO_NM[5] = {
+    {"model.embed_tokens.weight", 0, 15, 2, {3, 5}, 0},
+    {"model.layers.0.self_attn.q_proj.weight", 15, 48, 2, {6, 8}, 1},
+    {"model.norm.weight", 63, 3, 1, {3, 0}, 0},
+    {"model.layers.0.mlp.up_proj.weight", 66, 48, 2, {4, 12}, 1},
+    {"model.layers.0.mlp.down_proj.weight", 114, 20, 2, {5, 4}, 1},
+};
+#define NP_NM 134
+
+// The reference of an N:M update, written from the rule and not from nm.c: in every group
+// of m, the `keep` best alive (score desc, then the higher column) score +inf; then the
+// global first k by (score desc, index asc) among the alive (reference()).
+static void reference_nm(uint8_t *mask, const float *score0, const uint8_t *old, int m, int keep, uint64_t k) {
+    float score[NP_NM];
+    int pos[NP_NM], n = 0;
+    memcpy(score, score0, sizeof score);
+    for (int t = 0; t < 5; t++) {
+        if (!INFO_NM[t].prunable) continue;
+        for (size_t g = INFO_NM[t].offset; g < INFO_NM[t].offset + INFO_NM[t].numel; g += (size_t)m) {
+            int taken[32] = {0};
+            for (int r = 0; r < keep; r++) { // the best untaken alive member, ties to the higher column
+                int best = -1;
+                for (int j = 0; j < m; j++)
+                    if (old[g + j] && !taken[j] && (best < 0 || score[g + j] >= score[g + best])) best = j;
+                if (best >= 0) taken[best] = 1;
+            }
+            for (int j = 0; j < m; j++)
+                if (taken[j]) score[g + j] = INFINITY;
+        }
+        for (size_t j = 0; j < INFO_NM[t].numel; j++)
+            if (old[INFO_NM[t].offset + j]) pos[n++] = (int)(INFO_NM[t].offset + j);
+    }
+    memset(mask, 1, NP_NM);
+    for (int i = 0; i < 5; i++) // pruned by the old mask: stay pruned
+        if (INFO_NM[i].prunable)
+            for (size_t j = 0; j < INFO_NM[i].numel; j++) mask[INFO_NM[i].offset + j] = 0;
+    reference(mask, score, pos, n, k);
+}
+
+// Kept weights of the tensor's fewest-kept group, and most-kept.
+static void group_range(int *lo, int *hi, const uint8_t *mask, int m) {
+    *lo = m, *hi = 0;
+    for (int t = 0; t < 5; t++)
+        for (size_t g = 0; INFO_NM[t].prunable && g < INFO_NM[t].numel; g += (size_t)m) {
+            int c = 0;
+            for (int j = 0; j < m; j++) c += mask[INFO_NM[t].offset + g + j];
+            if (c < *lo) *lo = c;
+            if (c > *hi) *hi = c;
+        }
+}
+
+static void test_nm_ramp(void) {
+    const char *pats[] = {"2:4", "1:4", "3:4"};
+    for (int ip = 0; ip < 3; ip++)
+        for (int r = 0; r < 2; r++) {
+            NMPattern p;
+            nm_parse(&p, pats[ip]);
+            NMRamp ramp = r ? NM_RAMP_GROUP : NM_RAMP_GLOBAL;
+            double Sf = nm_sparsity(&p);
+            float w[NP_NM], v[NP_NM], score[NP_NM];
+            uint8_t old[NP_NM], mask[NP_NM], want[NP_NM];
+            memset(old, 1, sizeof old);
+            Moments mo;
+            moments_from_block(&mo, w, v, 0); // (exp_avg unread by the second order)
+            int ok = 1, floor_ok = 1, at_end = 0;
+            const double f[] = {0.05, 0.3, 0.55, 0.8, 1.0}; // the schedule's S / S_f at the updates
+            for (int u = 0; u < 5; u++) {
+                for (int i = 0; i < NP_NM; i++) { // training moved the weights; pruned ones are 0
+                    w[i] = old[i] ? next_w() : 0.0f;
+                    v[i] = fabsf(next_w()) + 0.25f;
+                    score[i] = 0.5f * v[i] * w[i] * w[i];
+                }
+                int keep;
+                double S;
+                nm_ramp_at(&keep, &S, &p, ramp, f[u] * Sf);
+                MaskSpec sp = {SAL_SECOND, GROUP_GLOBAL, S, NULL, 0, p.m, keep};
+                ok &= mask_compute(mask, &sp, INFO_NM, 5, w, NP_NM, &mo, old) == 0;
+                reference_nm(want, score, old, p.m, keep, select_keep_count(S, 116));
+                ok &= memcmp(mask, want, NP_NM) == 0;
+                int lo, hi;
+                group_range(&lo, &hi, mask, p.m);
+                floor_ok &= lo >= keep && mask_count(mask, NP_NM) == select_keep_count(S, 116) + 18;
+                if (u == 4) at_end = lo == p.n && hi == p.n;
+                memcpy(old, mask, NP_NM);
+            }
+            T_OK(ok && floor_ok && at_end,
+                 "N:M %s, ramp %s: five updates == the reference (protect the best alive of each group, then "
+                 "the global first k), every group keeps its protected count, the last leaves exactly %d of %d",
+                 pats[ip], nm_ramp_name(ramp), p.n, p.m);
+        }
+    // the ramps' arithmetic
+    NMPattern p = {4, 8};
+    int keep;
+    double S;
+    nm_ramp_at(&keep, &S, &p, NM_RAMP_GROUP, 0.0);
+    T_OK(keep == 8 && S == 0, "group ramp at S 0: 8 of 8, sparsity 0");
+    nm_ramp_at(&keep, &S, &p, NM_RAMP_GROUP, 0.5 * 0.26);
+    T_OK(keep == 7 && S == 0.125, "group ramp at 26%% of the way: 7 of 8 (%d), sparsity 0.125 (%g)", keep, S);
+    nm_ramp_at(&keep, &S, &p, NM_RAMP_GROUP, 0.5 * 0.99);
+    T_OK(keep == 5 && S == 0.375, "group ramp at 99%%: 5 of 8 (%d), never ahead of the schedule", keep);
+    nm_ramp_at(&keep, &S, &p, NM_RAMP_GROUP, 0.5);
+    T_OK(keep == 4 && S == 0.5, "group ramp at the end: 4 of 8");
+    nm_ramp_at(&keep, &S, &p, NM_RAMP_GLOBAL, 0.3);
+    T_OK(keep == 4 && S == 0.3, "global ramp: protects N, prunes to S(t)");
+    MaskSpec bad = {SAL_MAGNITUDE, GROUP_GLOBAL, 0.5, NULL, 0, 4, 5};
+    uint8_t mask[NP_NM];
+    float w[NP_NM] = {0};
+    T_OK(mask_compute(mask, &bad, INFO_NM, 5, w, NP_NM, NULL, NULL) < 0 && strstr(err_msg(), "keeping 5"),
+         "keep > M is an error: %s", err_msg());
+    // edges: a rank's slice cutting groups (nm_edges_find on its own: the exchange is dist_check's)
+    NMEdges e;
+    nm_edges_find(&e, INFO_NM, 5, 4, 17, 70);
+    T_OK(e.len[0] == 2 && e.at[0] == 17 && e.first[0] == 15 && e.tensor[0] == 1 && e.len[1] == 0,
+         "edges of [17, 70): the q group [15, 19) cut at 17 (own 2); 70 ends up's first group [66, 70)");
+    nm_edges_find(&e, INFO_NM, 5, 4, 64, 68);
+    T_OK(e.len[0] == 0 && e.len[1] == 2 && e.at[1] == 66 && e.first[1] == 66,
+         "edges of [64, 68): the norm holds 64 (not prunable); up's group [66, 70) owned [66, 68)");
+    nm_edges_find(&e, INFO_NM, 5, 4, 116, 117);
+    T_OK(e.len[0] == 1 && e.first[0] == 114 && e.len[1] == 0, "a slice inside one group: one edge of 1");
+}
+
 int main(void) {
     test_compute();
     test_bias_correction();
     test_files();
     test_bad_values();
     test_module_of();
+    test_nm_ramp();
     T_DONE();
 }

@@ -154,6 +154,7 @@ static int attn_cudnn_backward(uint16_t *dq, uint16_t *dk, uint16_t *dv, const u
 #include "nn/model.cu"
 #include "sparse/saliency.cu"
 #include "sparse/select.cu"
+#include "sparse/nm.cu"
 #include "sparse/mask.cu"
 #include "pack/spmv.cu"
 #pragma GCC diagnostic pop
@@ -991,7 +992,7 @@ static void check_mask_update(const char *name) {
     std::vector<uint8_t> md(n);
     for (Saliency sal : sals)
         for (MaskGroup g : groups) {
-            MaskSpec spec = {sal, g, g == GROUP_GLOBAL ? 0.55 : 0.25, NULL, 0};
+            MaskSpec spec = {sal, g, g == GROUP_GLOBAL ? 0.55 : 0.25, NULL, 0, 0, 0};
             devmodel_upload(&d, m.params, &opt, old.data());
             int rc = mask_update_dev(&d, &spec);
             devmodel_download(&d, wd.data(), NULL);
@@ -1024,7 +1025,7 @@ static void check_mask_update(const char *name) {
         float v0 = opt.v[at];
         if (c == 0) opt.v[at] = NAN;
         devmodel_upload(&d, m.params, &opt, old.data());
-        MaskSpec spec = {SAL_SECOND, GROUP_GLOBAL, c == 0 ? 0.5 : 0.1, NULL, 0};
+        MaskSpec spec = {SAL_SECOND, GROUP_GLOBAL, c == 0 ? 0.5 : 0.1, NULL, 0, 0, 0};
         int rc = mask_update_dev(&d, &spec);
         devmodel_download(&d, wd.data(), NULL);
         devmodel_download_mask(&d, md.data());
@@ -1097,7 +1098,7 @@ static int run_steps(RunLog *log, Model *m, DevModel *d, const char *name) {
         if (!schedule_update_at(&sched, t)) continue;
         // the mask update, on the weights and moments as they stand after the step: on
         // the device as best-train --device cuda does it, on the host for the CPU run
-        MaskSpec spec = {SAL_SECOND, GROUP_GLOBAL, schedule_sparsity(&sched, t), NULL, 0};
+        MaskSpec spec = {SAL_SECOND, GROUP_GLOBAL, schedule_sparsity(&sched, t), NULL, 0, 0, 0};
         masked = 1;
         if (d) {
             // the host's mask_compute on the device run's own weights, moments and old mask:
@@ -1438,7 +1439,7 @@ static int run_ranks(RanksLog *log, const char *name, MaskGroup group, int R, De
             devmodel_adamw(&d, &h, t, masked);
         }
         if (!schedule_update_at(&sched, t)) continue;
-        MaskSpec spec = {SAL_SECOND, group, schedule_sparsity(&sched, t), NULL, 0};
+        MaskSpec spec = {SAL_SECOND, group, schedule_sparsity(&sched, t), NULL, 0, 0, 0};
         masked = 1;
         rc = mask_update_dev(&d, &spec);
         T_OK(rc == 0, "%s: mask update at step %d%s", name, t, comm ? " on the ranks" : "");

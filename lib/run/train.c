@@ -417,7 +417,7 @@ static double comm_bytes(const Trainer *tr) { return (double)dist_bytes() + engi
 // on downloaded copies gives the error.
 static int mask_update(Trainer *tr, double S, double *bytes) {
     Model *m = &tr->m;
-    MaskSpec spec = {tr->cfg.saliency, tr->cfg.group, S, NULL, 0}; // weights in memory: no file to name
+    MaskSpec spec = {tr->cfg.saliency, tr->cfg.group, S, NULL, 0, 0, 0}; // weights in memory: no file to name
     int on_device = 0;
     if (engine_train_on_device(&tr->dt)) {
         // the counts (MPI) and, with GPU ranks, the zeroed weights shared (NCCL)

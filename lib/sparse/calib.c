@@ -120,7 +120,7 @@ int oneshot_prune(uint8_t *mask, OneShotStats *times, Model *m, const OneShotSpe
         return 0;
     }
     if (spec->method == ONESHOT_MAGNITUDE) { // floor(S n) of each tensor: mask.h's --group layer
-        MaskSpec ms = {SAL_MAGNITUDE, GROUP_LAYER, spec->sparsity, m->src_dir, 1};
+        MaskSpec ms = {SAL_MAGNITUDE, GROUP_LAYER, spec->sparsity, m->src_dir, 1, 0, 0};
         TRY(mask_compute(mask, &ms, m->info, m->n_info, m->params, m->n_params, NULL, NULL));
         mask_apply(m->params, mask, m->n_params);
         if (times) *times = tm;

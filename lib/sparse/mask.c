@@ -139,6 +139,9 @@ typedef struct {
     const uint8_t *old;      // (hi - lo) or NULL
     size_t lo, hi;           // the slice of the block this rank scores (dist.h)
     float *s, *m, *v;        // (CHUNK) scratch: scores, exp_avg, exp_avg_sq
+    size_t step;             // chunks end at multiples of this in a tensor (CHUNK, or with N:M
+                             // groups a multiple of spec->nm_m, so that a chunk cuts none)
+    NMEdges edges;           // N:M: the groups this rank shares with others, protected (nm.h)
 } Scorer;
 
 // Moments of tensor p, elements [off, off + n), into buf (a file's data need not be
@@ -166,7 +169,7 @@ static int chunk_error(const Scorer *sc, const ParamInfo *p, size_t off, size_t 
 
 // sc->s (n) = scores of tensor ip, elements [off, off + n); weights an old mask
 // pruned get -1 (not candidates, select.h).
-static int score_chunk(Scorer *sc, int ip, size_t off, size_t n) {
+static int score_raw(Scorer *sc, int ip, size_t off, size_t n) {
     const ParamInfo *p = &sc->info[ip];
     Saliency sal = sc->spec->saliency;
     const Moments *mo = sc->mo;
@@ -183,6 +186,30 @@ static int score_chunk(Scorer *sc, int ip, size_t off, size_t n) {
     return 0;
 }
 
+// score_raw, and with N:M groups the protected weights +inf (nm.h): the chunk's whole
+// groups here, the groups it shares with another rank from the edges found before.
+static int score_chunk(Scorer *sc, int ip, size_t off, size_t n) {
+    TRY(score_raw(sc, ip, off, n));
+    int m = sc->spec->nm_m;
+    if (!m) return 0;
+    size_t um = (size_t)m, g0 = (off + um - 1) / um * um, g1 = (off + n) / um * um;
+    if (g1 > g0) nm_protect(sc->s + (g0 - off), g1 - g0, m, sc->spec->nm_keep);
+    size_t x0 = sc->info[ip].offset + off; // the chunk in block elements
+    for (int e = 0; e < 2; e++)
+        for (size_t j = 0; j < sc->edges.len[e]; j++) {
+            size_t x = sc->edges.at[e] + j;
+            if (x >= x0 && x - x0 < n) sc->s[x - x0] = sc->edges.s[e][j];
+        }
+    return 0;
+}
+
+// The end of the chunk that starts at off (< b) in a tensor: the next multiple of
+// sc->step, or b.
+static size_t chunk_end(const Scorer *sc, size_t off, size_t b) {
+    size_t e = (off / sc->step + 1) * sc->step;
+    return e < b ? e : b;
+}
+
 // Keeps exactly k candidates among the tensors idx (n_idx), in their order, into mask
 // (this rank's slice; the ranks call it together).
 static int select_tensors(uint8_t *mask, Scorer *sc, const int *idx, int n_idx, uint64_t k) {
@@ -193,8 +220,9 @@ static int select_tensors(uint8_t *mask, Scorer *sc, const int *idx, int n_idx, 
     while (!s.done && rc == 0) {
         for (int t = 0; t < n_idx && rc == 0 && select_needs_data(&s); t++) {
             params_part(&a, &b, &sc->info[idx[t]], sc->lo, sc->hi);
-            for (size_t off = a; off < b && rc == 0; off += CHUNK) {
-                size_t n = b - off < CHUNK ? b - off : CHUNK;
+            for (size_t off = a, e; off < b && rc == 0; off = e) {
+                e = chunk_end(sc, off, b);
+                size_t n = e - off;
                 rc = score_chunk(sc, idx[t], off, n);
                 if (rc == 0) select_count(&s, sc->s, n);
             }
@@ -208,8 +236,9 @@ static int select_tensors(uint8_t *mask, Scorer *sc, const int *idx, int n_idx, 
         for (int t = 0; t < n_idx && rc == 0; t++) {
             const ParamInfo *p = &sc->info[idx[t]];
             params_part(&a, &b, p, sc->lo, sc->hi);
-            for (size_t off = a; off < b && rc == 0; off += CHUNK) {
-                size_t n = b - off < CHUNK ? b - off : CHUNK;
+            for (size_t off = a, e; off < b && rc == 0; off = e) {
+                e = chunk_end(sc, off, b);
+                size_t n = e - off;
                 rc = score_chunk(sc, idx[t], off, n);
                 if (rc == 0) ties += select_count_ties(&s, sc->s, n);
             }
@@ -219,8 +248,9 @@ static int select_tensors(uint8_t *mask, Scorer *sc, const int *idx, int n_idx, 
     for (int t = 0; t < n_idx && rc == 0; t++) {
         const ParamInfo *p = &sc->info[idx[t]];
         params_part(&a, &b, p, sc->lo, sc->hi);
-        for (size_t off = a; off < b && rc == 0; off += CHUNK) {
-            size_t n = b - off < CHUNK ? b - off : CHUNK;
+        for (size_t off = a, e; off < b && rc == 0; off = e) {
+            e = chunk_end(sc, off, b);
+            size_t n = e - off;
             rc = score_chunk(sc, idx[t], off, n);
             if (rc == 0) select_mark(mask + (p->offset + off - sc->lo), &s, sc->s, n, &ties);
         }
@@ -233,6 +263,24 @@ static int select_tensors(uint8_t *mask, Scorer *sc, const int *idx, int n_idx, 
 static uint64_t keep_count(const MaskSpec *spec, uint64_t n) {
     if (spec->prune_floor) return n - (uint64_t)floor(spec->sparsity * (double)n);
     return select_keep_count(spec->sparsity, n);
+}
+
+// With N:M groups: the chunk step, and this rank's edges (nm.h) scored and protected
+// together with the other ranks'. Every rank calls it; an error on one is an error on all.
+static int edges_protect(Scorer *sc, int n_info) {
+    int m = sc->spec->nm_m, rc = 0;
+    sc->step = CHUNK - CHUNK % (size_t)m;
+    NMEdges *e = &sc->edges;
+    nm_edges_find(e, sc->info, n_info, m, sc->lo, sc->hi);
+    for (int k = 0; k < 2 && rc == 0; k++) {
+        if (!e->len[k]) continue;
+        const ParamInfo *p = &sc->info[e->tensor[k]];
+        rc = score_raw(sc, e->tensor[k], e->at[k] - p->offset, e->len[k]);
+        if (rc == 0) memcpy(e->s[k], sc->s, e->len[k] * sizeof(float));
+    }
+    TRY(dist_agree(rc));
+    nm_edges_protect(e, m, sc->spec->nm_keep);
+    return 0;
 }
 
 int mask_compute(uint8_t *mask, const MaskSpec *spec, const ParamInfo *info, int n_info,
@@ -255,10 +303,16 @@ int mask_compute_slice(uint8_t *mask, const MaskSpec *spec, const ParamInfo *inf
         return ERR("sparsity %g is outside [0, 1)", spec->sparsity);
     if (saliency_needs_moments(spec->saliency) && !mo)
         return ERR("%s-order saliency needs Adam moments", saliency_name(spec->saliency));
-    Scorer sc = {spec, info, params, mo, old, lo, hi, NULL, NULL, NULL};
+    if (spec->nm_m && !(spec->nm_m >= 2 && spec->nm_m <= NM_MAX && spec->nm_keep >= 1 && spec->nm_keep <= spec->nm_m))
+        return ERR("N:M groups of %d keeping %d: want 1 <= keep <= M <= %d", spec->nm_m, spec->nm_keep, NM_MAX);
+    Scorer sc = {.spec = spec, .info = info, .params = params, .mo = mo, .old = old, .lo = lo, .hi = hi, .step = CHUNK};
     sc.s = xmalloc(3 * CHUNK * sizeof(float));
     sc.m = sc.s + CHUNK;
     sc.v = sc.m + CHUNK;
+    if (spec->nm_m && edges_protect(&sc, n_info) < 0) {
+        free(sc.s);
+        return -1;
+    }
     int *idx = xmalloc((size_t)(n_info ? n_info : 1) * sizeof *idx);
     int n_idx = 0, rc = 0;
     uint64_t n_prunable = 0;

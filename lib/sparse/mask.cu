@@ -6,6 +6,8 @@
 //           DevModel's gradients, dead between a step's optimizer update and the next
 //           step's zeroing), at the weights' own offsets; weights the old mask pruned
 //           score -1 (masked_fill_cuda), so they are not candidates (select.h).
+//   N:M     with nm_m set, each group's nm_keep best scores become +inf (protect_groups,
+//           mask_compute's rule), so the selection keeps them first.
 //   select  group global: one select_mask_cuda over the span from the first prunable
 //           weight to the last, in block order, which is the parameter table's order, so
 //           ties go to the first weight in mask_compute's order. The tensors inside the
@@ -40,6 +42,7 @@
 #include "nn/kernel_math.h"   // defines: km_bits, km_blocks, km_thread_index
 #include "nn/layers.h"        // defines: masked_fill_cuda, cast_bf16_cuda
 #include "nn/model.h"         // defines: DevModel, Model
+#include "sparse/nm.h"        // defines: nm_protect_cuda, nm_edges_find, nm_edges_protect
 #include "sparse/saliency.h"  // defines: saliency_score_cuda
 #include "sparse/select.h"    // defines: select_keep_count, select_mask_cuda, select_cuda_scratch
 
@@ -87,6 +90,33 @@ BEST_KAPI void mask_spans_of(MaskSpans *ms, DevModel *d) {
     *ms = x;
 }
 
+// N:M groups (nm.h): the scores of each group's nm_keep best +inf, mask_compute's way: the
+// whole groups of this rank's part of each prunable tensor on the device, the (at most
+// two) groups it shares with another rank through the host (nm_edges_protect, every rank).
+static void protect_groups(const MaskSpans *ms, const MaskSpec *spec) {
+    cudaStream_t st = ms->stream;
+    size_t m = (size_t)spec->nm_m;
+    for (int i = 0; i < ms->n_info; i++) {
+        const ParamInfo *p = &ms->info[i];
+        if (!p->prunable) continue;
+        size_t a, b;
+        own_part(&a, &b, ms, p->offset, p->offset + p->numel);
+        size_t g0 = p->offset + (a - p->offset + m - 1) / m * m, g1 = p->offset + (b - p->offset) / m * m;
+        if (a < b && g0 < g1) nm_protect_cuda(ms->scores + g0, g1 - g0, spec->nm_m, spec->nm_keep, st);
+    }
+    NMEdges e;
+    nm_edges_find(&e, ms->info, ms->n_info, spec->nm_m, ms->own_lo, ms->own_hi);
+    for (int k = 0; k < 2; k++)
+        if (e.len[k])
+            CUDA_CHECK(cudaMemcpyAsync(e.s[k], ms->scores + e.at[k], e.len[k] * sizeof(float), cudaMemcpyDeviceToHost, st));
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    nm_edges_protect(&e, spec->nm_m, spec->nm_keep);
+    for (int k = 0; k < 2; k++)
+        if (e.len[k])
+            CUDA_CHECK(cudaMemcpyAsync(ms->scores + e.at[k], e.s[k], e.len[k] * sizeof(float), cudaMemcpyHostToDevice, st));
+    CUDA_CHECK(cudaStreamSynchronize(st)); // (e.s is on this stack)
+}
+
 BEST_KAPI int mask_update_cuda(const MaskSpans *ms, const MaskSpec *spec) {
     if (!(spec->sparsity >= 0.0 && spec->sparsity < 1.0))
         return ERR("sparsity %g is outside [0, 1)", spec->sparsity);
@@ -118,6 +148,7 @@ BEST_KAPI int mask_update_cuda(const MaskSpans *ms, const MaskSpec *spec) {
     uint64_t bad = counter_take(ctr, st);
     dist_sum_u64(&bad, 1); // every rank falls back together
     int rc = bad ? 1 : 0;
+    if (rc == 0 && spec->nm_m) protect_groups(ms, spec);
     if (rc == 0 && spec->group == GROUP_GLOBAL) {
         uint64_t k = select_keep_count(spec->sparsity, ms->n_prunable);
         if (k > count_candidates(ctr, s + lo, hi - lo, st)) rc = 1; // mask_compute: "a mask only shrinks"

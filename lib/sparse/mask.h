@@ -72,6 +72,9 @@ typedef struct {
                               // NULL: "the weights"
     int prune_floor;     // prune exactly floor(n * sparsity) of each group of n (the one-shot
                          // baselines count so), instead of keeping round((1 - sparsity) n)
+    int nm_m, nm_keep;   // BEST with an N:M target (nm.h): every group of nm_m consecutive
+                         // weights of a row keeps its nm_keep best still alive whatever the
+                         // threshold (nm_protect); nm_m 0: no groups
 } MaskSpec;
 
 // mask (n_params) from the weights params (n_params) described by info (n_info).

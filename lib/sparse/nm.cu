@@ -5,6 +5,9 @@
 // magnitude fabsf(w); Wanda (float)(|w| sqrt(colsq_j)) in double (wanda.c). Bit for bit the
 // CPU's from the same weights and norms.
 //
+// nm_protect_cuda: a thread a group too, nm_protect_group as the CPU runs it (nm.c), for the
+// mask updates of BEST with an N:M target (mask.cu).
+//
 // Written for tests/cuda_emu.h too (tests/test_oneshot_cuda.cpp). Never run on a GPU.
 #include "sparse/nm.h" // defines: NMPattern, NM_MAX, the _cuda prototype (BEST_CUDA)
 
@@ -41,5 +44,18 @@ BEST_KAPI void nm_prune_cuda(float *w, uint8_t *mask, size_t rows, size_t cols, 
     size_t groups = rows * (cols / (size_t)p->m);
     LAUNCH(nm_prune_kernel, km_blocks(groups, KM_THREADS, KM_GRID_CAP), KM_THREADS, stream, w, mask, rows, cols, colsq,
            p->n, p->m);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+static __global__ void nm_protect_kernel(float *s, size_t groups, int m, int keep) {
+    for (size_t g = km_thread_index(blockIdx.x, blockDim.x, threadIdx.x); g < groups;
+         g += (size_t)gridDim.x * blockDim.x)
+        nm_protect_group(s + g * (size_t)m, m, keep);
+}
+
+BEST_KAPI void nm_protect_cuda(float *s, size_t n, int m, int keep, cudaStream_t stream) {
+    size_t groups = n / (size_t)m;
+    if (groups == 0) return;
+    LAUNCH(nm_protect_kernel, km_blocks(groups, KM_THREADS, KM_GRID_CAP), KM_THREADS, stream, s, groups, m, keep);
     CUDA_CHECK(cudaGetLastError());
 }

@@ -157,7 +157,7 @@ int main(int argc, char **argv) {
     // NaN: not given (args.c refuses "nan")
     if (!o.mask && isnan(o.sparsity)) args_usage_error(&spec, "--sparsity is required (or --mask FILE)");
     if (!o.mask && !(o.sparsity >= 0 && o.sparsity < 1)) args_usage_error(&spec, "--sparsity %g is outside [0, 1)", o.sparsity);
-    MaskSpec ms = {SAL_SECOND, GROUP_GLOBAL, o.sparsity, NULL, 0};
+    MaskSpec ms = {SAL_SECOND, GROUP_GLOBAL, o.sparsity, NULL, 0, 0, 0};
     OneShotMethod om = ONESHOT_WANDA;
     int calibrated = 0; // wanda, sparsegpt
     if (o.method) {
