@@ -7,7 +7,8 @@
 //                            drawn from 5 levels: ties everywhere) under several specs,
 //                            each computed by the ranks on their slices
 //                            (mask_compute_slice), gathered, and written by rank 0 to FILE;
-//                            t_mpi.sh compares FILE with the one-process run's, byte for byte
+//                            t_mpi.sh compares FILE with the one-process run's, byte for byte;
+//                            then BEST's N:M updates, whose groups the slices cut (nm.h's edges)
 //   dist_check watch         rank 0 marks a wait (dist_watch), takes part in a collective
 //                            inside it, then sleeps 5 s: with BEST_DIST_TIMEOUT=1 the
 //                            watchdog must end it, naming the wait (t_mpi.sh)
@@ -19,6 +20,7 @@
 #include "base/error.h"   // defines: xmalloc, err_msg
 #include "dist/dist.h"    // defines: dist_init, dist_slice, dist_*
 #include "sparse/mask.h"  // defines: mask_compute_slice, MaskSpec, Moments
+#include "sparse/nm.h"    // defines: NMPattern, nm_ramp_at
 
 static int fails, checks;
 #define EXPECT(cond, ...)                                                              \
@@ -111,6 +113,63 @@ static uint64_t mix(uint64_t x) {
     return x ^ (x >> 31);
 }
 
+// BEST with an N:M target (nm.h): a model whose tensors start off the groups' grid and
+// whose slices cut groups on every rank count (3 ranks: [202, 403): the cut at 403 inside a
+// group of up; 4 ranks: cuts inside q, up and down), five updates of each ramp, each from
+// the last mask; the masks appended to FILE.
+static int check_select_nm(const char *path) {
+    ParamInfo info[5] = {
+        {"model.embed_tokens.weight", 0, 37, 2, {37, 1}, 0},
+        {"model.layers.0.self_attn.q_proj.weight", 37, 156, 2, {13, 12}, 1},
+        {"model.layers.0.input_layernorm.weight", 193, 11, 1, {11, 0}, 0},
+        {"model.layers.0.mlp.up_proj.weight", 204, 232, 2, {29, 8}, 1},
+        {"model.layers.0.mlp.down_proj.weight", 436, 168, 2, {7, 24}, 1},
+    };
+    size_t n = 604, lo, hi;
+    dist_slice(&lo, &hi, n, dist_rank(), dist_size());
+    float *w = xmalloc(n * sizeof *w), *v = xmalloc(n * sizeof *v);
+    uint8_t *slice = xmalloc(hi - lo + 1), *old = xmalloc(hi - lo + 1), *full = xmalloc(n);
+    const char *pats[] = {"2:4", "1:4", "3:4", "1:2"};
+    int rc = 0;
+    FILE *f = dist_rank() == 0 ? fopen(path, "ab") : NULL;
+    if (dist_rank() == 0 && !f) rc = ERR("%s: cannot append", path);
+    rc = dist_agree(rc);
+    for (int k = 0; k < 8 && rc == 0; k++) {
+        NMPattern p;
+        nm_parse(&p, pats[k / 2]);
+        memset(old, 1, hi - lo);
+        for (int u = 1; u <= 5 && rc == 0; u++) {
+            for (size_t i = 0; i < n; i++) { // 5 levels again; v from 4: ties everywhere
+                w[i] = (float)((int)(mix(i * 31 + (size_t)(k * 5 + u)) % 5) - 2) * 0.25f;
+                v[i] = (float)(mix(i + 9999 + (size_t)u) % 4) * 0.1f;
+            }
+            Moments mo;
+            moments_from_block(&mo, w + lo, v + lo, lo); // (exp_avg: unread by the second order)
+            int keep;
+            double S;
+            nm_ramp_at(&keep, &S, &p, k % 2 ? NM_RAMP_GROUP : NM_RAMP_GLOBAL, nm_sparsity(&p) * u / 5);
+            MaskSpec spec = {SAL_SECOND, k % 4 == 3 ? GROUP_LAYER : GROUP_GLOBAL, S, NULL, 0, p.m, keep};
+            rc = mask_compute_slice(slice, &spec, info, 5, w, lo, hi, &mo, old);
+            memcpy(old, slice, hi - lo);
+            dist_gather(full, slice, n, 1, 0);
+            if (rc == 0 && f && fwrite(full, 1, n, f) != n) rc = ERR("%s: cannot write", path);
+            for (int t = 1; rc == 0 && f && u == 5 && t < 5; t += 2) { // the last: exactly N of M
+                const ParamInfo *q = &info[t];
+                size_t kept = 0;
+                for (size_t j = 0; j < q->numel; j++) kept += full[q->offset + j];
+                if (nm_violations(full + q->offset, (size_t)q->shape[0], (size_t)q->shape[1], &p) ||
+                    kept != q->numel / (size_t)p.m * (size_t)p.n)
+                    rc = ERR("%s %s: the last update keeps %zu of %zu, not %s", pats[k / 2], q->name, kept, q->numel,
+                             pats[k / 2]);
+            }
+            rc = dist_agree(rc);
+        }
+    }
+    if (f && fclose(f) != 0 && rc == 0) rc = ERR("%s: cannot write", path);
+    free(w), free(v), free(slice), free(old), free(full);
+    return rc;
+}
+
 static int check_select(const char *path) {
     ParamInfo info[5] = {
         {"model.embed_tokens.weight", 0, 37, 2, {37, 1}, 0},
@@ -148,7 +207,7 @@ static int check_select(const char *path) {
         rc = f && fwrite(full, 1, n * ns, f) == n * ns && fclose(f) == 0 ? 0 : ERR("%s: cannot write", path);
     }
     free(w), free(m), free(v), free(slice), free(old), free(full);
-    return rc;
+    return rc == 0 ? check_select_nm(path) : rc;
 }
 
 int main(int argc, char **argv) {

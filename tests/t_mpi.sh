@@ -4,7 +4,8 @@
 #   - dist.h's collectives on 1..4 ranks, in rounds of 4 KiB (many rounds): every sum the
 #     rank-order sum, bit for bit (tests/dist_check collectives)
 #   - the distributed selection on uneven slices with ties everywhere, 1..4 ranks: the
-#     same masks as one process, byte for byte (dist_check select)
+#     same masks as one process, byte for byte (dist_check select), N:M updates included
+#     (slices that cut groups: nm.h's edges exchanged between the ranks)
 #   - the GPU ranks' device step in the CUDA emulator (step_ranks), 1, 2, 3 and 9 ranks
 #     (9: slices cutting the fp32 ranges every rank holds), against a one-model run that
 #     sums its micro-batches' gradients as the emulated NCCL does: bit for bit
@@ -48,7 +49,7 @@ else fail "a wait marked by dist_watch: exit $rc, $(grep -m 1 error "$TMP/watch.
 "$DC" select "$TMP/sel1.bin"
 for n in 1 2 3 4; do
     $MPI -np $n "$DC" select "$TMP/sel-$n.bin" >/dev/null 2>&1
-    check "selection on $n ranks (uneven slices, ties): the one-process masks, byte for byte" \
+    check "selection on $n ranks (uneven slices, ties; N:M groups cut by slices): the one-process masks, byte for byte" \
         cmp "$TMP/sel1.bin" "$TMP/sel-$n.bin"
 done
 

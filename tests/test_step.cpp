@@ -1016,6 +1016,34 @@ static void check_mask_update(const char *name) {
                  "stale) as mask_compute's; %zu of %zu kept", name, saliency_name(sal), mask_group_name(g),
                  spec.sparsity, mdiff, wdiff, bdiff, kept, n);
         }
+    // BEST with an N:M target (nm.h): each group's best alive protected first, on the device
+    // as mask_compute does (the old mask leaves some groups fewer than keep)
+    const struct { int m, keep; MaskGroup g; double S; } nms[] = {{4, 2, GROUP_GLOBAL, 0.5}, {8, 5, GROUP_LAYER, 0.375}};
+    for (const auto &c : nms) {
+        MaskSpec spec = {SAL_SECOND, c.g, c.S, NULL, 0, c.m, c.keep};
+        devmodel_upload(&d, m.params, &opt, old.data());
+        int rc = mask_update_dev(&d, &spec);
+        devmodel_download(&d, wd.data(), NULL);
+        devmodel_download_mask(&d, md.data());
+        std::vector<uint8_t> want(n);
+        Moments mo;
+        moments_from_block(&mo, opt.m, opt.v, 0);
+        int hrc = mask_compute(want.data(), &spec, m.info, m.n_info, m.params, n, &mo, old.data());
+        size_t mdiff = 0, short_groups = 0;
+        for (size_t i = 0; i < n; i++) mdiff += md[i] != want[i];
+        for (int i = 0; i < m.n_info; i++) // every group keeps min(keep, what the old mask kept)
+            for (size_t g = 0; m.info[i].prunable && g < m.info[i].numel; g += (size_t)c.m) {
+                int alive = 0, kept = 0;
+                for (int j = 0; j < c.m; j++) {
+                    alive += old[m.info[i].offset + g + j];
+                    kept += want[m.info[i].offset + g + j];
+                }
+                short_groups += kept < (alive < c.keep ? alive : c.keep);
+            }
+        T_OK(rc == 0 && hrc == 0 && mdiff == 0 && short_groups == 0,
+             "%s: N:M groups of %d protecting %d, %s to %.3f on the device: mask_compute's mask (%zu differ); "
+             "%zu groups below min(keep, alive)", name, c.m, c.keep, mask_group_name(c.g), c.S, mdiff, short_groups);
+    }
     // what mask_compute refuses: nothing changes on the device, and 1 says "ask the host"
     const char *why[] = {"a NaN exp_avg_sq", "sparsity 0.1 keeps more than the old mask"};
     for (int c = 0; c < 2; c++) {
@@ -1376,7 +1404,7 @@ static void ranks_held(const DevModel *d, const std::vector<float> &w, const cha
              "4 of rep", name, R, bytes);
 }
 
-static int run_ranks(RanksLog *log, const char *name, MaskGroup group, int R, DevComm *comm) {
+static int run_ranks(RanksLog *log, const char *name, MaskGroup group, int nm_m, int R, DevComm *comm) {
     Model mo;
     if (!load_fixture(&mo, name)) return -1;
     DevModel d;
@@ -1384,7 +1412,8 @@ static int run_ranks(RanksLog *log, const char *name, MaskGroup group, int R, De
     int me = comm ? devcomm_rank(comm) : -1, masked = 0, rc = 0;
     size_t n = mo.n_params, own = d.own_hi - d.own_lo;
     enum { STEPS_R = 8 };
-    PruneSchedule sched = {SCHED_CUBIC, 0.8, STEPS_R, 0.0, 0.75, 4};
+    // (with N:M groups of nm_m, BEST's global ramp to nm_m/2 of nm_m: nm.h)
+    PruneSchedule sched = {SCHED_CUBIC, nm_m ? 0.5 : 0.8, STEPS_R, 0.0, 0.75, 4};
     size_t N = (size_t)B * T;
     std::vector<int32_t> tok(N), tgt(N);
     std::vector<uint8_t> mask(own ? own : 1);
@@ -1439,7 +1468,7 @@ static int run_ranks(RanksLog *log, const char *name, MaskGroup group, int R, De
             devmodel_adamw(&d, &h, t, masked);
         }
         if (!schedule_update_at(&sched, t)) continue;
-        MaskSpec spec = {SAL_SECOND, group, schedule_sparsity(&sched, t), NULL, 0, 0, 0};
+        MaskSpec spec = {SAL_SECOND, group, schedule_sparsity(&sched, t), NULL, 0, nm_m, nm_m / 2};
         masked = 1;
         rc = mask_update_dev(&d, &spec);
         T_OK(rc == 0, "%s: mask update at step %d%s", name, t, comm ? " on the ranks" : "");
@@ -1529,7 +1558,7 @@ static void check_ranks(const char *name, MaskGroup group) {
         return;
     }
     RanksLog ref, got;
-    if (run_ranks(&ref, name, group, 1, NULL) == 0 && run_ranks(&got, name, group, 1, comm) == 0)
+    if (run_ranks(&ref, name, group, 0, 1, NULL) == 0 && run_ranks(&got, name, group, 0, 1, comm) == 0)
         ranks_compare(got, ref, name, group_word(group), 0, 1);
     devcomm_free(comm);
 }
@@ -1548,8 +1577,9 @@ template <typename V> static int vec_get(FILE *f, V *v) {
     return fread(v->data(), sizeof (*v)[0], k, f) == k ? 0 : -1;
 }
 
-static const struct { const char *name; MaskGroup group; } RANK_RUNS[] = {
-    {"llama", GROUP_GLOBAL}, {"qwen3", GROUP_LAYER}, {"llama_tied", GROUP_GLOBAL}};
+// (llama_tied: BEST with a 2:4 target, whose groups the slices cut: nm.h's edges, through the host)
+static const struct { const char *name; MaskGroup group; int nm_m; } RANK_RUNS[] = {
+    {"llama", GROUP_GLOBAL, 0}, {"qwen3", GROUP_LAYER, 0}, {"llama_tied", GROUP_GLOBAL, 4}};
 
 // step_ranks ref R DIR (no mpirun): the one-model runs of R micro-batches into DIR;
 // mpirun -np R step_ranks check DIR: this rank's runs against them.
@@ -1575,7 +1605,7 @@ static int step_ranks_main(int argc, char **argv) {
         char path[512];
         snprintf(path, sizeof path, "%s/%s-%d.log", dir, run.name, R);
         RanksLog log, want;
-        if (run_ranks(&log, run.name, run.group, R, comm) < 0) continue;
+        if (run_ranks(&log, run.name, run.group, run.nm_m, R, comm) < 0) continue;
         FILE *f = fopen(path, ref ? "wb" : "rb");
         if (!T_OK(f, "%s: open %s", run.name, path)) continue;
         if (ref) {
