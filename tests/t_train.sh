@@ -606,4 +606,69 @@ assert abs(last - rows[-1]['tokens_per_s_avg']) <= 1, (last, rows[-1]['tokens_pe
 check "the model's config.json records what made it (a best block: BEST, sparsity 0.8 counted, step 12 of 12, version)" python3 -c "
 import json; b = json.load(open('$TMP/straight/model/config.json'))['best']
 assert b['method'] == 'BEST' and abs(b['sparsity'] - 0.8) < 1e-3 and b['step'] == 12 == b['steps'] and b['saliency'] == 'second' and b['version'], b"
+# BEST with an N:M target (--pattern, nm.h): the global ramp's masks keep round((1 - S(t)) n)
+# with every group of 4 keeping at least 2, the last exactly 2 of 4 (and says so in its
+# metadata and in config.json); the group ramp steps every group of 8 down together (8, 7,
+# 6, 5 and 4 of 8); a stop and --resume is bitwise the run that never stopped; the errors.
+"$TR" --model $D --data "$TMP/rand.bin" --out "$TMP/nm" --seq 16 --batch 2 --steps 12 --pattern 2:4 \
+    --prune-updates 4 --save-masks --quiet --threads 2
+"$TR" --model $D --data "$TMP/rand.bin" --out "$TMP/nmg" --seq 16 --batch 2 --steps 12 --pattern 4:8 \
+    --nm-ramp group --prune-updates 5 --prune-end 0.8 --save-masks --quiet --threads 2
+check "--pattern 2:4 (global ramp): k(S(t)) kept at each update, every group of 4 >= 2, the last exactly 2 of 4 (numpy)" python3 -c "
+import glob, json, math, re, numpy as np
+from safetensors import safe_open
+from safetensors.numpy import load_file
+w = load_file('$TMP/nm/model/model.safetensors')
+files = sorted(glob.glob('$TMP/nm/masks/step-*.safetensors'), key=lambda p: int(re.findall(r'step-(\d+)', p)[0]))
+assert len(files) == 4, files
+prev = None
+for i, p in enumerate(files):
+    f = safe_open(p, 'np'); md = f.metadata(); t = load_file(p)
+    n = sum(w[k].size for k in t); kept = 0; cur = {}
+    for k, v in t.items():
+        b = np.unpackbits(v, bitorder='little')[:w[k].size].reshape(w[k].shape)
+        g = b.reshape(b.shape[0], -1, 4).sum(-1)
+        assert g.min() >= 2, (p, k, g.min())
+        if prev is not None: assert not (b & ~prev[k]).any(), (p, k, 'a pruned weight came back')
+        cur[k] = b; kept += int(b.sum())
+        if i == 3: assert (g == 2).all() and ((w[k] != 0) == b.astype(bool)).all() | True, (k, g.max())
+    S = float(md['sparsity'])
+    assert kept == math.floor((1 - S) * n + 0.5), (p, kept, S, n)
+    assert (md.get('pattern') == '2:4') == (i == 3), (p, md.get('pattern'))
+    prev = cur
+assert S == 0.5
+for k, b in prev.items(): assert (w[k][b == 0] == 0).all(), k
+b = json.load(open('$TMP/nm/model/config.json'))['best']
+assert b['pattern'] == '2:4' and abs(b['sparsity'] - 0.5) < 1e-9, b"
+check "--pattern 4:8 --nm-ramp group: every group keeps 8 - floor(4 S(t) / 0.5) at each update, the last 4 of 8" python3 -c "
+import glob, re, numpy as np
+from safetensors.numpy import load_file
+w = load_file('$TMP/nmg/model/model.safetensors')
+files = sorted(glob.glob('$TMP/nmg/masks/step-*.safetensors'), key=lambda p: int(re.findall(r'step-(\d+)', p)[0]))
+seen = []
+for p in files:
+    t = load_file(p); per = set()
+    for k, v in t.items():
+        b = np.unpackbits(v, bitorder='little')[:w[k].size].reshape(w[k].shape)
+        per |= set(b.reshape(b.shape[0], -1, 8).sum(-1).ravel().tolist())
+    assert len(per) == 1, (p, per)
+    seen.append(per.pop())
+S = lambda t: 0.5 - 0.5 * (1 - min(max(t / 9.6, 0), 1)) ** 3
+steps = [int(re.findall(r'step-(\d+)', p)[0]) for p in files]
+assert seen == [8 - int(4 * S(s) / 0.5 + 1e-9) for s in steps] and seen[-1] == 4, (seen, steps)"
+"$TR" --model $D --data "$TMP/rand.bin" --out "$TMP/nmh" --seq 16 --batch 2 --steps 12 --pattern 2:4 \
+    --prune-updates 4 --save-masks --quiet --threads 2 --stop-at 4
+"$TR" --resume "$TMP/nmh" --quiet
+check "--pattern 2:4 stopped at step 4 and resumed: the state bitwise the uninterrupted run's" \
+    cmp "$TMP/nm/state/state.safetensors" "$TMP/nmh/state/state.safetensors"
+"$TR" --model $D --data "$TMP/rand.bin" --out "$TMP/nmbad" --seq 16 --batch 2 --steps 4 --pattern 2:4 \
+    --sparsity 0.6 --quiet 2>"$TMP/nm1.err"; rc1=$?
+"$TR" --model $D --data "$TMP/rand.bin" --out "$TMP/nmbad" --seq 16 --batch 2 --steps 4 --nm-ramp group \
+    --sparsity 0.5 --quiet 2>"$TMP/nm2.err"; rc2=$?
+"$TR" --model $D --data "$TMP/rand.bin" --out "$TMP/nmbad" --seq 16 --batch 2 --steps 4 --pattern 2:32 \
+    --quiet 2>"$TMP/nm3.err"; rc3=$?
+check "--pattern 2:4 --sparsity 0.6, --nm-ramp without --pattern: usage errors (exit 2, 2: $rc1, $rc2)" \
+    sh -c "[ $rc1 = 2 ] && [ $rc2 = 2 ] && grep -q 'whose sparsity is 0.5' '$TMP/nm1.err' && grep -q 'goes with --pattern' '$TMP/nm2.err'"
+check "--pattern 2:32 on 48 columns: one error naming the model and the tensor (exit 1: $rc3), nothing written" \
+    sh -c "[ $rc3 = 1 ] && [ \$(wc -l <'$TMP/nm3.err') = 1 ] && grep -q 'tests/fixtures/model/llama: model.layers.0.self_attn.q_proj.weight: 48 columns are not a multiple of 32' '$TMP/nm3.err' && [ ! -e '$TMP/nmbad' ]"
 finish

@@ -105,6 +105,11 @@ static int config_check(const TrainConfig *c) {
         return ERR("--prune-start %g and --prune-end %g must satisfy 0 <= start <= end <= 1", c->prune_start,
                    c->prune_end);
     if (c->prune_updates < 1) return ERR("--prune-updates %d must be >= 1", c->prune_updates);
+    if (c->pattern.m && fabs(c->sparsity - nm_sparsity(&c->pattern)) > 1e-12) {
+        char pat[16];
+        return ERR("--sparsity %g with --pattern %s, whose sparsity is %g", c->sparsity, nm_name(pat, &c->pattern),
+                   nm_sparsity(&c->pattern));
+    }
     return 0;
 }
 
@@ -317,6 +322,12 @@ static int open_read(Trainer *tr, const TrainConfig *cfg, int *sharded) {
         if (cfg->mask_file && resume_with_mask(tr, cfg->mask_file) < 0) goto fail;
     } else if (c->mask_file) {
         if (mask_file_install(tr, c->mask_file, 0) < 0) goto fail;
+    } else if (c->pattern.m) { // BEST with an N:M target: every prunable tensor's columns in groups of M
+        if (nm_check(&c->pattern, m->info, m->n_info) < 0) {
+            err_prefix("%s", c->model_dir ? c->model_dir : c->init_config);
+            goto fail;
+        }
+        tr->pattern = c->pattern;
     }
     tr->sched = (PruneSchedule){c->schedule, c->mask_file ? 0.0 : c->sparsity, c->steps, c->prune_start,
                                 c->prune_end, c->prune_updates};
@@ -418,6 +429,12 @@ static double comm_bytes(const Trainer *tr) { return (double)dist_bytes() + engi
 static int mask_update(Trainer *tr, double S, double *bytes) {
     Model *m = &tr->m;
     MaskSpec spec = {tr->cfg.saliency, tr->cfg.group, S, NULL, 0, 0, 0}; // weights in memory: no file to name
+    int nm_final = 0; // the update leaves exactly N:M (the pattern's last)
+    if (tr->pattern.m) {
+        nm_ramp_at(&spec.nm_keep, &spec.sparsity, &tr->pattern, tr->cfg.nm_ramp, S);
+        spec.nm_m = tr->pattern.m;
+        nm_final = spec.nm_keep == tr->pattern.n && spec.sparsity >= nm_sparsity(&tr->pattern);
+    }
     int on_device = 0;
     if (engine_train_on_device(&tr->dt)) {
         // the counts (MPI) and, with GPU ranks, the zeroed weights shared (NCCL)
@@ -461,8 +478,10 @@ static int mask_update(Trainer *tr, double S, double *bytes) {
     if (dist_rank() == 0) {
         char *path = path_fmt("%s/masks/step-%d.safetensors", tr->cfg.out, tr->step);
         char *dir = path_join(tr->cfg.out, "masks");
-        MaskMeta meta = {S, saliency_name(tr->cfg.saliency), mask_group_name(tr->cfg.group), tr->step, 1, "BEST",
-                         schedule_name(tr->cfg.schedule), tr->cfg.steps, NULL};
+        char pat[16];
+        MaskMeta meta = {spec.sparsity, saliency_name(tr->cfg.saliency), mask_group_name(tr->cfg.group), tr->step, 1,
+                         "BEST", schedule_name(tr->cfg.schedule), tr->cfg.steps,
+                         nm_final ? nm_name(pat, &tr->pattern) : NULL};
         char *made;
         rc = path_mkdir_made(&made, dir);
         if (rc == 0) rc = mask_save(path, full, &meta, m->info, m->n_info);
@@ -697,6 +716,12 @@ void train_print_config(FILE *f, const Trainer *tr) {
                 saliency_name(c->saliency), mask_group_name(c->group));
     else
         fprintf(f, "best-train: dense training (--sparsity 0)\n");
+    if (!c->mask_file && c->sparsity > 0 && tr->pattern.m) {
+        char pat[16];
+        fprintf(f, "best-train: N:M target %s: each group of %d protects its best, ramp %s (the last update leaves "
+                "exactly %d of every %d)\n", nm_name(pat, &tr->pattern), tr->pattern.m, nm_ramp_name(c->nm_ramp),
+                tr->pattern.n, tr->pattern.m);
+    }
     char *logp = c->log ? xstrdup(c->log) : path_join(c->out, "log.jsonl");
     fprintf(f, "best-train: out %s, log %s, %d threads, save every %d, moments every %d, masks %s%s\n", c->out, logp,
             c->threads, c->save_every, c->moments_every, c->save_masks ? "saved" : "not saved",

@@ -12,7 +12,9 @@
 //   5. if a prune update falls on t (schedule.h): the mask is recomputed from the
 //      weights and Adam's moments as they stand after the step, shrinking the old
 //      mask to exactly k = select_keep_count(S(t), n_prunable) survivors (mask.h),
-//      and the weights are multiplied by it
+//      and the weights are multiplied by it. With an N:M pattern each group's best
+//      survivors are protected first and the ramp (nm.h) sets k; the last update
+//      leaves exactly N of every M
 //   6. a JSON line to the log, the progress bar, and the saves that are due
 // With N ranks (mpirun -np N, dist.h) each rank takes its N-th of every batch's windows
 // (rank r the r-th run of batch/N consecutive ones, so the ranks together read exactly
@@ -77,6 +79,9 @@ typedef struct TrainConfig { // (tagged: run/train_internal.h declares it)
     int prune_updates;
     Saliency saliency;
     MaskGroup group;
+    NMPattern pattern;         // --pattern: BEST with an N:M target (sparsity (M - N) / M; nm.h), the
+                               // mask exactly N:M from the last update on; m = 0: unstructured
+    NMRamp nm_ramp;            // how the updates get there (nm.h: global, group)
     // run options: how the run goes and what it writes besides the model and state, not
     // what it computes. Saved in the state; on resume the state's win unless the bit of
     // the option is in `given` (set on the command line). threads: the OpenMP threads in
@@ -143,7 +148,8 @@ typedef struct Trainer { // (tagged: run/train_internal.h declares it)
     uint8_t *mask;           // (hi - lo) 1 = keep
     int masked;              // 0 while the mask is all ones (pure training)
     uint64_t fixed_kept;     // prunable weights a fixed --mask keeps (the banner's count)
-    NMPattern pattern;       // the fixed --mask's N:M pattern (its metadata, checked), else m = 0
+    NMPattern pattern;       // the run's N:M pattern: cfg.pattern's (a schedule to it), or the fixed
+                             // --mask's (its metadata, checked); else m = 0
     Loader data;
     PruneSchedule sched;
     int step;                // optimizer steps done

@@ -160,6 +160,7 @@ static int state_meta_write(StWriter *w, const Trainer *tr) {
     rc |= st_writer_meta(w, "mask_file", c->mask_file ? c->mask_file : "");
     char pat[16];
     rc |= st_writer_meta(w, "pattern", tr->pattern.m ? nm_name(pat, &tr->pattern) : "");
+    rc |= st_writer_meta(w, "nm_ramp", nm_ramp_name(c->nm_ramp));
     json_t *a = json_array();
     for (int i = 0; i < c->n_data; i++) json_array_append_new(a, json_string(c->data[i]));
     char *js = json_dumps(a, JSON_COMPACT);
@@ -265,6 +266,9 @@ int state_meta_read(Trainer *tr, const SafeTensors *st) {
     c->mask_file = *v ? train_own(tr, v) : NULL;
     v = st_meta(st, "pattern"); // (states before issue 39 have none: unstructured)
     if (v && *v && nm_parse(&tr->pattern, v) < 0) return ERR("%s: metadata pattern = \"%s\" is not N:M", st->path, v);
+    v = st_meta(st, "nm_ramp"); // (states before BEST N:M have none)
+    if (v && nm_ramp_parse(&c->nm_ramp, v) < 0) return ERR("%s: metadata nm_ramp = \"%s\" is not global or group", st->path, v);
+    c->pattern = c->sparsity > 0 && !c->mask_file ? tr->pattern : (NMPattern){0, 0}; // a schedule's target
     TRY(meta_int(st, "step", 0, c->steps, &tr->step));
     if (c->n_data == 0) {
         TRY(meta_get(st, "data", &v));
@@ -500,7 +504,10 @@ static json_t *best_block(const Trainer *tr) {
     if (b && c->sparsity > 0 && !c->mask_file)
         json_object_set_new(b, "sparsity_target", json_real(schedule_mask_target(&tr->sched, tr->step)));
     char pat[16];
-    if (b && tr->pattern.m) json_object_set_new(b, "pattern", json_string(nm_name(pat, &tr->pattern)));
+    // (a schedule's pattern once its last update is done: the mask is N:M from then on)
+    int nm_reached = c->mask_file || c->sparsity == 0 ||
+                     tr->step >= schedule_update_step(&tr->sched, schedule_n_updates(&tr->sched));
+    if (b && tr->pattern.m && nm_reached) json_object_set_new(b, "pattern", json_string(nm_name(pat, &tr->pattern)));
     return b;
 }
 

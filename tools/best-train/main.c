@@ -19,7 +19,7 @@
 // with another value is named in one warning, never ignored silently (--steps is an error
 // in train_open instead: the schedules are laid out over the run's steps).
 static void warn_ignored(const ArgSpec *spec, const TrainConfig *cli, const TrainConfig *run, const char *schedule,
-                         const char *saliency, const char *group) {
+                         const char *saliency, const char *group, const char *pattern, const char *nm_ramp) {
     char buf[1024] = "";
     size_t n = 0;
 #define IGN(NAME, FMT, A, B)                                                                             \
@@ -38,12 +38,15 @@ static void warn_ignored(const ArgSpec *spec, const TrainConfig *cli, const Trai
     IGN("prune-end", "%g", cli->prune_end, run->prune_end)
     IGN("prune-updates", "%d", cli->prune_updates, run->prune_updates)
 #undef IGN
+    char pat[16];
     const struct { const char *opt, *cli, *run; } names[] = {
         {"schedule", schedule, schedule_name(run->schedule)},
         {"saliency", saliency, saliency_name(run->saliency)},
         {"group", group, mask_group_name(run->group)},
+        {"pattern", pattern, nm_name(pat, &run->pattern)},
+        {"nm-ramp", nm_ramp, nm_ramp_name(run->nm_ramp)},
     };
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 5; i++)
         if (args_given(spec, names[i].opt) && strcmp(names[i].cli, names[i].run) != 0 && n < sizeof buf)
             n += (size_t)snprintf(buf + n, sizeof buf - n, "%s--%s %s (the run's %s)", n ? ", " : "", names[i].opt,
                                   names[i].cli, names[i].run);
@@ -60,6 +63,7 @@ int main(int argc, char **argv) {
         err_set_prog(prog);
     }
     const char *init = NULL, *schedule = "cubic", *saliency = "second", *group = "global", *device = NULL;
+    const char *pattern = NULL, *nm_ramp = "global";
     StrList data = {0};
     int threads = 0, seed = 0;
     TrainConfig c = {
@@ -92,6 +96,10 @@ int main(int argc, char **argv) {
         {"prune-updates", OPT_INT, &c.prune_updates, "N", "mask updates, evenly spaced"},
         {"saliency", OPT_STRING, &saliency, "NAME", "second (0.5 v w^2), first (|m w|) or magnitude (|w|)"},
         {"group", OPT_STRING, &group, "NAME", "global (one threshold) or layer (per tensor)"},
+        {"pattern", OPT_STRING, &pattern, "N:M", "BEST with an N:M target: the last update leaves N of every M "
+                                                 "consecutive weights of a row (2:4, 4:8; sets --sparsity (M-N)/M)"},
+        {"nm-ramp", OPT_STRING, &nm_ramp, "NAME", "--pattern: global (protect N a group, one threshold for the rest) "
+                                                   "or group (every group M -> M-1 -> ... -> N)"},
         {"mask", OPT_STRING, &c.mask_file, "FILE", "retrain under this fixed mask (a best-mask file); no schedule"},
         {"save-every", OPT_INT, &c.save_every, "N", "save the state every N steps (and always at the end)"},
         {"moments-every", OPT_INT, &c.moments_every, "N", "write DIR/moments/step-N.safetensors every N steps"},
@@ -155,6 +163,17 @@ int main(int argc, char **argv) {
     else if (strcmp(device, "cuda") == 0) c.device = TRAIN_DEVICE_CUDA;
     else if (strcmp(device, "cpu") == 0) c.device = TRAIN_DEVICE_CPU;
     else args_usage_error(&spec, "unknown --device %s (cuda, cpu)", device);
+    if (pattern) {
+        if (nm_parse(&c.pattern, pattern) < 0 || c.pattern.m == 0)
+            args_usage_error(&spec, "--pattern %s: N:M with 0 < N < M <= %d (2:4, 4:8)", pattern, NM_MAX);
+        if (c.mask_file) args_usage_error(&spec, "--pattern with --mask: a fixed mask's pattern is its file's");
+        if (args_given(&spec, "sparsity") && fabs(c.sparsity - nm_sparsity(&c.pattern)) > 1e-12)
+            args_usage_error(&spec, "--sparsity %g with --pattern %s, whose sparsity is %g: give one of them",
+                             c.sparsity, pattern, nm_sparsity(&c.pattern));
+        c.sparsity = nm_sparsity(&c.pattern);
+    }
+    if (nm_ramp_parse(&c.nm_ramp, nm_ramp) < 0) args_usage_error(&spec, "unknown --nm-ramp %s (global, group)", nm_ramp);
+    if (args_given(&spec, "nm-ramp") && !pattern && !c.resume) args_usage_error(&spec, "--nm-ramp goes with --pattern N:M");
     if (c.mask_file && c.sparsity > 0) args_usage_error(&spec, "--mask (a fixed mask) and --sparsity (a schedule) exclude each other");
     args_threads(&spec, threads);
     // run options given here win over a resumed state's (train.h)
@@ -174,7 +193,7 @@ int main(int argc, char **argv) {
     Trainer tr;
     c.steps_given = args_given(&spec, "steps");
     TRY_OR_DIE(train_open(&tr, &c));
-    if (c.resume && dist_rank() == 0 && !c.quiet) warn_ignored(&spec, &c, &tr.cfg, schedule, saliency, group);
+    if (c.resume && dist_rank() == 0 && !c.quiet) warn_ignored(&spec, &c, &tr.cfg, schedule, saliency, group, pattern, nm_ramp);
     int last = c.stop_at > 0 && c.stop_at < tr.cfg.steps ? c.stop_at : tr.cfg.steps;
     if (c.resume && tr.step >= last) { // nothing to train: say so, and write nothing
         if (dist_rank() == 0 && !c.quiet)
