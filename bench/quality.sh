@@ -20,8 +20,9 @@
 #
 # N:M patterns (issue 39), each of PATTERNS (default 2:4): magnitude, wanda and sparsegpt with
 # best-mask --pattern (one shot, no training; the same calibration), and their "+" (training
-# under the fixed N:M mask with the same budget, which keeps it N:M): OUT/table_nm.md. BEST
-# has no N:M schedule yet, so no BEST column there. SKIP_UNSTRUCTURED=1 runs only this part.
+# under the fixed N:M mask with the same budget, which keeps it N:M); BEST N:M, best-train
+# --pattern with each ramp of NM_RAMPS (default "global group"; docs/best-train.md):
+# OUT/table_nm.md. SKIP_UNSTRUCTURED=1 runs only this part.
 #
 # magnitude and magnitude+ run for each group of MAG_GROUPS: layer (per-layer uniform
 # sparsity, the one-shot protocol of SparseGPT, Wanda and the paper's baselines: the
@@ -33,7 +34,7 @@
 # the commit and the settings; OUT/table.md the table.
 # usage: sh bench/quality.sh [OUT]
 #        (env: SHARED STEPS BATCH SEQ LR SEED SPARSITIES MAG_GROUPS CALIB_STEPS ONESHOT
-#        NSAMPLES CALIB_SEQ PATTERNS SKIP_UNSTRUCTURED)
+#        NSAMPLES CALIB_SEQ PATTERNS NM_RAMPS SKIP_UNSTRUCTURED)
 set -e
 SHARED=${SHARED:-../shared}
 OUT=${1:-out/quality}
@@ -47,6 +48,7 @@ ONESHOT=${ONESHOT:-"wanda sparsegpt"}
 NSAMPLES=${NSAMPLES:-1024} CALIB_SEQ=${CALIB_SEQ:-256} # 262,144 tokens too
 # (4:8 does not fit stories260K: its down_proj has 172 columns, not a multiple of 8)
 PATTERNS=${PATTERNS:-"2:4"}
+NM_RAMPS=${NM_RAMPS:-"global group"}
 M=$SHARED/models/stories260K
 mkdir -p "$OUT"
 {
@@ -55,7 +57,7 @@ mkdir -p "$OUT"
     echo "cpu: $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p')"
     echo "threads: ${OMP_NUM_THREADS:-all cores}"
     echo "STEPS=$STEPS BATCH=$BATCH SEQ=$SEQ LR=$LR SEED=$SEED CALIB_STEPS=$CALIB_STEPS MAG_GROUPS='$MAG_GROUPS'"
-    echo "ONESHOT='$ONESHOT' NSAMPLES=$NSAMPLES CALIB_SEQ=$CALIB_SEQ PATTERNS='$PATTERNS'"
+    echo "ONESHOT='$ONESHOT' NSAMPLES=$NSAMPLES CALIB_SEQ=$CALIB_SEQ PATTERNS='$PATTERNS' NM_RAMPS='$NM_RAMPS'"
     echo "tokens per trained method: $((STEPS * BATCH * SEQ)); calibration: $((CALIB_STEPS * BATCH * SEQ))"
 } >"$OUT/env.txt"
 [ -f "$OUT/train.bin" ] || bin/best-tokenize --tokenizer "$M" --quiet --out "$OUT/train.bin" "$SHARED/data/stories260K/train.jsonl.zst"
@@ -112,9 +114,10 @@ print('%s %.3gx |' % (row, min(v[:-1]) / v[-1]))" | tee -a "$OUT/table.md"
 done
 
 # N:M patterns: the one-shot masks and their "+"
-echo "| pattern | magnitude (no training) | magnitude+ | wanda (no training) | wanda+ | sparsegpt (no training) | sparsegpt+ |" \
-    >"$OUT/table_nm.md"
-echo "|---|---:|---:|---:|---:|---:|---:|" >>"$OUT/table_nm.md"
+head="| pattern | magnitude (no training) | magnitude+ | wanda (no training) | wanda+ | sparsegpt (no training) | sparsegpt+ |"
+rule="|---|---:|---:|---:|---:|---:|---:|"
+for r in $NM_RAMPS; do head="$head BEST N:M, $r ramp |"; rule="$rule---:|"; done
+printf '%s\n%s\n' "$head" "$rule" >"$OUT/table_nm.md"
 for p in $PATTERNS; do
     d=$OUT/p$(echo "$p" | tr : o)
     mkdir -p "$d"
@@ -127,6 +130,11 @@ for p in $PATTERNS; do
         [ -d "$d/${m}plus/model" ] || bin/best-train --model "$d/$m/model" --out "$d/${m}plus" $TRAIN --steps "$STEPS" \
             --lr "$LR" --mask "$d/$m.mask"
         row="$row $(ppl "$d/$m/model") | $(ppl "$d/${m}plus/model") |"
+    done
+    for r in $NM_RAMPS; do
+        [ -d "$d/best-$r/model" ] || bin/best-train --model "$M" --out "$d/best-$r" $TRAIN --steps "$STEPS" --lr "$LR" \
+            --pattern "$p" --nm-ramp "$r"
+        row="$row $(ppl "$d/best-$r/model") |"
     done
     echo "$row" | tee -a "$OUT/table_nm.md"
 done
