@@ -32,6 +32,7 @@
 #include "nn/layers.h"       // defines: layers_blas_info
 #include "nn/model.h"        // defines: Model, KVCache, model_forward_token
 #include "pack/pack_model.h" // defines: model_open
+#include "pack/pack_tune.h"  // defines: pack_model_tune
 #include "pack/spmv.h"       // defines: spmv_isa, spmv_isa_name
 #include "run/train.h"       // defines: train_init_random
 
@@ -84,6 +85,11 @@ static void decode(const char *path, int n_prompt, int n_tokens, uint64_t seed, 
     double t0 = now();
     Model m;
     TRY_OR_DIE(model_open(&m, path));
+    PackTune tune = {0}; // a pack's encodings timed for this CPU unless BEST_PACK_TUNE=0 (pack_tune.h)
+    if (m.ext && pack_tune_enabled()) {
+        pack_model_tune(&tune, &m);
+        pack_tune_say(stderr, "bench_decode", &tune);
+    }
     double load_s = now() - t0;
     KVCache c;
     TRY_OR_DIE(kvcache_init(&c, &m, n_prompt + n_tokens));
@@ -116,10 +122,10 @@ static void decode(const char *path, int n_prompt, int n_tokens, uint64_t seed, 
            "\"params\": %zu, \"prompt\": %d, \"tokens\": %d, \"load_s\": %.3f, "
            "\"sec_median\": %.6g, \"sec_best\": %.6g, \"tok_s\": %.3f, \"tok_s_total\": %.3f, "
            "\"weight_bytes\": %zu, \"kv_bytes\": %.0f, \"rss_peak_mb\": %.1f, \"rss_mb\": %.1f, "
-           "\"ids\": [",
+           "\"tuned\": %d, \"tune_s\": %.3f, \"ids\": [",
            path, m.ext ? "true" : "false", m.ext ? kern : "openblas", kern,
            omp_get_max_threads(), model_numel(&m), n_prompt, n_tokens, load_s, med, sec[0],
-           1.0 / med, n_tokens / total, wbytes, kv, rss_peak_mb(), rss_now_mb());
+           1.0 / med, n_tokens / total, wbytes, kv, rss_peak_mb(), rss_now_mb(), tune.changed, tune.seconds);
     for (int k = 0; k < n_tokens && k < 16; k++) printf(k ? ", %d" : "%d", ids[k]);
     printf("]}\n");
     free(sec);

@@ -13,10 +13,13 @@
 #include "pack/spmv.h"   // defines: spmv_forward, spmv_embed, the devpack_weight_ ops
 #include "io/safetensors.h" // defines: st_f32_to_bf16, st_f32_to_f16
 
-// The store: the open pack and, per table entry, its tensor (NULL for 1-D ones).
+// The store: the open pack and, per table entry, its tensor (NULL for 1-D ones): the
+// pack's, or one pack_model_replace put there (tuned[i], its streams in mem[i]).
 typedef struct {
     WeightStore base; // first: a WeightStore * is a PackStore *
     Pack p;
+    PackTensor **tuned; // (n_info) or NULL
+    void **mem;         // (n_info) or NULL
 } PackStore;
 
 // w (rows, cols) = t in fp32, in slices of rows across threads (pack_decode_rows is
@@ -52,6 +55,12 @@ static const WeightOps PACK_OPS = {decode, matvec, embed, bytes, row_bytes, NULL
 
 static void store_close(WeightStore *s) {
     PackStore *ps = (PackStore *)s;
+    for (int i = 0; ps->tuned && i < ps->p.n; i++) {
+        free(ps->tuned[i]);
+        free(ps->mem[i]);
+    }
+    free(ps->tuned);
+    free(ps->mem);
     pack_close(&ps->p);
     free((void *)s->t);
     free(ps);
@@ -266,4 +275,30 @@ int model_has_tokenizer(const Model *m) {
         }
     }
     return 0;
+}
+
+// A store is a PackStore when its ops are the pack's.
+static PackStore *pack_store_of(const Model *m) {
+    const WeightStore *s = m->ext;
+    return s && s->ops == &PACK_OPS ? (PackStore *)m->ext : NULL;
+}
+
+const PackTensor *pack_model_tensor(const Model *m, int i) {
+    PackStore *ps = pack_store_of(m);
+    return ps && i >= 0 && i < m->n_info ? ps->base.t[i] : NULL;
+}
+
+void pack_model_replace(Model *m, int i, const PackTensor *t, void *mem) {
+    PackStore *ps = pack_store_of(m);
+    CHECK(ps && i >= 0 && i < ps->p.n && ps->base.t[i], "pack_model_replace: entry %d of a model not packed", i);
+    if (!ps->tuned) {
+        ps->tuned = xcalloc((size_t)ps->p.n, sizeof *ps->tuned);
+        ps->mem = xcalloc((size_t)ps->p.n, sizeof *ps->mem);
+    }
+    free(ps->tuned[i]);
+    free(ps->mem[i]);
+    ps->tuned[i] = xmalloc(sizeof *ps->tuned[i]);
+    *ps->tuned[i] = *t;
+    ps->mem[i] = mem;
+    ps->base.t[i] = ps->tuned[i];
 }

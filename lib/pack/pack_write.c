@@ -511,6 +511,65 @@ static void encode_tensor(Blob *b, int *nb, const Plan *pl, const ParamInfo *pi,
     }
 }
 
+// --- in memory: one tensor again, in another encoding ----------------------------------
+
+int pack_tensor_encode(PackTensor *out, void **mem, const PackTensor *t, PackEnc enc) {
+    *mem = NULL;
+    if (t->ndim != 2 || pack_val_is_quant(t->val)) return 1;
+    static const PackIndex FORCE[PACK_N_ENC] = {INDEX_DENSE, INDEX_BITMAP, INDEX_DELTA, INDEX_TILES, INDEX_SELL, INDEX_NM};
+    size_t rows = t->rows, cols = t->cols;
+    float *w = xmalloc(rows * cols * sizeof *w);
+    pack_decode_rows(w, t, 0, rows);
+    ParamInfo pi = {0};
+    snprintf(pi.name, sizeof pi.name, "%s", t->name);
+    pi.ndim = 2, pi.shape[0] = (int64_t)rows, pi.shape[1] = (int64_t)cols, pi.numel = rows * cols, pi.prunable = 1;
+    unsigned want_n = nm_want_n, want_m = nm_want_m; // a tensor with its own pattern keeps it
+    if (t->enc == PACK_NM) nm_want_n = t->nm_n, nm_want_m = t->nm_m;
+    Plan pl;
+    int rc = plan_tensor(&pl, &pi, w, t->val, QUANT_NONE, FORCE[enc], t->name);
+    nm_want_n = want_n, nm_want_m = want_m;
+    if (rc < 0 || pl.enc != enc || pl.val != t->val) {
+        free(w);
+        return rc < 0 ? -1 : 1;
+    }
+    Blob b[8];
+    int nb = 0;
+    encode_tensor(b, &nb, &pl, &pi, w);
+    // one allocation, each stream at a multiple of 64 bytes
+    size_t total = 0, at[8], len = strlen(t->name);
+    for (int i = 0; i < nb; i++) at[i] = total, total += (b[i].size + 63) / 64 * 64;
+    uint8_t *buf = xcalloc(total ? total : 1, 1);
+    *out = *t;
+    out->enc = pl.enc;
+    out->nnz = pl.nnz;
+    out->nnz_ptr = out->ix_ptr = out->masks = NULL;
+    out->index = out->steps = NULL;
+    out->index_bytes = out->slots = 0;
+    out->scales = NULL;
+    out->nm_n = pl.enc == PACK_NM ? pl.nm_n : 0;
+    out->nm_m = pl.enc == PACK_NM ? pl.nm_m : 0;
+    for (int i = 0; i < nb; i++) {
+        uint8_t *d = buf + at[i];
+        memcpy(d, b[i].data, b[i].size);
+        int sfx = 0;
+        for (int s = 0; s < S_N; s++)
+            if (strcmp(b[i].name + len, PACK_SUFFIX[s]) == 0) sfx = s;
+        switch (sfx) {
+        case S_DENSE: case S_VALUES: out->values = d, out->values_bytes = b[i].size; break;
+        case S_NNZ: out->nnz_ptr = (const uint32_t *)d; break;
+        case S_INDEX: out->index = d, out->index_bytes = b[i].size; break;
+        case S_IXPTR: out->ix_ptr = (const uint32_t *)d; break;
+        case S_SLOTS: out->slots = b[i].size / 5, out->masks = (const uint32_t *)d, out->steps = d + 4 * out->slots; break;
+        case S_SCALES: out->scales = (const float *)d; break;
+        }
+    }
+    if (pl.enc == PACK_SELL) out->slots = pl.sell_slots;
+    blobs_free(b, nb);
+    free(w);
+    *mem = buf;
+    return 0;
+}
+
 // --- writing: the tar -------------------------------------------------------------------
 
 // libarchive's error with the reason it keeps in archive_errno ("Write error" alone

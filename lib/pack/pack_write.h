@@ -32,6 +32,12 @@ void pack_plan_isa(SpmvIsa isa);
 // elements of any group, and nm is a candidate at the fewest bytes of those; with m set,
 // only n:m (a tensor with more than n in a group is not nm).
 void pack_plan_pattern(unsigned n, unsigned m);
+// t (a 2-D tensor of a pack, F32, BF16 or F16 values) in encoding enc, in memory: *out's
+// streams in one allocation *mem (the caller frees it), the same weights bit for bit
+// (pack_decode_rows gives the same rows). 0; 1 when enc cannot hold t (quantized values,
+// sell past 65536 columns, nm when t is not N:M: a tensor with its own nm pattern keeps
+// it, another takes the M of fewest bytes, as pack_write plans it), *mem NULL then.
+int pack_tensor_encode(PackTensor *out, void **mem, const PackTensor *t, PackEnc enc);
 // A Hugging Face folder with the tensors of the pack (dtype restored; with quant NONE
 // bit-identical to the packed model), config.json and the tokenizer files. Only plain
 // file names from the allow-list (config.json, generation_config.json, tokenizer.model,

@@ -19,6 +19,7 @@
 #include "base/error.h"      // defines: TRY_OR_DIE, DIE
 #include "run/eval.h"        // defines: eval_perplexity, eval_generate
 #include "pack/pack_model.h" // defines: model_open, pack_model_file, model_dense_store
+#include "pack/pack_tune.h"  // defines: pack_model_tune, pack_tune_enabled
 #include "pack/spmv.h"       // defines: spmv_isa, spmv_isa_name
 #include "base/fileio.h"     // defines: path_is_dir, path_join
 #include "base/progress.h"   // defines: Progress, now_seconds, human_count
@@ -579,6 +580,12 @@ int main(int argc, char **argv) {
         if (!o.quiet)
             fprintf(stderr, "best-eval: generating from the %s weights as they are (dense kernels, %s)\n",
                     st_dtype_name(m.dtype), spmv_isa_name(spmv_isa()));
+    }
+    if (o.generate && !on_cuda && m.ext && pack_tune_enabled()) {
+        // a pack's encodings timed for this CPU (pack_tune.h; BEST_PACK_TUNE=0 keeps the pack's)
+        PackTune tune;
+        pack_model_tune(&tune, &m);
+        if (!o.quiet) pack_tune_say(stderr, "best-eval", &tune);
     }
     int finite = 1;
     if (o.data) finite = run_ppl(&o, e, &m);
