@@ -114,6 +114,16 @@ assert a['ids'] == b['ids'] and a['text'] == b['text'] and len(a['ids']) > 10, (
         >"$TMP/gp2.json" 2>"$TMP/gp2.err"
     check "the pack's tokenizer needs no temporary folder (TMPDIR unusable): the same generation" python3 -c "
 import json,sys; a,b=(json.load(open(f)) for f in sys.argv[1:]); assert a['ids'] == b['ids']" "$TMP/gp.json" "$TMP/gp2.json"
+    # the encodings timed at load for this CPU (pack_tune.h): one line says what changed;
+    # BEST_PACK_TUNE=0 keeps the pack's, and the greedy tokens are the folder's either way
+    "$E" --model "$P" --generate "Once upon a time" --max-new-tokens 100 --json >"$TMP/gt.json" 2>"$TMP/gt.err"
+    BEST_PACK_TUNE=0 "$E" --model "$P" --generate "Once upon a time" --max-new-tokens 100 --json \
+        >"$TMP/gt0.json" 2>"$TMP/gt0.err"
+    check "--generate from a pack: one line 'encodings tuned for this CPU' (tensors timed, the pass before and after); BEST_PACK_TUNE=0: none" \
+        sh -c "grep -q '^best-eval: encodings tuned for this CPU ([a-z0-9]*, [0-9]* threads\\{0,1\\}): [0-9]* of [1-9][0-9]* tensors re-encoded.*one pass of products [0-9.]* -> [0-9.]* ms' '$TMP/gt.err' && ! grep -q 'encodings tuned' '$TMP/gt0.err'"
+    check "tuned and untuned packs generate the folder's greedy tokens" python3 -c "
+import json,sys; a,b,c=(json.load(open(f)) for f in sys.argv[1:]); assert a['ids'] == b['ids'] == c['ids'], (a['ids'], b['ids'], c['ids'])" \
+        "$TMP/gd.json" "$TMP/gt.json" "$TMP/gt0.json"
     check "--generate --json reports decoding speed (tokens_per_s)" python3 -c "
 import json,sys; j=json.load(open(sys.argv[1])); assert j['tokens_per_s'] > 0 and j['prompt_seconds'] >= 0" "$TMP/gp.json"
     # every kernel set this CPU has (BEST_ISA forces one): the folder's greedy tokens

@@ -872,6 +872,69 @@ static void test_bad_nm(void) {
     free(path);
 }
 
+// pack_tensor_encode: every prunable tensor of the tiny model, packed in each encoding,
+// re-encoded in memory in every other: the same weights bit for bit, the same product to
+// rounding (against the dense product in double); quantized values are refused (1).
+static void test_reencode(StDtype dt) {
+    char *dir = tmp_path("tiny_reenc"), *path = tmp_path("tiny_reenc.pack");
+    Model m;
+    tiny_model(&m, dir, dt);
+    static const PackIndex FROM[] = {INDEX_BITMAP, INDEX_DELTA, INDEX_TILES, INDEX_SELL, INDEX_SIZE};
+    int tried = 0, made = 0, exact = 1, close = 1, encs[PACK_N_ENC] = {0};
+    for (size_t f = 0; f < sizeof FROM / sizeof *FROM; f++) {
+        CHECK(pack_write(path, &m, QUANT_NONE, FROM[f]) == 0, "pack_write: %s", err_msg());
+        Pack p;
+        CHECK(pack_open(&p, path) == 0, "pack_open: %s", err_msg());
+        for (int i = 0; i < p.n; i++) {
+            const PackTensor *t = &p.t[i];
+            if (!t->prunable) continue;
+            float *want = decode_all(t), *x = xmalloc(t->cols * sizeof *x), *y = xmalloc(t->rows * sizeof *y);
+            for (size_t c = 0; c < t->cols; c++) x[c] = (float)unif() - 0.5f;
+            for (int e = 0; e < PACK_N_ENC; e++) {
+                PackTensor c;
+                void *mem;
+                tried++;
+                if (pack_tensor_encode(&c, &mem, t, (PackEnc)e) != 0) continue;
+                made++;
+                encs[c.enc]++;
+                float *got = decode_all(&c);
+                exact &= c.enc == (PackEnc)e && memcmp(got, want, t->rows * t->cols * sizeof *got) == 0;
+                spmv_forward(y, x, &c, NULL, 0);
+                for (size_t r = 0; r < t->rows; r++) {
+                    double ref = 0, mag = 0;
+                    for (size_t k = 0; k < t->cols; k++) {
+                        ref += (double)want[r * t->cols + k] * x[k];
+                        mag += fabs((double)want[r * t->cols + k] * x[k]);
+                    }
+                    close &= fabs(y[r] - ref) <= 1e-5 * mag + 1e-30;
+                }
+                free(got);
+                free(mem);
+            }
+            free(want), free(x), free(y);
+        }
+        pack_close(&p);
+    }
+    T_OK(exact && close && made > 0 && encs[PACK_DENSE] && encs[PACK_BITMAP] && encs[PACK_DELTA] && encs[PACK_TILES] &&
+             encs[PACK_SELL],
+         "%s: %d of %d re-encodings made (every encoding among them), each decoding to the pack's weights bit for "
+         "bit, its product within 1e-5 of the dense one", st_dtype_name(dt), made, tried);
+    CHECK(pack_write(path, &m, QUANT_INT8, INDEX_BITMAP) == 0, "pack_write: %s", err_msg());
+    Pack p;
+    CHECK(pack_open(&p, path) == 0, "pack_open: %s", err_msg());
+    int refused = 1;
+    for (int i = 0; i < p.n; i++) {
+        PackTensor c;
+        void *mem;
+        if (p.t[i].prunable) refused &= pack_tensor_encode(&c, &mem, &p.t[i], PACK_TILES) == 1 && mem == NULL;
+    }
+    T_OK(refused, "%s: int8 values are not re-encoded (1: their scales would change)", st_dtype_name(dt));
+    pack_close(&p);
+    model_free(&m);
+    free(dir);
+    free(path);
+}
+
 int main(void) {
     snprintf(TMP, sizeof TMP, "/tmp/test_pack.XXXXXX");
     CHECK(mkdtemp(TMP), "mkdtemp");
@@ -899,6 +962,8 @@ int main(void) {
     test_nm(ST_F16);
     test_nm(ST_BF16);
     test_bad_nm();
+    test_reencode(ST_F32);
+    test_reencode(ST_BF16);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", TMP);
     if (getenv("TEST_PACK_KEEP")) printf("# kept %s\n", TMP);
