@@ -17,7 +17,10 @@
 #      our dense bf16 kernels, the fair baseline: the bytes the model was made in), and
 #      the pack (lib/pack/spmv.c: the best kernel set of the CPU, or BEST_ISA's; once more
 #      with BEST_ISA=portable), each decoding TOKENS greedy tokens after an 8-token prompt;
-#      every line of results.jsonl names the set that ran ("isa");
+#      every line of results.jsonl names the set that ran ("isa"). These run with
+#      BEST_PACK_TUNE=0: the pack's own encodings. The pack once more as decoding opens it
+#      by default ("tuned": each tensor's encoding timed at load on this CPU, pack_tune.h);
+#      its load_s includes the tuning;
 #   4. the table: tokens/s (best of the REPS runs' median token), speed-up, peak RSS,
 #      the bytes one token reads (weights + KV cache; bench_decode prints them), the
 #      bytes limit = bytes per token / copy bandwidth, and how close the pack comes
@@ -77,11 +80,13 @@ for t in $THREADS; do
         while [ "$rep" -lt "$REPS" ]; do
             "$BD" --model "$OUT/s$s" --tokens "$TOKENS" --threads "$t" |
                 sed "s/^{/{\"kind\": \"dense\", \"sparsity\": $s, /" >>"$R"
-            "$BD" --model "$OUT/s$s-dense.pack" --tokens "$TOKENS" --threads "$t" |
+            BEST_PACK_TUNE=0 "$BD" --model "$OUT/s$s-dense.pack" --tokens "$TOKENS" --threads "$t" |
                 sed "s/^{/{\"kind\": \"dense-bf16\", \"sparsity\": $s, /" >>"$R"
-            "$BD" --model "$OUT/s$s$SFX.pack" --tokens "$TOKENS" --threads "$t" |
+            BEST_PACK_TUNE=0 "$BD" --model "$OUT/s$s$SFX.pack" --tokens "$TOKENS" --threads "$t" |
                 sed "s/^{/{\"kind\": \"packed\", \"sparsity\": $s, /" >>"$R"
-            BEST_ISA=portable "$BD" --model "$OUT/s$s$SFX.pack" --tokens "$TOKENS" --threads "$t" |
+            "$BD" --model "$OUT/s$s$SFX.pack" --tokens "$TOKENS" --threads "$t" |
+                sed "s/^{/{\"kind\": \"tuned\", \"sparsity\": $s, /" >>"$R"
+            BEST_ISA=portable BEST_PACK_TUNE=0 "$BD" --model "$OUT/s$s$SFX.pack" --tokens "$TOKENS" --threads "$t" |
                 sed "s/^{/{\"kind\": \"portable\", \"sparsity\": $s, /" >>"$R"
             rep=$((rep + 1))
         done
@@ -102,20 +107,22 @@ print(f"model: {rows[1]['params'] / 1e6:.1f}M parameters; per sparsity, the file
 isa = sorted({r["isa"] for r in rows if r["kind"] == "packed"})
 print(f"kernels (isa): {', '.join(isa)}; dense fp32 = OpenBLAS sgemv on the fp32 block; dense bf16 = the same "
       "bf16 weights (zeros stored) through our dense kernels")
-print("| sparsity | threads | dense fp32 tok/s | dense bf16 tok/s | packed tok/s | vs fp32 | vs bf16 | portable tok/s "
+print("| sparsity | threads | dense fp32 tok/s | dense bf16 tok/s | packed tok/s | vs fp32 | vs bf16 "
+      "| tuned tok/s | tuned vs bf16 | tensors re-encoded (tuning s) | portable tok/s "
       "| dense RSS peak MiB | packed RSS peak MiB | packed MB/token | copy GB/s | limit tok/s "
       "| packed time / limit | achieved GB/s | same greedy ids |")
-print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 for t in sorted(copy):
     for s in sorted({r["sparsity"] for r in rows if r.get("threads") == t and "sparsity" in r}):
         d, h = best("dense", s, t), best("dense-bf16", s, t)
-        p, q = best("packed", s, t), best("portable", s, t)
+        p, q, u = best("packed", s, t), best("portable", s, t), best("tuned", s, t)
         bpt = p["weight_bytes"] + p["kv_bytes"]
         bw = copy[t]["copy_gbs"] * 1e9
         limit = bw / bpt
-        same = d["ids"] == p["ids"] == h["ids"] == q["ids"]
+        same = d["ids"] == p["ids"] == h["ids"] == q["ids"] == u["ids"]
         print(f"| {s:g} | {t} | {d['tok_s']:.2f} | {h['tok_s']:.2f} | {p['tok_s']:.2f} | {p['tok_s'] / d['tok_s']:.2f}x "
-              f"| {p['tok_s'] / h['tok_s']:.2f}x | {q['tok_s']:.2f} | {d['rss_peak_mb']:.0f} | {p['rss_peak_mb']:.0f} "
+              f"| {p['tok_s'] / h['tok_s']:.2f}x | {u['tok_s']:.2f} | {u['tok_s'] / h['tok_s']:.2f}x "
+              f"| {u['tuned']} ({u['tune_s']:.1f}) | {q['tok_s']:.2f} | {d['rss_peak_mb']:.0f} | {p['rss_peak_mb']:.0f} "
               f"| {bpt / 1e6:.1f} | {bw / 1e9:.2f} | {limit:.1f} | {limit / p['tok_s']:.2f} "
               f"| {bpt * p['tok_s'] / 1e9:.2f} | {'yes' if same else 'no'} |")
 dense = next(r for r in rows if r["kind"] == "dense")

@@ -7,7 +7,8 @@
 // many slots: runs of more than 32 slots in the tiles kernel), written by pack_write with every encoding the writer has (dense at 0%
 // with --index size; bitmap, delta, tiles, sell forced; sell falls back for I8/I4) and
 // every value type (F32, F16 from an
-// F16 folder, BF16, I8, I4). Every tensor of each pack (the dense embedding, head and
+// F16 folder, BF16, I8, I4); and nm packs (2:4, 4:8, 3:8, every value type) of the fixtures
+// pruned N:M, for the nm kernel. Every tensor of each pack (the dense embedding, head and
 // 1-D norms included) is uploaded (devpack_upload) and multiplied by a random x, once
 // plain and once with a bias and accumulation into a random y; results must agree with
 // the CPU's within 2e-6 of sum |w x| of the row (plus |b| and |y| with them), as
@@ -40,6 +41,7 @@ extern "C" { // C headers without their own guards, before spmv.cu includes them
 #include "nn/model.h"        // defines: Model, model_load, model_save
 #include "pack/pack.h"       // defines: Pack, pack_open
 #include "pack/pack_write.h" // defines: pack_write
+#include "sparse/nm.h"       // defines: NMPattern, nm_parse, nm_prune
 }
 #ifdef TEST_ON_GPU
 #include "base/cuda.h" // defines: CUDA_CHECK, cuda_device_count
@@ -109,6 +111,7 @@ static bool check_decode(const PackTensor *t, const void *dt) {
 }
 
 static size_t n_pairs, n_uploads; // tensors uploaded in the pairs layout, and in all
+static size_t n_nm;               // tensors uploaded as nm streams (their own kernel)
 static size_t fused_cases, fused_bad, fused_refused, fused_streams; // check_fused's counts
 
 // devpack_weight_fused (nn/decode_fused.h) on d against the unfused product on the same
@@ -198,6 +201,7 @@ static double check_pack(const char *path, int *bad) {
         }
         const DevPackTensor &d = *(const DevPackTensor *)dt;
         n_pairs += d.layout == DEVPACK_PAIRS;
+        n_nm += d.layout == DEVPACK_STREAMS && d.enc == PACK_NM;
         n_uploads++;
         if (!check_decode(t, dt)) {
             T_OK(0, "%s: %s (%s): spmv_decode_cuda's rows are not pack_decode_rows'", path, t->name,
@@ -243,11 +247,16 @@ static double check_pack(const char *path, int *bad) {
 
 // The packs of fixture (a folder of tests/fixtures/model, or src) at each fraction of
 // zeros in sparsity (n).
+// With pattern ("2:4"), every prunable tensor is then pruned to it (nm_prune, magnitude)
+// and packed nm alone.
 static void check_fixture(const char *fixture, const char *src_dir, const double *sparsity, int n,
-                          const char *only_ix = NULL, const char *only_val = NULL) { // those alone
+                          const char *only_ix = NULL, const char *only_val = NULL, // those alone
+                          const char *pattern = NULL) {
     static const struct { PackIndex index; const char *name; } indexes[] = {
         {INDEX_SIZE, "size"}, {INDEX_BITMAP, "bitmap"}, {INDEX_DELTA, "delta"}, {INDEX_TILES, "tiles"},
-        {INDEX_SELL, "sell"}};
+        {INDEX_SELL, "sell"}, {INDEX_NM, "nm"}};
+    NMPattern pat = {0, 0};
+    if (pattern) nm_parse(&pat, pattern);
     static const struct { PackQuant q; int dtype; const char *name; } vals[] = {
         {QUANT_NONE, ST_F32, "F32"}, {QUANT_NONE, ST_F16, "F16"}, {QUANT_BF16, ST_F32, "BF16"},
         {QUANT_INT8, ST_F32, "I8"}, {QUANT_INT4, ST_F32, "I4"}};
@@ -263,6 +272,12 @@ static void check_fixture(const char *fixture, const char *src_dir, const double
             if (m.info[i].prunable)
                 for (size_t j = 0; j < m.info[i].numel; j++)
                     if ((double)(next_u64() >> 11) / 9007199254740992.0 < s) m.params[m.info[i].offset + j] = 0;
+        for (int i = 0; pat.m && i < m.n_info; i++)
+            if (m.info[i].prunable) {
+                std::vector<uint8_t> mk(m.info[i].numel);
+                nm_prune(m.params + m.info[i].offset, mk.data(), (size_t)m.info[i].shape[0], (size_t)m.info[i].shape[1],
+                         NULL, &pat);
+            }
         for (const auto &v : vals) {
             if (only_val && strcmp(only_val, v.name) != 0) continue;
             snprintf(dir, sizeof dir, "%s/test_spmv_cuda.%d.%s.%s", tmp && *tmp ? tmp : "/tmp", (int)getpid(),
@@ -275,8 +290,9 @@ static void check_fixture(const char *fixture, const char *src_dir, const double
                 continue;
             }
             for (const auto &ix : indexes) {
-                if (s == 0.0 && ix.index != INDEX_SIZE) continue; // dense: every element stored
-                if (s > 0.0 && ix.index == INDEX_SIZE) continue;
+                if ((ix.index == INDEX_NM) != (pattern != NULL)) continue; // nm: the pruned copies alone
+                if (!pattern && s == 0.0 && ix.index != INDEX_SIZE) continue; // dense: every element stored
+                if (!pattern && s > 0.0 && ix.index == INDEX_SIZE) continue;
                 if (only_ix && strcmp(only_ix, ix.name) != 0) continue;
                 snprintf(path, sizeof path, "%s.%s.pack", dir, ix.name);
                 if (pack_write(path, &f, v.q, ix.index) < 0) {
@@ -285,8 +301,9 @@ static void check_fixture(const char *fixture, const char *src_dir, const double
                 }
                 int bad = 0;
                 double worst = check_pack(path, &bad);
-                T_OK(!bad, "%s %s, %.1f%% zeros, --index %s, values %s: every tensor's product as the CPU's "
-                     "(worst %.1e of sum |w x|, at most 2e-6)", MODE, fixture, 100 * s, ix.name, v.name, worst);
+                T_OK(!bad, "%s %s, %.1f%% zeros%s%s, --index %s, values %s: every tensor's product as the CPU's "
+                     "(worst %.1e of sum |w x|, at most 2e-6)", MODE, fixture, 100 * s, pattern ? " then " : "",
+                     pattern ? pattern : "", ix.name, v.name, worst);
                 unlink(path);
             }
             model_free(&f);
@@ -314,6 +331,13 @@ int main() {
     const double llama[] = {0.0, 0.9}, qwen3[] = {0.999}, wide[] = {0.3}; // (the emulator's time)
     check_fixture("llama", NULL, llama, 2);
     check_fixture("qwen3", NULL, qwen3, 1);
+    // nm (its own kernel): 2:4, 4:8 and 3:8 (3-bit positions that straddle bytes), after 30%
+    // random zeros (groups short of N: padding values), every value type
+    const double nm_zeros[] = {0.3};
+    check_fixture("llama", NULL, nm_zeros, 1, "nm", NULL, "2:4");
+    check_fixture("qwen3", NULL, nm_zeros, 1, "nm", NULL, "4:8");
+    check_fixture("llama", NULL, nm_zeros, 1, "nm", NULL, "3:8");
+    T_OK(n_nm >= 3 * 5 * 14, "%s nm: %zu tensors multiplied by the nm kernel (every prunable one of the 15 packs)", MODE, n_nm);
     // A panel of many slots: down_proj (32, 2080) at 30% zeros has ~25 slots in each of its
     // 65 tiles, so each of the tiles kernel's 32 warps walks a run of ~50 slots, in more
     // than one group of 32 (the fixtures' panels give a warp 2 slots at most)

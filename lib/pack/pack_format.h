@@ -70,6 +70,10 @@ static inline size_t pack_nm_row_bytes(size_t cols, unsigned n, unsigned m) {
 }
 // nm: position e of a row's positions row (pack_nm_row_bytes of them): bits
 // [e*bits, (e+1)*bits) of the row, LSB first. Reads no byte past the position's last.
+// (Host and device: spmv.cu's nm kernels read positions with it.)
+#ifdef __CUDACC__
+__host__ __device__
+#endif
 static inline unsigned pack_nm_pos(const uint8_t *row, size_t e, unsigned bits) {
     size_t at = e * bits, byte = at / 8;
     unsigned sh = (unsigned)(at % 8), v = row[byte];

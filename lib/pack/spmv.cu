@@ -15,6 +15,10 @@
 //   delta    a thread per row, its gap stream decoded (the CPU's order, one running sum:
 //            a gap stream has no random access; the writer picks delta only where rows
 //            hold very few elements)
+//   nm       a warp per row, the lanes taking its N:M positions 32 at a time (position k:
+//            group k / N, its column from the position's log2(M) bits, pack_nm_pos), each
+//            value times its x; a butterfly sum. No counts to read: a row's values and
+//            positions start at fixed offsets (NEVER RUN ON A GPU, 2026-11-29)
 //
 // Values are dequantized as they are read: BF16 by a shift, F16 by its bit fields, I8/I4
 // as integers, the row's sum times its scale once (as the CPU). The epilogue is the
@@ -251,6 +255,21 @@ static __global__ void spmv_delta_kernel(float *y, const float *x, DevPackTensor
     }
 }
 
+// nm (pack.h): a warp per row, lane-strided over the row's cols / M * N positions.
+template <int VAL>
+static __global__ void spmv_nm_kernel(float *y, const float *x, DevPackTensor t, const float *b, int acc) {
+    size_t per = t.cols / t.nm_m * t.nm_n, stride = (per * t.nm_bits + 7) / 8;
+    unsigned lane = threadIdx.x % 32;
+    for (size_t r = warp_id(); r < t.rows; r += warp_count()) {
+        const uint8_t *ix = t.index + r * stride;
+        float s = 0;
+        for (size_t k = lane; k < per; k += 32)
+            s += value_at<VAL>(t.values, r * per + k) * x[k / t.nm_n * t.nm_m + pack_nm_pos(ix, k, t.nm_bits)];
+        s = warp_sum(s);
+        if (lane == 0) y_put(y, r, s, t.scales, b, acc);
+    }
+}
+
 // Sell: a thread per row, walking lane r%8 of its slice's first n slots (so padding is
 // never read); the threads of a slice read neighbouring entries.
 template <int VAL>
@@ -320,7 +339,8 @@ static void launch_val(float *y, const float *x, const DevPackTensor *t, const f
         LAUNCH(spmv_sell_kernel<VAL>, km_blocks(t->rows, SPMV_THREADS, KM_GRID_CAP), SPMV_THREADS, st, y, x, *t, b,
                acc);
         break;
-    case PACK_NM: // never in the streams layout (devpack_upload_layout)
+    case PACK_NM:
+        LAUNCH(spmv_nm_kernel<VAL>, km_blocks(t->rows, SPMV_WARPS, KM_GRID_CAP), SPMV_THREADS, st, y, x, *t, b, acc);
         break;
     }
     CUDA_CHECK(cudaGetLastError());
@@ -416,6 +436,11 @@ static __global__ void spmv_decode_kernel(void *out, const int32_t *ids, size_t 
             size_t e0 = 8 * (size_t)t.ix_ptr[r / 8] + r % 8, n = t.nnz_ptr[r + 1] - t.nnz_ptr[r];
             for (size_t j = lane; j < n; j += 32)
                 out_put<BF>(out, base + ((const uint16_t *)t.index)[e0 + 8 * j], value_at<VAL>(t.values, e0 + 8 * j) * sc);
+        } else if (t.enc == PACK_NM) { // the row's positions split over the lanes
+            size_t per = t.cols / t.nm_m * t.nm_n, stride = (per * t.nm_bits + 7) / 8;
+            for (size_t k = lane; k < per; k += 32)
+                out_put<BF>(out, base + k / t.nm_n * t.nm_m + pack_nm_pos(t.index + r * stride, k, t.nm_bits),
+                            value_at<VAL>(t.values, r * per + k) * sc);
         } else if (lane == 0) { // delta
             const uint8_t *q = t.index + t.ix_ptr[r];
             size_t next = 0;
@@ -496,6 +521,7 @@ static int upload_streams(DevPackTensor *d, const PackTensor *t) {
     d->slots = t->slots;
     d->enc = t->enc;
     d->val = t->val;
+    d->nm_n = t->nm_n, d->nm_m = t->nm_m, d->nm_bits = t->enc == PACK_NM ? pack_nm_bits(t->nm_m) : 0;
     return 0;
 }
 
@@ -566,15 +592,10 @@ static float time_product(const DevPackTensor *d, float *x, float *y, cudaStream
 }
 
 BEST_KAPI int devpack_upload_layout(DevPackTensor *d, const PackTensor *t, DevPackLayout layout) {
-    // nm (pack format 4) has no streams kernel yet: its BF16 tensors go in the pairs layout
-    if (layout == DEVPACK_PAIRS || t->enc == PACK_NM) {
+    if (layout == DEVPACK_PAIRS) {
         int rc = upload_pairs(d, t);
         if (rc <= 0) return rc;
     }
-    if (t->enc == PACK_NM)
-        return ERR("CUDA: %s: no device kernel reads the nm encoding of %s values yet (BF16 of at most 65536 "
-                   "columns goes in the pairs layout); unpack the pack, or pack it with another --index", t->name,
-                   t->val == PACK_F32 ? "F32" : t->val == PACK_F16 ? "F16" : t->val == PACK_I8 ? "I8" : "I4");
     return upload_streams(d, t);
 }
 
@@ -582,7 +603,7 @@ BEST_KAPI int devpack_upload(DevPackTensor *d, const PackTensor *t) {
     int want = devpack_layout_env();
     if (want < 0) return ERR("BEST_SPMV_LAYOUT=%s in the environment: expected streams, pairs or auto",
                              getenv("BEST_SPMV_LAYOUT"));
-    if (want < 2 || t->enc == PACK_NM) return devpack_upload_layout(d, t, want ? DEVPACK_PAIRS : DEVPACK_STREAMS);
+    if (want < 2) return devpack_upload_layout(d, t, want ? DEVPACK_PAIRS : DEVPACK_STREAMS);
     // auto: both, timed on this device, the faster kept (the streams on a tie)
     DevPackTensor p;
     int rc = upload_pairs(&p, t);

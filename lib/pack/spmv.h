@@ -18,8 +18,9 @@
 // too. Delta streams use portable C on every CPU (lib/pack/spmv.c says what was measured).
 // Nm (N:M) rows have portable, AVX2 and AVX-512 kernels (I4: AVX2 and portable); for 2:4,
 // 4:8 and other patterns whose steps span few columns the x86 ones pick x from registers
-// by lane permutes, other patterns gather it. On a CUDA device nm has no kernel of its own:
-// a BF16 nm tensor is uploaded in the pairs layout (below), any other is refused.
+// by lane permutes, other patterns gather it. On a CUDA device nm has its own kernel (a warp
+// a row, every value type; NEVER RUN ON A GPU, 2026-11-29), or BF16 goes in the pairs
+// layout (below) where that is asked for.
 // The portable kernels, the choice of a set and the product are spmv.c's; the AVX-512
 // and AVX2 kernels are spmv_avx512.c's and spmv_avx2.c's, with their measurements.
 //
@@ -90,6 +91,7 @@ typedef struct {
     const uint8_t *index, *steps;
     const void *values;
     const float *scales;
+    unsigned nm_n, nm_m, nm_bits; // nm: N of every M columns, pack_nm_bits(M) a position
     DevPackLayout layout;
     const uint32_t *pairs;     // DEVPACK_PAIRS: (pair_off[rows] * 4) words
     const uint32_t *pair_off;  // (rows + 1)

@@ -1,0 +1,41 @@
+#!/bin/sh
+# shellcheck disable=SC2086  # ($TRAIN splits into words on purpose)
+# nm_schedule.sh: the schedule of BEST with an N:M target (best-train --pattern), measured:
+# stories260K at PATTERN (default 2:4), the same budget and data as bench/quality.sh, one
+# run per variant, each a line "name: options: perplexity" on stdout (and OUT/table.md):
+#   unstructured    --sparsity (M-N)/M, no pattern: what the N:M constraint costs
+#   global, group   --nm-ramp global | group, the ramp over the default first half
+#   global-endE     --nm-ramp global --prune-end E, for each E of PRUNE_ENDS ("0.1 0.25")
+# The one-shot baselines and their "+" are quality.sh's (SKIP_UNSTRUCTURED=1).
+# usage: sh bench/nm_schedule.sh [OUT]   (env: SHARED STEPS BATCH SEQ LR SEED PATTERN PRUNE_ENDS;
+#        OUT defaults to out/nm-schedule; the tokenized text is made there or taken from
+#        QUALITY_OUT=out/quality-nm when that holds it)
+set -e
+SHARED=${SHARED:-../shared}
+OUT=${1:-out/nm-schedule}
+STEPS=${STEPS:-300} BATCH=${BATCH:-16} SEQ=${SEQ:-256} LR=${LR:-1e-3} SEED=${SEED:-0}
+PATTERN=${PATTERN:-2:4}
+PRUNE_ENDS=${PRUNE_ENDS:-"0.1 0.25"}
+Q=${QUALITY_OUT:-out/quality-nm}
+M=$SHARED/models/stories260K
+mkdir -p "$OUT"
+for f in train valid; do
+    if [ -f "$Q/$f.bin" ]; then cp "$Q/$f.bin" "$OUT/$f.bin"; fi
+done
+[ -f "$OUT/train.bin" ] || bin/best-tokenize --tokenizer "$M" --quiet --out "$OUT/train.bin" "$SHARED/data/stories260K/train.jsonl.zst"
+[ -f "$OUT/valid.bin" ] || bin/best-tokenize --tokenizer "$M" --quiet --out "$OUT/valid.bin" "$SHARED/data/stories260K/valid.jsonl"
+TRAIN="--data $OUT/train.bin --batch $BATCH --seq $SEQ --seed $SEED --steps $STEPS --lr $LR --quiet"
+S=$(python3 -c "n, m = map(int, '$PATTERN'.split(':')); print((m - n) / m)")
+: >"$OUT/table.md"
+run() {
+    name=$1
+    shift
+    [ -d "$OUT/$name/model" ] || bin/best-train --model "$M" --out "$OUT/$name" $TRAIN "$@"
+    p=$(bin/best-eval --model "$OUT/$name/model" --data "$OUT/valid.bin" --seq 512 --json --quiet |
+        python3 -c "import json,sys; print('%.4g' % json.load(sys.stdin)['ppl'])")
+    echo "$name: $*: $p" | tee -a "$OUT/table.md"
+}
+run unstructured --sparsity "$S"
+run global --pattern "$PATTERN" --nm-ramp global
+run group --pattern "$PATTERN" --nm-ramp group
+for e in $PRUNE_ENDS; do run "global-end$e" --pattern "$PATTERN" --nm-ramp global --prune-end "$e"; done
