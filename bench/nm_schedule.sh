@@ -2,12 +2,15 @@
 # shellcheck disable=SC2086  # ($TRAIN splits into words on purpose)
 # nm_schedule.sh: the schedule of BEST with an N:M target (best-train --pattern), measured:
 # stories260K at PATTERN (default 2:4), the same budget and data as bench/quality.sh, one
-# run per variant, each a line "name: options: perplexity" on stdout (and OUT/table.md):
-#   unstructured    --sparsity (M-N)/M, no pattern: what the N:M constraint costs
-#   global, group   --nm-ramp global | group, the ramp over the default first half
-#   global-endE     --nm-ramp global --prune-end E, for each E of PRUNE_ENDS ("0.1 0.25")
+# run per variant (docs/results.md's schedule table), each a line "name: options:
+# perplexity" on stdout and in OUT/table.md:
+#   unstructured, unstructured-end0.25   --sparsity (M-N)/M, no pattern: what N:M costs
+#   global, group          --pattern with --nm-ramp global | group, the default schedule
+#   global-end0.25, -end0.1, -end0.25-u100, -s0.1-e0.35, -end0.25-magnitude
+#                          the global ramp's schedule moved (--prune-end, --prune-start,
+#                          --prune-updates) and another saliency
 # The one-shot baselines and their "+" are quality.sh's (SKIP_UNSTRUCTURED=1).
-# usage: sh bench/nm_schedule.sh [OUT]   (env: SHARED STEPS BATCH SEQ LR SEED PATTERN PRUNE_ENDS;
+# usage: sh bench/nm_schedule.sh [OUT]   (env: SHARED STEPS BATCH SEQ LR SEED PATTERN;
 #        OUT defaults to out/nm-schedule; the tokenized text is made there or taken from
 #        QUALITY_OUT=out/quality-nm when that holds it)
 set -e
@@ -15,7 +18,6 @@ SHARED=${SHARED:-../shared}
 OUT=${1:-out/nm-schedule}
 STEPS=${STEPS:-300} BATCH=${BATCH:-16} SEQ=${SEQ:-256} LR=${LR:-1e-3} SEED=${SEED:-0}
 PATTERN=${PATTERN:-2:4}
-PRUNE_ENDS=${PRUNE_ENDS:-"0.1 0.25"}
 Q=${QUALITY_OUT:-out/quality-nm}
 M=$SHARED/models/stories260K
 mkdir -p "$OUT"
@@ -36,6 +38,11 @@ run() {
     echo "$name: $*: $p" | tee -a "$OUT/table.md"
 }
 run unstructured --sparsity "$S"
+run unstructured-end0.25 --sparsity "$S" --prune-end 0.25
 run global --pattern "$PATTERN" --nm-ramp global
 run group --pattern "$PATTERN" --nm-ramp group
-for e in $PRUNE_ENDS; do run "global-end$e" --pattern "$PATTERN" --nm-ramp global --prune-end "$e"; done
+run global-end0.25 --pattern "$PATTERN" --prune-end 0.25
+run global-end0.25-u100 --pattern "$PATTERN" --prune-end 0.25 --prune-updates 100
+run global-end0.1 --pattern "$PATTERN" --prune-end 0.1
+run global-s0.1-e0.35 --pattern "$PATTERN" --prune-start 0.1 --prune-end 0.35
+run global-end0.25-magnitude --pattern "$PATTERN" --prune-end 0.25 --saliency magnitude

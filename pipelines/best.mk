@@ -69,15 +69,15 @@ NPROC      ?= 1
 DEVICE     ?=
 # PATTERN=N:M (2:4, 4:8): a semi-structured mask, N of every M consecutive weights of a row
 # kept (best-mask --pattern; docs/best-mask.md), for the one-shot methods and their "+"
-# (the retraining keeps the mask, so the model stays N:M); its sparsity (M - N) / M
-# replaces SPARSITY. Empty: unstructured. BEST itself has no N:M schedule yet (issue 39).
+# (the retraining keeps the mask, so the model stays N:M), and for METHOD=best (best-train
+# --pattern: BEST's ramp, each group protecting its best, the last update exactly N:M;
+# NM_RAMP=global|group, docs/best-train.md); its sparsity (M - N) / M replaces SPARSITY.
+# Empty: unstructured.
 PATTERN    ?=
+NM_RAMP    ?= global
 ifneq ($(PATTERN),)
 ifeq ($(shell echo '$(PATTERN)' | grep -E '^[0-9]+:[0-9]+$$'),)
 $(error PATTERN=$(PATTERN): N:M, as 2:4 or 4:8 (empty: unstructured))
-endif
-ifeq ($(METHOD),best)
-$(error PATTERN=$(PATTERN) with METHOD=best: BEST has no N:M schedule yet (issue 39); METHOD=magnitude, wanda, sparsegpt or their +)
 endif
 ifeq ($(ONESHOT_GROUP),global)
 $(error PATTERN=$(PATTERN) with ONESHOT_GROUP=global: an N:M mask is chosen group by group)
@@ -153,7 +153,8 @@ ifeq ($(METHOD),best)
 LABEL      := BEST
 TRAINED    := 1
 TRAIN_FROM := --model $(MODEL) --sparsity $(SPARSITY) --schedule $(SCHEDULE) --prune-start $(PRUNE_START) \
-              --prune-end $(PRUNE_END) --prune-updates $(PRUNE_UPDATES) --saliency $(SALIENCY) --group $(GROUP)
+              --prune-end $(PRUNE_END) --prune-updates $(PRUNE_UPDATES) --saliency $(SALIENCY) --group $(GROUP) \
+              $(if $(PATTERN),--pattern $(PATTERN) --nm-ramp $(NM_RAMP))
 TRAIN_DEPS :=
 # (--save-masks: the mask of every prune update; the last is the run's own, drawn below)
 TRAIN_MASKS := --save-masks

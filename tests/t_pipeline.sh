@@ -321,7 +321,7 @@ printf '%s\n' best-elsa >>"$TMP/checked"
 check "the dry runs created nothing" test ! -e "$TMP/dry"
 
 # PATTERN=N:M (issue 39): best-mask --pattern with the pattern's sparsity; the 2:4 recipes;
-# BEST (no N:M schedule yet), a global mask and a malformed pattern are one line each
+# METHOD=best: best-train --pattern; a global mask and a malformed pattern are one line each
 for k in llama2-7b qwen3-8b; do
     printf '%s\n' "$k-2of4" >>"$TMP/checked"
     out=$($MK "pipelines/$k-2of4.mk" -n OUT="$TMP/dry" BIN=bin PACK=0 2>&1 | joined); rc=$?
@@ -341,8 +341,13 @@ else
 fi
 expect_make_error "a 2:4 recipe's + method without LR: one clear line" "no learning rate is recorded for retraining a 2:4 mask" \
     pipelines/qwen3-8b-2of4.mk OUT="$TMP/e1" METHOD=sparsegpt+
-expect_make_error "PATTERN with METHOD=best: one clear line" "BEST has no N:M schedule yet" \
-    pipelines/llama2-99.mk OUT="$TMP/e1" PATTERN=2:4
+out=$($MK pipelines/qwen3-8b-2of4.mk -n OUT="$TMP/dry" BIN=bin PACK=0 METHOD=best NM_RAMP=group 2>&1 | joined)
+if printf '%s\n' "$out" | grep -q -- 'bin/best-train .*--sparsity 0.5 .*--pattern 2:4 --nm-ramp group' &&
+    ! printf '%s\n' "$out" | grep -q 'bin/best-mask .*--method'; then
+    ok "make -n qwen3-8b-2of4 METHOD=best NM_RAMP=group: BEST with a 2:4 target (best-train --pattern 2:4 --nm-ramp group), no one-shot mask"
+else
+    fail "make -n qwen3-8b-2of4 METHOD=best: $(printf '%s\n' "$out" | grep -E 'best-(mask|train)' | head -c 400)"
+fi
 expect_make_error "PATTERN=2x4: one clear line" "PATTERN=2x4: N:M" pipelines/llama2-99.mk OUT="$TMP/e1" METHOD=wanda PATTERN=2x4
 expect_make_error "PATTERN with a global mask: one clear line" "an N:M mask is chosen group by group" \
     pipelines/llama2-99.mk OUT="$TMP/e1" METHOD=magnitude ONESHOT_GROUP=global PATTERN=2:4

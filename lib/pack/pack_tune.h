@@ -5,8 +5,9 @@
 // the encoding that is fastest differs from CPU to CPU (gathers are fast on one AVX2 CPU
 // and slow on another). So before one-token decoding, pack_model_tune times
 // spmv_forward of every prunable tensor in every encoding that can hold it (the pack's
-// own, and the others re-encoded in memory by pack_tensor_encode: the same weights bit
-// for bit) with the threads and kernel set in force, and keeps the fastest: a tensor is
+// own, and the others re-encoded in memory by pack_tensor_encodings: the same weights bit
+// for bit) with the threads and kernel set in force, each product from cold caches (as
+// decoding reads a model larger than they are), and keeps the fastest: a tensor is
 // re-encoded only when another encoding's product is at least 3% faster than its own
 // (the timing's noise). The weights do not change, so the products differ only by the
 // order of the sums (spmv.h); the chosen encodings can differ from run to run where two

@@ -262,6 +262,8 @@ typedef struct {
     unsigned nm_n, nm_m; // the N:M pattern the tensor follows (nm_pick), nm_m 0 when none
     double bytes;        // prunable: the chosen encoding's bytes
     double min_bytes;    // prunable: the fewest bytes of any encoding (--index size's choice)
+    unsigned char ok[PACK_N_ENC]; // prunable: the encodings that can hold the tensor
+    size_t stored;       // prunable: its stored elements (nnz of the sparse encodings)
 } Plan;
 
 static void dims_of(size_t *rows, size_t *cols, const ParamInfo *pi) {
@@ -382,6 +384,8 @@ static int plan_tensor(Plan *pl, const ParamInfo *pi, const float *w, PackVal dv
             if (ok[e] && ce < cb) best = e;
         }
     pl->enc = (PackEnc)best;
+    for (int e = 0; e < PACK_N_ENC; e++) pl->ok[e] = (unsigned char)ok[e];
+    pl->stored = nnz;
     if (pl->enc != PACK_DENSE) pl->nnz = pl->enc == PACK_NM ? nm_nnz : nnz;
     pl->bytes = pl->min_bytes = bytes[best];
     for (int e = 0; e < PACK_N_ENC; e++)
@@ -513,41 +517,21 @@ static void encode_tensor(Blob *b, int *nb, const Plan *pl, const ParamInfo *pi,
 
 // --- in memory: one tensor again, in another encoding ----------------------------------
 
-int pack_tensor_encode(PackTensor *out, void **mem, const PackTensor *t, PackEnc enc) {
-    *mem = NULL;
-    if (t->ndim != 2 || pack_val_is_quant(t->val)) return 1;
-    static const PackIndex FORCE[PACK_N_ENC] = {INDEX_DENSE, INDEX_BITMAP, INDEX_DELTA, INDEX_TILES, INDEX_SELL, INDEX_NM};
-    size_t rows = t->rows, cols = t->cols;
-    float *w = xmalloc(rows * cols * sizeof *w);
-    pack_decode_rows(w, t, 0, rows);
-    ParamInfo pi = {0};
-    snprintf(pi.name, sizeof pi.name, "%s", t->name);
-    pi.ndim = 2, pi.shape[0] = (int64_t)rows, pi.shape[1] = (int64_t)cols, pi.numel = rows * cols, pi.prunable = 1;
-    unsigned want_n = nm_want_n, want_m = nm_want_m; // a tensor with its own pattern keeps it
-    if (t->enc == PACK_NM) nm_want_n = t->nm_n, nm_want_m = t->nm_m;
-    Plan pl;
-    int rc = plan_tensor(&pl, &pi, w, t->val, QUANT_NONE, FORCE[enc], t->name);
-    nm_want_n = want_n, nm_want_m = want_m;
-    if (rc < 0 || pl.enc != enc || pl.val != t->val) {
-        free(w);
-        return rc < 0 ? -1 : 1;
-    }
-    Blob b[8];
-    int nb = 0;
-    encode_tensor(b, &nb, &pl, &pi, w);
-    // one allocation, each stream at a multiple of 64 bytes
+// *out = the members b (nb) of a tensor named like t, copied into one allocation (each
+// stream at a multiple of 64 bytes), returned.
+static void *tensor_of_blobs(PackTensor *out, const PackTensor *t, const Plan *pl, const Blob *b, int nb) {
     size_t total = 0, at[8], len = strlen(t->name);
     for (int i = 0; i < nb; i++) at[i] = total, total += (b[i].size + 63) / 64 * 64;
     uint8_t *buf = xcalloc(total ? total : 1, 1);
     *out = *t;
-    out->enc = pl.enc;
-    out->nnz = pl.nnz;
+    out->enc = pl->enc;
+    out->nnz = pl->nnz;
     out->nnz_ptr = out->ix_ptr = out->masks = NULL;
     out->index = out->steps = NULL;
     out->index_bytes = out->slots = 0;
     out->scales = NULL;
-    out->nm_n = pl.enc == PACK_NM ? pl.nm_n : 0;
-    out->nm_m = pl.enc == PACK_NM ? pl.nm_m : 0;
+    out->nm_n = pl->enc == PACK_NM ? pl->nm_n : 0;
+    out->nm_m = pl->enc == PACK_NM ? pl->nm_m : 0;
     for (int i = 0; i < nb; i++) {
         uint8_t *d = buf + at[i];
         memcpy(d, b[i].data, b[i].size);
@@ -563,11 +547,41 @@ int pack_tensor_encode(PackTensor *out, void **mem, const PackTensor *t, PackEnc
         case S_SCALES: out->scales = (const float *)d; break;
         }
     }
-    if (pl.enc == PACK_SELL) out->slots = pl.sell_slots;
-    blobs_free(b, nb);
+    if (pl->enc == PACK_SELL) out->slots = pl->sell_slots;
+    return buf;
+}
+
+int pack_tensor_encodings(PackTensor *out, void **mem, const PackTensor *t, size_t rows, unsigned encs) {
+    for (int e = 0; e < PACK_N_ENC; e++) mem[e] = NULL;
+    if (t->ndim != 2 || pack_val_is_quant(t->val)) return 0;
+    size_t cols = t->cols;
+    if (rows == 0 || rows > t->rows) rows = t->rows;
+    float *w = xmalloc(rows * cols * sizeof *w);
+    pack_decode_rows(w, t, 0, rows);
+    ParamInfo pi = {0};
+    snprintf(pi.name, sizeof pi.name, "%s", t->name);
+    pi.ndim = 2, pi.shape[0] = (int64_t)rows, pi.shape[1] = (int64_t)cols, pi.numel = rows * cols, pi.prunable = 1;
+    unsigned want_n = nm_want_n, want_m = nm_want_m; // a tensor with its own pattern keeps it
+    if (t->enc == PACK_NM) nm_want_n = t->nm_n, nm_want_m = t->nm_m;
+    Plan pl;
+    int rc = plan_tensor(&pl, &pi, w, t->val, QUANT_NONE, INDEX_SIZE, t->name); // (one plan: every encoding's counts)
+    nm_want_n = want_n, nm_want_m = want_m;
+    int made = 0;
+    for (int e = 0; rc == 0 && e < PACK_N_ENC; e++) {
+        if (!pl.ok[e] || pl.val != t->val || !(encs >> e & 1)) continue;
+        Plan one = pl;
+        one.enc = (PackEnc)e;
+        one.nnz = e == PACK_DENSE ? rows * cols : e == PACK_NM ? rows * (cols / pl.nm_m) * pl.nm_n : pl.stored;
+        Blob b[8];
+        int nb = 0;
+        encode_tensor(b, &nb, &one, &pi, w);
+        mem[e] = tensor_of_blobs(&out[e], t, &one, b, nb);
+        out[e].rows = rows, out[e].shape[0] = (int64_t)rows;
+        blobs_free(b, nb);
+        made++;
+    }
     free(w);
-    *mem = buf;
-    return 0;
+    return rc < 0 ? -1 : made;
 }
 
 // --- writing: the tar -------------------------------------------------------------------

@@ -32,12 +32,15 @@ void pack_plan_isa(SpmvIsa isa);
 // elements of any group, and nm is a candidate at the fewest bytes of those; with m set,
 // only n:m (a tensor with more than n in a group is not nm).
 void pack_plan_pattern(unsigned n, unsigned m);
-// t (a 2-D tensor of a pack, F32, BF16 or F16 values) in encoding enc, in memory: *out's
-// streams in one allocation *mem (the caller frees it), the same weights bit for bit
-// (pack_decode_rows gives the same rows). 0; 1 when enc cannot hold t (quantized values,
-// sell past 65536 columns, nm when t is not N:M: a tensor with its own nm pattern keeps
-// it, another takes the M of fewest bytes, as pack_write plans it), *mem NULL then.
-int pack_tensor_encode(PackTensor *out, void **mem, const PackTensor *t, PackEnc enc);
+// Rows [0, rows) of t (a 2-D tensor of a pack, F32, BF16 or F16 values; rows 0: all) in
+// every encoding of the bit set encs (1 << PACK_BITMAP | ...) that can hold them, in
+// memory: out[e] (PACK_N_ENC of them) with its streams in the allocation mem[e] (the
+// caller frees each), NULL where encoding e cannot hold t (quantized values: none; sell
+// past 65536 columns; nm when t is not N:M: a tensor with its own nm pattern keeps it,
+// another takes the M of fewest bytes, as pack_write plans it). The same weights bit for
+// bit (pack_decode_rows gives the same rows). Returns how many were made (t's own
+// encoding among them), -1 after ERR.
+int pack_tensor_encodings(PackTensor *out, void **mem, const PackTensor *t, size_t rows, unsigned encs);
 // A Hugging Face folder with the tensors of the pack (dtype restored; with quant NONE
 // bit-identical to the packed model), config.json and the tokenizer files. Only plain
 // file names from the allow-list (config.json, generation_config.json, tokenizer.model,
