@@ -15,7 +15,9 @@
 #      gives decode tokens/s (the prompt not counted) and the device memory of the model,
 #      its KV cache and activations; transformers' is torch.cuda.max_memory_allocated.
 #      Each pruned folder also runs once through our dense path: its greedy ids must be
-#      the pack's (the same weights).
+#      the pack's (the same weights). And per N:M pattern of PATTERNS (default 2:4; issue
+#      39): the model pruned N:M (best-mask --method magnitude --pattern), packed nm
+#      (best-pack --index nm: the device's nm kernel, lib/pack/spmv.cu), as the packs are.
 #   4. the table: tokens/s, speed-up over our dense path, GPU memory and its ratio, and
 #      whether the pack's greedy ids equal its folder's. Our runs decode after the prompt
 #      "The capital of France is" (LLaMA-2's tokenizer, ../shared/tokenizers/llama2 or
@@ -23,8 +25,8 @@
 #
 # usage: sh bench/decode_gpu.sh   (after `make`, on a machine with a GPU and torch +
 #        transformers; env: OUT=out/bench-decode-gpu, WORK=out/decode-gpu (models, kept
-#        and reused), LAYERS=32, SPARSITIES="0.7 0.9 0.95 0.99", TOKENS=100, REPS=3,
-#        PY=python3). Results on an H200: docs/benchmarks.md.
+#        and reused), LAYERS=32, SPARSITIES="0.7 0.9 0.95 0.99", PATTERNS="2:4", TOKENS=100,
+#        REPS=3, PY=python3). Results on an H200: docs/benchmarks.md.
 set -e
 cd "$(dirname "$0")/.."
 BIN=${BIN:-bin}
@@ -33,6 +35,7 @@ OUT=${OUT:-out/bench-decode-gpu}
 WORK=${WORK:-out/decode-gpu}
 LAYERS=${LAYERS:-32}
 SPARSITIES=${SPARSITIES:-"0.7 0.9 0.95 0.99"}
+PATTERNS=${PATTERNS:-"2:4"}
 TOKENS=${TOKENS:-100}
 REPS=${REPS:-3}
 PY=${PY:-python3}
@@ -55,7 +58,13 @@ for s in $SPARSITIES; do
         --apply --out-model "$M/s$s" --quiet
     [ -f "$M/s$s.pack" ] || "$BIN/best-pack" --model "$M/s$s" --out "$M/s$s.pack" --quiet
 done
-
+for p in $PATTERNS; do # p2o4: 2:4
+    t=p$(echo "$p" | tr : o)
+    [ -f "$M/$t/model.safetensors" ] || "$BIN/best-mask" --model "$M/dense" --method magnitude --pattern "$p" \
+        --apply --out-model "$M/$t" --quiet
+    [ -f "$M/$t.pack" ] || "$BIN/best-pack" --model "$M/$t" --index nm --out "$M/$t.pack" --quiet
+done
+nm_sparsity() { echo "$1" | awk -F: '{ printf "%.17g", ($2 - $1) / $2 }'; }
 R=$OUT/results.jsonl
 : >"$R"
 ours() { # KIND SPARSITY MODEL
@@ -67,9 +76,11 @@ while [ "$rep" -lt "$REPS" ]; do
     ours dense 0 "$M/dense"
     BEST_DECODE_GEMV=own ours dense-gemv 0 "$M/dense" # our bf16 GEMV instead of cuBLASLt (issue 35)
     for s in $SPARSITIES; do ours packed "$s" "$M/s$s.pack"; done
+    for p in $PATTERNS; do ours "nm-$p" "$(nm_sparsity "$p")" "$M/p$(echo "$p" | tr : o).pack"; done
     rep=$((rep + 1))
 done
 for s in $SPARSITIES; do ours folder "$s" "$M/s$s"; done
+for p in $PATTERNS; do ours "nm-folder-$p" "$(nm_sparsity "$p")" "$M/p$(echo "$p" | tr : o)"; done
 # the packs again with BEST_SPMV_LAYOUT=auto: each weight in the faster of the pack's streams
 # and the pairs layout, timed on the device at upload (issue 35; once, not REPS times)
 for s in $SPARSITIES; do BEST_SPMV_LAYOUT=auto ours packed-auto "$s" "$M/s$s.pack"; done
@@ -120,5 +131,11 @@ for s in sorted({r["sparsity"] for r in rows if r["kind"] == "packed"}):
             print(f"| packed {s:g}{label} | {p['tokens_per_s']:.1f} | {p['tokens_per_s'] / d['tokens_per_s']:.2f}x "
                   f"| {p['device_bytes'] / G:.2f} | {d['device_bytes'] / p['device_bytes']:.2f}x less "
                   f"| {p['device_weight_bytes'] / G:.2f} | {measured(p)} | {'yes' if p['ids'] == best('folder', s)['ids'] else 'no'} |")
+for kind in sorted({r["kind"] for r in rows if r["kind"].startswith("nm-") and not r["kind"].startswith("nm-folder")}):
+    s = next(r["sparsity"] for r in rows if r["kind"] == kind)
+    p, f = best(kind, s), best("nm-folder-" + kind[3:], s)
+    print(f"| packed {kind[3:]} (nm) | {p['tokens_per_s']:.1f} | {p['tokens_per_s'] / d['tokens_per_s']:.2f}x "
+          f"| {p['device_bytes'] / G:.2f} | {d['device_bytes'] / p['device_bytes']:.2f}x less "
+          f"| {p['device_weight_bytes'] / G:.2f} | {measured(p)} | {'yes' if f and p['ids'] == f['ids'] else 'no'} |")
 print("CUDA graphs:", "yes" if all(r.get("cuda_graph", True) for r in rows if r["kind"] != "transformers") else "not all runs")
 PY
