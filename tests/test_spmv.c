@@ -357,7 +357,10 @@ static void check_matrix_encs(float *w, size_t rows, size_t cols, int nm) {
             Packed p;
             encode(&p, w, rows, cols, (PackEnc)e, (PackVal)v);
             reference(yr, mag, p.ref, x, rows, cols);
-            for (int isa = SPMV_AVX512; isa >= SPMV_PORTABLE; isa--) {
+            for (int run = 2 * SPMV_AVX512 + 1; run >= 2 * SPMV_PORTABLE; run--) { // (set, variant)
+                int isa = run / 2;
+                p.t.variant = run % 2;
+                if (p.t.variant && !(e == PACK_SELL && isa >= SPMV_AVX2)) continue; // (sell's no-gather kernel)
                 if (spmv_set_isa((SpmvIsa)isa) < 0) continue; // a set this CPU lacks (said once, in main)
                 const char *on = spmv_isa_name((SpmvIsa)isa);
                 omp_set_num_threads(1);
@@ -371,6 +374,13 @@ static void check_matrix_encs(float *w, size_t rows, size_t cols, int nm) {
                 }
                 T_OK(worst <= 2e-6, "%zux%zu %s: y = Wx within %.1e of sum|wx| (want 2e-6)", rows,
                      cols, spmv_kernel_name(&p.t), worst);
+                if (p.t.variant) { // the no-gather kernel adds the same products in the same order
+                    p.t.variant = 0;
+                    spmv_forward(y3, x, &p.t, NULL, 0);
+                    p.t.variant = 1;
+                    T_OK(memcmp(y1, y3, rows * sizeof *y1) == 0, "%zux%zu %s: the bits of the gather kernel", rows, cols,
+                         spmv_kernel_name(&p.t));
+                }
                 T_OK(memcmp(y1, y3, rows * sizeof *y1) == 0,
                      "%zux%zu %s/%s %s: 1 and 3 threads give the same bits", rows, cols, ENC[e],
                      VAL[v], on);
@@ -381,6 +391,7 @@ static void check_matrix_encs(float *w, size_t rows, size_t cols, int nm) {
                 for (size_t r = 0; r < rows; r++) same &= ya[r] == (1.0f + y1[r]) + b[r];
                 T_OK(same, "%zux%zu %s/%s %s: accumulate and bias", rows, cols, ENC[e], VAL[v], on);
             }
+            p.t.variant = 0;
             // embedding rows: exactly the reference's
             int32_t ids[3] = {0, (int32_t)(rows / 2), (int32_t)(rows - 1)};
             int same = 1;
@@ -454,8 +465,10 @@ static void check_sell_padding(void) {
     Packed p;
     for (int v = PACK_F32; v <= PACK_F16; v++) {
         encode(&p, w, rows, cols, PACK_SELL, (PackVal)v);
-        for (int isa = SPMV_AVX512; isa >= SPMV_PORTABLE; isa--) {
-            if (spmv_set_isa((SpmvIsa)isa) < 0) continue;
+        for (int run = 2 * SPMV_AVX512 + 1; run >= 2 * SPMV_PORTABLE; run--) { // (set, variant)
+            int isa = run / 2;
+            p.t.variant = run % 2;
+            if ((p.t.variant && isa < SPMV_AVX2) || spmv_set_isa((SpmvIsa)isa) < 0) continue;
             spmv_forward(y, x, &p.t, NULL, 0);
             int ok = 1;
             for (size_t r = 0; r < rows; r++) {
@@ -463,8 +476,8 @@ static void check_sell_padding(void) {
                 for (size_t j = 0; j <= r % 5; j++) want += 0.5 + (double)j;
                 ok &= r == 3 ? !isfinite(y[r]) : y[r] == (float)want;
             }
-            T_OK(ok, "sell/%s %s: padding is not read (x[0] = inf reaches only the row that stores column 0)", VAL[v],
-                 spmv_isa_name((SpmvIsa)isa));
+            T_OK(ok, "sell/%s %s%s: padding is not read (x[0] = inf reaches only the row that stores column 0)", VAL[v],
+                 spmv_isa_name((SpmvIsa)isa), p.t.variant ? " (no gather)" : "");
         }
         packed_free(&p);
     }

@@ -104,6 +104,8 @@ typedef struct {
     const float *scales;       // (rows) I8/I4 only, else NULL
     int prunable;              // one of the seven Linear weights of a block (manifest)
     unsigned nm_n, nm_m;       // nm: N of every M columns (index: pack_nm_row_bytes a row), else 0
+    int variant;               // the kernel variant spmv_forward runs, 0 unless pack_tune.h chose
+                               // another: 1 = sell with AVX2 loading x lane by lane (no gather)
 } PackTensor;
 
 typedef struct {

@@ -9,7 +9,8 @@
 // for bit) with the threads and kernel set in force, each product from cold caches (as
 // decoding reads a model larger than they are), and keeps the fastest: a tensor is
 // re-encoded only when another encoding's product is at least 3% faster than its own
-// (the timing's noise). The weights do not change, so the products differ only by the
+// (the timing's noise). Sell is timed with both of AVX2's kernels (vgatherdps, or x loaded
+// lane by lane: PackTensor.variant 1), for CPUs whose gathers are slow. The weights do not change, so the products differ only by the
 // order of the sums (spmv.h); the chosen encodings can differ from run to run where two
 // are within the noise. BEST_PACK_TUNE=0 (or off) keeps the pack's encodings.
 //
@@ -23,7 +24,8 @@
 #include "pack/pack_format.h" // defines: PACK_N_ENC
 
 typedef struct {
-    int tensors, changed;               // prunable tensors timed; re-encoded
+    int tensors, changed;               // prunable tensors timed; re-encoded (or given another kernel)
+    int no_gather;                      // of those, sell with AVX2's kernel without the gather
     int moves[PACK_N_ENC][PACK_N_ENC];  // [the pack's encoding][the chosen one]: tensors
     double before_s, after_s;           // one product of every timed tensor: the pack's encodings, the chosen
     double seconds;                     // the tuning's own time
@@ -35,7 +37,8 @@ int pack_tune_enabled(void);
 // set and OpenMP threads in force.
 void pack_model_tune(PackTune *st, Model *m);
 // One line on f: "PROG: encodings tuned for this CPU (avx2, 1 thread): 112 of 154 tensors
-// re-encoded (bitmap -> sell 98, ...), one pass of products 41.2 -> 30.1 ms, in 2.3 s".
+// re-encoded or given another kernel (bitmap -> sell 98, ...), 98 to sell without the
+// gather, one pass of products 41.2 -> 30.1 ms, in 2.3 s".
 void pack_tune_say(FILE *f, const char *prog, const PackTune *st);
 
 #endif

@@ -280,8 +280,9 @@ const char *spmv_kernel_name(const PackTensor *t) {
     if (t->enc == PACK_TILES || t->enc == PACK_SELL) panel_kernel(t, &s);
     else kernel(&k, t, &s);
     // (sell's SIMD kernels are AVX2's on both sets)
-    snprintf(buf, sizeof buf, "%s/%s %s", enc[t->enc], val[t->val],
-             !s ? "portable" : t->enc == PACK_SELL ? "avx2" : spmv_isa_name(spmv_isa()));
+    snprintf(buf, sizeof buf, "%s/%s %s%s", enc[t->enc], val[t->val],
+             !s ? "portable" : t->enc == PACK_SELL ? "avx2" : spmv_isa_name(spmv_isa()),
+             s && t->enc == PACK_SELL && t->variant == 1 ? " (no gather)" : "");
     return buf;
 }
 

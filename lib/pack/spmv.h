@@ -15,7 +15,8 @@
 // C. On CPUs with AVX2 (no AVX-512) every value type has 8-lane dense, bitmap and tiles
 // kernels (tables of lane permutations stand in for compress and expand), and sell
 // (8-row slices) an 8-lane kernel that gathers x (vgatherdps), which AVX-512 CPUs run
-// too. Delta streams use portable C on every CPU (lib/pack/spmv.c says what was measured).
+// too, and one that loads x lane by lane (PackTensor.variant 1, for CPUs with slow
+// gathers; pack_tune.h picks it by timing). Delta streams use portable C on every CPU (lib/pack/spmv.c says what was measured).
 // Nm (N:M) rows have portable, AVX2 and AVX-512 kernels (I4: AVX2 and portable); for 2:4,
 // 4:8 and other patterns whose steps span few columns the x86 ones pick x from registers
 // by lane permutes, other patterns gather it. On a CUDA device nm has its own kernel (a warp

@@ -335,6 +335,39 @@ DEF_SELL2(sell2_f16, SELL2_WF16)
 // AVX-512 CPUs run the AVX2 sell kernels (best-pack plans tiles for them, which are faster there)
 static const PanelFn AVX2_SELL[5] = {sell2_f32, sell2_bf16, sell2_f16, NULL, NULL};
 
+// Sell without the gather (PackTensor.variant 1, chosen by timing at load, pack_tune.h):
+// the 8 columns read from the index as scalars and x loaded there lane by lane (8 loads and
+// inserts), for CPUs whose vgatherdps is slow (the Ice Lake VM); padding lanes
+// masked to x = 0 after the loads (column 0 is in bounds), so they add exactly 0 * 0.
+#define SELL2_STEP_NG(LOADW, e, acc)                                                        \
+    do {                                                                                    \
+        const uint16_t *c_ = ix + (e);                                                      \
+        __m256 w_, m_;                                                                      \
+        LOADW(w_, m_, e);                                                                   \
+        __m256 x_ = _mm256_setr_ps(x[c_[0]], x[c_[1]], x[c_[2]], x[c_[3]], x[c_[4]], x[c_[5]], x[c_[6]], x[c_[7]]); \
+        acc = _mm256_fmadd_ps(w_, _mm256_and_ps(x_, m_), acc);                              \
+    } while (0)
+#define DEF_SELL2NG(NAME, LOADW)                                                           \
+    AVX2 static void NAME(float *d, const PackTensor *t, size_t s, const float *x) {       \
+        const uint16_t *ix = (const uint16_t *)t->index;                                   \
+        const void *v = t->values;                                                         \
+        size_t e = SELL * (size_t)t->ix_ptr[s], e1 = SELL * (size_t)t->ix_ptr[s + 1];      \
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();                         \
+        __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();                         \
+        for (; e + 4 * SELL <= e1; e += 4 * SELL) {                                        \
+            SELL2_STEP_NG(LOADW, e, a0);                                                   \
+            SELL2_STEP_NG(LOADW, e + SELL, a1);                                            \
+            SELL2_STEP_NG(LOADW, e + 2 * SELL, a2);                                        \
+            SELL2_STEP_NG(LOADW, e + 3 * SELL, a3);                                        \
+        }                                                                                  \
+        for (; e < e1; e += SELL) SELL2_STEP_NG(LOADW, e, a0);                             \
+        _mm256_storeu_ps(d, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3))); \
+    }
+DEF_SELL2NG(sell2ng_f32, SELL2_WF32)
+DEF_SELL2NG(sell2ng_bf16, SELL2_WBF16)
+DEF_SELL2NG(sell2ng_f16, SELL2_WF16)
+static const PanelFn AVX2_SELL_NG[5] = {sell2ng_f32, sell2ng_bf16, sell2ng_f16, NULL, NULL};
+
 static const PanelFn AVX2_TILES[5] = {tiles2_f32, tiles2_bf16, tiles2_f16, tiles2_i8, tiles2_i4};
 
 // Nm: 8 elements a step. When n divides 8, m <= 2n and a position takes at most 4 bits
@@ -418,7 +451,7 @@ void spmv_avx2_pick_row(RowKernel *k, const PackTensor *t) {
 }
 
 PanelFn spmv_avx2_pick_tiles(const PackTensor *t) { return AVX2_TILES[t->val]; }
-PanelFn spmv_avx2_pick_sell(const PackTensor *t) { return AVX2_SELL[t->val]; }
+PanelFn spmv_avx2_pick_sell(const PackTensor *t) { return t->variant == 1 ? AVX2_SELL_NG[t->val] : AVX2_SELL[t->val]; }
 #else
 int spmv_avx2_probe(void) { return 0; }
 void spmv_avx2_pick_row(RowKernel *k, const PackTensor *t) {
