@@ -325,6 +325,7 @@ static int open_read(Trainer *tr, const TrainConfig *cfg, int *sharded) {
     } else if (c->pattern.m) { // BEST with an N:M target: every prunable tensor's columns in groups of M
         if (nm_check(&c->pattern, m->info, m->n_info) < 0) {
             err_prefix("%s", c->model_dir ? c->model_dir : c->init_config);
+            rc = -2; // (a usage error: the option does not fit the model)
             goto fail;
         }
         tr->pattern = c->pattern;
@@ -339,7 +340,7 @@ static int open_read(Trainer *tr, const TrainConfig *cfg, int *sharded) {
 fail:
     if (have_st) st_close(&st);
     shards_manifest_free(&mf);
-    return -1;
+    return rc == -2 ? -2 : -1;
 }
 
 int train_open(Trainer *tr, const TrainConfig *cfg) {
@@ -348,8 +349,10 @@ int train_open(Trainer *tr, const TrainConfig *cfg) {
     tr->cfg = *cfg;
     TrainConfig *c = &tr->cfg;
     Model *m = &tr->m;
-    int sharded;
-    if (dist_agree(open_read(tr, cfg, &sharded)) < 0) goto fail;
+    int sharded, usage = 0;
+    int orc = open_read(tr, cfg, &sharded);
+    usage = orc == -2; // (every rank checks the same model: all agree)
+    if (dist_agree(orc < 0 ? -1 : 0) < 0) goto fail;
     if (sharded) { // each rank read its slice of the fp32 weights: share them
         dist_gather(m->params, m->params + tr->lo, m->n_params, sizeof *m->params, 1);
         if (dist_agree(train_weights_check(m, c->resume)) < 0) goto fail;
@@ -396,7 +399,7 @@ int train_open(Trainer *tr, const TrainConfig *cfg) {
     return 0;
 fail:
     train_close(tr);
-    return -1;
+    return usage ? -2 : -1;
 }
 
 void train_close(Trainer *tr) {

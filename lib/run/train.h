@@ -180,6 +180,8 @@ typedef struct Trainer { // (tagged: run/train_internal.h declares it)
 // taken first: an exclusive flock on OUT/.lock, which holds the holder's pid; when
 // another process holds it, ERR "OUT is in use by another best-train (pid N)" and
 // nothing is touched. The kernel drops the lock when the process ends, however.
+// -1 after ERR; -2 after ERR for an option the model does not take (a --pattern whose M
+// does not divide a prunable tensor's columns: best-train exits 2, a usage error).
 int train_open(Trainer *tr, const TrainConfig *cfg);
 // Runs steps until cfg.steps (or cfg.stop_at), saving as configured. -1 after ERR
 // (a diverged loss included); the last saved state is left as it was. A fresh run whose

@@ -192,7 +192,9 @@ int main(int argc, char **argv) {
     if (dist_rank() > 0) c.quiet = 1; // rank 0 speaks for the run
     Trainer tr;
     c.steps_given = args_given(&spec, "steps");
-    TRY_OR_DIE(train_open(&tr, &c));
+    int orc = train_open(&tr, &c);
+    if (orc == -2) args_usage_error(&spec, "%s", err_msg()); // (the model does not take --pattern)
+    TRY_OR_DIE(orc);
     if (c.resume && dist_rank() == 0 && !c.quiet) warn_ignored(&spec, &c, &tr.cfg, schedule, saliency, group, pattern, nm_ramp);
     int last = c.stop_at > 0 && c.stop_at < tr.cfg.steps ? c.stop_at : tr.cfg.steps;
     if (c.resume && tr.step >= last) { // nothing to train: say so, and write nothing
