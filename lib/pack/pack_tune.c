@@ -96,6 +96,9 @@ void pack_model_tune(PackTune *st, Model *m) {
     for (int i = 0; i < m->n_info; i++) {
         const PackTensor *t = pack_model_tensor(m, i);
         if (!t || !t->prunable || t->ndim != 2) continue;
+        // a dense tensor without a zero: every encoding stores all of it, and only dense
+        // reads no index (so its products stay the dense kernels' bits, run after run)
+        if (t->enc == PACK_DENSE && pack_tensor_nonzeros(t) == t->rows * t->cols) continue;
         // every encoding of the tensor's first rows (at most TUNE_SAMPLE elements: the cost of
         // tuning stays bounded on a 7B model), its own re-encoded too, so that all are timed on
         // the same rows

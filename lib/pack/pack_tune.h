@@ -12,7 +12,8 @@
 // (the timing's noise). Sell is timed with both of AVX2's kernels (vgatherdps, or x loaded
 // lane by lane: PackTensor.variant 1), for CPUs whose gathers are slow. The weights do not change, so the products differ only by the
 // order of the sums (spmv.h); the chosen encodings can differ from run to run where two
-// are within the noise. BEST_PACK_TUNE=0 (or off) keeps the pack's encodings.
+// are within the noise. A dense tensor with no zero is left dense. BEST_PACK_TUNE=0 (or
+// off) keeps the pack's encodings.
 //
 // Not here: the encodings (pack.h), their kernels (spmv.h), the writer's plan (pack_write.h).
 #ifndef BEST_PACK_TUNE_H
