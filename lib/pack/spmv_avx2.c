@@ -313,28 +313,6 @@ AVX2 static float bitmap2p_bf16(const PackTensor *t, size_t r, const float *xp) 
         m = _mm256_castsi256_ps(_mm256_xor_si256(                                          \
             _mm256_cmpeq_epi32(_mm256_castps_si256(w), _mm256_setzero_si256()), _mm256_set1_epi32(-1))); \
     } while (0)
-#define DEF_SELL2(NAME, LOADW)                                                             \
-    AVX2 static void NAME(float *d, const PackTensor *t, size_t s, const float *x) {       \
-        const uint16_t *ix = (const uint16_t *)t->index;                                   \
-        const void *v = t->values;                                                         \
-        size_t e = SELL * (size_t)t->ix_ptr[s], e1 = SELL * (size_t)t->ix_ptr[s + 1];      \
-        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();                         \
-        __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();                         \
-        for (; e + 4 * SELL <= e1; e += 4 * SELL) {                                        \
-            SELL2_STEP(LOADW, e, a0);                                                      \
-            SELL2_STEP(LOADW, e + SELL, a1);                                               \
-            SELL2_STEP(LOADW, e + 2 * SELL, a2);                                           \
-            SELL2_STEP(LOADW, e + 3 * SELL, a3);                                           \
-        }                                                                                  \
-        for (; e < e1; e += SELL) SELL2_STEP(LOADW, e, a0);                                \
-        _mm256_storeu_ps(d, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3))); \
-    }
-DEF_SELL2(sell2_f32, SELL2_WF32)
-DEF_SELL2(sell2_bf16, SELL2_WBF16)
-DEF_SELL2(sell2_f16, SELL2_WF16)
-// AVX-512 CPUs run the AVX2 sell kernels (best-pack plans tiles for them, which are faster there)
-static const PanelFn AVX2_SELL[5] = {sell2_f32, sell2_bf16, sell2_f16, NULL, NULL};
-
 // Sell without the gather (PackTensor.variant 1, chosen by timing at load, pack_tune.h):
 // the 8 columns read from the index as scalars and x loaded there lane by lane (8 loads and
 // inserts), for CPUs whose vgatherdps is slow (the Ice Lake VM); padding lanes
@@ -347,7 +325,8 @@ static const PanelFn AVX2_SELL[5] = {sell2_f32, sell2_bf16, sell2_f16, NULL, NUL
         __m256 x_ = _mm256_setr_ps(x[c_[0]], x[c_[1]], x[c_[2]], x[c_[3]], x[c_[4]], x[c_[5]], x[c_[6]], x[c_[7]]); \
         acc = _mm256_fmadd_ps(w_, _mm256_and_ps(x_, m_), acc);                              \
     } while (0)
-#define DEF_SELL2NG(NAME, LOADW)                                                           \
+// The slice's walk, one slot a step (STEP: SELL2_STEP or SELL2_STEP_NG), four sums.
+#define DEF_SELL2(NAME, STEP, LOADW)                                                       \
     AVX2 static void NAME(float *d, const PackTensor *t, size_t s, const float *x) {       \
         const uint16_t *ix = (const uint16_t *)t->index;                                   \
         const void *v = t->values;                                                         \
@@ -355,17 +334,22 @@ static const PanelFn AVX2_SELL[5] = {sell2_f32, sell2_bf16, sell2_f16, NULL, NUL
         __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();                         \
         __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();                         \
         for (; e + 4 * SELL <= e1; e += 4 * SELL) {                                        \
-            SELL2_STEP_NG(LOADW, e, a0);                                                   \
-            SELL2_STEP_NG(LOADW, e + SELL, a1);                                            \
-            SELL2_STEP_NG(LOADW, e + 2 * SELL, a2);                                        \
-            SELL2_STEP_NG(LOADW, e + 3 * SELL, a3);                                        \
+            STEP(LOADW, e, a0);                                                            \
+            STEP(LOADW, e + SELL, a1);                                                     \
+            STEP(LOADW, e + 2 * SELL, a2);                                                 \
+            STEP(LOADW, e + 3 * SELL, a3);                                                 \
         }                                                                                  \
-        for (; e < e1; e += SELL) SELL2_STEP_NG(LOADW, e, a0);                             \
+        for (; e < e1; e += SELL) STEP(LOADW, e, a0);                                      \
         _mm256_storeu_ps(d, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3))); \
     }
-DEF_SELL2NG(sell2ng_f32, SELL2_WF32)
-DEF_SELL2NG(sell2ng_bf16, SELL2_WBF16)
-DEF_SELL2NG(sell2ng_f16, SELL2_WF16)
+DEF_SELL2(sell2_f32, SELL2_STEP, SELL2_WF32)
+DEF_SELL2(sell2_bf16, SELL2_STEP, SELL2_WBF16)
+DEF_SELL2(sell2_f16, SELL2_STEP, SELL2_WF16)
+DEF_SELL2(sell2ng_f32, SELL2_STEP_NG, SELL2_WF32)
+DEF_SELL2(sell2ng_bf16, SELL2_STEP_NG, SELL2_WBF16)
+DEF_SELL2(sell2ng_f16, SELL2_STEP_NG, SELL2_WF16)
+// AVX-512 CPUs run the AVX2 sell kernels (best-pack plans tiles for them, which are faster there)
+static const PanelFn AVX2_SELL[5] = {sell2_f32, sell2_bf16, sell2_f16, NULL, NULL};
 static const PanelFn AVX2_SELL_NG[5] = {sell2ng_f32, sell2ng_bf16, sell2ng_f16, NULL, NULL};
 
 static const PanelFn AVX2_TILES[5] = {tiles2_f32, tiles2_bf16, tiles2_f16, tiles2_i8, tiles2_i4};
