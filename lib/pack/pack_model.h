@@ -47,8 +47,9 @@ int tokenizer_of_model(Tokenizer *t, const Model *m, const char *where);
 // The packed tensor of table entry i of a model backed by a pack (as decoding multiplies
 // it), or NULL: a folder's model, a 1-D entry.
 const PackTensor *pack_model_tensor(const Model *m, int i);
-// Entry i of a pack-backed model becomes t (a copy is kept), whose streams live in mem:
-// the model frees mem at model_free (pack_tune.h re-encodes tensors so).
+// Entry i of a pack-backed model becomes t (a copy is kept), whose streams live in mem (the
+// model frees it at model_free), or, mem NULL, in the pack's map (the same streams with
+// another kernel variant): pack_tune.h re-encodes tensors so.
 void pack_model_replace(Model *m, int i, const PackTensor *t, void *mem);
 // Whether m has tokenizer files: a tokenizer.json, tokenizer.model or vocab.json in its
 // folder or pack.

@@ -108,9 +108,11 @@ void pack_model_tune(PackTune *st, Model *m) {
         void *mem[PACK_N_ENC];
         pack_tensor_encodings(c, mem, t, rows, ~0u); // (none: quantized values; -1 cannot happen here)
         double sec[PACK_N_ENC], own_s = 0; // own_s: the pack's encoding with its default kernel
-        int best = -1, sell_variant = 0;
+        int sell_variant = 0;
+        unsigned made = 0; // the encodings made (bit e)
         for (int e = 0; e < PACK_N_ENC; e++) {
             if (!mem[e]) continue;
+            made |= 1u << e;
             sec[e] = time_product(&c[e], x, y);
             if (e == (int)t->enc) own_s = sec[e];
             if (e == PACK_SELL && spmv_isa() >= SPMV_AVX2) { // and its kernel without the gather
@@ -120,25 +122,30 @@ void pack_model_tune(PackTune *st, Model *m) {
             }
             free(mem[e]);
         }
-        int own = (int)t->enc;
-        if (!mem[own]) continue; // (quantized: the pack's encoding stays)
+        int own = (int)t->enc, best = own;
+        if (!(made >> own & 1)) continue; // (quantized: the pack's encoding stays)
         st->tensors++;
-        best = own;
         for (int e = 0; e < PACK_N_ENC; e++)
-            if (mem[e] && sec[e] < sec[best] && sec[e] < sec[own] * TUNE_MARGIN) best = e;
+            if ((made >> e & 1) && sec[e] < sec[best] && sec[e] < sec[own] * TUNE_MARGIN) best = e;
         double scale = (double)t->rows / (double)c[own].rows; // the sample's times to the tensor's
         st->before_s += own_s * scale;
         st->after_s += sec[best] * scale;
         st->moves[own][best]++;
         int variant = best == PACK_SELL ? sell_variant : 0;
-        if (best != own || variant != t->variant) {
+        if (best != own) { // the whole tensor in the chosen encoding (t is the pack's; it stays in the map)
             PackTensor full[PACK_N_ENC];
             void *fm[PACK_N_ENC];
             pack_tensor_encodings(full, fm, t, 0, 1u << best);
             full[best].variant = variant;
+            pack_model_replace(m, i, &full[best], fm[best]);
+        } else if (variant != t->variant) { // its own streams, another kernel: nothing to encode
+            PackTensor same = *t;
+            same.variant = variant;
+            pack_model_replace(m, i, &same, NULL);
+        }
+        if (best != own || variant != t->variant) {
             st->changed++;
             st->no_gather += variant == 1;
-            pack_model_replace(m, i, &full[best], fm[best]); // (t is the pack's; it stays in the map)
         }
     }
     free(x);
