@@ -575,14 +575,20 @@ static void saved_remove(const char *dir, const char *pack) {
     unlink(pack);
 }
 
+// src (256): the fixture's folder; dir (256) and pack (300): this process's copy of it
+// under TMPDIR (tag after its name) and its pack.
+static void model_paths(char *src, char *dir, char *pack, const char *fixture, const char *tag) {
+    snprintf(src, 256, "tests/fixtures/model/%s", fixture);
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, 256, "%s/test_spmv.%d.%s%s", tmp && *tmp ? tmp : "/tmp", (int)getpid(), fixture, tag);
+    snprintf(pack, 300, "%s.pack", dir);
+}
+
 // nm: the fixture pruned 2:4 and packed with --index speed planned for AVX-512 (nm, the
 // smallest), against its folder as check_model's packs are, on every kernel set.
 static void check_model_nm(const char *fixture) {
     char src[256], dir[256], pack[300];
-    snprintf(src, sizeof src, "tests/fixtures/model/%s", fixture);
-    const char *tmp = getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/test_spmv.%d.%s.nm", tmp && *tmp ? tmp : "/tmp", (int)getpid(), fixture);
-    snprintf(pack, sizeof pack, "%s.pack", dir);
+    model_paths(src, dir, pack, fixture, ".nm");
     Model m, d, p;
     int rc = model_load(&m, src);
     if (!T_OK(rc == 0, "%s 2:4: load %s", fixture, rc ? err_msg() : "")) return;
@@ -613,10 +619,7 @@ static void check_model_nm(const char *fixture) {
 
 static void check_model(const char *fixture) {
     char src[256], dir[256], pack[300];
-    snprintf(src, sizeof src, "tests/fixtures/model/%s", fixture);
-    const char *tmp = getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/test_spmv.%d.%s", tmp && *tmp ? tmp : "/tmp", (int)getpid(), fixture);
-    snprintf(pack, sizeof pack, "%s.pack", dir);
+    model_paths(src, dir, pack, fixture, "");
     Model m, d, p;
     int rc = model_load(&m, src);
     if (!T_OK(rc == 0, "%s: load %s", fixture, rc ? err_msg() : "")) return;
