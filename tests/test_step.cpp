@@ -896,12 +896,15 @@ static void check_cudnn_kernels(void) {
         // the reference: attention.cu in fp32 on the bf16 values
         attention_forward_cuda(out, lse, f[0], f[1], f[2], c.B, c.T, c.T, 0, c.NH, c.KV, c.HD, st);
         attention_backward_cuda(dq, dk, dv, dkh, dvh, f[3], f[0], f[1], f[2], out, lse, c.B, c.T, c.NH, c.KV, c.HD, st);
+        // (st is a non-blocking stream: a plain cudaMemcpy does not wait for its kernels)
         auto get = [&](const float *p, size_t n) {
+            CUDA_CHECK(cudaStreamSynchronize(st));
             std::vector<float> v(n);
             CUDA_CHECK(cudaMemcpy(v.data(), p, n * 4, cudaMemcpyDeviceToHost));
             return v;
         };
         auto getb = [&](const uint16_t *p, size_t n) {
+            CUDA_CHECK(cudaStreamSynchronize(st));
             std::vector<uint16_t> v(n);
             CUDA_CHECK(cudaMemcpy(v.data(), p, n * 2, cudaMemcpyDeviceToHost));
             std::vector<float> w(n);

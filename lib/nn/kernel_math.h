@@ -119,11 +119,20 @@ KM_HD float km_rmsnorm_dx(float dy, float x, float w, float rstd, float coef) {
 // --- RoPE, Hugging Face rotate_half layout -------------------------------------------------
 
 // Rotates the pair (lo, hi) = (x_i, x_{i+HD/2}) by the angle whose cosine and sine are c,
-// s, in place. The backward is the same call with -s (a rotation's transpose).
+// s, in place. The backward is the same call with -s (a rotation's transpose). On a GPU
+// each product and sum is rounded on its own (no fused multiply-add): nvcc contracts
+// a * c - z * s into one FMA or the other depending on the code around it, and the fused
+// decoding kernel (decode_rope_append_cuda) must give rope_at_cuda's bits (seen on an
+// H200, 2026-11-29: 12 of test_kernels_gpu's 24 cases differed before).
 KM_HD void km_rope_pair(float *lo, float *hi, float c, float s) {
     float a = *lo, z = *hi;
+#ifdef __CUDA_ARCH__
+    *lo = __fsub_rn(__fmul_rn(a, c), __fmul_rn(z, s));
+    *hi = __fadd_rn(__fmul_rn(z, c), __fmul_rn(a, s));
+#else
     *lo = a * c - z * s;
     *hi = z * c + a * s;
+#endif
 }
 
 // --- SwiGLU: h = silu(gate) * up -------------------------------------------------------------
