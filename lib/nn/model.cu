@@ -576,14 +576,25 @@ static float attn_scale(size_t HD) { return 1.0f / sqrtf((float)HD); }
 
 // BEST_ATTN in the environment: own (attention.cu; also when unset) or cudnn, which a
 // training DevModel takes when cuDNN loads and has a deterministic forward and backward for
-// its shape (else one line says why, and attention.cu runs). 0, or -1 after ERR for
-// another value or no device memory for cuDNN's bf16 operands (N (4 Q + 4 KVD) of them).
+// its shape (else one line says why, and attention.cu runs). cudnn leaves grouped-query
+// attention (fewer key/value heads than query heads) to attention.cu: on an H200 with
+// cuDNN 9.19 its GQA results were wrong (test_step_gpu, 2026-11-29: 8 heads over 2 and 16
+// over 4, o or dq off by 1e-1 and more, differing from run to run; the one MHA shape was
+// right). cudnn-gqa takes cuDNN for GQA all the same, to check a newer cuDNN on a GPU.
+// 0, or -1 after ERR for another value or no device memory for cuDNN's bf16 operands
+// (N (4 Q + 4 KVD) of them).
 static int attn_choose(DevModel *d) {
-    static const char *const names[] = {"own", "cudnn"};
-    int want = args_choice(getenv("BEST_ATTN"), names, 2);
+    static const char *const names[] = {"own", "cudnn", "cudnn-gqa"};
+    int want = args_choice(getenv("BEST_ATTN"), names, 3);
     if (want == 0) return 0;
-    if (want < 0) return ERR("BEST_ATTN=%s in the environment: expected own or cudnn", getenv("BEST_ATTN"));
+    if (want < 0) return ERR("BEST_ATTN=%s in the environment: expected own, cudnn or cudnn-gqa", getenv("BEST_ATTN"));
     const Model *m = d->m;
+    if (want == 1 && m->KV != m->NH) {
+        fprintf(stderr, "note: BEST_ATTN=cudnn: %zu query heads over %zu key/value heads: cuDNN's grouped-query "
+                "attention gave wrong results on a GPU (BEST_ATTN=cudnn-gqa takes it all the same); attention.cu "
+                "instead\n", m->NH, m->KV);
+        return 0;
+    }
     if (attn_cudnn_prepare((size_t)d->B, (size_t)d->T, m->NH, m->KV, m->HD, attn_scale(m->HD), 1) < 0) {
         fprintf(stderr, "note: BEST_ATTN=cudnn: %s; attention.cu instead\n", err_msg());
         return 0;
