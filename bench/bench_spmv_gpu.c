@@ -6,7 +6,7 @@
 // measured here.
 //
 //   bench_spmv_gpu [--json FILE] [--index tiles|bitmap|delta|sell] [--iters N]
-//                  [--layout streams|pairs|auto] [--warm]
+//                  [--layout streams|pairs|auto] [--warm] [--pattern N:M]
 //
 // The matrices: one LLaMA-2-7B decoder layer (q_proj 4096 x 4096, gate_proj 11008 x 4096,
 // down_proj 4096 x 11008), random weights with a random fraction S of each zeroed, for S
@@ -18,6 +18,9 @@
 // 2026-11-29: the matrix stays in L2). --layout picks the device layout of the pack
 // (BEST_SPMV_LAYOUT, spmv.h; "dev MB" is what it takes on the device). The results are
 // compared with the dense product (printed: the largest difference over the largest |y|).
+// --pattern N:M (issue 39): the matrices are N:M instead (N random columns of each M kept,
+// sparsity 1 - N/M, the one row), packed nm, and ours is timed with both nm kernels
+// (BEST_SPMV_NM=vec, the default, then lanes: spmv.cu), the table's "spmv us" vec's.
 // Results: docs/benchmarks.md.
 #include <math.h>
 #include <stdio.h>
@@ -34,6 +37,7 @@
 #include "pack/pack.h"       // defines: Pack, pack_open
 #include "pack/pack_write.h" // defines: pack_write
 #include "pack/spmv.h"       // defines: DevPackTensor, spmv_forward_cuda
+#include "sparse/nm.h"       // defines: NMPattern, nm_parse
 
 #ifdef BEST_CUDA
 #include <cuda_runtime.h>
@@ -174,7 +178,7 @@ int main(int argc, char **argv) {
     printf("bench_spmv_gpu: built without CUDA (no nvcc): nothing to run\n");
     return 0;
 #else
-    const char *json_out = NULL, *index = "tiles", *layout = NULL;
+    const char *json_out = NULL, *index = "tiles", *layout = NULL, *pattern = NULL;
     int iters = 200, warm = 0;
     for (int i = 1; i < argc; i++) {
         if (i + 1 < argc && !strcmp(argv[i], "--json")) json_out = argv[++i];
@@ -182,9 +186,10 @@ int main(int argc, char **argv) {
         else if (i + 1 < argc && !strcmp(argv[i], "--iters")) iters = atoi(argv[++i]);
         else if (i + 1 < argc && !strcmp(argv[i], "--layout")) layout = argv[++i];
         else if (!strcmp(argv[i], "--warm")) warm = 1;
+        else if (i + 1 < argc && !strcmp(argv[i], "--pattern")) pattern = argv[++i];
         else {
             fprintf(stderr, "usage: bench_spmv_gpu [--json FILE] [--index tiles|bitmap|delta|sell] [--iters N] "
-                            "[--layout streams|pairs|auto] [--warm]\n");
+                            "[--layout streams|pairs|auto] [--warm] [--pattern N:M]\n");
             return 2;
         }
     }
@@ -194,6 +199,12 @@ int main(int argc, char **argv) {
                  : !strcmp(index, "sell")   ? INDEX_SELL
                                             : INDEX_TILES;
     if (iters < 1 || (pi == INDEX_TILES && strcmp(index, "tiles"))) DIE("--index %s / --iters %d", index, iters);
+    NMPattern pat = {0, 0};
+    if (pattern) {
+        if (nm_parse(&pat, pattern) < 0) DIE("--pattern %s: %s", pattern, err_msg());
+        pi = INDEX_NM;
+        pack_plan_pattern(pat.n, pat.m);
+    }
     CudaCtx *ctx;
     TRY_OR_DIE(cuda_ctx_create(&ctx, 0, (size_t)32 << 20));
     printf("# device: %s\n", cuda_info());
@@ -221,7 +232,9 @@ int main(int argc, char **argv) {
         "\"tie_word_embeddings\":false}";
     static const char *const names[3] = {"model.layers.0.self_attn.q_proj.weight", "model.layers.0.mlp.gate_proj.weight",
                                          "model.layers.0.mlp.down_proj.weight"};
-    static const double S[4] = {0.70, 0.90, 0.95, 0.99};
+    double S[4] = {0.70, 0.90, 0.95, 0.99};
+    int nS = 4;
+    if (pattern) S[0] = 1.0 - (double)pat.n / pat.m, nS = 1;
     FILE *jf = json_out ? fopen(json_out, "w") : NULL;
     if (json_out && !jf) DIE("%s: cannot write", json_out);
     if (jf)
@@ -232,17 +245,27 @@ int main(int argc, char **argv) {
     printf("%-10s %6s %6s %7s %10s %10s %10s %9s %9s %10s %9s\n", "shape", "S", "MB", "dev MB", "spmv us", "dense us",
            "cusparse us", "x dense", "x cusp", "floor us", "x floor");
     int first = 1;
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < nS; k++) {
         Model m;
         memset(&m, 0, sizeof m);
         TRY_OR_DIE(model_plan(&m, cfg, strlen(cfg), "bench config", 0));
         model_alloc(&m);
         m.dtype = ST_F32;
         for (size_t i = 0; i < m.n_params; i++) m.params[i] = (float)(uniform() - 0.5) * 0.04f;
-        for (int i = 0; i < m.n_info; i++)
-            if (m.info[i].prunable)
+        for (int i = 0; i < m.n_info; i++) {
+            if (!m.info[i].prunable) continue;
+            if (!pattern) {
                 for (size_t j = 0; j < m.info[i].numel; j++)
                     if (uniform() < S[k]) m.params[m.info[i].offset + j] = 0;
+                continue;
+            }
+            size_t M = (size_t)pat.m, Z = (size_t)(pat.m - pat.n);
+            for (size_t g = 0; g < m.info[i].numel; g += M) // each group: Z of its M columns zeroed, at random
+                for (size_t z = 0; z < Z;) {
+                    float *w = m.params + m.info[i].offset + g + (size_t)(uniform() * (double)M) % M;
+                    if (*w != 0) *w = 0, z++;
+                }
+        }
         char path[64];
         snprintf(path, sizeof path, "/tmp/bench_spmv_gpu.%d.pack", (int)getpid());
         TRY_OR_DIE(pack_write(path, &m, QUANT_BF16, pi));
@@ -301,7 +324,12 @@ int main(int argc, char **argv) {
                 dval[i] = dev_copy(vals, nnz * 4);
                 csr_init(&b.csr[i], R, Cn, nnz, drow[i], dcol[i], dval[i], b.x, ysp);
             }
-            double ts = time_it(&b, 0, iters), td = time_it(&b, 1, iters), tc = time_it(&b, 2, iters);
+            double ts = time_it(&b, 0, iters), td = time_it(&b, 1, iters), tc = time_it(&b, 2, iters), tl = NAN;
+            if (pattern) { // the lanes kernel on the same copies
+                setenv("BEST_SPMV_NM", "lanes", 1);
+                tl = time_it(&b, 0, iters);
+                unsetenv("BEST_SPMV_NM");
+            }
             // correctness: ours against the dense product and cuSPARSE's
             float *y1 = xmalloc(R * 4), *y2 = xmalloc(R * 4), *y3 = xmalloc(R * 4);
             b.turn = 0; // copy 0 of each
@@ -335,6 +363,10 @@ int main(int argc, char **argv) {
                             "\"spmv_s\":%.9f,\"dense_s\":%.9f,\"cusparse_s\":%.9f,\"floor_s\":%.9f}",
                         first ? "" : ",", shape, S[k], pack_tensor_bytes(pt), b.d[0].bytes,
                         b.d[0].layout == DEVPACK_PAIRS ? "pairs" : "streams", ts, td, tc, floor_s);
+            if (jf && pattern) fprintf(jf, ",{\"shape\":\"%s\",\"pattern\":\"%s\",\"nm_lanes_s\":%.9f}", shape, pattern, tl);
+            if (pattern)
+                printf("%-10s %s: the nm kernels: vec %.1f us, lanes %.1f us (vec %.2fx lanes; %s)\n", shape, pattern,
+                       ts * 1e6, tl * 1e6, tl / ts, b.d[0].enc == PACK_NM ? "nm" : "NOT nm: the writer chose another");
             first = 0;
             for (int i = 0; i < b.nc; i++) {
                 csr_free(&b.csr[i]);

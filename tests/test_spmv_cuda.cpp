@@ -112,6 +112,14 @@ static bool check_decode(const PackTensor *t, const void *dt) {
 
 static size_t n_pairs, n_uploads; // tensors uploaded in the pairs layout, and in all
 static size_t n_nm;               // tensors uploaded as nm streams (their own kernel)
+static size_t n_nm_vec;           // of which the vec kernel takes (spmv.cu's nm_vec_ok)
+
+// spmv.cu's nm_vec_ok, from the outside: 2-byte values, a multiple of 8 values a row, the
+// device copy 16-byte aligned.
+static int nm_vec_applies(const PackTensor *t, const DevPackTensor &d) {
+    size_t per = t->cols / t->nm_m * t->nm_n;
+    return (d.val == PACK_BF16 || d.val == PACK_F16) && per % 8 == 0 && ((uintptr_t)d.values & 15) == 0;
+}
 static size_t fused_cases, fused_bad, fused_refused, fused_streams; // check_fused's counts
 
 // devpack_weight_fused (nn/decode_fused.h) on d against the unfused product on the same
@@ -210,12 +218,16 @@ static double check_pack(const char *path, int *bad) {
         }
         float *dx = dev_floats(x), *db = dev_floats(b);
         // plain; then with bias and accumulation; then, in the pairs layout, plain at each
-        // width of its kernel (32, 16, 8, 4 lanes a row)
-        int runs = d.layout == DEVPACK_PAIRS ? 6 : 2;
+        // width of its kernel (32, 16, 8, 4 lanes a row); nm: both again with the lanes
+        // kernel (BEST_SPMV_NM=lanes; the default, vec, where it applies)
+        int is_nm = d.layout == DEVPACK_STREAMS && d.enc == PACK_NM;
+        int runs = d.layout == DEVPACK_PAIRS ? 6 : is_nm ? 4 : 2;
         for (int run = 0; run < runs; run++) {
-            int with = run == 1;
+            int with = run % 2 == 1 && (is_nm || run == 1);
             DevPackTensor e = d;
-            if (run >= 2) e.pair_lanes = 32 >> (run - 2);
+            if (run >= 2 && !is_nm) e.pair_lanes = 32 >> (run - 2);
+            if (is_nm && run == 2) setenv("BEST_SPMV_NM", "lanes", 1);
+            n_nm_vec += is_nm && run == 0 && nm_vec_applies(t, d);
             float *dy = dev_floats(with ? y0 : std::vector<float>(t->rows, NAN));
             if (with) devpack_weight_matvec(dy, dx, dt, db, 1, 0);
             else spmv_forward_cuda(dy, dx, &e, NULL, 0, 0);
@@ -236,6 +248,7 @@ static double check_pack(const char *path, int *bad) {
                 *bad = 1;
             }
         }
+        unsetenv("BEST_SPMV_NM");
         check_fused(d, x, b, y0);
         CUDA_CHECK(cudaFree(dx));
         CUDA_CHECK(cudaFree(db));
@@ -338,6 +351,8 @@ int main() {
     check_fixture("qwen3", NULL, nm_zeros, 1, "nm", NULL, "4:8");
     check_fixture("llama", NULL, nm_zeros, 1, "nm", NULL, "3:8");
     T_OK(n_nm >= 3 * 5 * 14, "%s nm: %zu tensors multiplied by the nm kernel (every prunable one of the 15 packs)", MODE, n_nm);
+    T_OK(n_nm_vec >= 2 * 2 * 14, "%s nm: %zu of them by the vec kernel too (BF16 and F16 values; every one of the "
+         "2:4 and 4:8 packs, 3:8's with a multiple of 8 values a row), and all by the lanes one", MODE, n_nm_vec);
     // A panel of many slots: down_proj (32, 2080) at 30% zeros has ~25 slots in each of its
     // 65 tiles, so each of the tiles kernel's 32 warps walks a run of ~50 slots, in more
     // than one group of 32 (the fixtures' panels give a warp 2 slots at most)

@@ -15,10 +15,17 @@
 //   delta    a thread per row, its gap stream decoded (the CPU's order, one running sum:
 //            a gap stream has no random access; the writer picks delta only where rows
 //            hold very few elements)
-//   nm       a warp per row, the lanes taking its N:M positions 32 at a time (position k:
-//            group k / N, its column from the position's log2(M) bits, pack_nm_pos), each
-//            value times its x; a butterfly sum. No counts to read: a row's values and
-//            positions start at fixed offsets (NEVER RUN ON A GPU, 2026-11-29)
+//   nm       a warp per row, no counts to read: a row's values and positions start at
+//            fixed offsets. Two kernels (BEST_SPMV_NM, spmv_nm_choice): "vec" (the default
+//            where it applies: BF16 or F16 values, a multiple of 8 values a row, 16-byte
+//            aligned) has each lane take 8 values in one 16-byte load and their 8
+//            positions (log2(M) bytes), the group of each followed by a counter; "lanes"
+//            (every value type) has the lanes take the positions 32 at a time (position
+//            k: group k / N, its column from pack_nm_pos). Each value times its x, a
+//            butterfly sum. lanes ran on an H200 (2026-11-29): right, and a 2:4 pack
+//            decoded at 0.43x our dense bf16 (a row of 2048 values is 64 dependent steps
+//            of 2-byte loads per lane; vec makes it 8 steps of 16 bytes). vec has NEVER
+//            RUN ON A GPU (bench_spmv_gpu --pattern 2:4 times both)
 //
 // Values are dequantized as they are read: BF16 by a shift, F16 by its bit fields, I8/I4
 // as integers, the row's sum times its scale once (as the CPU). The epilogue is the
@@ -36,6 +43,8 @@
 #include "pack/spmv.h" // defines: DevPackTensor, the _cuda prototypes (BEST_CUDA)
 
 #include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/error.h"     // defines: ERR, CHECK, xmalloc
@@ -45,6 +54,12 @@
 
 #define SPMV_THREADS 256 // 8 warps a block
 #define SPMV_WARPS (SPMV_THREADS / 32)
+#ifdef __CUDACC__
+#define SPMV_UNROLL(n) _Pragma(SPMV_STR(unroll n))
+#define SPMV_STR(x) #x
+#else
+#define SPMV_UNROLL(n) // g++ (the emulator) unrolls or not; the result is the same
+#endif
 
 // IEEE half bits to float, exactly (subnormals, infinities and NaN payloads kept).
 KM_HD float spmv_f16_to_f32(uint16_t h) {
@@ -270,6 +285,56 @@ static __global__ void spmv_nm_kernel(float *y, const float *x, DevPackTensor t,
     }
 }
 
+// nm with 2-byte values (BF16, F16), 8 at a time: a warp per row, lane l taking chunks l,
+// l + 32, ... of 8 values (one 16-byte load) and their 8 positions (the chunk's bits bytes,
+// little-endian as pack_nm_pos reads them); the group of the chunk's first value by one
+// division, the rest by a counter. Needs nm_vec_ok (per % 8 == 0, aligned values).
+template <int VAL>
+static __global__ void spmv_nm8_kernel(float *y, const float *x, DevPackTensor t, const float *b, int acc) {
+    const unsigned N = t.nm_n, M = t.nm_m, bits = t.nm_bits, mask = (1u << bits) - 1;
+    const unsigned per = (unsigned)(t.cols / M * N), chunks = per / 8;
+    const size_t stride = (size_t)per * bits / 8;
+    unsigned lane = threadIdx.x % 32;
+    for (size_t r = warp_id(); r < t.rows; r += warp_count()) {
+        const uint4 *vr = (const uint4 *)((const uint16_t *)t.values + r * per);
+        const uint8_t *ix = t.index + r * stride;
+        float s = 0;
+        SPMV_UNROLL(2)
+        for (unsigned c = lane; c < chunks; c += 32) {
+            uint4 v = vr[c];
+            const uint8_t *ib = ix + (size_t)c * bits;
+            uint64_t pos = 0;
+            for (unsigned i = 0; i < bits; i++) pos |= (uint64_t)ib[i] << (8 * i);
+            unsigned g = c * 8 / N, j = c * 8 % N;
+            uint32_t w[4] = {v.x, v.y, v.z, v.w};
+            SPMV_UNROLL(8)
+            for (int e = 0; e < 8; e++) {
+                uint16_t h = (uint16_t)(w[e / 2] >> (16 * (e % 2)));
+                float val = VAL == PACK_BF16 ? km_float_from_bf16(h) : spmv_f16_to_f32(h);
+                s += val * x[(size_t)g * M + (unsigned)(pos >> (e * bits) & mask)];
+                if (++j == N) j = 0, g++;
+            }
+        }
+        s = warp_sum(s);
+        if (lane == 0) y_put(y, r, s, t.scales, b, acc);
+    }
+}
+
+// BEST_SPMV_NM in the environment: 0 lanes, 1 vec (also when unset), -1 another value
+// (read at each launch, so that a benchmark can switch between them).
+static int spmv_nm_choice(void) {
+    const char *e = getenv("BEST_SPMV_NM");
+    if (!e || !*e || !strcmp(e, "vec")) return 1;
+    return !strcmp(e, "lanes") ? 0 : -1;
+}
+
+// spmv_nm8_kernel applies to t (else the lanes kernel runs).
+static int nm_vec_ok(const DevPackTensor *t) {
+    size_t per = t->cols / t->nm_m * t->nm_n;
+    return (t->val == PACK_BF16 || t->val == PACK_F16) && per % 8 == 0 && per <= 0xffffffffu / 8 &&
+           ((uintptr_t)t->values & 15) == 0 && t->nm_bits <= 8;
+}
+
 // Sell: a thread per row, walking lane r%8 of its slice's first n slots (so padding is
 // never read); the threads of a slice read neighbouring entries.
 template <int VAL>
@@ -340,6 +405,13 @@ static void launch_val(float *y, const float *x, const DevPackTensor *t, const f
                acc);
         break;
     case PACK_NM:
+        if (VAL == PACK_BF16 || VAL == PACK_F16) {
+            if (spmv_nm_choice() == 1 && nm_vec_ok(t)) {
+                LAUNCH(spmv_nm8_kernel<VAL == PACK_F16 ? PACK_F16 : PACK_BF16>, km_blocks(t->rows, SPMV_WARPS,
+                       KM_GRID_CAP), SPMV_THREADS, st, y, x, *t, b, acc);
+                break;
+            }
+        }
         LAUNCH(spmv_nm_kernel<VAL>, km_blocks(t->rows, SPMV_WARPS, KM_GRID_CAP), SPMV_THREADS, st, y, x, *t, b, acc);
         break;
     }
@@ -603,6 +675,7 @@ BEST_KAPI int devpack_upload(DevPackTensor *d, const PackTensor *t) {
     int want = devpack_layout_env();
     if (want < 0) return ERR("BEST_SPMV_LAYOUT=%s in the environment: expected streams, pairs or auto",
                              getenv("BEST_SPMV_LAYOUT"));
+    if (spmv_nm_choice() < 0) return ERR("BEST_SPMV_NM=%s in the environment: expected vec or lanes", getenv("BEST_SPMV_NM"));
     if (want < 2) return devpack_upload_layout(d, t, want ? DEVPACK_PAIRS : DEVPACK_STREAMS);
     // auto: both, timed on this device, the faster kept (the streams on a tie)
     DevPackTensor p;

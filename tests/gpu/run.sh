@@ -341,6 +341,17 @@ if [ "$MODE" != tests ] && [ -n "$gpu" ] && want spmv && [ -x build/bench/bench_
     else
         notok "bench_spmv_gpu --layout pairs: $(tail -n 1 "$OUT/bench-spmv-pairs.log")"
     fi
+    # N:M packs (issue 39): 2:4 and 4:8 at the same shapes, both nm kernels (vec: never run
+    # on a GPU as of 2026-11-29; lanes: 0.43x dense in decode_gpu.sh then)
+    for nm in 2:4 4:8; do
+        budget "bench_spmv_gpu --pattern $nm" &&
+        if limit build/bench/bench_spmv_gpu --pattern $nm --json "$OUT/bench-spmv-nm-${nm%:*}-${nm#*:}.json" \
+            >"$OUT/bench-spmv-nm-${nm%:*}-${nm#*:}.log" 2>&1; then
+            ok "bench_spmv_gpu --pattern $nm: $(grep -m 1 'the nm kernels' "$OUT/bench-spmv-nm-${nm%:*}-${nm#*:}.log")"
+        else
+            notok "bench_spmv_gpu --pattern $nm: $(tail -n 1 "$OUT/bench-spmv-nm-${nm%:*}-${nm#*:}.log")"
+        fi
+    done
     # the same shapes packed as sell (the AVX2 encoding; its device kernel: a thread per row)
     budget "bench_spmv_gpu --index sell" &&
     if limit build/bench/bench_spmv_gpu --index sell --json "$OUT/bench-spmv-sell.json" >"$OUT/bench-spmv-sell.log" 2>&1; then
