@@ -91,6 +91,53 @@ if [ "$SAN" != 1 ]; then
         fail "no request was long enough to be cut on the left"
 fi
 
+# MMLU (issue 40): hand-written records of six subjects of its four groups in cais/mmlu's
+# layout, questions with whitespace to strip (ASCII, no-break and ideographic spaces), and
+# a dev split of 5 records a subject; at 0, 1 and 5 shots against the reference's prompts
+# and loglikelihoods (the long ones cut on the left at 96 tokens), each subject's acc and
+# stderr, each group's and mmlu's pooled as the harness does
+M="$TMP/mmlu"
+mkdir -p "$M" "$TMP/badm"
+python3 - "$M" <<'EOF'
+import json, os, sys
+d = sys.argv[1]
+subjects = ["abstract_algebra", "anatomy", "business_ethics", "econometrics", "formal_logic", "world_religions"]
+with open(os.path.join(d, "mmlu.jsonl"), "w") as f:
+    for i, s in enumerate(subjects):
+        for j in range(2 + i % 2):
+            q = ["  What is %d + %d? " % (i, j), "\u00a0Which one is %s?\u3000" % s.replace("_", " "), "Name it.\n"][j]
+            f.write(json.dumps({"question": q, "subject": s, "choices": ["one", "two %d" % j, "a long third choice", "four"],
+                                "answer": (i + j) % 4}) + "\n")
+with open(os.path.join(d, "mmlu_dev.jsonl"), "w") as f:
+    for s in subjects:
+        for j in range(5):
+            f.write(json.dumps({"question": "Dev %d of %s?" % (j, s), "subject": s, "choices": ["w", "x", "y", "z"],
+                                "answer": j % 4}) + "\n")
+EOF
+for K in 0 1 5; do
+    "$E" --model "$TMP/qwen" --tokenizer "$TMP/tok" --tasks mmlu --num-fewshot $K --task-dir "$M" \
+        --log-samples "$TMP/ms$K.jsonl" --json --quiet >"$TMP/mr$K.json" 2>"$TMP/merr" ||
+        fail "best-eval --tasks mmlu --num-fewshot $K ($(tail -n 1 "$TMP/merr"))"
+    if [ "$SAN" != 1 ]; then
+        "$HF_PY" tests/zeroshot_ref.py check "$TMP/qwen" "$TMP/tok/tokenizer.json" none "$M" mmlu 0 "$TMP/ms$K.jsonl" \
+            "$TMP/mr$K.json" $K 2>"$TMP/py.err" | sed "s/^\(n*o*t* *ok - \)/\1mmlu $K-shot, random Qwen3: /" >"$TMP/ref.out"
+        cat "$TMP/ref.out"
+        grep -q "^not ok" "$TMP/ref.out" && FAILED=1
+        [ "$(grep -c '^ok' "$TMP/ref.out")" = 11 ] ||
+            fail "mmlu $K-shot: the reference checked 6 subjects, 4 groups and mmlu ($(tail -n 1 "$TMP/py.err"))"
+    fi
+done
+expect_error "--num-fewshot for a task without few-shot examples here" 1 "rte: 1-shot: not supported" \
+    "$E" --model "$TMP/qwen" --tokenizer "$TMP/tok" --tasks rte --num-fewshot 1 --task-dir "$T"
+expect_error "--num-fewshot 6 with 5 dev records a subject" 1 "5 records of subject abstract_algebra, fewer than the 6" \
+    "$E" --model "$TMP/qwen" --tokenizer "$TMP/tok" --tasks mmlu_abstract_algebra --num-fewshot 6 --task-dir "$M"
+mkdir -p "$TMP/nodev" && cp "$M/mmlu.jsonl" "$TMP/nodev/"
+expect_error "--num-fewshot without mmlu_dev" 1 "no mmlu_dev.jsonl" \
+    "$E" --model "$TMP/qwen" --tokenizer "$TMP/tok" --tasks mmlu_stem --num-fewshot 1 --task-dir "$TMP/nodev"
+printf '{"question": "q", "subject": "cooking", "choices": ["a", "b", "c", "d"], "answer": 0}\n' >"$TMP/badm/mmlu.jsonl"
+expect_error "an MMLU record of an unknown subject" 1 'mmlu.jsonl:1: subject "cooking" is not one of' \
+    "$E" --model "$TMP/qwen" --tokenizer "$TMP/tok" --tasks mmlu --task-dir "$TMP/badm"
+
 # --json and --log-samples hold what they say
 python3 - "$TMP/qr.json" "$TMP/qs.jsonl" <<'EOF' && ok "--json: every task, acc and stderr, acc_norm where the harness has it, the means; --log-samples: a line per document" || fail "--json / --log-samples contents"
 import json, sys, math

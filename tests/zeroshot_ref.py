@@ -4,7 +4,7 @@ check best-eval --tasks (tests/t_zeroshot.sh).
 
   zeroshot_ref.py model OUT_DIR VOCAB MAX_POS ARCH
       a random transformers model (LLaMA or Qwen3) saved to OUT_DIR (fp32 safetensors)
-  zeroshot_ref.py check MODEL TOKENIZER BOS TASK_DIR TASKS LIMIT SAMPLES.jsonl RESULT.json
+  zeroshot_ref.py check MODEL TOKENIZER BOS TASK_DIR TASKS LIMIT SAMPLES.jsonl RESULT.json [K]
       the harness's requests of TASKS (comma-separated, first LIMIT documents) built here,
       tokenized with the Hugging Face `tokenizers` library (TOKENIZER a tokenizer.json),
       or, for a SentencePiece tokenizer.model (no `sentencepiece` package in the venv), by
@@ -35,6 +35,14 @@ The harness's rules as implemented here (its files, version 0.4.9.2 and later):
   enc(ctx + cont), ctx_enc = enc(ctx), cont_enc = whole[len(ctx_enc):]. Input
   (ctx_enc + cont_enc)[-(L+1):][:-1], L = max_position_embeddings; ll = sum of
   log_softmax at the continuation's tokens.
+  mmlu (lm_eval/tasks/mmlu/default, 0.4.13): TASKS names it as mmlu (the subjects of
+  MMLU_GROUPS below, which the test's records hold) or mmlu_SUBJECT; each subject a task of
+  its own, its documents the records of mmlu.jsonl with that subject (LIMIT of each);
+  context = "The following are multiple choice questions (with answers) about " + subject
+  with spaces + ".\n\n" + K examples (the subject's first K records of mmlu_dev.jsonl,
+  each doc_to_text + " " + letter + "\n\n") + doc_to_text, doc_to_text =
+  question.strip() + "\nA. " ... "\nAnswer:"; continuations " A" .. " D". The groups and
+  mmlu itself: the size-weighted mean of their subjects and pooled_sample_stderr.
 """
 import gzip
 import json
@@ -44,7 +52,15 @@ import re
 import sys
 
 
+# the harness's groups of the subjects the test's records hold (each subject yaml's tag)
+MMLU_GROUPS = {"abstract_algebra": "stem", "anatomy": "stem", "business_ethics": "other",
+               "econometrics": "social_sciences", "formal_logic": "humanities", "world_religions": "humanities"}
+
+
 def read_records(task_dir, name, limit):
+    if name.startswith("mmlu_") and name[5:] in MMLU_GROUPS:
+        recs = [r for r in read_records(task_dir, "mmlu", 0) if r["subject"] == name[5:]]
+        return recs[:limit] if limit > 0 else recs
     for suffix in (".jsonl", ".jsonl.gz"):
         path = os.path.join(task_dir, name + suffix)
         if os.path.exists(path):
@@ -63,8 +79,26 @@ def hellaswag_preprocess(text):
     return text
 
 
+FEWSHOT = {"k": 0, "dir": None}
+
+
+def mmlu_text(doc):
+    c = doc["choices"]
+    return (doc["question"].strip() + "\nA. " + c[0] + "\nB. " + c[1] + "\nC. " + c[2] + "\nD. " + c[3]
+            + "\nAnswer:")
+
+
 def requests(name, doc):
     """[(context, continuation)], gold, choice lengths (acc_norm) or None."""
+    if name.startswith("mmlu_"):
+        subject = name[5:]
+        ctx = "The following are multiple choice questions (with answers) about " + subject.replace("_", " ") + ".\n\n"
+        if FEWSHOT["k"]:
+            dev = [r for r in read_records(FEWSHOT["dir"], "mmlu_dev", 0) if r["subject"] == subject][:FEWSHOT["k"]]
+            assert len(dev) == FEWSHOT["k"], f"{subject}: {len(dev)} dev records"
+            ctx += "".join(mmlu_text(r) + " " + "ABCD"[r["answer"]] + "\n\n" for r in dev)
+        ctx += mmlu_text(doc)
+        return [(ctx, " " + L) for L in "ABCD"], int(doc["answer"]), None
     if name in ("arc_easy", "arc_challenge", "openbookqa"):
         ctx = doc["question_stem"] if name == "openbookqa" else "Question: " + doc["question"] + "\nAnswer:"
         key = doc["answerKey"].lstrip() if name == "openbookqa" else doc["answerKey"]
@@ -165,6 +199,13 @@ def check(model_dir, tok_path, bos, task_dir, tasks, limit, samples_path, result
     import torch
     import transformers
     bos = None if bos == "none" else int(bos)
+    FEWSHOT["dir"] = task_dir
+    groups = {}  # mmlu: the subjects of each group
+    if "mmlu" in tasks.split(","):
+        for subj, g in MMLU_GROUPS.items():
+            groups.setdefault("mmlu_" + g, []).append("mmlu_" + subj)
+        groups["mmlu"] = ["mmlu_" + subj for subj in MMLU_GROUPS]
+        tasks = ",".join(["mmlu_" + subj for subj in MMLU_GROUPS] + [t for t in tasks.split(",") if t != "mmlu"])
     todo = [(name, d, doc) for name in tasks.split(",") for d, doc in enumerate(read_records(task_dir, name, limit))]
     encode = encoder(tok_path, todo)
     model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
@@ -174,6 +215,7 @@ def check(model_dir, tok_path, bos, task_dir, tasks, limit, samples_path, result
     def enc(s):
         return ([bos] if bos is not None else []) + encode(s)
 
+    summary = {}
     ours = {}
     with open(samples_path) as f:
         for line in f:
@@ -217,6 +259,15 @@ def check(model_dir, tok_path, bos, task_dir, tasks, limit, samples_path, result
                     ref_pred = our_pred
                 out.append(ref_pred == gold)
         r = result["tasks"][name]
+        if r.get("num_fewshot", 0) != FEWSHOT["k"]:
+            msgs.append(f"num_fewshot {r.get('num_fewshot')}, not {FEWSHOT['k']}")
+        if name.startswith("mmlu_"):  # the harness's mean_stderr of the subject
+            n = len(accs)
+            mu = sum(accs) / n
+            se = math.sqrt(sum((a - mu) ** 2 for a in accs) / (n - 1)) / math.sqrt(n) if n > 1 else None
+            if se is not None and abs(r["acc_stderr"] - se) > 1e-12:
+                msgs.append(f"acc_stderr {r['acc_stderr']}, the harness's mean_stderr {se}")
+            summary[name] = (n, acc_of(accs), se)
         if ratio > 1:
             msgs.append(f"loglikelihoods differ by up to {worst:.3g}, {ratio:.2g} times their bound")
         acc = sum(accs) / len(accs)
@@ -233,12 +284,28 @@ def check(model_dir, tok_path, bos, task_dir, tasks, limit, samples_path, result
             print(f"not ok - {what}: " + "; ".join(msgs[:5]) + f" [{blas_info.describe(torch=True)}]")
         else:
             print(f"ok - {what}")
+    for g, members in groups.items():  # lm_eval/api/group.py: over the leaf subjects
+        sizes = [summary[m][0] for m in members]
+        accs_g = [summary[m][1] for m in members]
+        ses = [summary[m][2] for m in members]
+        acc = sum(a * n for a, n in zip(accs_g, sizes)) / sum(sizes)
+        se = math.sqrt(sum((n - 1) * e ** 2 * n for n, e in zip(sizes, ses)) / (sum(sizes) - len(sizes)) / sum(sizes))
+        r = result["tasks"].get(g)
+        ok = r is not None and abs(r["acc"] - acc) <= 1e-12 and abs(r["acc_stderr"] - se) <= 1e-12 and r["n"] == sum(sizes)
+        print(f"{'ok' if ok else 'not ok'} - {g}: acc {acc:.6f} (weighted by size), stderr {se:.6f} (pooled), over "
+              f"{len(members)} subjects, {sum(sizes)} documents" + ("" if ok else f"; ours: {r}"))
+        bad += not ok
     sys.exit(1 if bad else 0)
+
+
+def acc_of(accs):
+    return sum(accs) / len(accs)
 
 
 if __name__ == "__main__":
     if sys.argv[1] == "model":
         make_model(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
     else:
+        FEWSHOT["k"] = int(sys.argv[10]) if len(sys.argv) > 10 else 0
         check(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6], int(sys.argv[7]), sys.argv[8],
               sys.argv[9])

@@ -32,7 +32,61 @@ static const TaskInfo *task_info(const char *name) {
     return NULL;
 }
 
-int task_known(const char *name) { return task_info(name) != NULL; }
+// --- MMLU: its 57 subjects and their groups (each subject's "tag" in the harness) ----------
+
+enum { G_STEM, G_OTHER, G_SOCIAL_SCIENCES, G_HUMANITIES };
+const char *const TASK_MMLU_GROUPS[] = {"mmlu_stem", "mmlu_other", "mmlu_social_sciences", "mmlu_humanities"};
+static const struct {
+    const char *subject;
+    int group;
+} MMLU[] = {
+    {"abstract_algebra", G_STEM}, {"anatomy", G_STEM}, {"astronomy", G_STEM}, {"business_ethics", G_OTHER},
+    {"clinical_knowledge", G_OTHER}, {"college_biology", G_STEM}, {"college_chemistry", G_STEM},
+    {"college_computer_science", G_STEM}, {"college_mathematics", G_STEM}, {"college_medicine", G_OTHER},
+    {"college_physics", G_STEM}, {"computer_security", G_STEM}, {"conceptual_physics", G_STEM},
+    {"econometrics", G_SOCIAL_SCIENCES}, {"electrical_engineering", G_STEM}, {"elementary_mathematics", G_STEM},
+    {"formal_logic", G_HUMANITIES}, {"global_facts", G_OTHER}, {"high_school_biology", G_STEM},
+    {"high_school_chemistry", G_STEM}, {"high_school_computer_science", G_STEM},
+    {"high_school_european_history", G_HUMANITIES}, {"high_school_geography", G_SOCIAL_SCIENCES},
+    {"high_school_government_and_politics", G_SOCIAL_SCIENCES}, {"high_school_macroeconomics", G_SOCIAL_SCIENCES},
+    {"high_school_mathematics", G_STEM}, {"high_school_microeconomics", G_SOCIAL_SCIENCES},
+    {"high_school_physics", G_STEM}, {"high_school_psychology", G_SOCIAL_SCIENCES},
+    {"high_school_statistics", G_STEM}, {"high_school_us_history", G_HUMANITIES},
+    {"high_school_world_history", G_HUMANITIES}, {"human_aging", G_OTHER}, {"human_sexuality", G_SOCIAL_SCIENCES},
+    {"international_law", G_HUMANITIES}, {"jurisprudence", G_HUMANITIES}, {"logical_fallacies", G_HUMANITIES},
+    {"machine_learning", G_STEM}, {"management", G_OTHER}, {"marketing", G_OTHER}, {"medical_genetics", G_OTHER},
+    {"miscellaneous", G_OTHER}, {"moral_disputes", G_HUMANITIES}, {"moral_scenarios", G_HUMANITIES},
+    {"nutrition", G_OTHER}, {"philosophy", G_HUMANITIES}, {"prehistory", G_HUMANITIES},
+    {"professional_accounting", G_OTHER}, {"professional_law", G_HUMANITIES}, {"professional_medicine", G_OTHER},
+    {"professional_psychology", G_SOCIAL_SCIENCES}, {"public_relations", G_SOCIAL_SCIENCES},
+    {"security_studies", G_SOCIAL_SCIENCES}, {"sociology", G_SOCIAL_SCIENCES},
+    {"us_foreign_policy", G_SOCIAL_SCIENCES}, {"virology", G_OTHER}, {"world_religions", G_HUMANITIES},
+};
+enum { MMLU_N = sizeof MMLU / sizeof *MMLU };
+static char mmlu_names[MMLU_N][48]; // "mmlu_" + subject (the parts' names)
+
+// want[MMLU_N]: the subjects name selects (mmlu, one of its groups, mmlu_SUBJECT); how many.
+static int mmlu_select(int *want, const char *name) {
+    int n = 0;
+    for (int i = 0; i < MMLU_N; i++) {
+        want[i] = strncmp(name, "mmlu", 4) == 0 &&
+                  (strcmp(name, "mmlu") == 0 || strcmp(name, TASK_MMLU_GROUPS[MMLU[i].group]) == 0 ||
+                   (strncmp(name, "mmlu_", 5) == 0 && strcmp(name + 5, MMLU[i].subject) == 0));
+        n += want[i];
+    }
+    return n;
+}
+
+static int mmlu_subject(const char *s) {
+    for (int i = 0; i < MMLU_N; i++)
+        if (strcmp(MMLU[i].subject, s) == 0) return i;
+    return -1;
+}
+
+int task_known(const char *name) {
+    int want[MMLU_N];
+    return task_info(name) != NULL || mmlu_select(want, name) > 0;
+}
 
 // A new string: the concatenation of the NULL-terminated arguments.
 static char *cat(const char *first, ...) {
@@ -61,6 +115,38 @@ static char *strip(const char *s) {
     char *r = xmalloc(b - a + 1);
     memcpy(r, s + a, b - a);
     r[b - a] = '\0';
+    return r;
+}
+
+// Python's str.isspace for a code point: category Zs, or bidirectional class WS, B or S.
+static int py_space_cp(utf8proc_int32_t c) {
+    const utf8proc_property_t *p = utf8proc_get_property(c);
+    return p->category == UTF8PROC_CATEGORY_ZS || p->bidi_class == UTF8PROC_BIDI_CLASS_WS ||
+           p->bidi_class == UTF8PROC_BIDI_CLASS_B || p->bidi_class == UTF8PROC_BIDI_CLASS_S;
+}
+
+// Python's str.strip() over all of Unicode's whitespace (s valid UTF-8; a byte that is not
+// ends the walk there, and is kept).
+static char *strip_unicode(const char *s) {
+    size_t n = strlen(s), a = 0, b = 0, at = 0;
+    int seen = 0;
+    while (at < n) {
+        utf8proc_int32_t c;
+        utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)s + at, (utf8proc_ssize_t)(n - at), &c);
+        if (k <= 0) { // not UTF-8: kept, as are the bytes after it
+            if (!seen) a = at;
+            b = n;
+            break;
+        }
+        if (!py_space_cp(c)) {
+            if (!seen) a = at, seen = 1;
+            b = at + (size_t)k;
+        }
+        at += (size_t)k;
+    }
+    char *r = xmalloc(b > a ? b - a + 1 : 1);
+    memcpy(r, s + a, b > a ? b - a : 0);
+    r[b > a ? b - a : 0] = '\0';
     return r;
 }
 
@@ -299,10 +385,184 @@ static int find_file(char **path, const char *dir, const char *name) {
                "as to_json() writes them", dir, name);
 }
 
+// --- MMLU's files ---------------------------------------------------------------------------
+
+// An MMLU record's question text "{question.strip()}\nA. ...\nD. ...\nAnswer:" (new), its
+// answer (0-3) and subject index; -1 after ERR naming the line.
+static int mmlu_record(char **text, int *answer, int *subject, const Where *w, json_t *o) {
+    const char *q = get_str(w, o, "question"), *subj = q ? get_str(w, o, "subject") : NULL;
+    if (!subj || get_int(w, o, "answer", answer) < 0) return -1;
+    if ((*subject = mmlu_subject(subj)) < 0) return ERR("%s:%llu: subject \"%s\" is not one of MMLU's 57", w->path, w->line, subj);
+    json_t *ch = json_object_get(o, "choices");
+    const char *c[4];
+    for (int i = 0; i < 4; i++) c[i] = json_string_value(json_array_get(ch, (size_t)i));
+    if (!json_is_array(ch) || json_array_size(ch) != 4 || !c[0] || !c[1] || !c[2] || !c[3])
+        return ERR("%s:%llu: \"choices\" is not a list of 4 strings", w->path, w->line);
+    if (*answer < 0 || *answer > 3) return ERR("%s:%llu: answer %d is not 0, 1, 2 or 3", w->path, w->line, *answer);
+    char *qs = strip_unicode(q);
+    *text = cat(qs, "\nA. ", c[0], "\nB. ", c[1], "\nC. ", c[2], "\nD. ", c[3], "\nAnswer:", NULL);
+    free(qs);
+    return 0;
+}
+
+// Calls each(arg, text, answer, subject, where) for every record of an MMLU file, in order;
+// stops at the first error (-1).
+typedef int (*MmluEach)(void *arg, char *text, int answer, int subject, const Where *w);
+static int mmlu_read(const char *path, MmluEach each, void *arg) {
+    DocReader *r;
+    TRY(docs_open(&r, path, "", DOC_JSONL));
+    const char *line;
+    size_t len;
+    int rc;
+    while ((rc = docs_next(r, &line, &len)) == 1) {
+        Where w = {path, (unsigned long long)docs_line(r)};
+        json_error_t jerr;
+        json_t *o = json_loadb(line, len, 0, &jerr);
+        if (!o) { rc = ERR("%s:%llu: %s", w.path, w.line, jerr.text); break; }
+        char *text = NULL;
+        int answer = 0, subject = 0;
+        rc = mmlu_record(&text, &answer, &subject, &w, o);
+        json_decref(o);
+        if (rc < 0) break;
+        if ((rc = each(arg, text, answer, subject, &w)) < 0) break;
+    }
+    docs_close(r);
+    return rc < 0 ? -1 : 0;
+}
+
+typedef struct {
+    const int *want;
+    int k;                 // examples a subject (dev) / limit a subject (test; 0: all)
+    char *shots[MMLU_N];   // dev: the concatenated examples of each subject
+    int have[MMLU_N];      // records kept of each subject
+    TaskDoc *docs[MMLU_N]; // test: each subject's documents
+    size_t cap[MMLU_N];
+} MmluRead;
+
+static const char LETTERS[4][3] = {" A", " B", " C", " D"};
+
+static int mmlu_dev_each(void *arg, char *text, int answer, int subject, const Where *w) {
+    (void)w;
+    MmluRead *m = arg;
+    if (m->want[subject] && m->have[subject] < m->k) {
+        char *old = m->shots[subject];
+        m->shots[subject] = cat(old ? old : "", text, LETTERS[answer], "\n\n", NULL);
+        free(old);
+        m->have[subject]++;
+    }
+    free(text);
+    return 0;
+}
+
+static int mmlu_test_each(void *arg, char *text, int answer, int subject, const Where *w) {
+    (void)w;
+    MmluRead *m = arg;
+    if (!m->want[subject] || (m->k > 0 && m->have[subject] >= m->k)) { free(text); return 0; }
+    size_t i = (size_t)m->have[subject]++;
+    if (i == m->cap[subject]) {
+        m->cap[subject] = m->cap[subject] ? 2 * m->cap[subject] : 64;
+        m->docs[subject] = xrealloc(m->docs[subject], m->cap[subject] * sizeof *m->docs[subject]);
+    }
+    TaskDoc *d = &m->docs[subject][i];
+    doc_alloc(d, 4);
+    for (int c = 0; c < 4; c++) {
+        d->ctx[c] = c == 0 ? text : xstrdup(text); // the context: completed in task_load_mmlu
+        d->cont[c] = xstrdup(LETTERS[c]);
+        d->len[c] = 1;
+    }
+    d->gold = answer;
+    return 0;
+}
+
+static int task_load_mmlu(Task *t, const char *dir, const char *name, size_t limit, int num_fewshot) {
+    int want[MMLU_N];
+    mmlu_select(want, name);
+    t->name = name;
+    t->split = "test";
+    int subjects = 0;
+    for (int i = 0; i < MMLU_N; i++) subjects += want[i];
+    t->version = subjects > 1 ? "2" : "1.0"; // a group's metadata version, a subject's
+    t->num_fewshot = num_fewshot;
+    MmluRead test = {want, (int)(limit > 0x7fffffff ? 0x7fffffff : limit), {0}, {0}, {0}, {0}};
+    int rc = find_file(&t->path, dir, "mmlu");
+    if (rc == 0) rc = mmlu_read(t->path, mmlu_test_each, &test);
+    // the examples of the subjects that have documents (a subject without: left out)
+    int keep[MMLU_N], missing = 0;
+    for (int i = 0; i < MMLU_N; i++) keep[i] = want[i] && test.have[i] > 0, missing += want[i] && !keep[i];
+    if (rc == 0 && missing && subjects > 1)
+        fprintf(stderr, "note: %s: %d of the %d subjects of %s have no records: left out of it\n", t->path, missing,
+                subjects, name);
+    MmluRead dev = {keep, num_fewshot, {0}, {0}, {0}, {0}};
+    if (rc == 0 && num_fewshot > 0) {
+        char *dpath;
+        if (find_file(&dpath, dir, "mmlu_dev") < 0)
+            rc = ERR("%s: no mmlu_dev.jsonl (or .jsonl.gz, ...), the dev split of cais/mmlu that %d-shot examples "
+                     "come from", dir, num_fewshot);
+        else {
+            rc = mmlu_read(dpath, mmlu_dev_each, &dev);
+            for (int i = 0; rc == 0 && i < MMLU_N; i++)
+                if (keep[i] && dev.have[i] < num_fewshot)
+                    rc = ERR("%s: %d records of subject %s, fewer than the %d examples asked for", dpath, dev.have[i],
+                             MMLU[i].subject, num_fewshot);
+            free(dpath);
+        }
+    }
+    // the documents in subject order, each context description + examples + question
+    size_t n = 0;
+    for (int i = 0; i < MMLU_N; i++) n += (size_t)test.have[i];
+    t->docs = xcalloc(n ? n : 1, sizeof *t->docs);
+    t->parts = xcalloc(MMLU_N, sizeof *t->parts);
+    for (int i = 0; i < MMLU_N; i++) {
+        if (!keep[i]) continue;
+        if (!mmlu_names[i][0]) snprintf(mmlu_names[i], sizeof mmlu_names[i], "mmlu_%s", MMLU[i].subject);
+        TaskPart *p = &t->parts[t->n_parts++];
+        p->name = mmlu_names[i], p->group = TASK_MMLU_GROUPS[MMLU[i].group], p->first = t->n, p->n = (size_t)test.have[i];
+        char *subj = xstrdup(MMLU[i].subject);
+        for (char *c = subj; *c; c++)
+            if (*c == '_') *c = ' ';
+        char *head = cat("The following are multiple choice questions (with answers) about ", subj, ".\n\n",
+                         dev.shots[i] ? dev.shots[i] : "", NULL);
+        free(subj);
+        for (int j = 0; j < test.have[i]; j++) {
+            TaskDoc *d = &test.docs[i][j];
+            for (int c = 0; c < 4; c++) {
+                char *full = cat(head, d->ctx[c], NULL);
+                free(d->ctx[c]);
+                d->ctx[c] = full;
+            }
+            t->docs[t->n++] = *d;
+        }
+        free(head);
+        free(test.docs[i]);
+        free(dev.shots[i]);
+    }
+    for (int i = 0; i < MMLU_N; i++)
+        if (!keep[i]) { // (nothing kept of a subject not asked for, or without documents)
+            free(test.docs[i]);
+            free(dev.shots[i]);
+        }
+    if (rc == 0 && t->n == 0) rc = ERR("%s: no records of %s", t->path, name);
+    if (rc < 0) {
+        task_free(t);
+        return -1;
+    }
+    return 0;
+}
+
 int task_load(Task *t, const char *dir, const char *name, size_t limit) {
+    return task_load_fewshot(t, dir, name, limit, 0);
+}
+
+int task_load_fewshot(Task *t, const char *dir, const char *name, size_t limit, int num_fewshot) {
     memset(t, 0, sizeof *t);
+    int want[MMLU_N];
+    if (num_fewshot < 0) return ERR("--num-fewshot %d: not a count", num_fewshot);
+    if (!task_info(name) && mmlu_select(want, name) > 0) return task_load_mmlu(t, dir, name, limit, num_fewshot);
+    if (num_fewshot > 0 && task_info(name))
+        return ERR("%s: %d-shot: not supported for this task (the harness draws its examples at random from a "
+                   "training split that its task file does not hold); MMLU takes --num-fewshot", name, num_fewshot);
     const TaskInfo *info = task_info(name);
-    if (!info) return ERR("unknown task \"%s\" (tasks: %s)", name, TASK_NAMES);
+    if (!info) return ERR("unknown task \"%s\" (tasks: %s; %s)", name, TASK_NAMES, TASK_NAMES_MMLU);
     t->name = info->name;
     t->split = info->split;
     t->version = info->version;
@@ -344,5 +604,6 @@ void task_free(Task *t) {
     for (size_t i = 0; i < t->n; i++) doc_free(&t->docs[i]);
     free(t->docs);
     free(t->path);
+    free(t->parts);
     memset(t, 0, sizeof *t);
 }

@@ -26,12 +26,29 @@
 //
 // A task is read from DIR/NAME.jsonl (or .jsonl.gz, .jsonl.zst, .json, .json.gz): the
 // records as the Hugging Face dataset's to_json() writes them, one JSON object a line.
+//
+// MMLU (the harness's lm_eval/tasks/mmlu/default, as in 0.4.13: subjects version 1.0,
+// groups version 2): DIR/mmlu.jsonl holds the test split of cais/mmlu's "all" (question,
+// subject, choices: 4 strings, answer: 0-3). The names: mmlu (all 57 subjects), its groups
+// mmlu_stem, mmlu_other, mmlu_social_sciences, mmlu_humanities, and mmlu_SUBJECT (one
+// subject); a subject without records in the file is left out of mmlu and its groups, with
+// a note. A document's context is the description "The following are multiple choice
+// questions (with answers) about SUBJECT.\n\n" (SUBJECT with spaces for "_"), then, for
+// K-shot, K examples "Q A\n\n" each (Q the example's question text below, A its answer's
+// letter), then "{question.strip()}\nA. {c0}\nB. {c1}\nC. {c2}\nD. {c3}\nAnswer:"; the
+// choices " A" .. " D"; acc. The examples are the first K records of the subject in
+// DIR/mmlu_dev.jsonl (the dev split; the harness's first_n sampler), read only for K > 0.
+// A task of several subjects has one part per subject (its documents contiguous, in
+// subject order); --limit keeps the first documents of each subject, as the harness's
+// per-task limit. The other tasks have no few-shot examples here: their harness draws
+// them at random from a training split the task files do not hold.
 #ifndef BEST_TASKS_H
 #define BEST_TASKS_H
 
 #include <stddef.h>
 
-#define TASK_NAMES "arc_easy,arc_challenge,boolq,hellaswag,openbookqa,rte,winogrande"
+#define TASK_NAMES "arc_easy,arc_challenge,boolq,hellaswag,openbookqa,rte,winogrande" // (--tasks all)
+#define TASK_NAMES_MMLU "mmlu, its groups mmlu_stem, mmlu_other, mmlu_social_sciences, mmlu_humanities, mmlu_SUBJECT"
 
 typedef struct {
     int n;          // choices (requests)
@@ -41,20 +58,38 @@ typedef struct {
     int gold;       // index of the right choice
 } TaskDoc;
 
+// A subject of MMLU within a task: its documents docs[first, first + n).
 typedef struct {
-    const char *name;  // one of TASK_NAMES
+    const char *name;  // the harness's task name, "mmlu_abstract_algebra"
+    const char *group; // its group's, "mmlu_stem"
+    size_t first, n;
+} TaskPart;
+
+typedef struct {
+    const char *name;  // one of TASK_NAMES (for MMLU, the name asked for)
     const char *split; // the split the harness evaluates ("test", "validation")
-    const char *version; // the harness's version of the task ("1.0")
+    const char *version; // the harness's version of the task ("1.0"; MMLU's groups "2")
     int acc_norm;      // the harness reports acc_norm for it
+    int num_fewshot;   // examples before each document (MMLU only; else 0)
     char *path;        // the file read
     TaskDoc *docs;
     size_t n;
+    TaskPart *parts;   // (n_parts) MMLU's subjects, in subject order; NULL for the others
+    int n_parts;
 } Task;
 
 // The task name (one of TASK_NAMES) read from dir; limit > 0 keeps only the first
-// limit documents. A record without a field the task needs, or with a gold answer that
-// names no choice, is an error naming the file and line.
+// limit documents (of each subject, for MMLU). A record without a field the task needs,
+// or with a gold answer that names no choice, is an error naming the file and line.
 int task_load(Task *t, const char *dir, const char *name, size_t limit);
+// task_load with num_fewshot examples before each document (MMLU; above). num_fewshot > 0
+// for another task is an error saying why; for MMLU, a subject with fewer dev records
+// than num_fewshot is one.
+int task_load_fewshot(Task *t, const char *dir, const char *name, size_t limit, int num_fewshot);
+// MMLU's groups in the harness's order of its mmlu group ("mmlu_stem", ...), and their
+// count.
+extern const char *const TASK_MMLU_GROUPS[];
+enum { TASK_MMLU_N_GROUPS = 4 };
 void task_free(Task *t);
 // 1 when name is one of TASK_NAMES.
 int task_known(const char *name);

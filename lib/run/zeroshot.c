@@ -313,3 +313,19 @@ void zeroshot_metrics(ZsResult *r, int *pred, int *pred_norm, const Task *t, dou
     free(acc);
     free(accn);
 }
+
+void zeroshot_pool(ZsResult *r, const ZsResult *parts, int k) {
+    memset(r, 0, sizeof *r);
+    double sum = 0, var = 0;
+    for (int i = 0; i < k; i++) {
+        double n = (double)parts[i].n;
+        r->n += parts[i].n;
+        r->requests += parts[i].requests;
+        sum += parts[i].acc * n;
+        var += (n - 1) * parts[i].acc_stderr * parts[i].acc_stderr * n; // NaN stays NaN
+    }
+    double N = (double)r->n;
+    r->acc = N > 0 ? sum / N : NAN;
+    r->acc_stderr = N > (double)k ? sqrt(var / (N - (double)k) / N) : NAN;
+    r->acc_norm = r->acc_norm_stderr = NAN;
+}

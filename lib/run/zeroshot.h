@@ -63,5 +63,11 @@ int zeroshot_score_rows(double **lls, const Model *m, const Tokenizer *tok, cons
 // The metrics of a task from its lls; pred and pred_norm (t->n each, may be NULL) get
 // the chosen index per document (pred_norm: -1 when the task has no acc_norm).
 void zeroshot_metrics(ZsResult *r, int *pred, int *pred_norm, const Task *t, double *const *lls);
+// A group of k results as the harness aggregates one whose aggregate_metric_list says
+// weight_by_size (MMLU's, over its leaf subjects): acc the mean weighted by documents, its
+// stderr the pooled sample stderr of lm_eval/api/metrics.py,
+// sqrt(sum_i (n_i - 1) n_i se_i^2 / (N - k) / N) with N = sum_i n_i (NaN when a part's is);
+// n and requests summed. acc_norm: NaN (MMLU reports acc).
+void zeroshot_pool(ZsResult *r, const ZsResult *parts, int k);
 
 #endif

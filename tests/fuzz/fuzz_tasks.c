@@ -1,5 +1,6 @@
 // fuzz_tasks.c: libFuzzer target for the zero-shot task files (run/tasks.h, task_load):
-// the first byte picks the task, the rest is the file (JSON lines). Whatever is accepted
+// the first byte picks the task, the rest is the file (JSON lines); for mmlu the same bytes
+// are its dev split too, and the first byte's bits 3-4 pick 0, 1 or 2 examples. Whatever is accepted
 // must be documents the scorer can use: at least one choice each, a gold index among
 // them, contexts and continuations that are strings, choice lengths >= 0.
 #include <stdint.h>
@@ -12,22 +13,27 @@
 #include "run/tasks.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    static const char *names[] = {"arc_easy", "arc_challenge", "boolq", "hellaswag", "openbookqa", "rte", "winogrande"};
+    static const char *names[] = {"arc_easy", "arc_challenge", "boolq",      "hellaswag",
+                                  "openbookqa", "rte",         "winogrande", "mmlu"};
     static char dir[64];
     if (!dir[0]) {
         snprintf(dir, sizeof dir, "/tmp/fuzz_tasks.%d", (int)getpid());
         mkdir(dir, 0700);
     }
     if (size < 1) return 0;
-    const char *name = names[data[0] % 7];
-    char path[128];
+    const char *name = names[data[0] % 8];
+    int shots = name[0] == 'm' ? (data[0] >> 3) % 3 : 0;
+    char path[128], dev[128];
     snprintf(path, sizeof path, "%s/%s.jsonl", dir, name);
-    FILE *f = fopen(path, "wb");
-    if (!f) return 0;
-    fwrite(data + 1, 1, size - 1, f);
-    fclose(f);
+    snprintf(dev, sizeof dev, "%s/mmlu_dev.jsonl", dir);
+    for (int k = 0; k < 1 + (shots > 0); k++) {
+        FILE *f = fopen(k ? dev : path, "wb");
+        if (!f) return 0;
+        fwrite(data + 1, 1, size - 1, f);
+        fclose(f);
+    }
     Task t;
-    if (task_load(&t, dir, name, 0) == 0) {
+    if (task_load_fewshot(&t, dir, name, 0, shots) == 0) {
         if (t.n == 0) abort();
         for (size_t d = 0; d < t.n; d++) {
             const TaskDoc *doc = &t.docs[d];
@@ -38,5 +44,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         task_free(&t);
     }
     unlink(path);
+    unlink(dev);
     return 0;
 }

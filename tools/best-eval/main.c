@@ -31,7 +31,7 @@
 
 typedef struct {
     const char *model, *data, *tokenizer, *generate, *tasks, *task_dir, *join, *device, *log_samples;
-    int seq, max_tokens, batch, json, quiet, threads, max_new_tokens, seed, limit, any_tokenizer;
+    int seq, max_tokens, batch, json, quiet, threads, max_new_tokens, seed, limit, num_fewshot, any_tokenizer;
     double temperature, top_p;
     StrList datas;   // every --data (data is the first): several must be token shards, read in order
 } Opts;
@@ -339,14 +339,19 @@ static void run_generate(const Opts *o, Engine *e, const Model *m) {
 
 // One line of --log-samples per document: what anyone needs to recompute the numbers.
 static void log_samples(FILE *f, const Task *t, double *const *lls, const int *pred, const int *pred_norm) {
+    int part = 0;
     for (size_t d = 0; d < t->n; d++) {
         const TaskDoc *doc = &t->docs[d];
+        // a task of parts (MMLU): each document under its subject's name, numbered within it
+        while (t->n_parts && d >= t->parts[part].first + t->parts[part].n) part++;
+        const char *name = t->n_parts ? t->parts[part].name : t->name;
+        size_t at = t->n_parts ? d - t->parts[part].first : d;
         json_t *ll = json_array(), *len = json_array();
         for (int i = 0; i < doc->n; i++) {
             json_array_append_new(ll, json_real(lls[d][i]));
             json_array_append_new(len, json_real(doc->len[i]));
         }
-        json_t *j = json_pack("{s:s, s:I, s:o, s:i, s:i, s:b}", "task", t->name, "doc", (json_int_t)d, "lls", ll, "gold",
+        json_t *j = json_pack("{s:s, s:I, s:o, s:i, s:i, s:b}", "task", name, "doc", (json_int_t)at, "lls", ll, "gold",
                               doc->gold, "pred", pred[d], "acc", pred[d] == doc->gold);
         if (j && t->acc_norm) {
             json_object_set_new(j, "choice_len", len);
@@ -359,6 +364,33 @@ static void log_samples(FILE *f, const Task *t, double *const *lls, const int *p
         free(str);
         json_decref(j);
     }
+}
+
+// One result: a row of the table, or jt[name] for --json (file, w and secs where the
+// task itself was run: NULL, NULL, -1 for MMLU's groups and subjects within it).
+static void report_result(const Opts *o, json_t *jt, const char *name, const char *version, const char *split,
+                          int nshot, const ZsResult *r, int acc_norm, const char *file, const ZsWork *w, double secs) {
+    if (o->json) {
+        json_t *j = json_pack("{s:o, s:o, s:I, s:I, s:s, s:s, s:i}", "acc", json_number(r->acc), "acc_stderr",
+                              json_number(r->acc_stderr), "n", (json_int_t)r->n, "requests", (json_int_t)r->requests,
+                              "split", split, "version", version, "num_fewshot", nshot);
+        if (j && w) {
+            json_object_set_new(j, "rows", json_integer((json_int_t)w->rows));
+            json_object_set_new(j, "inputs", json_integer((json_int_t)w->inputs));
+        }
+        if (j && file) json_object_set_new(j, "file", json_string(file));
+        if (j && secs >= 0) json_object_set_new(j, "seconds", json_real(secs));
+        if (j && acc_norm) {
+            json_object_set_new(j, "acc_norm", json_number(r->acc_norm));
+            json_object_set_new(j, "acc_norm_stderr", json_number(r->acc_norm_stderr));
+        }
+        if (!j) DIE("--json: cannot encode the result of %s (a file name that is not UTF-8?)", name);
+        json_object_set_new(jt, name, j);
+        return;
+    }
+    printf("| %s | %s | %s | %d | %zu | acc | %.4f | %.4f |\n", name, version, split, nshot, r->n, r->acc, r->acc_stderr);
+    if (acc_norm) printf("| | | | | | acc_norm | %.4f | %.4f |\n", r->acc_norm, r->acc_norm_stderr);
+    fflush(stdout);
 }
 
 // Zero-shot accuracy on each task of o->tasks; 0 when some result is not finite.
@@ -377,10 +409,11 @@ static int run_tasks(const Opts *o, Engine *e, const Model *m) {
     // one line of output, not a table header and then an error
     Task *tasks = xcalloc(64, sizeof *tasks);
     for (char *save = NULL, *name = strtok_r(list, ",", &save); name && nt < 64; name = strtok_r(NULL, ",", &save))
-        TRY_OR_DIE(task_load(&tasks[nt++], o->task_dir, name, o->limit > 0 ? (size_t)o->limit : 0));
+        TRY_OR_DIE(task_load_fewshot(&tasks[nt++], o->task_dir, name, o->limit > 0 ? (size_t)o->limit : 0,
+                                     o->num_fewshot));
     if (!o->json) {
-        printf("| task | version | split | n | metric | value | stderr |\n");
-        printf("|---|---:|---|---:|---|---:|---:|\n");
+        printf("| task | version | split | n-shot | n | metric | value | stderr |\n");
+        printf("|---|---:|---|---:|---:|---|---:|---:|\n");
         fflush(stdout);
     }
     for (int k = 0; k < nt; k++) {
@@ -409,25 +442,32 @@ static int run_tasks(const Opts *o, Engine *e, const Model *m) {
             fprintf(stderr, "best-eval: %s: %zu of %zu loglikelihoods are not finite numbers\n", t.name, bad, nreq);
             finite = 0;
         }
+        // MMLU: each subject's result, its groups' and the task's pooled over the subjects
+        ZsResult *sub = xcalloc((size_t)t.n_parts + 1, sizeof *sub);
+        for (int k = 0; k < t.n_parts; k++) {
+            Task v = t;
+            v.docs = t.docs + t.parts[k].first, v.n = t.parts[k].n, v.n_parts = 0;
+            zeroshot_metrics(&sub[k], NULL, NULL, &v, lls + t.parts[k].first);
+        }
+        if (t.n_parts > 1) zeroshot_pool(&r, sub, t.n_parts);
         sum_acc += r.acc;
         sum_best += t.acc_norm ? r.acc_norm : r.acc;
         ntasks++;
-        if (o->json) {
-            json_t *j = json_pack("{s:o, s:o, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:f}", "acc", json_number(r.acc),
-                                  "acc_stderr", json_number(r.acc_stderr), "n", (json_int_t)r.n, "requests",
-                                  (json_int_t)r.requests, "rows", (json_int_t)w.rows, "inputs", (json_int_t)w.inputs,
-                                  "split", t.split, "version", t.version, "file", t.path, "seconds", secs);
-            if (j && t.acc_norm) {
-                json_object_set_new(j, "acc_norm", json_number(r.acc_norm));
-                json_object_set_new(j, "acc_norm_stderr", json_number(r.acc_norm_stderr));
+        report_result(o, jt, t.name, t.version, t.split, t.num_fewshot, &r, t.acc_norm, t.path, &w, secs);
+        for (int g = 0; t.n_parts > 1 && g < TASK_MMLU_N_GROUPS; g++) {
+            ZsResult *in = xcalloc((size_t)t.n_parts, sizeof *in), gr;
+            int k = 0;
+            for (int i = 0; i < t.n_parts; i++)
+                if (strcmp(t.parts[i].group, TASK_MMLU_GROUPS[g]) == 0) in[k++] = sub[i];
+            if (k > 0 && strcmp(t.name, TASK_MMLU_GROUPS[g]) != 0) {
+                zeroshot_pool(&gr, in, k);
+                report_result(o, jt, TASK_MMLU_GROUPS[g], "2", t.split, t.num_fewshot, &gr, 0, NULL, NULL, -1);
             }
-            if (!j) DIE("--json: cannot encode the result of %s (a file name that is not UTF-8?)", t.name);
-            json_object_set_new(jt, t.name, j);
-        } else {
-            printf("| %s | %s | %s | %zu | acc | %.4f | %.4f |\n", t.name, t.version, t.split, r.n, r.acc, r.acc_stderr);
-            if (t.acc_norm) printf("| | | | | acc_norm | %.4f | %.4f |\n", r.acc_norm, r.acc_norm_stderr);
-            fflush(stdout);
+            free(in);
         }
+        for (int k = 0; t.n_parts > 1 && k < t.n_parts; k++)
+            report_result(o, jt, t.parts[k].name, "1.0", t.split, t.num_fewshot, &sub[k], 0, NULL, NULL, -1);
+        free(sub);
         if (!o->quiet)
             fprintf(stderr, "best-eval: %s: %zu documents, %zu requests, %zu rows through the model (%zu tokens of "
                     "input without shared prefixes) in %.1fs\n", t.name, r.n, r.requests, w.rows, w.inputs, secs);
@@ -456,8 +496,8 @@ static int run_tasks(const Opts *o, Engine *e, const Model *m) {
         json_decref(j);
     } else {
         json_decref(jt);
-        printf("| mean of %d (unweighted) | | | | acc | %.4f | |\n", ntasks, mean);
-        printf("| | | | | acc_norm, else acc | %.4f | |\n", mean_best);
+        printf("| mean of %d (unweighted) | | | | | acc | %.4f | |\n", ntasks, mean);
+        printf("| | | | | | acc_norm, else acc | %.4f | |\n", mean_best);
     }
     free(list);
     tokenizer_free(&tok);
@@ -485,10 +525,11 @@ int main(int argc, char **argv) {
         {"top-p", OPT_DOUBLE, &o.top_p, "P", "nucleus sampling mass"},
         {"seed", OPT_INT, &o.seed, "S", "sampling seed"},
         {"max-new-tokens", OPT_INT, &o.max_new_tokens, "N", "tokens to generate at most (EOS stops earlier)"},
-        {"tasks", OPT_STRING, &o.tasks, "LIST", "zero-shot accuracy on tasks, comma-separated, or all: " TASK_NAMES},
+        {"tasks", OPT_STRING, &o.tasks, "LIST", "zero-shot accuracy on tasks, comma-separated, or all: " TASK_NAMES "; and " TASK_NAMES_MMLU},
         {"task-dir", OPT_STRING, &o.task_dir, "DIR", "folder of the tasks' NAME.jsonl(.gz) (Hugging Face records); "
                                                      "default $BEST_TASK_DIR, else PREFIX/share/best/tasks"},
         {"limit", OPT_INT, &o.limit, "N", "only the first N documents of each task; 0 = all"},
+        {"num-fewshot", OPT_INT, &o.num_fewshot, "K", "K examples before each document (MMLU's first K dev records); 0"},
         {"log-samples", OPT_STRING, &o.log_samples, "FILE", "one JSON line per task document: lls, gold, prediction"},
         {"threads", OPT_INT, &o.threads, "N", "threads; 0 = all cores (at most 4 per core)"},
         {"device", OPT_STRING, &o.device, "NAME", "cuda or cpu: where perplexity, tasks and generation run (default cuda "
@@ -522,14 +563,16 @@ int main(int argc, char **argv) {
     if (o.tasks && !o.task_dir)
         args_usage_error(&spec, "--tasks needs the folder of the tasks' files: --task-dir DIR, BEST_TASK_DIR=DIR, or "
                                 "the files in %s", installed ? installed : "PREFIX/share/best/tasks");
-    if (!o.tasks && (o.task_dir || o.limit || o.log_samples))
-        args_usage_error(&spec, "--task-dir, --limit and --log-samples go with --tasks");
+    if (!o.tasks && (o.task_dir || o.limit || o.log_samples || o.num_fewshot))
+        args_usage_error(&spec, "--task-dir, --limit, --num-fewshot and --log-samples go with --tasks");
+    if (!(o.num_fewshot >= 0)) args_usage_error(&spec, "--num-fewshot %d is negative", o.num_fewshot);
     if (!(o.limit >= 0)) args_usage_error(&spec, "--limit %d is negative (0 = all)", o.limit);
     if (o.tasks) { // every name known, and named once (the mean counts each task once), before any work
         char *list = xstrdup(o.tasks), *save = NULL, *seen[64];
         int n = 0;
         for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save), n++) {
-            if (!task_known(t)) args_usage_error(&spec, "--tasks: unknown task \"%s\" (tasks: %s)", t, TASK_NAMES);
+            if (!task_known(t)) args_usage_error(&spec, "--tasks: unknown task \"%s\" (tasks: %s; %s)", t, TASK_NAMES,
+                                                   TASK_NAMES_MMLU);
             for (int i = 0; i < n && i < 64; i++)
                 if (strcmp(seen[i], t) == 0) args_usage_error(&spec, "--tasks: %s named twice", t);
             if (n < 64) seen[n] = t;
