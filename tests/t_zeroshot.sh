@@ -138,6 +138,48 @@ printf '{"question": "q", "subject": "cooking", "choices": ["a", "b", "c", "d"],
 expect_error "an MMLU record of an unknown subject" 1 'mmlu.jsonl:1: subject "cooking" is not one of' \
     "$E" --model "$TMP/qwen" --tokenizer "$TMP/tok" --tasks mmlu --task-dir "$TMP/badm"
 
+# GSM8K (issue 40): hand-written records in openai/gsm8k's layout and a train split for the
+# examples; a random Qwen3 with a context of 320 tokens (the harness leaves 256 of them to
+# the generation); at 0 and 3 shots against tests/gsm8k_ref.py: the prompts byte for byte
+# (the examples drawn as random.Random(1234).sample does), the greedy generations, both
+# filters' answers, exact_match and its stderr
+G="$TMP/gsm"
+mkdir -p "$G"
+python3 - "$G" <<'EOF'
+import json, os, sys
+d = sys.argv[1]
+test = [("Natalia sold clips to 48 of her friends in April, and then half as many in May. How many in all?",
+         "In May she sold 48/2 = <<48/2=24>>24.\nAltogether 48+24 = <<48+24=72>>72.\n#### 72"),
+        ("Weng earns $12 an hour. She worked 50 minutes. How much did she earn?",
+         "12/60 = $<<12/60=0.2>>0.2 a minute, so 0.2 x 50 = $<<0.2*50=10>>10.\n#### 10"),
+        ("A shop had 1,200 pens and sold 350. How many are left?", "1,200 - 350 = 850\n#### 850"),
+        ("Is the answer negative? 3 - 5 = ?", "3 - 5 = -2.\n#### -2")]
+with open(os.path.join(d, "gsm8k.jsonl"), "w") as f:
+    for q, a in test:
+        f.write(json.dumps({"question": q, "answer": a}) + "\n")
+with open(os.path.join(d, "gsm8k_train.jsonl"), "w") as f:
+    for i in range(9):
+        f.write(json.dumps({"question": "Tom has %d apples and buys %d more. How many now?" % (i, i + 1),
+                            "answer": "He has %d + %d = %d apples.\n#### %d" % (i, i + 1, 2 * i + 1, 2 * i + 1)}) + "\n")
+EOF
+"$HF_PY" tests/zeroshot_ref.py model "$TMP/qwen320" "$V" 320 qwen3 2>"$TMP/py.err" || fail "make the random Qwen3 of 320 positions: $(tail -n 1 "$TMP/py.err")"
+for K in 0 3; do
+    "$E" --model "$TMP/qwen320" --tokenizer "$TMP/tok" --tasks gsm8k --num-fewshot $K --task-dir "$G" \
+        --log-samples "$TMP/gs$K.jsonl" --json --quiet >"$TMP/gr$K.json" 2>"$TMP/gerr" ||
+        fail "best-eval --tasks gsm8k --num-fewshot $K ($(tail -n 1 "$TMP/gerr"))"
+    if [ "$SAN" != 1 ]; then
+        "$HF_PY" tests/gsm8k_ref.py "$TMP/qwen320" "$TMP/tok/tokenizer.json" none "$G" $K 0 "$TMP/gs$K.jsonl" \
+            "$TMP/gr$K.json" 2>"$TMP/py.err" | sed 's/^\(n*o*t* *ok - \)/\1random Qwen3: /' >"$TMP/ref.out"
+        cat "$TMP/ref.out"
+        grep -q "^not ok" "$TMP/ref.out" && FAILED=1
+        grep -q "^ok" "$TMP/ref.out" || grep -q "^not ok" "$TMP/ref.out" || fail "gsm8k $K-shot: no reference line ($(tail -n 1 "$TMP/py.err"))"
+    fi
+done
+expect_error "--tasks gsm8k on a model whose context leaves no room for 256 new tokens" 1 "leaves no room" \
+    "$E" --model "$TMP/qwen" --tokenizer "$TMP/tok" --tasks gsm8k --task-dir "$G"
+expect_error "--num-fewshot 10 with 9 train records" 1 "9 train records (gsm8k_train), fewer than the 10" \
+    "$E" --model "$TMP/qwen320" --tokenizer "$TMP/tok" --tasks gsm8k --num-fewshot 10 --task-dir "$G"
+
 # --json and --log-samples hold what they say
 python3 - "$TMP/qr.json" "$TMP/qs.jsonl" <<'EOF' && ok "--json: every task, acc and stderr, acc_norm where the harness has it, the means; --log-samples: a line per document" || fail "--json / --log-samples contents"
 import json, sys, math

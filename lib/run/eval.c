@@ -110,7 +110,7 @@ int32_t sample_token(const float *logits, int V, float temperature, float top_p,
 // eval_generate's loop over the engine's steps, V the vocabulary; at temperature 0 over
 // its greedy steps instead, when it has them (the same tokens: sample_token's pick).
 static int generate_loop(IdVec *out, GenStats *st, size_t V, EngineDec *d, const int32_t *prompt, size_t n_prompt,
-                         const GenOptions *o, void (*on_token)(const IdVec *so_far, void *ctx), void *ctx) {
+                         const GenOptions *o, int (*on_token)(const IdVec *so_far, void *ctx), void *ctx) {
     float *scratch = xmalloc(2 * V * sizeof *scratch);
     uint64_t rng = o->seed ? o->seed : 0x9E3779B97F4A7C15ull;
     const float *logits = NULL;
@@ -130,7 +130,7 @@ static int generate_loop(IdVec *out, GenStats *st, size_t V, EngineDec *d, const
         for (int s = 0; s < o->n_stop; s++) stop |= next == o->stop[s];
         if (on_token && !stop) { // streaming is not decoding: its time is left out; the stop
             double t2 = now_seconds(); // token (EOS) ends the text, it is not part of it
-            on_token(out, ctx);
+            stop = on_token(out, ctx) != 0;
             t1 += now_seconds() - t2;
         }
         if (stop || k + 1 == o->max_new_tokens) break;
@@ -154,7 +154,7 @@ static int generate_positions(size_t *max_T, const Model *m, size_t n_prompt, co
 }
 
 int eval_generate(IdVec *out, GenStats *st, Engine *e, const Model *m, const int32_t *prompt, size_t n_prompt,
-                  const GenOptions *o, void (*on_token)(const IdVec *so_far, void *ctx), void *ctx) {
+                  const GenOptions *o, int (*on_token)(const IdVec *so_far, void *ctx), void *ctx) {
     GenStats dummy;
     if (!st) st = &dummy;
     memset(st, 0, sizeof *st);

@@ -67,9 +67,9 @@ typedef struct {
 // products straight from its encodings, spmv.h; at temperature 0 only the greedy token
 // comes back). on_token (may be NULL) is called after each new token but a stop token
 // (which ends the text and is not part of it; out still ends with it), for streaming
-// output. st may be NULL.
+// output; a nonzero return ends generation there (a stop string seen). st may be NULL.
 int eval_generate(IdVec *out, GenStats *st, Engine *e, const Model *m, const int32_t *prompt, size_t n_prompt,
-                  const GenOptions *o, void (*on_token)(const IdVec *so_far, void *ctx), void *ctx);
+                  const GenOptions *o, int (*on_token)(const IdVec *so_far, void *ctx), void *ctx);
 
 // Picks the next token from logits (V): argmax at temperature 0, else a sample from
 // softmax(logits / T) restricted to the smallest set whose mass reaches top_p.

@@ -642,6 +642,12 @@ int bbpe_encode(BbpeEncoder *e, IdVec *out, const char *text, size_t len) {
     return encode_segment(e, out, s, len, maybe_nfc);
 }
 
+int bbpe_is_special(const Bbpe *b, int32_t id) {
+    for (size_t i = 0; i < b->n_added; i++)
+        if (b->added[i].id == id) return b->added[i].special;
+    return 0;
+}
+
 int bbpe_decode(const Bbpe *b, ByteVec *out, const int32_t *ids, size_t n) {
     for (size_t i = 0; i < n; i++) {
         int32_t id = ids[i];

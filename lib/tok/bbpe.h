@@ -59,5 +59,8 @@ int bbpe_encode(BbpeEncoder *e, IdVec *out, const char *text, size_t len);
 // not re-validated: a cut in the middle of a character stays a cut (HF would
 // print U+FFFD there).
 int bbpe_decode(const Bbpe *b, ByteVec *out, const int32_t *ids, size_t n);
+// 1 when id is an added token marked "special" (HF's decode(skip_special_tokens=True)
+// leaves those out).
+int bbpe_is_special(const Bbpe *b, int32_t id);
 
 #endif

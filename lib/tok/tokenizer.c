@@ -222,6 +222,8 @@ int tok_encode(TokEncoder *e, IdVec *out, const char *text, size_t len) {
                                    : bbpe_encode(e->impl, out, text, len);
 }
 
+int tok_is_special(const Tokenizer *t, int32_t id) { return t->kind == TOK_BBPE && bbpe_is_special(t->bbpe, id); }
+
 int tok_decode(const Tokenizer *t, ByteVec *out, const int32_t *ids, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= t->vocab_size)

@@ -70,5 +70,9 @@ int tok_encode(TokEncoder *e, IdVec *out, const char *text, size_t len);
 // Appends the text of ids to out, as the reference decode does (SentencePiece
 // drops the dummy-prefix space; control tokens decode to nothing).
 int tok_decode(const Tokenizer *t, ByteVec *out, const int32_t *ids, size_t n);
+// 1 when id is a special token that HF's decode(skip_special_tokens=True) leaves out: a
+// byte-level BPE's added tokens marked special (SentencePiece's control tokens already
+// decode to nothing).
+int tok_is_special(const Tokenizer *t, int32_t id);
 
 #endif

@@ -26,6 +26,7 @@
 #include "io/shard.h"        // defines: Shard, shard_sniff
 #include "tok/tokenizer.h"   // defines: Tokenizer
 #include "base/utf8.h"       // defines: utf8_repair, utf8_valid
+#include "run/gsm8k.h"    // defines: Gsm8kTask, gsm8k_load, gsm8k_generate
 #include "run/tasks.h"       // defines: Task, task_load, task_known
 #include "run/zeroshot.h"    // defines: zeroshot_score, zeroshot_metrics
 
@@ -247,17 +248,18 @@ typedef struct {
 // continuation alone would drop the space its first piece starts with (SentencePiece
 // strips the text's leading space: "Once" + "upon" printed "Onceupon"), and decoding it
 // whole keeps byte pieces right.
-static void stream_token(const IdVec *so_far, void *ctx) {
+static int stream_token(const IdVec *so_far, void *ctx) {
     Stream *s = ctx;
     s->ids.n = s->n_pre;
     for (size_t i = 0; i < so_far->n; i++) idvec_push(&s->ids, so_far->v[i]);
     s->text.n = 0;
     TRY_OR_DIE(tok_decode(s->tok, &s->text, s->ids.v, s->ids.n));
-    if (s->quiet_stream) return;
-    if (s->text.n <= s->printed) return;
+    if (s->quiet_stream) return 0;
+    if (s->text.n <= s->printed) return 0;
     fwrite(s->text.v + s->printed, 1, s->text.n - s->printed, stdout);
     s->printed = s->text.n;
     fflush(stdout);
+    return 0;
 }
 
 static void run_generate(const Opts *o, Engine *e, const Model *m) {
@@ -393,6 +395,82 @@ static void report_result(const Opts *o, json_t *jt, const char *name, const cha
     fflush(stdout);
 }
 
+// GSM8K (gsm8k.h): each document's generation, its two filters' answers and exact_match;
+// a table row (or jt["gsm8k"]) per filter; a --log-samples line per document (f).
+static void run_gsm8k(const Opts *o, Engine *e, const Model *m, const Tokenizer *tok, Gsm8kTask *t, json_t *jt,
+                      FILE *f) {
+    static const char *const filters[2] = {"strict-match", "flexible-extract"};
+    double t0 = now_seconds(), hit[2] = {0, 0}, *score[2];
+    size_t tokens = 0;
+    for (int k = 0; k < 2; k++) score[k] = xcalloc(t->n ? t->n : 1, sizeof *score[k]);
+    Progress pr;
+    progress_init(&pr, "gsm8k", t->n, "documents", o->quiet);
+    for (size_t d = 0; d < t->n; d++) {
+        char *text;
+        size_t nt = 0, tl = 0;
+        TRY_OR_DIE(gsm8k_generate(&text, &tl, &nt, e, m, tok, t->docs[d].context));
+        tokens += nt;
+        char *want = gsm8k_normalize(t->docs[d].target), *got[2], *norm[2];
+        for (int k = 0; k < 2; k++) {
+            got[k] = gsm8k_extract(text, tl, k);
+            norm[k] = gsm8k_normalize(got[k]);
+            score[k][d] = strcmp(norm[k], want) == 0;
+            hit[k] += score[k][d];
+        }
+        if (f) {
+            json_t *j = json_pack("{s:s, s:I, s:s, s:s%, s:s, s:{s:s, s:s}, s:{s:b, s:b}, s:I}", "task", "gsm8k", "doc",
+                                  (json_int_t)d, "prompt", t->docs[d].context, "generated", text, tl, "target",
+                                  t->docs[d].target, "answers", filters[0], got[0], filters[1], got[1],
+                                  "exact_match", filters[0], (int)score[0][d], filters[1], (int)score[1][d],
+                                  "tokens", (json_int_t)nt);
+            char *str = j ? json_dumps(j, JSON_COMPACT) : NULL;
+            if (!str) DIE("--log-samples: cannot encode document %zu of gsm8k (text that is not UTF-8?)", d);
+            fprintf(f, "%s\n", str);
+            free(str);
+            json_decref(j);
+        }
+        for (int k = 0; k < 2; k++) free(got[k]), free(norm[k]);
+        free(want);
+        free(text);
+        progress_update(&pr, d + 1);
+    }
+    progress_finish(&pr);
+    double secs = now_seconds() - t0, n = (double)t->n;
+    json_t *j = json_object();
+    for (int k = 0; k < 2; k++) {
+        double mean = hit[k] / n, ss = 0; // the harness's mean_stderr: sample sd (n - 1) / sqrt(n)
+        for (size_t d = 0; d < t->n; d++) ss += (score[k][d] - mean) * (score[k][d] - mean);
+        double se = t->n > 1 ? sqrt(ss / (n - 1)) / sqrt(n) : NAN;
+        char key[64];
+        if (o->json) {
+            snprintf(key, sizeof key, "exact_match,%s", filters[k]);
+            json_object_set_new(j, key, json_number(mean));
+            snprintf(key, sizeof key, "exact_match_stderr,%s", filters[k]);
+            json_object_set_new(j, key, json_number(se));
+        } else {
+            printf("| %s | %s | test | %d | %zu | exact_match,%s | %.4f | %.4f |\n", k ? "" : "gsm8k",
+                   k ? "" : GSM8K_VERSION, t->num_fewshot, t->n, filters[k], mean, se);
+        }
+        free(score[k]);
+    }
+    if (o->json) {
+        json_object_set_new(j, "n", json_integer((json_int_t)t->n));
+        json_object_set_new(j, "num_fewshot", json_integer(t->num_fewshot));
+        json_object_set_new(j, "version", json_string(GSM8K_VERSION));
+        json_object_set_new(j, "split", json_string("test"));
+        json_object_set_new(j, "file", json_string(t->path));
+        json_object_set_new(j, "generated_tokens", json_integer((json_int_t)tokens));
+        json_object_set_new(j, "seconds", json_real(secs));
+        json_object_set_new(jt, "gsm8k", j);
+    } else {
+        json_decref(j);
+        fflush(stdout);
+    }
+    if (!o->quiet)
+        fprintf(stderr, "best-eval: gsm8k: %zu documents, %zu tokens generated in %.1fs\n", t->n, tokens, secs);
+    gsm8k_free(t);
+}
+
 // Zero-shot accuracy on each task of o->tasks; 0 when some result is not finite.
 static int run_tasks(const Opts *o, Engine *e, const Model *m) {
     Tokenizer tok;
@@ -408,9 +486,17 @@ static int run_tasks(const Opts *o, Engine *e, const Model *m) {
     // every task read and checked before the table starts: a missing or bad file is the
     // one line of output, not a table header and then an error
     Task *tasks = xcalloc(64, sizeof *tasks);
-    for (char *save = NULL, *name = strtok_r(list, ",", &save); name && nt < 64; name = strtok_r(NULL, ",", &save))
+    Gsm8kTask gsm;
+    int with_gsm = 0;
+    for (char *save = NULL, *name = strtok_r(list, ",", &save); name && nt < 64; name = strtok_r(NULL, ",", &save)) {
+        if (strcmp(name, "gsm8k") == 0) {
+            TRY_OR_DIE(gsm8k_load(&gsm, o->task_dir, o->limit > 0 ? (size_t)o->limit : 0, o->num_fewshot));
+            with_gsm = 1;
+            continue;
+        }
         TRY_OR_DIE(task_load_fewshot(&tasks[nt++], o->task_dir, name, o->limit > 0 ? (size_t)o->limit : 0,
                                      o->num_fewshot));
+    }
     if (!o->json) {
         printf("| task | version | split | n-shot | n | metric | value | stderr |\n");
         printf("|---|---:|---|---:|---:|---|---:|---:|\n");
@@ -479,8 +565,9 @@ static int run_tasks(const Opts *o, Engine *e, const Model *m) {
     }
     free(tasks);
     engine_rows_close(&rows);
+    if (with_gsm) run_gsm8k(o, e, m, &tok, &gsm, jt, o->log_samples ? samples.fp : NULL);
     if (o->log_samples) TRY_OR_DIE(afile_commit(&samples));
-    double mean = sum_acc / ntasks, mean_best = sum_best / ntasks;
+    double mean = ntasks ? sum_acc / ntasks : NAN, mean_best = ntasks ? sum_best / ntasks : NAN;
     if (o->json) {
         char conv[160];
         if (tok.add_bos) snprintf(conv, sizeof conv, "BOS (id %d) before every context, as the tokenizer adds it", tok.bos_id);
@@ -496,8 +583,10 @@ static int run_tasks(const Opts *o, Engine *e, const Model *m) {
         json_decref(j);
     } else {
         json_decref(jt);
-        printf("| mean of %d (unweighted) | | | | | acc | %.4f | |\n", ntasks, mean);
-        printf("| | | | | | acc_norm, else acc | %.4f | |\n", mean_best);
+        if (ntasks > 0) {
+            printf("| mean of %d (unweighted) | | | | | acc | %.4f | |\n", ntasks, mean);
+            printf("| | | | | | acc_norm, else acc | %.4f | |\n", mean_best);
+        }
     }
     free(list);
     tokenizer_free(&tok);
@@ -525,7 +614,7 @@ int main(int argc, char **argv) {
         {"top-p", OPT_DOUBLE, &o.top_p, "P", "nucleus sampling mass"},
         {"seed", OPT_INT, &o.seed, "S", "sampling seed"},
         {"max-new-tokens", OPT_INT, &o.max_new_tokens, "N", "tokens to generate at most (EOS stops earlier)"},
-        {"tasks", OPT_STRING, &o.tasks, "LIST", "zero-shot accuracy on tasks, comma-separated, or all: " TASK_NAMES "; and " TASK_NAMES_MMLU},
+        {"tasks", OPT_STRING, &o.tasks, "LIST", "accuracy on tasks, comma-separated, or all: " TASK_NAMES "; and " TASK_NAMES_MMLU "; gsm8k (generation)"},
         {"task-dir", OPT_STRING, &o.task_dir, "DIR", "folder of the tasks' NAME.jsonl(.gz) (Hugging Face records); "
                                                      "default $BEST_TASK_DIR, else PREFIX/share/best/tasks"},
         {"limit", OPT_INT, &o.limit, "N", "only the first N documents of each task; 0 = all"},
@@ -571,7 +660,7 @@ int main(int argc, char **argv) {
         char *list = xstrdup(o.tasks), *save = NULL, *seen[64];
         int n = 0;
         for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save), n++) {
-            if (!task_known(t)) args_usage_error(&spec, "--tasks: unknown task \"%s\" (tasks: %s; %s)", t, TASK_NAMES,
+            if (!task_known(t) && strcmp(t, "gsm8k") != 0) args_usage_error(&spec, "--tasks: unknown task \"%s\" (tasks: %s; %s)", t, TASK_NAMES,
                                                    TASK_NAMES_MMLU);
             for (int i = 0; i < n && i < 64; i++)
                 if (strcmp(seen[i], t) == 0) args_usage_error(&spec, "--tasks: %s named twice", t);
