@@ -614,7 +614,8 @@ int main(int argc, char **argv) {
         {"top-p", OPT_DOUBLE, &o.top_p, "P", "nucleus sampling mass"},
         {"seed", OPT_INT, &o.seed, "S", "sampling seed"},
         {"max-new-tokens", OPT_INT, &o.max_new_tokens, "N", "tokens to generate at most (EOS stops earlier)"},
-        {"tasks", OPT_STRING, &o.tasks, "LIST", "accuracy on tasks, comma-separated, or all: " TASK_NAMES "; and " TASK_NAMES_MMLU "; gsm8k (generation)"},
+        {"tasks", OPT_STRING, &o.tasks, "LIST", "accuracy on tasks, comma-separated: arc_easy, arc_challenge, boolq, hellaswag, openbookqa, rte, "
+         "winogrande, or all for these seven; " TASK_NAMES_MMLU "; gsm8k (generation)"},
         {"task-dir", OPT_STRING, &o.task_dir, "DIR", "folder of the tasks' NAME.jsonl(.gz) (Hugging Face records); "
                                                      "default $BEST_TASK_DIR, else PREFIX/share/best/tasks"},
         {"limit", OPT_INT, &o.limit, "N", "only the first N documents of each task; 0 = all"},
