@@ -13,6 +13,7 @@
 #include "base/error.h"    // defines: ERR, TRY, xmalloc, xstrdup
 #include "base/fileio.h"   // defines: path_join
 #include "base/pyrandom.h" // defines: PyRandom, pyrandom_seed, pyrandom_sample
+#include "base/utf8.h"     // defines: utf8_repair_py, utf8_py_strip
 #include "base/vec.h"      // defines: ByteVec, IdVec
 #include "io/docs.h"       // defines: docs_open, docs_next, docs_line
 #include "run/eval.h"      // defines: eval_generate, GenOptions
@@ -155,29 +156,6 @@ static pcre2_code *regex(const char *pattern) {
     return re;
 }
 
-// Python's str.strip() (ASCII whitespace and \x1c-\x1f, with Unicode's via utf8proc).
-static char *py_strip(const char *s) {
-    size_t n = strlen(s), a = 0, b = 0, at = 0;
-    int seen = 0;
-    while (at < n) {
-        utf8proc_int32_t c;
-        utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)s + at, (utf8proc_ssize_t)(n - at), &c);
-        if (k <= 0) k = 1, c = 'x'; // (valid UTF-8 here: utf8_repair ran)
-        const utf8proc_property_t *p = utf8proc_get_property(c);
-        int space = p->category == UTF8PROC_CATEGORY_ZS || p->bidi_class == UTF8PROC_BIDI_CLASS_WS ||
-                    p->bidi_class == UTF8PROC_BIDI_CLASS_B || p->bidi_class == UTF8PROC_BIDI_CLASS_S;
-        if (!space) {
-            if (!seen) a = at, seen = 1;
-            b = at + (size_t)k;
-        }
-        at += (size_t)k;
-    }
-    char *r = xmalloc(b > a ? b - a + 1 : 1);
-    memcpy(r, s + a, b > a ? b - a : 0);
-    r[b > a ? b - a : 0] = '\0';
-    return r;
-}
-
 char *gsm8k_extract(const char *text, size_t n, int flexible) {
     static pcre2_code *re[2];
     if (!re[0]) re[0] = regex("#### (\\-?[0-9\\.\\,]+)"), re[1] = regex("(-?[$0-9.,]{2,})|(-?[0-9]+)");
@@ -206,7 +184,7 @@ char *gsm8k_extract(const char *text, size_t n, int flexible) {
         free(found);
         return xstrdup("[invalid]");
     }
-    char *s = py_strip(found);
+    char *s = utf8_py_strip(found);
     free(found);
     return s;
 }
@@ -256,31 +234,6 @@ char *gsm8k_normalize(const char *s) {
 
 // --- generation -------------------------------------------------------------------------
 
-// s[0..n) as Python's bytes.decode("utf-8", errors="replace") gives it (new string): each
-// maximal subpart of an ill-formed sequence (a lead byte and the continuation bytes that
-// fit it so far) or stray byte becomes one U+FFFD.
-static char *py_repair(const char *s, size_t n, size_t *out_n) {
-    const unsigned char *u = (const unsigned char *)s;
-    ByteVec b = {0};
-    for (size_t i = 0; i < n;) {
-        unsigned c = u[i];
-        size_t len = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
-        unsigned lo = 0x80, hi = 0xBF; // the second byte's range
-        if (c == 0xE0) lo = 0xA0;
-        else if (c == 0xED) hi = 0x9F;
-        else if (c == 0xF0) lo = 0x90;
-        else if (c == 0xF4) hi = 0x8F;
-        size_t k = 1;
-        while (len > 1 && k < len && i + k < n && u[i + k] >= (k == 1 ? lo : 0x80) && u[i + k] <= (k == 1 ? hi : 0xBF)) k++;
-        if (len >= 1 && k == len) bytevec_append(&b, s + i, len);
-        else bytevec_append(&b, "\xEF\xBF\xBD", 3);
-        i += len >= 1 && k == len ? len : k;
-    }
-    *out_n = b.n;
-    bytevec_push(&b, '\0');
-    return b.v;
-}
-
 // The text of ids (n) without the special tokens (HF's decode(skip_special_tokens=True)),
 // into out (raw bytes).
 static int decode_plain(const Tokenizer *tok, ByteVec *out, const int32_t *ids, size_t n) {
@@ -303,7 +256,7 @@ static int watch_token(const IdVec *so_far, void *ctx) {
     Watch *w = ctx;
     if (decode_plain(w->tok, &w->text, so_far->v, so_far->n) < 0) return 1;
     size_t tn;
-    char *t = py_repair(w->text.v ? w->text.v : "", w->text.n, &tn);
+    char *t = utf8_repair_py(w->text.v ? w->text.v : "", w->text.n, &tn);
     int stop = 0;
     for (int s = 0; s < N_STOPS; s++) stop |= memmem(t, tn, STOPS[s], strlen(STOPS[s])) != NULL;
     free(t);
@@ -337,7 +290,7 @@ int gsm8k_generate(char **text, size_t *text_len, size_t *n_tokens, Engine *e, c
     if (rc == 0) rc = decode_plain(tok, &w.text, out.v, n);
     if (rc == 0) {
         size_t tn;
-        char *t = py_repair(w.text.v ? w.text.v : "", w.text.n, &tn);
+        char *t = utf8_repair_py(w.text.v ? w.text.v : "", w.text.n, &tn);
         for (int s = 0; s < N_STOPS; s++) { // text.split(term)[0], each term in turn
             char *cut = memmem(t, tn, STOPS[s], strlen(STOPS[s]));
             if (cut) *cut = '\0', tn = (size_t)(cut - t);

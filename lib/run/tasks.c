@@ -10,6 +10,7 @@
 
 #include "base/error.h"  // defines: ERR, TRY, xmalloc, xstrdup
 #include "base/fileio.h" // defines: path_join
+#include "base/utf8.h"   // defines: utf8_py_strip
 #include "base/vec.h"    // defines: ByteVec
 #include "io/docs.h"     // defines: docs_open, docs_next, docs_line
 
@@ -115,38 +116,6 @@ static char *strip(const char *s) {
     char *r = xmalloc(b - a + 1);
     memcpy(r, s + a, b - a);
     r[b - a] = '\0';
-    return r;
-}
-
-// Python's str.isspace for a code point: category Zs, or bidirectional class WS, B or S.
-static int py_space_cp(utf8proc_int32_t c) {
-    const utf8proc_property_t *p = utf8proc_get_property(c);
-    return p->category == UTF8PROC_CATEGORY_ZS || p->bidi_class == UTF8PROC_BIDI_CLASS_WS ||
-           p->bidi_class == UTF8PROC_BIDI_CLASS_B || p->bidi_class == UTF8PROC_BIDI_CLASS_S;
-}
-
-// Python's str.strip() over all of Unicode's whitespace (s valid UTF-8; a byte that is not
-// ends the walk there, and is kept).
-static char *strip_unicode(const char *s) {
-    size_t n = strlen(s), a = 0, b = 0, at = 0;
-    int seen = 0;
-    while (at < n) {
-        utf8proc_int32_t c;
-        utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)s + at, (utf8proc_ssize_t)(n - at), &c);
-        if (k <= 0) { // not UTF-8: kept, as are the bytes after it
-            if (!seen) a = at;
-            b = n;
-            break;
-        }
-        if (!py_space_cp(c)) {
-            if (!seen) a = at, seen = 1;
-            b = at + (size_t)k;
-        }
-        at += (size_t)k;
-    }
-    char *r = xmalloc(b > a ? b - a + 1 : 1);
-    memcpy(r, s + a, b > a ? b - a : 0);
-    r[b > a ? b - a : 0] = '\0';
     return r;
 }
 
@@ -399,7 +368,7 @@ static int mmlu_record(char **text, int *answer, int *subject, const Where *w, j
     if (!json_is_array(ch) || json_array_size(ch) != 4 || !c[0] || !c[1] || !c[2] || !c[3])
         return ERR("%s:%llu: \"choices\" is not a list of 4 strings", w->path, w->line);
     if (*answer < 0 || *answer > 3) return ERR("%s:%llu: answer %d is not 0, 1, 2 or 3", w->path, w->line, *answer);
-    char *qs = strip_unicode(q);
+    char *qs = utf8_py_strip(q);
     *text = cat(qs, "\nA. ", c[0], "\nB. ", c[1], "\nC. ", c[2], "\nD. ", c[3], "\nAnswer:", NULL);
     free(qs);
     return 0;
