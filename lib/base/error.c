@@ -110,3 +110,21 @@ char *xstrdup(const char *s) {
     memcpy(p, s, n);
     return p;
 }
+
+char *xstrcat(const char *first, ...) {
+    va_list ap;
+    size_t n = 0;
+    va_start(ap, first);
+    for (const char *s = first; s; s = va_arg(ap, const char *)) n += strlen(s);
+    va_end(ap);
+    char *p = xmalloc(n + 1), *at = p;
+    va_start(ap, first);
+    for (const char *s = first; s; s = va_arg(ap, const char *)) {
+        size_t k = strlen(s);
+        memcpy(at, s, k);
+        at += k;
+    }
+    va_end(ap);
+    *at = '\0';
+    return p;
+}

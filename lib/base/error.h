@@ -52,6 +52,8 @@ void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t size);
 void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
+// A new string: the concatenation of the strings before the terminating NULL.
+char *xstrcat(const char *first, ...);
 
 #ifdef __cplusplus
 }

@@ -4,7 +4,6 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <jansson.h>
 #include <pcre2.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,16 +22,6 @@
 static const char *const STOPS[] = {"Question:", "</s>", "<|im_end|>"}; // generation_kwargs.until
 enum { N_STOPS = sizeof STOPS / sizeof *STOPS };
 
-// A new string: the concatenation of the NULL-terminated arguments.
-static char *cat(const char *first, ...) {
-    ByteVec b = {0};
-    va_list ap;
-    va_start(ap, first);
-    for (const char *s = first; s; s = va_arg(ap, const char *)) bytevec_append(&b, s, strlen(s));
-    va_end(ap);
-    bytevec_push(&b, '\0');
-    return b.v;
-}
 
 // --- records ------------------------------------------------------------------------------
 
@@ -45,7 +34,7 @@ static int read_qa(QA **out, size_t *n, char **path_out, const char *dir, const 
     static const char *suffix[] = {".jsonl", ".jsonl.gz", ".jsonl.zst"};
     char *path = NULL;
     for (size_t i = 0; i < sizeof suffix / sizeof *suffix && !path; i++) {
-        char *base = cat(name, suffix[i], NULL);
+        char *base = xstrcat(name, suffix[i], NULL);
         path = path_join(dir, base);
         free(base);
         FILE *f = fopen(path, "rb");
@@ -115,12 +104,12 @@ int gsm8k_load(Gsm8kTask *t, const char *dir, size_t limit, int num_fewshot) {
             pyrandom_sample(pick, &rnd, ntrain, (size_t)num_fewshot);
             for (int k = 0; k < num_fewshot; k++) {
                 const QA *e = &train[pick[k]];
-                char *ex = cat("Question: ", e->q, "\nAnswer:", " ", e->a, "\n\n", NULL);
+                char *ex = xstrcat("Question: ", e->q, "\nAnswer:", " ", e->a, "\n\n", NULL);
                 bytevec_append(&b, ex, strlen(ex));
                 free(ex);
             }
         }
-        char *q = cat("Question: ", test[i].q, "\nAnswer:", NULL);
+        char *q = xstrcat("Question: ", test[i].q, "\nAnswer:", NULL);
         bytevec_append(&b, q, strlen(q));
         bytevec_push(&b, '\0');
         free(q);

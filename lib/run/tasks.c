@@ -2,7 +2,6 @@
 #include "run/tasks.h"
 
 #include <jansson.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,16 +88,6 @@ int task_known(const char *name) {
     return task_info(name) != NULL || mmlu_select(want, name) > 0;
 }
 
-// A new string: the concatenation of the NULL-terminated arguments.
-static char *cat(const char *first, ...) {
-    ByteVec b = {0};
-    va_list ap;
-    va_start(ap, first);
-    for (const char *s = first; s; s = va_arg(ap, const char *)) bytevec_append(&b, s, strlen(s));
-    va_end(ap);
-    bytevec_push(&b, '\0');
-    return b.v;
-}
 
 static size_t codepoints(const char *s) {
     size_t n = 0;
@@ -224,7 +213,7 @@ static void doc_choices(TaskDoc *d, const char *ctx, const char *const *choices,
     doc_alloc(d, n);
     for (int i = 0; i < n; i++) {
         d->ctx[i] = xstrdup(ctx);
-        d->cont[i] = cat(" ", choices[i], NULL);
+        d->cont[i] = xstrcat(" ", choices[i], NULL);
         d->len[i] = (double)codepoints(choices[i]);
     }
 }
@@ -260,7 +249,7 @@ static int doc_build(TaskDoc *d, const char *task, const Where *w, json_t *o) {
     if (strcmp(task, "arc_easy") == 0 || strcmp(task, "arc_challenge") == 0) {
         const char *q = get_str(w, o, "question"), *key = get_str(w, o, "answerKey");
         if (!q || !key) return -1;
-        char *ctx = cat("Question: ", q, "\nAnswer:", NULL);
+        char *ctx = xstrcat("Question: ", q, "\nAnswer:", NULL);
         int rc = doc_labeled(d, w, o, ctx, key);
         free(ctx);
         return rc;
@@ -277,8 +266,8 @@ static int doc_build(TaskDoc *d, const char *task, const Where *w, json_t *o) {
         const char *b = a ? get_str(w, o, boolq ? "question" : "sentence2") : NULL;
         if (!b || get_int(w, o, "label", &label) < 0) return -1;
         static const char *const yes_no[] = {"no", "yes"}, *const true_false[] = {"True", "False"};
-        char *ctx = boolq ? cat(a, "\nQuestion: ", b, "?\nAnswer:", NULL)
-                          : cat(a, "\nQuestion: ", b, " True or False?\nAnswer:", NULL);
+        char *ctx = boolq ? xstrcat(a, "\nQuestion: ", b, "?\nAnswer:", NULL)
+                          : xstrcat(a, "\nQuestion: ", b, " True or False?\nAnswer:", NULL);
         doc_choices(d, ctx, boolq ? yes_no : true_false, 2);
         free(ctx);
         if (label != 0 && label != 1) return ERR("%s:%llu: label %d is not 0 or 1", w->path, w->line, label);
@@ -293,7 +282,7 @@ static int doc_build(TaskDoc *d, const char *task, const Where *w, json_t *o) {
         if (!cb || get_int(w, o, "label", &label) < 0) return -1;
         size_t n = json_array_size(ends);
         if (!json_is_array(ends) || n == 0) return ERR("%s:%llu: \"endings\" is not a list of strings", w->path, w->line);
-        char *capb = task_capitalize(cb), *raw = cat(act, ": ", ca, " ", capb, NULL);
+        char *capb = task_capitalize(cb), *raw = xstrcat(act, ": ", ca, " ", capb, NULL);
         char *ctx = task_hellaswag_preprocess(raw);
         free(capb);
         free(raw);
@@ -327,8 +316,8 @@ static int doc_build(TaskDoc *d, const char *task, const Where *w, json_t *o) {
     doc_alloc(d, 2);
     const char *opt[2] = {o1, o2};
     for (int i = 0; i < 2; i++) {
-        d->ctx[i] = cat(head, opt[i], NULL);
-        d->cont[i] = cat(" ", rest, NULL);
+        d->ctx[i] = xstrcat(head, opt[i], NULL);
+        d->cont[i] = xstrcat(" ", rest, NULL);
         d->len[i] = (double)codepoints(d->ctx[i]); // the harness's choice is the context (acc only)
     }
     d->gold = ans[0] - '1';
@@ -342,7 +331,7 @@ static int doc_build(TaskDoc *d, const char *task, const Where *w, json_t *o) {
 static int find_file(char **path, const char *dir, const char *name) {
     static const char *suffix[] = {".jsonl", ".jsonl.gz", ".jsonl.zst", ".json", ".json.gz"};
     for (size_t i = 0; i < sizeof suffix / sizeof *suffix; i++) {
-        char *base = cat(name, suffix[i], NULL);
+        char *base = xstrcat(name, suffix[i], NULL);
         *path = path_join(dir, base);
         free(base);
         FILE *f = fopen(*path, "rb");
@@ -369,7 +358,7 @@ static int mmlu_record(char **text, int *answer, int *subject, const Where *w, j
         return ERR("%s:%llu: \"choices\" is not a list of 4 strings", w->path, w->line);
     if (*answer < 0 || *answer > 3) return ERR("%s:%llu: answer %d is not 0, 1, 2 or 3", w->path, w->line, *answer);
     char *qs = utf8_py_strip(q);
-    *text = cat(qs, "\nA. ", c[0], "\nB. ", c[1], "\nC. ", c[2], "\nD. ", c[3], "\nAnswer:", NULL);
+    *text = xstrcat(qs, "\nA. ", c[0], "\nB. ", c[1], "\nC. ", c[2], "\nD. ", c[3], "\nAnswer:", NULL);
     free(qs);
     return 0;
 }
@@ -415,7 +404,7 @@ static int mmlu_dev_each(void *arg, char *text, int answer, int subject, const W
     MmluRead *m = arg;
     if (m->want[subject] && m->have[subject] < m->k) {
         char *old = m->shots[subject];
-        m->shots[subject] = cat(old ? old : "", text, LETTERS[answer], "\n\n", NULL);
+        m->shots[subject] = xstrcat(old ? old : "", text, LETTERS[answer], "\n\n", NULL);
         free(old);
         m->have[subject]++;
     }
@@ -489,13 +478,13 @@ static int task_load_mmlu(Task *t, const char *dir, const char *name, size_t lim
         char *subj = xstrdup(MMLU[i].subject);
         for (char *c = subj; *c; c++)
             if (*c == '_') *c = ' ';
-        char *head = cat("The following are multiple choice questions (with answers) about ", subj, ".\n\n",
+        char *head = xstrcat("The following are multiple choice questions (with answers) about ", subj, ".\n\n",
                          dev.shots[i] ? dev.shots[i] : "", NULL);
         free(subj);
         for (int j = 0; j < test.have[i]; j++) {
             TaskDoc *d = &test.docs[i][j];
             for (int c = 0; c < 4; c++) {
-                char *full = cat(head, d->ctx[c], NULL);
+                char *full = xstrcat(head, d->ctx[c], NULL);
                 free(d->ctx[c]);
                 d->ctx[c] = full;
             }
