@@ -57,7 +57,7 @@ for path in glob.glob(f"{w}/out/*/samples_local_gsm8k_*.jsonl"):
         f = r["filter"]
         if f == "strict-match":
             n += 1
-            if r["arguments"]["gen_args_0"]["arg_0"] != o["prompt"]:
+            if r["arguments"]["gen_args_0"]["arg_0"] != o["prompt"] or r["prompt_hash"] != o["prompt_hash"]:
                 bad += 1
                 print(f"doc {r['doc_id']}: the prompts differ")
             if r["resps"][0][0] != o["generated"]:

@@ -88,6 +88,9 @@ for s in subjects:
             bad += 1
             print(f"{s} doc {r['doc_id']}: gold {o['gold']} / {r['target']}")
             continue
+        if o["prompt_hash"] != r["prompt_hash"]:
+            bad += 1
+            print(f"{s} doc {r['doc_id']}: prompt_hash {o['prompt_hash']}, the harness's {r['prompt_hash']}")
         worst = max(worst, max(abs(a - b) for a, b in zip(o["lls"], lls)))
         n += 1
         same += o["acc"] == bool(r["acc"])

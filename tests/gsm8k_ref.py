@@ -82,6 +82,9 @@ def main(model_dir, tok_path, bos, task_dir, k, limit, samples_path, result_path
             continue
         if o["prompt"] != ctx:
             msgs.append(f"doc {d}: the prompt differs from the harness's")
+        import hashlib
+        if o["prompt_hash"] != hashlib.sha256(ctx.encode("utf-8")).hexdigest():
+            msgs.append(f"doc {d}: prompt_hash is not the prompt's sha256")
         ids = ([bos] if bos is not None else []) + tok.encode(ctx, add_special_tokens=False).ids
         ids = ids[-(L - MAX_GEN):]
         gen, text, tie = [], "", False

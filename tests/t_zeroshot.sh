@@ -197,6 +197,7 @@ for k in t:
     sd = math.sqrt(sum((x["acc"] - acc) ** 2 for x in docs) / (len(docs) - 1)) / math.sqrt(len(docs)) if len(docs) > 1 else None
     assert (sd is None and t[k]["acc_stderr"] is None) or abs(sd - t[k]["acc_stderr"]) < 1e-12, (k, sd)
     assert all(x["pred"] == max(range(len(x["lls"])), key=lambda i: (x["lls"][i], -i)) for x in docs)
+    assert all(len(x["prompt_hash"]) == 64 for x in docs)
 assert abs(r["mean_acc"] - sum(t[k]["acc"] for k in t) / 7) < 1e-12
 assert r["n_tasks"] == 7 and "harness" in r and r["tokenizer"].startswith("no BOS")
 EOF

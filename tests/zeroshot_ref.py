@@ -245,6 +245,9 @@ def check(model_dir, tok_path, bos, task_dir, tasks, limit, samples_path, result
                 continue
             if o["gold"] != gold:
                 msgs.append(f"doc {d}: gold {o['gold']}, the reference's {gold}")
+            import hashlib  # the harness's prompt_hash: sha256 of its first request's context
+            if o["prompt_hash"] != hashlib.sha256(reqs[0][0].encode("utf-8")).hexdigest():
+                msgs.append(f"doc {d}: prompt_hash {o['prompt_hash']}, not the first context's sha256")
             if len(o["lls"]) != len(lls):
                 msgs.append(f"doc {d}: {len(o['lls'])} choices, the reference's {len(lls)}")
                 continue

@@ -26,6 +26,7 @@
 #include "io/shard.h"        // defines: Shard, shard_sniff
 #include "tok/tokenizer.h"   // defines: Tokenizer
 #include "base/utf8.h"       // defines: utf8_repair, utf8_valid
+#include "base/sha256.h"   // defines: sha256_hex
 #include "run/gsm8k.h"    // defines: Gsm8kTask, gsm8k_load, gsm8k_generate
 #include "run/tasks.h"       // defines: Task, task_load, task_known
 #include "run/zeroshot.h"    // defines: zeroshot_score, zeroshot_metrics
@@ -353,7 +354,10 @@ static void log_samples(FILE *f, const Task *t, double *const *lls, const int *p
             json_array_append_new(ll, json_real(lls[d][i]));
             json_array_append_new(len, json_real(doc->len[i]));
         }
-        json_t *j = json_pack("{s:s, s:I, s:o, s:i, s:i, s:b}", "task", name, "doc", (json_int_t)at, "lls", ll, "gold",
+        char hash[65]; // the harness's prompt_hash: its first request's context
+        sha256_hex(hash, doc->ctx[0], strlen(doc->ctx[0]));
+        json_t *j = json_pack("{s:s, s:I, s:s, s:o, s:i, s:i, s:b}", "task", name, "doc", (json_int_t)at, "prompt_hash",
+                              hash, "lls", ll, "gold",
                               doc->gold, "pred", pred[d], "acc", pred[d] == doc->gold);
         if (j && t->acc_norm) {
             json_object_set_new(j, "choice_len", len);
@@ -418,8 +422,11 @@ static void run_gsm8k(const Opts *o, Engine *e, const Model *m, const Tokenizer 
             hit[k] += score[k][d];
         }
         if (f) {
-            json_t *j = json_pack("{s:s, s:I, s:s, s:s%, s:s, s:{s:s, s:s}, s:{s:b, s:b}, s:I}", "task", "gsm8k", "doc",
-                                  (json_int_t)d, "prompt", t->docs[d].context, "generated", text, tl, "target",
+            char hash[65]; // the harness's prompt_hash
+            sha256_hex(hash, t->docs[d].context, strlen(t->docs[d].context));
+            json_t *j = json_pack("{s:s, s:I, s:s, s:s, s:s%, s:s, s:{s:s, s:s}, s:{s:b, s:b}, s:I}", "task", "gsm8k",
+                                  "doc", (json_int_t)d, "prompt_hash", hash, "prompt", t->docs[d].context, "generated",
+                                  text, tl, "target",
                                   t->docs[d].target, "answers", filters[0], got[0], filters[1], got[1],
                                   "exact_match", filters[0], (int)score[0][d], filters[1], (int)score[1][d],
                                   "tokens", (json_int_t)nt);
