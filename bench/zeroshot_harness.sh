@@ -4,7 +4,9 @@
 # indices, acc / acc_norm and their standard errors; and the time each takes.
 #
 #   sh bench/zeroshot_harness.sh [MODEL] [TASK_DIR] [LIMIT]
-#   (defaults: ../shared/models/stories260K, ../shared/tasks, 40 documents a task)
+#   (defaults: ../shared/models/stories260K, ../shared/tasks, 40 documents a task;
+#   NUM_FEWSHOT=K: K-shot on both sides, the examples from TASK_DIR/NAME_train.jsonl, which
+#   must then be there for every task)
 #
 # lm_eval and what it needs beyond torch + transformers go into a folder of their own
 # (~/.cache/best/lmeval-0.4.13, PYTHONPATH) next to the venv of tests/hf_env.sh, which
@@ -16,6 +18,7 @@ set -e
 MODEL=${1:-${SHARED:-../shared}/models/stories260K}
 TASK_DIR=$(cd "${2:-${SHARED:-../shared}/tasks}" && pwd)
 LIMIT=${3:-40}
+NUM_FEWSHOT=${NUM_FEWSHOT:-0}
 BIN=${BIN:-$(pwd)/bin}
 VER=0.4.13
 PKGS=${BEST_LMEVAL:-$(dirname "$HF_VENV")/lmeval-$VER}
@@ -53,6 +56,10 @@ for t in $TASKS; do
     esac
     f=$(ls "$TASK_DIR/$t.jsonl" "$TASK_DIR/$t.jsonl.gz" 2>/dev/null | head -n 1)
     if [ $split = test ]; then other=validation_split; else other=test_split; fi
+    train="training_split: null" files=""
+    if [ "$NUM_FEWSHOT" -gt 0 ]; then
+        train="training_split: train" files="    train: $TASK_DIR/${t}_train.jsonl"
+    fi
     cat >"$W/tasks/local_$t.yaml" <<EOF
 include: $PKGS/lm_eval/tasks/$yaml
 task: local_$t
@@ -61,7 +68,8 @@ dataset_name: null
 dataset_kwargs:
   data_files:
     $split: $f
-training_split: null
+$files
+$train
 ${split}_split: $split
 $other: null
 fewshot_split: null
@@ -71,11 +79,12 @@ LIST=$(echo $TASKS | tr ' ' ',')
 t0=$(date +%s.%N)
 PYTHONPATH=$PKGS HF_DATASETS_OFFLINE=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_HOME=$W/hf \
     "$HF_PY" -m lm_eval --model hf --model_args "pretrained=$MODEL,dtype=float32" \
-    --tasks "$(echo "$LIST" | sed 's/\([a-z_]*\)/local_\1/g')" --include_path "$W/tasks" --limit "$LIMIT" --log_samples \
+    --tasks "$(echo "$LIST" | sed 's/\([a-z_]*\)/local_\1/g')" --include_path "$W/tasks" --limit "$LIMIT" --num_fewshot "$NUM_FEWSHOT" --log_samples \
     --output_path "$W/out" --device cpu --batch_size 1 >"$W/harness.log" 2>&1 ||
     { tail -n 20 "$W/harness.log" >&2; exit 1; }
 t1=$(date +%s.%N)
-"$BIN/best-eval" --model "$MODEL" --tasks "$LIST" --task-dir "$TASK_DIR" --limit "$LIMIT" --log-samples "$W/ours.jsonl" \
+"$BIN/best-eval" --model "$MODEL" --tasks "$LIST" --task-dir "$TASK_DIR" --limit "$LIMIT" --num-fewshot "$NUM_FEWSHOT" \
+    --log-samples "$W/ours.jsonl" \
     --json --quiet >"$W/ours.json"
 t2=$(date +%s.%N)
 "$HF_PY" - "$W" "$LIST" "$t0" "$t1" "$t2" "$(lscpu | sed -n 's/^Model name: *//p')" "$VER" <<'EOF'
@@ -96,6 +105,9 @@ for t in tasks:
             bad += 1
             print(f"{t} doc {r['doc_id']}: gold {o['gold']} / {gold}, {len(o['lls'])} / {len(lls)} choices")
             continue
+        if o["prompt_hash"] != r["prompt_hash"]:
+            bad += 1
+            print(f"{t} doc {r['doc_id']}: prompt_hash {o['prompt_hash']}, the harness's {r['prompt_hash']}")
         worst = max(worst, max(abs(a - b) for a, b in zip(o["lls"], lls)))
         n += 1
         same_pred += (o["acc"] == bool(r["acc"]))

@@ -127,8 +127,29 @@ for K in 0 1 5; do
             fail "mmlu $K-shot: the reference checked 6 subjects, 4 groups and mmlu ($(tail -n 1 "$TMP/py.err"))"
     fi
 done
-expect_error "--num-fewshot for a task without few-shot examples here" 1 "rte: 1-shot: not supported" \
+expect_error "--num-fewshot for a task without its training split" 1 "no rte_train.jsonl" \
     "$E" --model "$TMP/qwen" --tokenizer "$TMP/tok" --tasks rte --num-fewshot 1 --task-dir "$T"
+# the seven tasks at 1 and 2 shots: their records twice over as a training split (the
+# sampler draws K + 1 for the tasks evaluated on validation), against the reference's
+# prompts (its prompt_hash), loglikelihoods and metrics
+F="$TMP/fewshot"
+mkdir -p "$F"
+for t in $(echo $TASKS | tr ',' ' '); do
+    cp "$T/$t.jsonl" "$F/$t.jsonl"
+    cat "$T/$t.jsonl" "$T/$t.jsonl" "$T/$t.jsonl" >"$F/${t}_train.jsonl"
+done
+for K in 1 2; do
+    "$E" --model "$TMP/qwen" --tokenizer "$TMP/tok" --tasks $TASKS --num-fewshot $K --task-dir "$F" \
+        --log-samples "$TMP/fs$K.jsonl" --json --quiet >"$TMP/fr$K.json" 2>"$TMP/ferr" ||
+        fail "best-eval --tasks (seven) --num-fewshot $K ($(tail -n 1 "$TMP/ferr"))"
+    if [ "$SAN" != 1 ]; then
+        "$HF_PY" tests/zeroshot_ref.py check "$TMP/qwen" "$TMP/tok/tokenizer.json" none "$F" $TASKS 0 "$TMP/fs$K.jsonl" \
+            "$TMP/fr$K.json" $K 2>"$TMP/py.err" | sed "s/^\(n*o*t* *ok - \)/\1$K-shot, random Qwen3: /" >"$TMP/ref.out"
+        cat "$TMP/ref.out"
+        grep -q "^not ok" "$TMP/ref.out" && FAILED=1
+        [ "$(grep -c '^ok' "$TMP/ref.out")" = 7 ] || fail "$K-shot: the reference checked the seven tasks ($(tail -n 1 "$TMP/py.err"))"
+    fi
+done
 expect_error "--num-fewshot 6 with 5 dev records a subject" 1 "5 records of subject abstract_algebra, fewer than the 6" \
     "$E" --model "$TMP/qwen" --tokenizer "$TMP/tok" --tasks mmlu_abstract_algebra --num-fewshot 6 --task-dir "$M"
 mkdir -p "$TMP/nodev" && cp "$M/mmlu.jsonl" "$TMP/nodev/"

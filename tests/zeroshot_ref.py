@@ -48,6 +48,7 @@ import gzip
 import json
 import math
 import os
+import random
 import re
 import sys
 
@@ -89,7 +90,13 @@ def mmlu_text(doc):
 
 
 def requests(name, doc):
-    """[(context, continuation)], gold, choice lengths (acc_norm) or None."""
+    """[(context, continuation)], gold, choice lengths (acc_norm) or None; a doc's "_prefix"
+    (its K-shot examples) goes before each context."""
+    reqs, gold, lens = requests_of(name, doc)
+    return [(doc.get("_prefix", "") + c, x) for c, x in reqs], gold, lens
+
+
+def requests_of(name, doc):
     if name.startswith("mmlu_"):
         subject = name[5:]
         ctx = "The following are multiple choice questions (with answers) about " + subject.replace("_", " ") + ".\n\n"
@@ -207,6 +214,22 @@ def check(model_dir, tok_path, bos, task_dir, tasks, limit, samples_path, result
         groups["mmlu"] = ["mmlu_" + subj for subj in MMLU_GROUPS]
         tasks = ",".join(["mmlu_" + subj for subj in MMLU_GROUPS] + [t for t in tasks.split(",") if t != "mmlu"])
     todo = [(name, d, doc) for name in tasks.split(",") for d, doc in enumerate(read_records(task_dir, name, limit))]
+    shots = {}  # the seven tasks' K-shot prefixes, by (task, doc): the harness's default sampler
+    for name in tasks.split(","):
+        if FEWSHOT["k"] and not name.startswith("mmlu_"):
+            train = read_records(task_dir, name + "_train", 0)
+            rnd = random.Random(1234)
+            # no test split (evaluated on validation): the sampler gets the document and draws K + 1
+            extra = 1 if name in ("boolq", "hellaswag", "rte", "winogrande") else 0
+            for d, doc in [t[1:] for t in todo if t[0] == name]:
+                ex = rnd.sample(train, FEWSHOT["k"] + extra)[:FEWSHOT["k"]]
+                text = ""
+                for e in ex:
+                    reqs, gold, _ = requests(name, e)
+                    text += reqs[gold][0] + reqs[gold][1] + "\n\n"
+                shots[(name, d)] = text
+    if shots:
+        todo = [(name, d, dict(doc, _prefix=shots.get((name, d), ""))) for name, d, doc in todo]
     encode = encoder(tok_path, todo)
     model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     model.eval()

@@ -9,6 +9,7 @@
 
 #include "base/error.h"  // defines: ERR, TRY, xmalloc, xstrdup
 #include "base/fileio.h" // defines: path_join
+#include "base/pyrandom.h" // defines: PyRandom, pyrandom_seed, pyrandom_sample
 #include "base/utf8.h"   // defines: utf8_py_strip
 #include "base/vec.h"    // defines: ByteVec
 #include "io/docs.h"     // defines: docs_open, docs_next, docs_line
@@ -511,14 +512,98 @@ int task_load(Task *t, const char *dir, const char *name, size_t limit) {
     return task_load_fewshot(t, dir, name, limit, 0);
 }
 
+// The documents of task name in path (the first limit; 0: all) into *docs (*n of them).
+static int read_docs(TaskDoc **docs, size_t *n, const char *path, const char *name, size_t limit) {
+    *docs = NULL, *n = 0;
+    DocReader *r;
+    TRY(docs_open(&r, path, "", DOC_JSONL));
+    size_t cap = 0;
+    const char *text;
+    size_t len;
+    int rc = 0;
+    while ((limit == 0 || *n < limit) && (rc = docs_next(r, &text, &len)) == 1) {
+        Where w = {path, (unsigned long long)docs_line(r)};
+        json_error_t jerr;
+        json_t *o = json_loadb(text, len, 0, &jerr);
+        if (!o) { rc = ERR("%s:%llu: %s", w.path, w.line, jerr.text); break; }
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 256;
+            *docs = xrealloc(*docs, cap * sizeof **docs);
+        }
+        TaskDoc *d = &(*docs)[*n];
+        memset(d, 0, sizeof *d);
+        rc = doc_build(d, name, &w, o);
+        json_decref(o);
+        (*n)++;
+        if (rc < 0) break;
+    }
+    docs_close(r);
+    if (rc >= 0 && *n == 0) rc = ERR("%s: no records", path);
+    if (rc < 0) {
+        for (size_t i = 0; i < *n; i++) doc_free(&(*docs)[i]);
+        free(*docs);
+        *docs = NULL, *n = 0;
+        return -1;
+    }
+    return 0;
+}
+
+// K-shot examples before each document of t (the seven tasks): the harness's default
+// sampler over DIR/NAME_train.jsonl, one random.Random(1234) for the documents in order;
+// where the task evaluates its validation split (no test split) the harness hands the
+// document to the sampler, which draws K + 1 and keeps the first K (the document, from
+// another split, is never among them). Each example is its gold context and continuation
+// ("{context} {answer}"; winogrande's context with the right option) and "\n\n".
+static int add_fewshot(Task *t, const char *dir, int k) {
+    char *base = xstrcat(t->name, "_train", NULL), *path = NULL;
+    int rc = find_file(&path, dir, base);
+    free(base);
+    if (rc < 0) return ERR("%s: no %s_train.jsonl, the training split that %d-shot examples come from", dir, t->name, k);
+    TaskDoc *train;
+    size_t ntrain;
+    rc = read_docs(&train, &ntrain, path, t->name, 0);
+    size_t draw = (size_t)k + (strcmp(t->split, "validation") == 0);
+    if (rc == 0 && ntrain < draw)
+        rc = ERR("%s: %zu records, fewer than the %zu the sampler draws for %d examples", path, ntrain, draw, k);
+    free(path);
+    if (rc < 0) {
+        for (size_t i = 0; i < ntrain; i++) doc_free(&train[i]);
+        free(train);
+        return -1;
+    }
+    PyRandom rnd;
+    pyrandom_seed(&rnd, 1234); // the harness's fewshot_random_seed
+    size_t *pick = xmalloc(draw * sizeof *pick);
+    for (size_t d = 0; d < t->n; d++) {
+        ByteVec b = {0};
+        pyrandom_sample(pick, &rnd, ntrain, draw);
+        for (int e = 0; e < k; e++) {
+            const TaskDoc *x = &train[pick[e]];
+            bytevec_append(&b, x->ctx[x->gold], strlen(x->ctx[x->gold]));
+            bytevec_append(&b, x->cont[x->gold], strlen(x->cont[x->gold]));
+            bytevec_append(&b, "\n\n", 2);
+        }
+        bytevec_push(&b, '\0');
+        TaskDoc *doc = &t->docs[d];
+        for (int i = 0; i < doc->n; i++) {
+            char *full = xstrcat(b.v, doc->ctx[i], NULL);
+            free(doc->ctx[i]);
+            doc->ctx[i] = full;
+        }
+        free(b.v);
+    }
+    free(pick);
+    for (size_t i = 0; i < ntrain; i++) doc_free(&train[i]);
+    free(train);
+    t->num_fewshot = k;
+    return 0;
+}
+
 int task_load_fewshot(Task *t, const char *dir, const char *name, size_t limit, int num_fewshot) {
     memset(t, 0, sizeof *t);
     int want[MMLU_N];
     if (num_fewshot < 0) return ERR("--num-fewshot %d: not a count", num_fewshot);
     if (!task_info(name) && mmlu_select(want, name) > 0) return task_load_mmlu(t, dir, name, limit, num_fewshot);
-    if (num_fewshot > 0 && task_info(name))
-        return ERR("%s: %d-shot: not supported for this task (the harness draws its examples at random from a "
-                   "training split that its task file does not hold); MMLU takes --num-fewshot", name, num_fewshot);
     const TaskInfo *info = task_info(name);
     if (!info) return ERR("unknown task \"%s\" (tasks: %s; %s)", name, TASK_NAMES, TASK_NAMES_MMLU);
     t->name = info->name;
@@ -526,32 +611,7 @@ int task_load_fewshot(Task *t, const char *dir, const char *name, size_t limit, 
     t->version = info->version;
     t->acc_norm = info->acc_norm;
     TRY(find_file(&t->path, dir, name));
-    DocReader *r;
-    if (docs_open(&r, t->path, "", DOC_JSONL) < 0) { task_free(t); return -1; }
-    size_t cap = 0;
-    const char *text;
-    size_t len;
-    int rc = 0;
-    while ((limit == 0 || t->n < limit) && (rc = docs_next(r, &text, &len)) == 1) {
-        Where w = {t->path, (unsigned long long)docs_line(r)};
-        json_error_t jerr;
-        json_t *o = json_loadb(text, len, 0, &jerr);
-        if (!o) { rc = ERR("%s:%llu: %s", w.path, w.line, jerr.text); break; }
-        if (t->n == cap) {
-            cap = cap ? 2 * cap : 256;
-            t->docs = xrealloc(t->docs, cap * sizeof *t->docs);
-        }
-        TaskDoc *d = &t->docs[t->n];
-        memset(d, 0, sizeof *d);
-        rc = doc_build(d, name, &w, o);
-        json_decref(o);
-        t->n++;
-        if (rc < 0) break;
-    }
-    docs_close(r);
-    if (rc < 0) { task_free(t); return -1; }
-    if (t->n == 0) {
-        ERR("%s: no records", t->path);
+    if (read_docs(&t->docs, &t->n, t->path, name, limit) < 0 || (num_fewshot > 0 && add_fewshot(t, dir, num_fewshot) < 0)) {
         task_free(t);
         return -1;
     }

@@ -40,8 +40,14 @@
 // DIR/mmlu_dev.jsonl (the dev split; the harness's first_n sampler), read only for K > 0.
 // A task of several subjects has one part per subject (its documents contiguous, in
 // subject order); --limit keeps the first documents of each subject, as the harness's
-// per-task limit. The other tasks have no few-shot examples here: their harness draws
-// them at random from a training split the task files do not hold.
+// per-task limit.
+//
+// K-shot for the seven tasks (task_load_fewshot): K examples "{context} {answer}\n\n" (the
+// gold request's context and continuation) before each context, drawn from
+// DIR/NAME_train.jsonl by the harness's default sampler: one random.Random(1234) for the
+// documents in order, sample(train, K) each, K + 1 (the first K kept) for the tasks it
+// evaluates on validation (boolq, hellaswag, rte, winogrande), to which it hands the
+// document to leave out.
 #ifndef BEST_TASKS_H
 #define BEST_TASKS_H
 
@@ -82,9 +88,9 @@ typedef struct {
 // limit documents (of each subject, for MMLU). A record without a field the task needs,
 // or with a gold answer that names no choice, is an error naming the file and line.
 int task_load(Task *t, const char *dir, const char *name, size_t limit);
-// task_load with num_fewshot examples before each document (MMLU; above). num_fewshot > 0
-// for another task is an error saying why; for MMLU, a subject with fewer dev records
-// than num_fewshot is one.
+// task_load with num_fewshot examples before each document (above). A missing
+// NAME_train.jsonl (mmlu_dev.jsonl), or fewer records than the sampler draws (than
+// num_fewshot for an MMLU subject), is an error naming the file.
 int task_load_fewshot(Task *t, const char *dir, const char *name, size_t limit, int num_fewshot);
 // MMLU's groups in the harness's order of its mmlu group ("mmlu_stem", ...), and their
 // count.

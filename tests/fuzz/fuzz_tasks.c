@@ -1,7 +1,7 @@
 // fuzz_tasks.c: libFuzzer target for the zero-shot task files (run/tasks.h, task_load):
-// the first byte picks the task, the rest is the file (JSON lines); for mmlu and gsm8k the
-// same bytes are its dev / train split too, and the first byte's bits 4-5 pick 0, 1 or 2
-// examples. gsm8k (run/gsm8k.h, gsm8k_load): prompts and targets that are strings. Whatever is accepted
+// the first byte picks the task, the rest is the file (JSON lines); the same bytes are its
+// split of examples too (NAME_train, mmlu_dev, gsm8k_train), and the first byte's bits 4-5
+// pick 0, 1 or 2 examples. gsm8k (run/gsm8k.h, gsm8k_load): prompts and targets that are strings. Whatever is accepted
 // must be documents the scorer can use: at least one choice each, a gold index among
 // them, contexts and continuations that are strings, choice lengths >= 0.
 #include <stdint.h>
@@ -24,10 +24,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     if (size < 1) return 0;
     const char *name = names[data[0] % 9];
-    int gsm = name[0] == 'g', shots = name[0] == 'm' || gsm ? (data[0] >> 4) % 3 : 0;
+    int gsm = name[0] == 'g', shots = (data[0] >> 4) % 3;
     char path[128], dev[128];
     snprintf(path, sizeof path, "%s/%s.jsonl", dir, name);
-    snprintf(dev, sizeof dev, "%s/%s.jsonl", dir, gsm ? "gsm8k_train" : "mmlu_dev");
+    snprintf(dev, sizeof dev, "%s/%s%s.jsonl", dir, name[0] == 'm' ? "mmlu_dev" : name, name[0] == 'm' ? "" : "_train");
     for (int k = 0; k < 1 + (shots > 0); k++) {
         FILE *f = fopen(k ? dev : path, "wb");
         if (!f) return 0;
