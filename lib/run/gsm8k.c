@@ -10,14 +10,12 @@
 #include <utf8proc.h>
 
 #include "base/error.h"    // defines: ERR, TRY, xmalloc, xstrdup
-#include "base/fileio.h"   // defines: path_join
 #include "base/pyrandom.h" // defines: PyRandom, pyrandom_seed, pyrandom_sample
 #include "base/utf8.h"     // defines: utf8_repair_py, utf8_py_strip
 #include "base/vec.h"      // defines: ByteVec, IdVec
 #include "io/docs.h"       // defines: docs_open, docs_next, docs_line
 #include "run/eval.h"      // defines: eval_generate, GenOptions
-
-#define GSM8K_FEWSHOT_SEED 1234 // the harness's fewshot_random_seed
+#include "run/tasks.h"     // defines: task_find_file, TASK_FEWSHOT_SEED
 
 static const char *const STOPS[] = {"Question:", "</s>", "<|im_end|>"}; // generation_kwargs.until
 enum { N_STOPS = sizeof STOPS / sizeof *STOPS };
@@ -29,21 +27,10 @@ typedef struct {
     char *q, *a;
 } QA;
 
-// DIR/NAME.jsonl (or .jsonl.gz): every record's question and answer into *out (n).
+// DIR/NAME.jsonl (task_find_file): every record's question and answer into *out (n).
 static int read_qa(QA **out, size_t *n, char **path_out, const char *dir, const char *name, size_t limit) {
-    static const char *suffix[] = {".jsonl", ".jsonl.gz", ".jsonl.zst"};
-    char *path = NULL;
-    for (size_t i = 0; i < sizeof suffix / sizeof *suffix && !path; i++) {
-        char *base = xstrcat(name, suffix[i], NULL);
-        path = path_join(dir, base);
-        free(base);
-        FILE *f = fopen(path, "rb");
-        if (f) fclose(f);
-        else free(path), path = NULL;
-    }
-    if (!path)
-        return ERR("%s: no %s.jsonl (or .jsonl.gz, .jsonl.zst): the records of openai/gsm8k \"main\" as to_json() "
-                   "writes them", dir, name);
+    char *path;
+    TRY(task_find_file(&path, dir, name));
     DocReader *r;
     if (docs_open(&r, path, "", DOC_JSONL) < 0) { free(path); return -1; }
     QA *v = NULL;
@@ -95,7 +82,7 @@ int gsm8k_load(Gsm8kTask *t, const char *dir, size_t limit, int num_fewshot) {
                      num_fewshot);
     }
     PyRandom rnd;
-    pyrandom_seed(&rnd, GSM8K_FEWSHOT_SEED);
+    pyrandom_seed(&rnd, TASK_FEWSHOT_SEED);
     size_t *pick = xmalloc(((size_t)num_fewshot + 1) * sizeof *pick);
     t->docs = xcalloc(n, sizeof *t->docs);
     for (size_t i = 0; i < n && rc == 0; i++) {

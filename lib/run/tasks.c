@@ -329,7 +329,7 @@ static int doc_build(TaskDoc *d, const char *task, const Where *w, json_t *o) {
 
 // --- files ------------------------------------------------------------------------------
 
-static int find_file(char **path, const char *dir, const char *name) {
+int task_find_file(char **path, const char *dir, const char *name) {
     static const char *suffix[] = {".jsonl", ".jsonl.gz", ".jsonl.zst", ".json", ".json.gz"};
     for (size_t i = 0; i < sizeof suffix / sizeof *suffix; i++) {
         char *base = xstrcat(name, suffix[i], NULL);
@@ -443,7 +443,7 @@ static int task_load_mmlu(Task *t, const char *dir, const char *name, size_t lim
     t->version = subjects > 1 ? "2" : "1.0"; // a group's metadata version, a subject's
     t->num_fewshot = num_fewshot;
     MmluRead test = {want, (int)(limit > 0x7fffffff ? 0x7fffffff : limit), {0}, {0}, {0}, {0}};
-    int rc = find_file(&t->path, dir, "mmlu");
+    int rc = task_find_file(&t->path, dir, "mmlu");
     if (rc == 0) rc = mmlu_read(t->path, mmlu_test_each, &test);
     // the examples of the subjects that have documents (a subject without: left out)
     int keep[MMLU_N], missing = 0;
@@ -454,7 +454,7 @@ static int task_load_mmlu(Task *t, const char *dir, const char *name, size_t lim
     MmluRead dev = {keep, num_fewshot, {0}, {0}, {0}, {0}};
     if (rc == 0 && num_fewshot > 0) {
         char *dpath;
-        if (find_file(&dpath, dir, "mmlu_dev") < 0)
+        if (task_find_file(&dpath, dir, "mmlu_dev") < 0)
             rc = ERR("%s: no mmlu_dev.jsonl (or .jsonl.gz, ...), the dev split of cais/mmlu that %d-shot examples "
                      "come from", dir, num_fewshot);
         else {
@@ -556,7 +556,7 @@ static int read_docs(TaskDoc **docs, size_t *n, const char *path, const char *na
 // ("{context} {answer}"; winogrande's context with the right option) and "\n\n".
 static int add_fewshot(Task *t, const char *dir, int k) {
     char *base = xstrcat(t->name, "_train", NULL), *path = NULL;
-    int rc = find_file(&path, dir, base);
+    int rc = task_find_file(&path, dir, base);
     free(base);
     if (rc < 0) return ERR("%s: no %s_train.jsonl, the training split that %d-shot examples come from", dir, t->name, k);
     TaskDoc *train;
@@ -572,7 +572,7 @@ static int add_fewshot(Task *t, const char *dir, int k) {
         return -1;
     }
     PyRandom rnd;
-    pyrandom_seed(&rnd, 1234); // the harness's fewshot_random_seed
+    pyrandom_seed(&rnd, TASK_FEWSHOT_SEED);
     size_t *pick = xmalloc(draw * sizeof *pick);
     for (size_t d = 0; d < t->n; d++) {
         ByteVec b = {0};
@@ -610,7 +610,7 @@ int task_load_fewshot(Task *t, const char *dir, const char *name, size_t limit, 
     t->split = info->split;
     t->version = info->version;
     t->acc_norm = info->acc_norm;
-    TRY(find_file(&t->path, dir, name));
+    TRY(task_find_file(&t->path, dir, name));
     if (read_docs(&t->docs, &t->n, t->path, name, limit) < 0 || (num_fewshot > 0 && add_fewshot(t, dir, num_fewshot) < 0)) {
         task_free(t);
         return -1;

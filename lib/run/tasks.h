@@ -88,6 +88,11 @@ typedef struct {
 // limit documents (of each subject, for MMLU). A record without a field the task needs,
 // or with a gold answer that names no choice, is an error naming the file and line.
 int task_load(Task *t, const char *dir, const char *name, size_t limit);
+// *path (new) = DIR/NAME.jsonl, or .jsonl.gz, .jsonl.zst, .json, .json.gz, the first that
+// opens; -1 after ERR naming dir and NAME when none does.
+int task_find_file(char **path, const char *dir, const char *name);
+// The harness's fewshot_random_seed: its samplers' random.Random seed.
+#define TASK_FEWSHOT_SEED 1234
 // task_load with num_fewshot examples before each document (above). A missing
 // NAME_train.jsonl (mmlu_dev.jsonl), or fewer records than the sampler draws (than
 // num_fewshot for an MMLU subject), is an error naming the file.

@@ -275,8 +275,7 @@ int zeroshot_score_rows(double **lls, const Model *m, const Tokenizer *tok, cons
     return rc;
 }
 
-// The mean of x (n) and its standard error (sample standard deviation over sqrt(n)).
-static void mean_stderr(double *mean, double *se, const double *x, size_t n) {
+void zeroshot_mean_stderr(double *mean, double *se, const double *x, size_t n) {
     double s = 0;
     for (size_t i = 0; i < n; i++) s += x[i];
     *mean = n ? s / (double)n : NAN;
@@ -307,8 +306,8 @@ void zeroshot_metrics(ZsResult *r, int *pred, int *pred_norm, const Task *t, dou
         if (pred) pred[d] = p;
         if (pred_norm) pred_norm[d] = pn;
     }
-    mean_stderr(&r->acc, &r->acc_stderr, acc, t->n);
-    if (t->acc_norm) mean_stderr(&r->acc_norm, &r->acc_norm_stderr, accn, t->n);
+    zeroshot_mean_stderr(&r->acc, &r->acc_stderr, acc, t->n);
+    if (t->acc_norm) zeroshot_mean_stderr(&r->acc_norm, &r->acc_norm_stderr, accn, t->n);
     else r->acc_norm = r->acc_norm_stderr = NAN;
     free(acc);
     free(accn);

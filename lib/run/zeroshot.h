@@ -63,6 +63,9 @@ int zeroshot_score_rows(double **lls, const Model *m, const Tokenizer *tok, cons
 // The metrics of a task from its lls; pred and pred_norm (t->n each, may be NULL) get
 // the chosen index per document (pred_norm: -1 when the task has no acc_norm).
 void zeroshot_metrics(ZsResult *r, int *pred, int *pred_norm, const Task *t, double *const *lls);
+// The mean of x (n; NaN for none) and its standard error, the harness's mean_stderr: the
+// sample standard deviation (n - 1) over sqrt(n); NaN for n < 2.
+void zeroshot_mean_stderr(double *mean, double *se, const double *x, size_t n);
 // A group of k results as the harness aggregates one whose aggregate_metric_list says
 // weight_by_size (MMLU's, over its leaf subjects): acc the mean weighted by documents, its
 // stderr the pooled sample stderr of lm_eval/api/metrics.py,

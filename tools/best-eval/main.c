@@ -404,7 +404,7 @@ static void report_result(const Opts *o, json_t *jt, const char *name, const cha
 static void run_gsm8k(const Opts *o, Engine *e, const Model *m, const Tokenizer *tok, Gsm8kTask *t, json_t *jt,
                       FILE *f) {
     static const char *const filters[2] = {"strict-match", "flexible-extract"};
-    double t0 = now_seconds(), hit[2] = {0, 0}, *score[2];
+    double t0 = now_seconds(), *score[2];
     size_t tokens = 0;
     for (int k = 0; k < 2; k++) score[k] = xcalloc(t->n ? t->n : 1, sizeof *score[k]);
     Progress pr;
@@ -419,7 +419,6 @@ static void run_gsm8k(const Opts *o, Engine *e, const Model *m, const Tokenizer 
             got[k] = gsm8k_extract(text, tl, k);
             norm[k] = gsm8k_normalize(got[k]);
             score[k][d] = strcmp(norm[k], want) == 0;
-            hit[k] += score[k][d];
         }
         if (f) {
             char hash[65]; // the harness's prompt_hash
@@ -442,12 +441,11 @@ static void run_gsm8k(const Opts *o, Engine *e, const Model *m, const Tokenizer 
         progress_update(&pr, d + 1);
     }
     progress_finish(&pr);
-    double secs = now_seconds() - t0, n = (double)t->n;
+    double secs = now_seconds() - t0;
     json_t *j = json_object();
     for (int k = 0; k < 2; k++) {
-        double mean = hit[k] / n, ss = 0; // the harness's mean_stderr: sample sd (n - 1) / sqrt(n)
-        for (size_t d = 0; d < t->n; d++) ss += (score[k][d] - mean) * (score[k][d] - mean);
-        double se = t->n > 1 ? sqrt(ss / (n - 1)) / sqrt(n) : NAN;
+        double mean, se;
+        zeroshot_mean_stderr(&mean, &se, score[k], t->n);
         char key[64];
         if (o->json) {
             snprintf(key, sizeof key, "exact_match,%s", filters[k]);
